@@ -1,0 +1,3 @@
+#!/bin/sh
+# Coverage is not supported offline; this stand-in does nothing.
+exit 0

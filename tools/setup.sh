@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs every Debian package msgr needs to build, test and run.
+# Idempotent: runs `apt-get update` only when something is missing, and prints
+# nothing when everything is already present.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  bazel-bootstrap g++ pkg-config
+  # libraries
+  libboost-dev libboost-system-dev
+  protobuf-compiler libprotobuf-dev libgrpc++-dev protobuf-compiler-grpc libabsl-dev
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
+  libisal-dev libssl-dev nlohmann-json3-dev libspdlog-dev
+  # tools: fuzzing, charts, process inspection
+  clang libfuzzer-14-dev gnuplot-nox procps iproute2 python3
+)
+# The Soft-RoCE VM (tools/rxe_vm.sh) needs these; MSGR_SKIP_VM_PACKAGES=1 skips them.
+VM_PACKAGES=(qemu-system-x86 busybox-static cpio kmod)
+
+if [[ "${MSGR_SKIP_VM_PACKAGES:-0}" != 1 ]]; then
+  PACKAGES+=("${VM_PACKAGES[@]}")
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >&2
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

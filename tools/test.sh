@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Runs every msgr test for real (no cached results) and ends with one line
+# "N passed, N failed" counted from the actual results; exits non-zero on any failure.
+#
+#   tools/test.sh            setup + plain build/tests + ASan/UBSan build/tests + RDMA VM suite
+#   tools/test.sh --quick    plain tests only (for development)
+#
+# Steps: each prints its own "step: N passed, N failed" line; the last line is the total.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+QUICK=0
+[[ "${1:-}" == "--quick" ]] && QUICK=1
+
+bash tools/setup.sh || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+
+TOTAL_PASS=0
+TOTAL_FAIL=0
+LOGDIR=$(mktemp -d /tmp/msgr-test.XXXXXX)
+
+# count_bazel LOG: reads Bazel's per-target summary lines (--test_summary=short).
+count_bazel() {
+  local log=$1 pass fail
+  pass=$(grep -cE '^//[^ ]+ +(\(cached\) +)?PASSED' "$log")
+  fail=$(grep -cE '^//[^ ]+ +(\(cached\) +)?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|FAILED TO BUILD)' "$log")
+  echo "$pass $fail"
+}
+
+run_bazel_step() {
+  local name=$1; shift
+  local log="$LOGDIR/$name.log" rc pass fail
+  echo "=== step $name: bazel test $* //..."
+  bazel test --nocache_test_results --test_summary=short "$@" //... 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  read -r pass fail < <(count_bazel "$log")
+  # A build failure leaves no per-target lines: count it so it cannot look green.
+  if [[ $rc -ne 0 && $fail -eq 0 ]]; then fail=1; fi
+  echo "step $name: $pass passed, $fail failed"
+  TOTAL_PASS=$((TOTAL_PASS + pass))
+  TOTAL_FAIL=$((TOTAL_FAIL + fail))
+}
+
+run_bazel_step plain
+if [[ $QUICK -eq 0 ]]; then
+  run_bazel_step asan --config=asan
+  if [[ -x tools/rxe_vm_suite.sh ]]; then
+    log="$LOGDIR/rdma_vm.log"
+    echo "=== step rdma-vm: RDMA suite on real verbs (Soft-RoCE rxe0 in a VM)"
+    bash tools/rxe_vm_suite.sh 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    line=$(grep -E '^rdma-vm: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
+    pass=$(echo "$line" | sed -nE 's/^rdma-vm: ([0-9]+) passed.*/\1/p')
+    fail=$(echo "$line" | sed -nE 's/.* ([0-9]+) failed$/\1/p')
+    pass=${pass:-0}; fail=${fail:-0}
+    if [[ $rc -ne 0 && $fail -eq 0 ]]; then fail=1; fi
+    echo "step rdma-vm: $pass passed, $fail failed"
+    TOTAL_PASS=$((TOTAL_PASS + pass))
+    TOTAL_FAIL=$((TOTAL_FAIL + fail))
+  fi
+fi
+
+echo "logs: $LOGDIR"
+echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
+[[ $TOTAL_FAIL -eq 0 ]]
