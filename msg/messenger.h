@@ -1,0 +1,248 @@
+// The messenger contract: what every backend ("tcp", "rdma") implements and what the
+// OSD and the client program against. Ceph's model in our own form:
+//
+//   Messenger   one per process role; binds, accepts, connects; owns the worker threads
+//   Connection  a session with one peer; sends messages; carries receive-ring writes
+//   Dispatcher  implemented by the owner; told about arriving messages and faults
+//
+// Two kinds of traffic share a connection:
+//   * Messages (Send / Dispatcher::OnMessage): small typed messages for acks, reads,
+//     errors. Framed per msg/PROTOCOL.md, crc32c-checked, ordered per connection.
+//   * Ring records (WriteRecord / Dispatcher::OnRingAttached): object writes that land
+//     straight in the receiver's receive ring (msg/ring/ring_format.h) -- read off the
+//     socket into the slot by the TCP backend, placed there by one-sided RDMA WRITEs by
+//     the RDMA backend. The receiver's pollers drain the ring and return space with
+//     Connection::ReleaseRing(); the sender never writes past the space it was given.
+//
+// Policies (per peer entity type):
+//   lossless  every frame has a sequence number and is acknowledged (piggybacked); after
+//             a socket fault the connecting side reconnects and resumes the session, the
+//             sender resends what was not acknowledged, the receiver drops duplicates:
+//             exactly once, in order, per connection. OnReset only after MarkDown or
+//             when the peer restarted (new session: OnRemoteReset).
+//   lossy     any fault resets the connection (OnReset); nothing is resent.
+//
+// Threads: Messenger methods and Connection methods are thread-safe and may be called
+// from any thread, including from inside Dispatcher callbacks. Dispatcher callbacks run
+// on the backend's worker threads; callbacks for one connection never run concurrently
+// and arrive in order. Callbacks must not block for long (hand work to your own threads).
+#ifndef MSGR_MSG_MESSENGER_H_
+#define MSGR_MSG_MESSENGER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "msg/ring/ring_format.h"
+
+namespace msgr {
+
+enum class EntityType : uint8_t { kClient = 1, kOsd = 2, kMon = 3 };
+
+struct EntityName {
+  EntityType type = EntityType::kClient;
+  uint64_t id = 0;
+  std::string ToString() const;  // "client.4", "osd.0"
+  bool operator==(const EntityName& o) const { return type == o.type && id == o.id; }
+};
+
+struct Policy {
+  bool lossless = true;
+  static Policy Lossless() { return Policy{true}; }
+  static Policy Lossy() { return Policy{false}; }
+};
+
+// A message: a 16-bit type chosen by the owner (the messenger reserves none of them),
+// and an opaque payload the owner encodes. The messenger never interprets either.
+struct Message {
+  uint16_t type = 0;
+  std::string payload;
+};
+
+// Authentication of both ends during the handshake (HMAC-SHA256 challenge-response
+// over a shared cluster secret, see msg/PROTOCOL.md).
+struct AuthConfig {
+  enum class Mode { kNone, kSecret };
+  Mode mode = Mode::kSecret;
+  std::string secret;  // REQUIRES: non-empty when mode == kSecret
+  // Reads a keyring file: one line "key = <base64 or hex or raw secret>".
+  static absl::StatusOr<AuthConfig> FromKeyringFile(const std::string& path);
+  static AuthConfig None() { return AuthConfig{Mode::kNone, ""}; }
+};
+
+struct MessengerOptions {
+  std::string type = "tcp";          // backend: "tcp" or "rdma"
+  EntityName name;                   // who we are
+  AuthConfig auth;
+  int worker_threads = 2;
+
+  // Flow control: a sender over either limit waits (Send) or gets
+  // kResourceExhausted (TrySend). Memory stays bounded whatever the peer does.
+  uint64_t conn_max_bytes_in_flight = 64ull << 20;
+  uint64_t conn_max_msgs_in_flight = 4096;
+  uint64_t messenger_max_bytes_in_flight = 512ull << 20;
+
+  uint32_t max_message_bytes = 128u << 20;   // frames above this are a protocol error
+  absl::Duration keepalive_interval = absl::Seconds(2);
+  absl::Duration keepalive_timeout = absl::Seconds(10);  // silent peer is reset
+  absl::Duration handshake_timeout = absl::Seconds(5);
+  absl::Duration reconnect_backoff_max = absl::Seconds(2);
+
+  // Receive rings this messenger creates for accepted peers that ask for one.
+  size_t ring_bytes = kDefaultRingBytes;
+
+  // Fault injection (like Ceph's ms_inject_socket_failures): break the socket after
+  // every N frames sent (0 = off).
+  uint32_t inject_socket_failures = 0;
+
+  // Backend-specific settings ("rdma_device" -> "soft" | "<ibdev>", ...).
+  std::map<std::string, std::string> backend_options;
+};
+
+// A snapshot of the messenger's counters.
+struct MessengerCounters {
+  uint64_t msgs_sent = 0, msgs_received = 0;
+  uint64_t bytes_sent = 0, bytes_received = 0;
+  uint64_t records_sent = 0, records_received = 0;
+  uint64_t record_bytes_sent = 0, record_bytes_received = 0;
+  uint64_t resends = 0, duplicates_dropped = 0;
+  uint64_t resets = 0, reconnects = 0;
+  uint64_t crc_errors = 0, protocol_errors = 0, auth_failures = 0;
+  uint64_t throttle_waits = 0, ring_credit_waits = 0;
+  uint64_t keepalives_sent = 0;
+  uint64_t connections_open = 0;
+};
+
+// A receive ring the messenger created for one peer session. The memory belongs to the
+// messenger (it may be registered RDMA memory) and stays valid while this object lives.
+class RecvRing {
+ public:
+  virtual ~RecvRing() = default;
+  virtual uint8_t* base() = 0;
+  virtual size_t bytes() const = 0;
+  // Called by a backend after it published records; wakes a sleeping poller.
+  // Pollers block on wait_fd() (an eventfd: readable when new records may exist).
+  virtual int wait_fd() const = 0;
+};
+
+class Connection;
+using ConnectionRef = std::shared_ptr<Connection>;
+
+// Description of one ring record to write; the messenger fills seq and crcs.
+struct RecordDesc {
+  std::string oid;            // REQUIRES: 1..kMaxOidBytes bytes
+  uint64_t tid = 0;
+  uint64_t object_offset = 0;
+  uint16_t flags = 0;         // kRecordFlag*
+};
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  virtual EntityName peer_name() const = 0;
+  virtual std::string peer_addr() const = 0;
+  virtual bool is_connected() const = 0;
+
+  // Queues `m` for the peer. Blocks while over the flow-control limits. Returns an
+  // error only when the connection is marked down or the messenger is shut down
+  // (lossless connections keep queued messages across reconnects).
+  virtual absl::Status Send(Message m) = 0;
+  // Like Send but never blocks: kResourceExhausted when over the limits.
+  virtual absl::Status TrySend(Message m) = 0;
+
+  // Client side of the ring path. Writes one record of `payload` into the peer's
+  // receive ring, waiting up to `timeout` for ring credit (kDeadlineExceeded after
+  // that). The payload is copied or sent before this returns; the caller keeps
+  // ownership. REQUIRES: the connection was opened with want_ring, payload.size() <=
+  // max_record_payload(). Lossless connections resend unacknowledged records after a
+  // reconnect, into the same slots.
+  virtual absl::Status WriteRecord(const RecordDesc& desc, std::string_view payload,
+                                   absl::Duration timeout) = 0;
+  // Largest payload one record may carry on this connection (0 before the handshake).
+  virtual size_t max_record_payload() const = 0;
+
+  // Receiver side of the ring path: everything before ring position `position` is
+  // free again; the backend returns it to the sender as credit (piggybacked).
+  virtual void ReleaseRing(uint64_t position) = 0;
+
+  // Closes the connection and discards anything queued; no more callbacks for it
+  // after OnReset. Idempotent.
+  virtual void MarkDown() = 0;
+
+  // Owner's slot for per-connection state (e.g. the OSD's session); the messenger
+  // never touches it.
+  std::shared_ptr<void> priv;
+};
+
+class Dispatcher {
+ public:
+  virtual ~Dispatcher() = default;
+  // A peer connected to us and passed authentication.
+  virtual void OnAccept(const ConnectionRef& conn) {}
+  // The session to `conn` has a new receive ring (accepting side, peer asked for one).
+  // The owner drains it (RingConsumer) and calls conn->ReleaseRing as it frees space.
+  // Called again with a fresh ring if the peer starts a new session.
+  virtual void OnRingAttached(const ConnectionRef& conn, std::shared_ptr<RecvRing> ring) {}
+  // A message arrived. The owner takes the message.
+  virtual void OnMessage(const ConnectionRef& conn, Message m) = 0;
+  // The connection is gone for good (lossy fault, MarkDown, keepalive timeout,
+  // protocol error); `why` says why. Queued messages were dropped.
+  virtual void OnReset(const ConnectionRef& conn, const absl::Status& why) = 0;
+  // The peer restarted (new session): messages it had not acknowledged are lost on its
+  // side, and its ring (if any) is new. Lossless owners resend at their level.
+  virtual void OnRemoteReset(const ConnectionRef& conn) {}
+  // An outgoing connection could not be established (refused, auth failure, ...).
+  // Lossless connections keep retrying with backoff after this.
+  virtual void OnConnectRefused(const ConnectionRef& conn, const absl::Status& why) {}
+};
+
+struct ConnectOptions {
+  Policy policy = Policy::Lossless();
+  bool want_ring = false;    // ask the peer for a receive ring for WriteRecord
+};
+
+class Messenger {
+ public:
+  // Creates a backend by name ("tcp", "rdma"). An unknown or unavailable backend gives
+  // kInvalidArgument / kUnavailable with a message that says what to do.
+  // `dispatcher` must outlive the messenger.
+  static absl::StatusOr<std::unique_ptr<Messenger>> Create(const MessengerOptions& options,
+                                                           Dispatcher* dispatcher);
+
+  virtual ~Messenger() = default;
+
+  // Starts listening on "host:port" (port 0 picks a free one). Returns the bound address.
+  virtual absl::StatusOr<std::string> Bind(const std::string& addr) = 0;
+
+  // Returns the connection to `addr`, creating it (connecting in the background) if
+  // needed. Messages sent before the handshake completes are queued.
+  virtual absl::StatusOr<ConnectionRef> Connect(const std::string& addr,
+                                                const ConnectOptions& options) = 0;
+
+  // Sets the policy for peers of `type` that connect to us.
+  virtual void SetPolicy(EntityType type, Policy policy) = 0;
+
+  virtual MessengerCounters counters() const = 0;
+  virtual const MessengerOptions& options() const = 0;
+
+  // Closes every connection and stops the workers; no callbacks after it returns.
+  // Idempotent; the destructor calls it.
+  virtual void Shutdown() = 0;
+};
+
+// Backends register a factory under their name (see msg/messenger.cc).
+using MessengerFactory = std::function<absl::StatusOr<std::unique_ptr<Messenger>>(
+    const MessengerOptions&, Dispatcher*)>;
+void RegisterMessengerBackend(const std::string& name, MessengerFactory factory);
+
+}  // namespace msgr
+
+#endif  // MSGR_MSG_MESSENGER_H_
