@@ -223,10 +223,14 @@ void Poller::Complete(RingState* r) {
 void Poller::Sleep() {
   // Drain the eventfds, then look once more before blocking, so that a record
   // published between the last poll and epoll_wait is never missed.
+  for (auto& r : rings_) r->ring->SetPollerSleeping(true);
   for (auto& r : rings_) DrainEventFd(r->ring->wait_fd());
   DrainEventFd(wake_fd_);
   for (auto& r : rings_) {
-    if (PollRing(r.get())) return;
+    if (PollRing(r.get())) {
+      for (auto& q : rings_) q->ring->SetPollerSleeping(false);
+      return;
+    }
   }
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -236,6 +240,7 @@ void Poller::Sleep() {
   epoll_event evs[16];
   epoll_wait(epoll_fd_, evs, 16, /*timeout_ms=*/200);
   counters_.sleep_ns += NowNs() - t0;
+  for (auto& r : rings_) r->ring->SetPollerSleeping(false);
   ++counters_.sleeps;
 }
 
