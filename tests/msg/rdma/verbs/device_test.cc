@@ -326,10 +326,12 @@ TEST_P(DeviceTest, WritesBecomeVisibleInOrder) {
   for (size_t i = 0; i < kData; i += 4096) src->data()[i] |= 1;  // No all-zero page.
   auto* flag = reinterpret_cast<std::atomic<uint64_t>*>(dst->data() + kData);
   std::atomic<bool> stop{false};
+  std::atomic<bool> started{false};
   std::atomic<int> violations{0};
   std::atomic<int> checks{0};
   std::thread observer([&] {
     uint64_t seen = 0;
+    started.store(true);
     while (!stop.load() && seen < kRounds) {
       uint64_t f = flag->load(std::memory_order_acquire);
       if (f == seen) continue;
@@ -341,6 +343,7 @@ TEST_P(DeviceTest, WritesBecomeVisibleInOrder) {
       ++checks;
     }
   });
+  while (!started.load()) std::this_thread::yield();  // Observe while the writes happen.
   for (int r = 1; r <= kRounds; ++r) {
     Sge sges[kBufs + 1];
     SendWr chain[kBufs + 1];
@@ -366,8 +369,11 @@ TEST_P(DeviceTest, WritesBecomeVisibleInOrder) {
     ASSERT_EQ(c.status, WcStatus::kSuccess) << WcStatusName(c.status);
   }
   absl::Time deadline = absl::Now() + kWait;
-  while (flag->load() != kRounds && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
-  stop.store(true);
+  while (checks.load() == 0 || flag->load() != kRounds) {
+    if (absl::Now() > deadline) break;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  stop.store(true);  // Only matters if the flag never arrives.
   observer.join();
   EXPECT_EQ(flag->load(), static_cast<uint64_t>(kRounds));
   EXPECT_GT(checks.load(), 0);
