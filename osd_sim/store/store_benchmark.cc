@@ -3,6 +3,7 @@
 // the write is durable per the mode (the log: Append + WaitDurable).
 //
 //   bazel run -c opt //osd_sim/store:store_benchmark -- --benchmark_min_time=1
+// Group commit window: $STORE_BENCH_WINDOW_US (default: StoreOptions' 200 us).
 // Directory: $STORE_BENCH_DIR (default /var/tmp/msgr-store-bench); use a real disk,
 // not tmpfs, or fdatasync costs nothing.
 #include <benchmark/benchmark.h>
@@ -53,6 +54,9 @@ void BM_Log(benchmark::State& state) {
     StoreOptions o;
     o.dir = BenchDir();
     o.mode = kMode;
+    if (const char* w = std::getenv("STORE_BENCH_WINDOW_US")) {
+      o.group_commit_window = absl::Microseconds(std::atoi(w));
+    }
     auto s = ObjectStore::Open(o);
     if (!s.ok()) {
       state.SkipWithError(std::string(s.status().message()).c_str());
