@@ -60,7 +60,7 @@ std::string Payload(uint32_t i, uint64_t version) {
         const uint64_t version = base_version + n;
         std::string data = Payload(i, version);
         struct iovec iov = {data.data(), data.size()};
-        auto ticket = (*store)->Append(OidName(i), 0, &iov, 1, Crc32c(0, data.data(), data.size()),
+        auto ticket = (*store)->Append(OidName(i), 0, &iov, 1, PayloadCrc(OidName(i), data.data(), data.size()),
                                        kTruncate, [ack_fd, i, version](absl::Status s) {
                                          if (!s.ok()) _exit(3);
                                          const Ack a{i, 0, version};

@@ -35,7 +35,7 @@ TEST(GroupCommitTest, ManyThreadsShareFlushes) {
         const std::string oid = "t" + std::to_string(t) + "-" + std::to_string(i);
         std::string data = Pattern(oid, 4096);
         struct iovec iov = {data.data(), data.size()};
-        auto ticket = store.Append(oid, 0, &iov, 1, Crc32c(0, data.data(), data.size()), 0,
+        auto ticket = store.Append(oid, 0, &iov, 1, PayloadCrc(oid, data.data(), data.size()), 0,
                                    [&](absl::Status s) {
                                      if (!s.ok()) ++errors;
                                      // The flush counter moves before its completions fire.
@@ -82,8 +82,8 @@ TEST(GroupCommitTest, DestructorFlushesAndFiresPendingCallbacks) {
     std::string data = "payload";
     struct iovec iov = {data.data(), data.size()};
     for (int i = 0; i < 5; ++i) {
-      ASSERT_TRUE((*store)->Append("d" + std::to_string(i), 0, &iov, 1,
-                                   Crc32c(0, data.data(), data.size()), 0,
+      const std::string oid = "d" + std::to_string(i);
+      ASSERT_TRUE((*store)->Append(oid, 0, &iov, 1, PayloadCrc(oid, data.data(), data.size()), 0,
                                    [&](absl::Status s) { fired += s.ok(); }).ok());
     }
   }
