@@ -116,6 +116,35 @@ kernel_package() {
   echo "$pkg"
 }
 
+# Writes the uncompressed ELF kernel inside bzImage $1 to $2. qemu boots such an image
+# directly through its PVH entry point, which skips the firmware's real-mode loader and,
+# above all, the kernel decompressing itself: several seconds under software emulation.
+# The bzImage header gives the payload: it starts (setup_sects + 1) * 512 + payload_offset
+# bytes in and is payload_length bytes long.
+extract_vmlinux() {
+  local bz=$1 out=$2 sects off len start magic size
+  sects=$(od -An -tu1 -j $((0x1f1)) -N1 "$bz" | tr -d ' ')
+  [[ "$sects" -eq 0 ]] && sects=4
+  off=$(od -An -tu4 -j $((0x248)) -N4 "$bz" | tr -d ' ')
+  len=$(od -An -tu4 -j $((0x24c)) -N4 "$bz" | tr -d ' ')
+  start=$(( (sects + 1) * 512 + off ))
+  magic=$(od -An -tx1 -j "$start" -N4 "$bz" | tr -d ' ')
+  local unpack
+  case $magic in
+    fd377a58) unpack=(xz -dc) ;;
+    28b52ffd) unpack=(zstd -dcq) ;;
+    1f8b*) unpack=(gzip -dc) ;;
+    *) return 1 ;;
+  esac
+  command -v "${unpack[0]}" >/dev/null || return 1
+  # The payload ends with the unpacked size (le32), which decompressors call trailing
+  # garbage: ignore their status, check the result's size and ELF magic instead.
+  size=$(od -An -tu4 -j $((start + len - 4)) -N4 "$bz" | tr -d ' ')
+  dd if="$bz" bs=1M iflag=skip_bytes,count_bytes skip="$start" count="$len" status=none \
+    | "${unpack[@]}" >"$out" 2>/dev/null || true
+  [[ "$(stat -c %s "$out")" == "$size" && "$(od -An -tx1 -N4 "$out" | tr -d ' ')" == 7f454c46 ]]
+}
+
 # Fetches and unpacks kernel $1 (a version like 6.1.0-57-amd64) into $2, atomically.
 fetch_kernel() {
   local kver=$1 dest=$2 tmp log
@@ -136,6 +165,7 @@ fetch_kernel() {
     || { rm -rf "$tmp"; fail "the kernel package has no boot/vmlinuz-$kver or lib/modules/$kver"; }
   depmod -b "$tmp/root" "$kver" || { rm -rf "$tmp"; fail "depmod failed"; }
   mv "$tmp/root/boot/vmlinuz-$kver" "$tmp/vmlinuz"
+  mv "$tmp/root/boot/config-$kver" "$tmp/config"
   mkdir -p "$tmp/lib/modules"
   mv "$tmp/root/lib/modules/$kver" "$tmp/lib/modules/$kver"
   rm -rf "$tmp/root" "$tmp"/*.deb "$log"
@@ -145,7 +175,7 @@ fetch_kernel() {
   mv "$tmp" "$dest"
 }
 
-# Sets KVER and KDIR (holding vmlinuz and lib/modules/KVER) to a ready guest kernel, fetching one if
+# Sets KVER, KDIR (holding vmlinuz, maybe vmlinux, and lib/modules/KVER) and KERNEL_IMAGE to a ready guest kernel, fetching one if
 # the cache has none. A cached kernel is reused even if Debian has a newer one: runs stay
 # offline and reproducible; delete the cache directory to move on.
 ensure_kernel() {
@@ -168,6 +198,19 @@ ensure_kernel() {
   fi
   KDIR=$cache/$KVER
   [[ -f "$KDIR/complete" ]] || fetch_kernel "$KVER" "$KDIR"
+  # vmlinux only if the kernel has a PVH entry point; else qemu boots vmlinuz (slower).
+  # Made here rather than at fetch time so older cache entries get it too.
+  if [[ ! -f "$KDIR/vmlinux" && ! -f "$KDIR/no-vmlinux" ]]; then
+    if grep -qx 'CONFIG_PVH=y' "$KDIR/config" 2>/dev/null \
+       && extract_vmlinux "$KDIR/vmlinuz" "$KDIR/vmlinux.tmp"; then
+      mv "$KDIR/vmlinux.tmp" "$KDIR/vmlinux"
+    else
+      rm -f "$KDIR/vmlinux.tmp"
+      touch "$KDIR/no-vmlinux"
+    fi
+  fi
+  KERNEL_IMAGE=$KDIR/vmlinuz
+  [[ -f "$KDIR/vmlinux" ]] && KERNEL_IMAGE=$KDIR/vmlinux
   flock -u 9
   exec 9>&-
 }
@@ -228,7 +271,7 @@ boot_and_run() {
     qemu-system-x86_64 -nodefaults -no-user-config -no-reboot
     -accel tcg,thread=multi -cpu max -smp "${MSGR_RXE_VM_CPUS:-2}" -m "${MSGR_RXE_VM_MEM_MB:-2048}"
     -display none -monitor none -serial "file:$RUN/console.log" -pidfile "$RUN/qemu.pid"
-    -kernel "$KDIR/vmlinuz" -initrd "$RUN/initramfs.cpio"
+    -kernel "$KERNEL_IMAGE" -initrd "$RUN/initramfs.cpio"
     -append "console=ttyS0 panic=-1 quiet mitigations=off"
     -virtfs "local,path=/,mount_tag=rootfs,readonly=on,$ninep"
     -virtfs "local,path=$RUN,mount_tag=run,$ninep"

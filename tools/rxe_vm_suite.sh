@@ -160,7 +160,7 @@ report() {
       status=$(cat "$RESULTS/$i.status")
       secs=$(cat "$RESULTS/$i.secs" 2>/dev/null || true)
     else
-      status="FAIL no verdict: the VM stopped before this test finished"
+      status="FAIL no verdict: the VM stopped before this test ran or finished"
     fi
     if [[ "$status" == PASS ]]; then
       echo "PASS ${NAMES[$i]} (${secs} s)"

@@ -69,6 +69,7 @@ setup_rdma() {
     modprobe "$m" || die "modprobe $m failed"
   done
   # rxe0 on lo: plain verbs between processes of this VM over 127.0.0.1.
+  log "modules loaded at $(uptime_s) s"
   rdma link add rxe0 type rxe netdev lo || die "rdma link add rxe0 (netdev lo) failed"
   # rdma_cm cannot resolve routes over lo, so a dummy netdev with an address carries rxe1.
   ip link add dummy0 type dummy || die "cannot create dummy0"
@@ -112,10 +113,12 @@ run_command() {
 
 main() {
   mount_fs
+  log "phase 2 started at $(uptime_s) s of guest uptime"
   # shellcheck source=/dev/null
   source "$RUN/config" || die "cannot read $RUN/config"
   hostname rxe-vm 2>/dev/null || true
   mount_shares
+  log "shares mounted at $(uptime_s) s"
   setup_rdma
   uptime_s >"$RUN/ready"
   log "rxe0 ready after $(uptime_s) s of guest uptime"
