@@ -217,7 +217,7 @@ ensure_kernel() {
 
 # Writes everything the guest needs into the per-run directory.
 prepare_run_dir() {
-  local cwd s
+  local cwd s i
   RUN=$(mktemp -d "${TMPDIR:-/tmp}/msgr-rxe-vm.XXXXXX")
   cp "$HELPERS/guest_init.sh" "$RUN/guest_init.sh"
   printf '%s' "$COMMAND" >"$RUN/command"
@@ -227,13 +227,18 @@ prepare_run_dir() {
   # Run where the caller is if that is inside the work tree, else at its top.
   cwd=$REPO
   [[ "$PWD/" == "$REPO/"* ]] && cwd=$PWD
+  # For phase 2 (bash): where to run, extra environment.
   {
     printf 'VM_WORKTREE=%q\n' "$REPO"
     printf 'VM_CWD=%q\n' "$cwd"
-    printf 'VM_MODULES=%q\n' "$KDIR/lib/modules/$KVER"
-    printf 'VM_SHARES=('; for s in "${SHARES[@]}"; do printf '%q ' "$s"; done; printf ')\n'
     printf 'VM_ENV=('; for s in "${GUEST_ENV[@]}"; do printf '%q ' "$s"; done; printf ')\n'
   } >"$RUN/config"
+  # For phase 1 (busybox): what to mount where (see tools/rxe_vm/initramfs_init.sh).
+  {
+    echo "share work $REPO"
+    for i in "${!SHARES[@]}"; do echo "share share$i ${SHARES[$i]}"; done
+    echo "modules $KDIR/lib/modules/$KVER"
+  } >"$RUN/mounts"
   bash "$HELPERS/build_initramfs.sh" "$KDIR" "$KVER" "$RUN/initramfs.cpio" >&2 \
     || fail "building the initramfs failed"
 }

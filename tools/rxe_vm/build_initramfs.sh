@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the rxe VM's initramfs: a static busybox, tools/rxe_vm/initramfs_init.sh as /init,
-# and the few modules needed to reach the host root (virtio PCI, 9p, overlay).
+# and the few modules needed to reach the host root (virtio PCI, 9p, overlay) and to make
+# Soft-RoCE devices.
 #
 #   build_initramfs.sh MODULES_ROOT KERNEL_VERSION OUTPUT.cpio
 #
@@ -10,8 +11,11 @@
 # (a few MB) and the kernel then has nothing to decompress under slow emulation.
 set -euo pipefail
 
-# The modules phase 1 needs; their dependencies are added by modprobe.
-ROOT_MODULES=(virtio_pci 9pnet_virtio 9p overlay)
+# The modules phase 1 loads; their dependencies are added by modprobe. The first four
+# reach the host root; the RDMA ones (Soft-RoCE, user verbs, rdma_cm's user interface, the
+# dummy netdev for rdma_cm) are loaded here too because busybox insmod from RAM is much
+# faster under emulation than modprobe reading the module tree over 9p.
+MODULES=(virtio_pci 9pnet_virtio 9p overlay rdma_rxe ib_uverbs rdma_ucm dummy)
 
 main() {
   [[ $# -eq 3 ]] || { echo "usage: $0 MODULES_ROOT KERNEL_VERSION OUTPUT.cpio" >&2; exit 2; }
@@ -33,7 +37,7 @@ main() {
 
   # `modprobe --show-depends` prints "insmod /path/x.ko" in load order, deps first.
   : >"$stage/modules.list"
-  for m in "${ROOT_MODULES[@]}"; do
+  for m in "${MODULES[@]}"; do
     while read -r _ ko _; do
       [[ -n "$ko" ]] || continue
       if ! grep -qxF "$(basename "$ko")" "$stage/modules.list"; then

@@ -1,25 +1,31 @@
 #!/bin/bash
 # Phase 2 of the rxe VM boot: PID 1 on the real root (the host's root, read-only, under a
-# RAM overlay), run by the host's own bash, so every host tool (modprobe, ip, rdma) is here.
+# RAM overlay), run by the host's own bash, so every host tool (rdma, modprobe, the tests'
+# shared libraries) is here. Phase 1 (initramfs_init.sh) already mounted everything, loaded
+# the modules and set up lo and dummy0.
 #
 # The host's tools/rxe_vm.sh copies this file into the per-run directory, which the guest
 # sees at /run/msgr-vm (9p, read-write), next to:
-#   config    shell variables written by the host (work tree, modules tree, shares, env)
+#   config    shell variables written by the host (VM_WORKTREE, VM_CWD, VM_ENV)
 #   command   the COMMAND text, run with `bash -c`
 # and this script writes back:
 #   ready     guest uptime (s) when rxe0 was usable     stdout, stderr  COMMAND's output
 #   rc        COMMAND's exit status                     setup_failed    why setup failed
 # The VM powers itself off at the end; the host treats a missing rc as a failed run.
+# Processes are expensive under emulation, so this script uses bash builtins where it can.
 set -u
 RUN=/run/msgr-vm
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 
+# Sets UP to the guest uptime in seconds (no subprocess).
+uptime_s() { read -r UP _ </proc/uptime; }
+
 log() { echo "rxe-vm guest: $*"; }
 
 poweroff_now() {
-  sync
-  # No init system to ask: the kernel's sysrq power-off works without one.
+  # No init system to ask: the kernel's sysrq power-off works without one. The run and
+  # work shares are not cached, so nothing is left to flush to the host.
   echo o >/proc/sysrq-trigger
   sleep 30
 }
@@ -31,97 +37,58 @@ die() {
   exit 1
 }
 
-uptime_s() { cut -d' ' -f1 /proc/uptime; }
-
-mount_fs() {
-  # Standard kernel file systems, plus RAM-backed /tmp and /dev/shm for the tests.
-  mountpoint -q /proc || mount -t proc proc /proc || die "cannot mount /proc"
-  mountpoint -q /dev || mount -t devtmpfs dev /dev || die "cannot mount /dev"
-  mount -t sysfs sys /sys || die "cannot mount /sys"
-  mkdir -p /dev/pts /dev/shm
-  mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts || die "cannot mount /dev/pts"
-  mount -t tmpfs -o mode=1777 shm /dev/shm || die "cannot mount /dev/shm"
-  mount -t tmpfs -o mode=1777 tmp /tmp || die "cannot mount /tmp"
-}
-
-mount_shares() {
-  local opts="trans=virtio,version=9p2000.L,msize=262144" i
-  # The work tree, read-write, at the same path as on the host (results come back).
-  mkdir -p "$VM_WORKTREE"
-  mount -t 9p -o "$opts" work "$VM_WORKTREE" || die "cannot mount the work tree (9p tag work)"
-  for i in "${!VM_SHARES[@]}"; do
-    mkdir -p "${VM_SHARES[$i]}"
-    mount -t 9p -o "$opts" "share$i" "${VM_SHARES[$i]}" \
-      || die "cannot mount ${VM_SHARES[$i]} (9p tag share$i)"
-  done
-  # The guest kernel's modules: the unpacked package in the host's cache (seen through the
-  # shared root) bound where modprobe looks for them.
-  local kver
-  kver=$(uname -r)
-  mkdir -p "/lib/modules/$kver"
-  mount --bind "$VM_MODULES" "/lib/modules/$kver" || die "cannot bind $VM_MODULES"
-}
-
 setup_rdma() {
-  local m want gid1 i
-  ip link set lo up || die "cannot bring lo up"
-  for m in rdma_rxe ib_uverbs rdma_ucm dummy; do
-    modprobe "$m" || die "modprobe $m failed"
+  local m want gid1="" i
+  # Phase 1 normally loaded these already; modprobe is the fallback.
+  for m in rdma_rxe ib_uverbs rdma_ucm; do
+    [[ -d /sys/module/$m ]] || modprobe "$m" || die "modprobe $m failed"
   done
   # rxe0 on lo: plain verbs between processes of this VM over 127.0.0.1.
-  log "modules loaded at $(uptime_s) s"
   rdma link add rxe0 type rxe netdev lo || die "rdma link add rxe0 (netdev lo) failed"
-  # rdma_cm cannot resolve routes over lo, so a dummy netdev with an address carries rxe1.
-  ip link add dummy0 type dummy || die "cannot create dummy0"
-  ip addr add 169.254.77.1/24 dev dummy0 || die "cannot address dummy0"
-  ip link set dummy0 up || die "cannot bring dummy0 up"
+  # rdma_cm cannot resolve routes over lo, so dummy0 (169.254.77.1) carries rxe1.
   rdma link add rxe1 type rxe netdev dummy0 || die "rdma link add rxe1 (netdev dummy0) failed"
 
   # The GID table fills asynchronously: wait for index 1 = ::ffff:127.0.0.1 (RoCE v2).
   want=0000:0000:0000:0000:0000:ffff:7f00:0001
-  for ((i = 0; i < 200; i++)); do
-    gid1=$(cat /sys/class/infiniband/rxe0/ports/1/gids/1 2>/dev/null || true)
+  for ((i = 0; i < 100; i++)); do
+    read -r gid1 </sys/class/infiniband/rxe0/ports/1/gids/1 || gid1=""
     [[ "$gid1" == "$want" ]] && break
     sleep 0.1
   done
-  if [[ "$gid1" != "$want" ]]; then
-    grep -H . /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null | grep -v ':0000:0000:0000:0000:0000:0000:0000:0000$'
-    die "rxe0 GID index 1 is '$gid1', expected $want"
-  fi
+  [[ "$gid1" == "$want" ]] || die "rxe0 GID index 1 is '$gid1', expected $want"
   [[ -c /dev/infiniband/uverbs0 ]] || die "/dev/infiniband/uverbs0 is missing"
 }
 
 run_command() {
-  local rc bin
+  local rc cmd kv
   export HOME=/root USER=root LOGNAME=root TERM=dumb LANG=C.UTF-8
   export MSGR_IN_RXE_VM=1 MSGR_RDMA_DEVICE=rxe0 MSGR_RDMA_GID_INDEX=1
   export MSGR_RDMA_CM_DEVICE=rxe1 MSGR_RDMA_CM_ADDR=169.254.77.1
-  local kv
   for kv in "${VM_ENV[@]}"; do export "$kv"; done
   ulimit -l unlimited || die "ulimit -l unlimited failed"
   cd "$VM_CWD" || die "cannot cd to $VM_CWD"
-  # bazel-bin points into the host's Bazel output base: it must be reachable here.
-  bin=$VM_WORKTREE/bazel-bin
-  if [[ -L "$bin" && ! -d "$bin/" ]]; then
-    log "warning: $bin -> $(readlink "$bin") is not reachable in the guest"
+  # bazel-bin points into the host's Bazel output base, which must be reachable here.
+  if [[ -L bazel-bin && ! -d bazel-bin/ ]]; then
+    log "warning: $PWD/bazel-bin points to something missing in the guest"
   fi
-  bash -c "$(cat "$RUN/command")" </dev/null >"$RUN/stdout" 2>"$RUN/stderr"
+  IFS= read -r -d '' cmd <"$RUN/command"
+  bash -c "$cmd" </dev/null >"$RUN/stdout" 2>"$RUN/stderr"
   rc=$?
   echo "$rc" >"$RUN/rc"
-  log "command exited with status $rc after $(uptime_s) s of guest uptime"
+  uptime_s
+  log "command exited with status $rc at $UP s of guest uptime"
 }
 
 main() {
-  mount_fs
-  log "phase 2 started at $(uptime_s) s of guest uptime"
+  uptime_s
+  log "phase 2 started at $UP s of guest uptime"
+  echo rxe-vm >/proc/sys/kernel/hostname
   # shellcheck source=/dev/null
   source "$RUN/config" || die "cannot read $RUN/config"
-  hostname rxe-vm 2>/dev/null || true
-  mount_shares
-  log "shares mounted at $(uptime_s) s"
   setup_rdma
-  uptime_s >"$RUN/ready"
-  log "rxe0 ready after $(uptime_s) s of guest uptime"
+  uptime_s
+  echo "$UP" >"$RUN/ready"
+  log "rxe0 ready at $UP s of guest uptime"
   run_command
   poweroff_now
 }
