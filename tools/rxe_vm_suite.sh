@@ -42,7 +42,21 @@ RESULTS=""
 PASSED=0
 FAILED=0
 
+VM_PID=""  # tools/rxe_vm.sh while it runs
+
 say() { echo "rdma-vm: $*"; }
+
+# Interrupted: stop the VM (rxe_vm.sh kills qemu on TERM) and count that as a failure.
+on_signal() {
+  trap - INT TERM
+  if [[ -n "$VM_PID" ]]; then
+    kill -TERM "$VM_PID" 2>/dev/null || true
+    wait "$VM_PID" 2>/dev/null || true
+  fi
+  say "interrupted"
+  echo "rdma-vm: $PASSED passed, $((FAILED + 1)) failed"
+  exit 130
+}
 
 usage() {
   sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' >&2
@@ -138,8 +152,12 @@ run_in_vm() {
   done
   [[ $runnable -gt 0 ]] || return 0
   say "booting the Soft-RoCE VM for $runnable test(s)"
+  # In the background so that our INT/TERM trap can stop it (and with it qemu) at once.
   "$REPO/tools/rxe_vm.sh" --timeout "$VM_TIMEOUT" --share "$RESULTS" -- \
-    "bash tools/rxe_vm/suite_guest.sh $(printf '%q' "$RESULTS") $TEST_TIMEOUT" || rc=$?
+    "bash tools/rxe_vm/suite_guest.sh $(printf '%q' "$RESULTS") $TEST_TIMEOUT" &
+  VM_PID=$!
+  wait "$VM_PID" || rc=$?
+  VM_PID=""
   if [[ $rc -ne 0 ]]; then
     case $rc in
       124) say "the VM hit its time limit ($VM_TIMEOUT s, --timeout); tests that did not finish count as failed" ;;
@@ -180,6 +198,7 @@ report() {
 
 main() {
   parse_args "$@"
+  trap on_signal INT TERM
   cd "$REPO"
   RESULTS=$(mktemp -d /tmp/msgr-rdma-vm.XXXXXX)
   build
