@@ -77,9 +77,10 @@ while read -r kind a b; do
       $B mkdir -p "$NEW$b"
       $B mount -t 9p -o "$NINEP" "$a" "$NEW$b" || die "cannot mount $b (9p tag $a)" ;;
     modules)
-      # /lib is a relative symlink (usr/lib) on Debian, so this stays inside the new root.
+      # From /lower, the bare host root: in the new root a cache under /tmp is hidden by
+      # the tmpfs. /lib is a relative symlink (usr/lib) on Debian: this stays in $NEW.
       $B mkdir -p "$NEW/lib/modules/$kver"
-      $B mount --bind "$NEW$a" "$NEW/lib/modules/$kver" || die "cannot bind $a" ;;
+      $B mount --bind "/lower$a" "$NEW/lib/modules/$kver" || die "cannot bind $a" ;;
     "") ;;
     *) die "unknown line in mounts: $kind $a $b" ;;
   esac
