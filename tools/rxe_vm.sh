@@ -243,6 +243,7 @@ prepare_run_dir() {
     || fail "building the initramfs failed"
 }
 
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
   local rc=$? pid
   trap - EXIT INT TERM
@@ -272,6 +273,7 @@ stream() {
 
 boot_and_run() {
   local qrc=0 ninep="security_model=none,multidevs=remap" i
+  # shellcheck disable=SC2054 # the commas belong to qemu's option syntax
   local qemu=(
     qemu-system-x86_64 -nodefaults -no-user-config -no-reboot
     -accel tcg,thread=multi -cpu max -smp "${MSGR_RXE_VM_CPUS:-2}" -m "${MSGR_RXE_VM_MEM_MB:-2048}"

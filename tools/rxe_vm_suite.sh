@@ -47,6 +47,7 @@ VM_PID=""  # tools/rxe_vm.sh while it runs
 say() { echo "rdma-vm: $*"; }
 
 # Interrupted: stop the VM (rxe_vm.sh kills qemu on TERM) and count that as a failure.
+# shellcheck disable=SC2317 # run by the INT/TERM trap
 on_signal() {
   trap - INT TERM
   if [[ -n "$VM_PID" ]]; then

@@ -64,7 +64,7 @@ run_command() {
   export HOME=/root USER=root LOGNAME=root TERM=dumb LANG=C.UTF-8
   export MSGR_IN_RXE_VM=1 MSGR_RDMA_DEVICE=rxe0 MSGR_RDMA_GID_INDEX=1
   export MSGR_RDMA_CM_DEVICE=rxe1 MSGR_RDMA_CM_ADDR=169.254.77.1
-  for kv in "${VM_ENV[@]}"; do export "$kv"; done
+  for kv in "${VM_ENV[@]}"; do export "${kv?}"; done # NAME=VALUE pairs
   ulimit -l unlimited || die "ulimit -l unlimited failed"
   cd "$VM_CWD" || die "cannot cd to $VM_CWD"
   # bazel-bin points into the host's Bazel output base, which must be reachable here.

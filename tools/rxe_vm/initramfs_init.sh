@@ -1,4 +1,5 @@
 #!/bin/busybox sh
+# shellcheck shell=dash
 # Phase 1 of the rxe VM boot: PID 1 inside the initramfs (busybox only).
 #
 # It builds the whole file system view and the network, then hands over to phase 2:
