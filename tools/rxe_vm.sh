@@ -131,7 +131,12 @@ extract_vmlinux() {
   magic=$(od -An -tx1 -j "$start" -N4 "$bz" | tr -d ' ')
   local unpack
   case $magic in
-    fd377a58) unpack=(xz -dc) ;;
+    fd377a58)
+      if command -v xz >/dev/null; then
+        unpack=(xz -dc)
+      else # xz-utils is not in minimal images, python3 (tools/setup.sh) has lzma
+        unpack=(python3 -c 'import lzma, sys; sys.stdout.buffer.write(lzma.LZMADecompressor().decompress(sys.stdin.buffer.read()))')
+      fi ;;
     28b52ffd) unpack=(zstd -dcq) ;;
     1f8b*) unpack=(gzip -dc) ;;
     *) return 1 ;;
