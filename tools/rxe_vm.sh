@@ -21,12 +21,16 @@
 #    `apt-get download`, unpacked with `dpkg -x` and cached per kernel version under
 #    /var/cache/msgr-rxe-vm (or ~/.cache/msgr/rxe-vm when not root; MSGR_RXE_VM_CACHE
 #    overrides). Once cached, no network is needed.
-#  * qemu boots it with software emulation (TCG: KVM does not work on these machines).
-#    A busybox initramfs (tools/rxe_vm/initramfs_init.sh) mounts the host's own root file
-#    system over 9p read-only under a RAM overlay, so binaries built on the host (bazel-bin
-#    points into /root/.cache/bazel) run unchanged, then hands over to
-#    tools/rxe_vm/guest_init.sh, which loads rdma_rxe, creates rxe0 on lo and rxe1 on a dummy
-#    netdev, waits for rxe0's GID 1 and runs COMMAND.
+#  * qemu boots it with software emulation (TCG: KVM does not work on these machines), as
+#    an uncompressed vmlinux through its PVH entry when possible (the bzImage would spend
+#    seconds decompressing itself under emulation). A busybox initramfs
+#    (tools/rxe_vm/initramfs_init.sh, built per run by tools/rxe_vm/build_initramfs.sh)
+#    loads the virtio/9p/overlay and RDMA modules, mounts the host's own root file system
+#    over 9p read-only under a RAM overlay, so binaries built on the host (bazel-bin points
+#    into /root/.cache/bazel) run unchanged, mounts tmpfs /tmp and /dev/shm, brings up lo
+#    and dummy0 (169.254.77.1/24), then hands over to tools/rxe_vm/guest_init.sh (run by the
+#    host's bash), which creates rxe0 on lo and rxe1 on dummy0, waits for rxe0's GID 1 and
+#    runs COMMAND. Under emulation every process start is expensive, hence this split.
 #  * The work tree (and each --share DIR) is a read-write 9p share at the same path, so files
 #    written by COMMAND come back. A per-run directory (also 9p) carries the command in and
 #    its output and exit status out. Bazel never runs in the guest: it is too slow there and
