@@ -13,10 +13,18 @@ namespace {
 
 void DecodeHandshake(uint8_t which, std::string_view b) {
   switch (which % 4) {
-    case 0: (void)msgr::DecodeHello(b); break;
-    case 1: (void)msgr::DecodeChallenge(b); break;
-    case 2: (void)msgr::DecodeAuth(b); break;
-    default: (void)msgr::DecodeReady(b); break;
+    case 0:
+      (void)msgr::DecodeHello(b);
+      break;
+    case 1:
+      (void)msgr::DecodeChallenge(b);
+      break;
+    case 2:
+      (void)msgr::DecodeAuth(b);
+      break;
+    default:
+      (void)msgr::DecodeReady(b);
+      break;
   }
 }
 
@@ -41,17 +49,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       auto r = dec.Next(&f, &s);
       if (r != msgr::FrameDecoder::Result::kFrame) break;
       switch (f.header.type) {
-        case msgr::FrameType::kHello: (void)msgr::DecodeHello(f.payload); break;
-        case msgr::FrameType::kChallenge: (void)msgr::DecodeChallenge(f.payload); break;
-        case msgr::FrameType::kAuth: (void)msgr::DecodeAuth(f.payload); break;
-        case msgr::FrameType::kReady: (void)msgr::DecodeReady(f.payload); break;
+        case msgr::FrameType::kHello:
+          (void)msgr::DecodeHello(f.payload);
+          break;
+        case msgr::FrameType::kChallenge:
+          (void)msgr::DecodeChallenge(f.payload);
+          break;
+        case msgr::FrameType::kAuth:
+          (void)msgr::DecodeAuth(f.payload);
+          break;
+        case msgr::FrameType::kReady:
+          (void)msgr::DecodeReady(f.payload);
+          break;
         case msgr::FrameType::kRingRecord: {
           msgr::RingPrefix p;
-          (void)msgr::DecodeRingPrefix(f.header,
-                                       reinterpret_cast<const uint8_t*>(f.payload.data()), &p);
+          (void)msgr::DecodeRingPrefix(f.header, reinterpret_cast<const uint8_t*>(f.payload.data()),
+                                       &p);
           break;
         }
-        default: break;
+        default:
+          break;
       }
     }
   }
@@ -77,8 +94,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         DecodeHandshake(static_cast<uint8_t>(f.header.type) - 1, f.payload);
         if (f.header.type == msgr::FrameType::kRingRecord) {
           msgr::RingPrefix p;
-          (void)msgr::DecodeRingPrefix(f.header,
-                                       reinterpret_cast<const uint8_t*>(f.payload.data()), &p);
+          (void)msgr::DecodeRingPrefix(f.header, reinterpret_cast<const uint8_t*>(f.payload.data()),
+                                       &p);
         }
       }
     }
