@@ -36,6 +36,8 @@ struct OsdEntry {
   bool up = false;        // reachable now
   bool in = false;        // holds PGs
   double weight = 1.0;    // relative share of PGs
+  uint64_t up_from = 0;   // epoch it last came up: a new value means a new incarnation
+  std::vector<std::string> ms_types;  // messenger backends it serves (empty: unknown)
 };
 
 // pg -> osd id over `osds` (straw2 draw among those in with weight > 0), or kNoOsd.
