@@ -1,0 +1,230 @@
+#include "client/mon_client/mon_client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "spdlog/spdlog.h"
+
+namespace msgr::mon {
+namespace {
+
+constexpr int kReconnectBackoffMinMs = 100;
+constexpr int kReconnectBackoffMaxMs = 1000;
+constexpr int kKeepaliveMs = 10000;
+constexpr int kKeepaliveTimeoutMs = 5000;
+constexpr absl::Duration kWatchBackoffMin = absl::Milliseconds(100);
+constexpr absl::Duration kWatchBackoffMax = absl::Seconds(2);
+constexpr absl::Duration kMinHeartbeatDeadline = absl::Milliseconds(200);
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& addr) {
+  grpc::ChannelArguments args;
+  // Reconnect quickly after a mon restart (gRPC's default backoff grows to 2 minutes).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kReconnectBackoffMaxMs);
+  // Notice a vanished mon under a quiet watch stream.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  return grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args);
+}
+
+std::chrono::system_clock::time_point Deadline(absl::Duration d) {
+  return absl::ToChronoTime(absl::Now() + d);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MonClient>> MonClient::Create(const std::string& addr,
+                                                             absl::Duration timeout) {
+  if (addr.empty()) return absl::InvalidArgumentError("empty monitor address");
+  if (timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("timeout must be > 0");
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(addr);
+  if (!channel->WaitForConnected(Deadline(timeout))) {
+    // One fail-fast call to learn why (connection refused, bad name, ...).
+    auto stub = v1::Monitor::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(absl::Milliseconds(100)));
+    v1::ClusterMap map;
+    grpc::Status s = stub->GetMap(&ctx, v1::GetMapRequest(), &map);
+    std::string why = s.ok() ? "connection not ready" : s.error_message();
+    return absl::UnavailableError(absl::StrCat("monitor at ", addr, " unreachable after ",
+                                               absl::FormatDuration(timeout), ": ", why));
+  }
+  return std::unique_ptr<MonClient>(new MonClient(addr, timeout, std::move(channel)));
+}
+
+MonClient::MonClient(std::string addr, absl::Duration timeout,
+                     std::shared_ptr<grpc::Channel> channel)
+    : addr_(std::move(addr)), timeout_(timeout), channel_(std::move(channel)),
+      stub_(v1::Monitor::NewStub(channel_)) {}
+
+MonClient::~MonClient() {
+  std::thread hb, watch;
+  {
+    absl::MutexLock l(&mu_);
+    stopping_ = true;
+    for (grpc::ClientContext* ctx : active_) ctx->TryCancel();
+    hb = std::move(heartbeat_thread_);
+    watch = std::move(watch_thread_);
+  }
+  if (hb.joinable()) hb.join();
+  if (watch.joinable()) watch.join();
+}
+
+absl::Status MonClient::FromGrpc(const grpc::Status& s, const char* what) const {
+  if (s.ok()) return absl::OkStatus();
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::UnavailableError(absl::StrCat("monitor at ", addr_, " unreachable after ",
+                                               absl::FormatDuration(timeout_), ": ", what,
+                                               ": ", s.error_message()));
+  }
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrCat("mon ", what, ": ", s.error_message()));
+}
+
+bool MonClient::Register(grpc::ClientContext* ctx, absl::Duration deadline) {
+  if (deadline != absl::InfiniteDuration()) ctx->set_deadline(Deadline(deadline));
+  absl::MutexLock l(&mu_);
+  if (stopping_) return false;
+  active_.insert(ctx);
+  return true;
+}
+
+void MonClient::Unregister(grpc::ClientContext* ctx) {
+  absl::MutexLock l(&mu_);
+  active_.erase(ctx);
+}
+
+absl::StatusOr<v1::ClusterMap> MonClient::GetMap() {
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);  // ride out a mon restart within the timeout
+  if (!Register(&ctx, timeout_)) return absl::CancelledError("mon client shutting down");
+  v1::ClusterMap map;
+  grpc::Status s = stub_->GetMap(&ctx, v1::GetMapRequest(), &map);
+  Unregister(&ctx);
+  if (!s.ok()) return FromGrpc(s, "GetMap");
+  return map;
+}
+
+absl::StatusOr<v1::BootOsdReply> MonClient::BootOsd(const v1::BootOsdRequest& req) {
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
+  if (!Register(&ctx, timeout_)) return absl::CancelledError("mon client shutting down");
+  v1::BootOsdReply reply;
+  grpc::Status s = stub_->BootOsd(&ctx, req, &reply);
+  Unregister(&ctx);
+  if (!s.ok()) return FromGrpc(s, "BootOsd");
+  if (reply.heartbeat_interval_ms() > 0) heartbeat_ms_ = reply.heartbeat_interval_ms();
+  return reply;
+}
+
+absl::StatusOr<uint64_t> MonClient::Mark(uint32_t id, bool out) {
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
+  if (!Register(&ctx, timeout_)) return absl::CancelledError("mon client shutting down");
+  v1::MarkRequest req;
+  req.set_id(id);
+  v1::MarkReply reply;
+  grpc::Status s = out ? stub_->MarkOut(&ctx, req, &reply) : stub_->MarkIn(&ctx, req, &reply);
+  Unregister(&ctx);
+  if (!s.ok()) return FromGrpc(s, out ? "MarkOut" : "MarkIn");
+  return reply.epoch();
+}
+
+absl::StatusOr<uint64_t> MonClient::MarkOut(uint32_t id) { return Mark(id, true); }
+absl::StatusOr<uint64_t> MonClient::MarkIn(uint32_t id) { return Mark(id, false); }
+
+bool MonClient::SleepUnlessStopping(absl::Duration d) {
+  mu_.LockWhenWithTimeout(absl::Condition(&stopping_), d);
+  bool stopping = stopping_;
+  mu_.Unlock();
+  return !stopping;
+}
+
+absl::Status MonClient::StartHeartbeats(const v1::BootOsdRequest& boot, BootCallback on_boot) {
+  absl::MutexLock l(&mu_);
+  if (stopping_) return absl::CancelledError("mon client shutting down");
+  if (heartbeat_thread_.joinable()) {
+    return absl::FailedPreconditionError("heartbeats already started");
+  }
+  heartbeat_thread_ =
+      std::thread([this, boot, cb = std::move(on_boot)] { HeartbeatLoop(boot, cb); });
+  return absl::OkStatus();
+}
+
+void MonClient::HeartbeatLoop(v1::BootOsdRequest boot, BootCallback on_boot) {
+  bool reachable = true;
+  v1::HeartbeatRequest req;
+  req.set_id(boot.id());
+  do {
+    const absl::Duration interval = absl::Milliseconds(heartbeat_ms_.load());
+    grpc::ClientContext ctx;
+    if (!Register(&ctx, std::max(interval, kMinHeartbeatDeadline))) break;
+    v1::HeartbeatReply reply;
+    grpc::Status s = stub_->Heartbeat(&ctx, req, &reply);
+    Unregister(&ctx);
+    if (!s.ok()) {
+      if (reachable) spdlog::warn("osd.{} heartbeat: {}", boot.id(), FromGrpc(s, "Heartbeat").ToString());
+      reachable = false;
+      continue;
+    }
+    reachable = true;
+    if (reply.known()) continue;
+    absl::StatusOr<v1::BootOsdReply> booted = BootOsd(boot);
+    if (!booted.ok()) {
+      spdlog::warn("osd.{} boot: {}", boot.id(), booted.status().ToString());
+      continue;
+    }
+    ++heartbeat_boots_;
+    spdlog::info("osd.{} booted at epoch {}", boot.id(), booted->epoch());
+    if (on_boot) on_boot(*booted);
+  } while (SleepUnlessStopping(absl::Milliseconds(heartbeat_ms_.load())));
+}
+
+absl::Status MonClient::Watch(MapCallback cb) {
+  if (!cb) return absl::InvalidArgumentError("Watch needs a callback");
+  absl::MutexLock l(&mu_);
+  if (stopping_) return absl::CancelledError("mon client shutting down");
+  if (watch_thread_.joinable()) return absl::FailedPreconditionError("already watching");
+  watch_thread_ = std::thread([this, cb = std::move(cb)] { WatchLoop(cb); });
+  return absl::OkStatus();
+}
+
+void MonClient::WatchLoop(MapCallback cb) {
+  uint64_t last_epoch = 0;
+  std::string last_fsid;
+  absl::Duration backoff = kWatchBackoffMin;
+  bool connected = true;
+  do {
+    grpc::ClientContext ctx;
+    if (!Register(&ctx, absl::InfiniteDuration())) break;
+    // Always ask from epoch 0: a monitor with a new data dir may be behind us.
+    std::unique_ptr<grpc::ClientReader<v1::ClusterMap>> reader =
+        stub_->WatchMap(&ctx, v1::WatchMapRequest());
+    v1::ClusterMap map;
+    while (reader->Read(&map)) {
+      if (!connected) spdlog::info("watching the monitor at {} again", addr_);
+      connected = true;
+      backoff = kWatchBackoffMin;
+      if (map.fsid() == last_fsid && map.epoch() <= last_epoch) continue;
+      last_fsid = map.fsid();
+      last_epoch = map.epoch();
+      cb(map);
+    }
+    grpc::Status s = reader->Finish();
+    Unregister(&ctx);
+    if (connected && s.error_code() != grpc::StatusCode::CANCELLED) {
+      spdlog::warn("map watch on {} ended: {}; reconnecting", addr_, s.error_message());
+    }
+    connected = false;
+    if (!SleepUnlessStopping(backoff)) break;
+    backoff = std::min(backoff * 2, kWatchBackoffMax);
+  } while (true);
+}
+
+}  // namespace msgr::mon

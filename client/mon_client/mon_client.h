@@ -1,0 +1,103 @@
+// MonClient: the client side of the monitor's gRPC API, used by OSD daemons (boot +
+// heartbeats), by the client library (map + watch) and by monctl.
+//
+// Errors: an unreachable monitor gives UNAVAILABLE "monitor at HOST:PORT unreachable
+// after <timeout>: ..." within the timeout given to Create(); other monitor errors keep
+// their code (e.g. NOT_FOUND for an unknown OSD id).
+//
+// Background work: StartHeartbeats() and Watch() each run one thread that survives monitor
+// restarts (heartbeats re-boot the OSD when the mon says known=false, which it says to
+// every OSD after a restart; the watch reconnects with exponential backoff).
+//
+// Thread-safety: all methods may be called from any thread. Callbacks run on the
+// client's background threads and must not destroy the MonClient. The destructor cancels
+// in-flight RPCs and streams and joins the threads.
+#ifndef MSGR_CLIENT_MON_CLIENT_MON_CLIENT_H_
+#define MSGR_CLIENT_MON_CLIENT_MON_CLIENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/mon.grpc.pb.h"
+
+namespace msgr::mon {
+
+class MonClient {
+ public:
+  using MapCallback = std::function<void(const v1::ClusterMap&)>;
+  using BootCallback = std::function<void(const v1::BootOsdReply&)>;
+
+  // Connects to the monitor at `addr` ("host:port"), waiting at most `timeout`, which is
+  // also the deadline of every later RPC. UNAVAILABLE (see above) if it cannot connect.
+  static absl::StatusOr<std::unique_ptr<MonClient>> Create(const std::string& addr,
+                                                           absl::Duration timeout);
+  ~MonClient();
+  MonClient(const MonClient&) = delete;
+  MonClient& operator=(const MonClient&) = delete;
+
+  absl::StatusOr<v1::ClusterMap> GetMap();
+  // Registers (or re-registers) an OSD. The reply's heartbeat interval is then used by
+  // StartHeartbeats().
+  absl::StatusOr<v1::BootOsdReply> BootOsd(const v1::BootOsdRequest& req);
+  // Marks an OSD out / in; returns the map epoch afterwards. NOT_FOUND for unknown ids.
+  absl::StatusOr<uint64_t> MarkOut(uint32_t id);
+  absl::StatusOr<uint64_t> MarkIn(uint32_t id);
+
+  // Starts a thread that heartbeats for osd `boot.id()` every heartbeat interval and
+  // boots it again (with `boot`) whenever the monitor does not know it as up: at the
+  // start if it never booted, after being marked down, after a monitor restart.
+  // `on_boot` (optional) runs after each such boot. FAILED_PRECONDITION if already started.
+  absl::Status StartHeartbeats(const v1::BootOsdRequest& boot, BootCallback on_boot = nullptr);
+
+  // Starts a thread that follows WatchMap and calls `cb` with each map newer than the last
+  // one delivered (or from a different fsid), reconnecting with backoff when the monitor
+  // goes away. FAILED_PRECONDITION if already watching.
+  absl::Status Watch(MapCallback cb);
+
+  const std::string& addr() const { return addr_; }
+  // Number of boots done by the heartbeat thread (observable for tests and logs).
+  uint64_t heartbeat_boots() const { return heartbeat_boots_.load(); }
+
+ private:
+  MonClient(std::string addr, absl::Duration timeout, std::shared_ptr<grpc::Channel> channel);
+
+  // Converts an RPC failure to a Status naming the monitor and the operation.
+  absl::Status FromGrpc(const grpc::Status& s, const char* what) const;
+  // Sets the deadline and registers `ctx` for cancellation by the destructor. False
+  // when the client is shutting down.
+  bool Register(grpc::ClientContext* ctx, absl::Duration deadline);
+  void Unregister(grpc::ClientContext* ctx);
+  absl::StatusOr<uint64_t> Mark(uint32_t id, bool out);
+  void HeartbeatLoop(v1::BootOsdRequest boot, BootCallback on_boot);
+  void WatchLoop(MapCallback cb);
+  // Sleeps up to `d`; returns false if the client is stopping.
+  bool SleepUnlessStopping(absl::Duration d);
+
+  const std::string addr_;
+  const absl::Duration timeout_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Monitor::Stub> stub_;
+  std::atomic<uint32_t> heartbeat_ms_{1000};
+  std::atomic<uint64_t> heartbeat_boots_{0};
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<grpc::ClientContext*> active_ ABSL_GUARDED_BY(mu_);
+  std::thread heartbeat_thread_ ABSL_GUARDED_BY(mu_);
+  std::thread watch_thread_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace msgr::mon
+
+#endif  // MSGR_CLIENT_MON_CLIENT_MON_CLIENT_H_

@@ -1,0 +1,277 @@
+#include "osd_sim/mon/monitor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "osd_sim/mon/map_store.h"
+#include "spdlog/spdlog.h"
+
+namespace msgr::mon {
+namespace {
+
+// How often a WatchMap handler re-checks whether its client went away.
+constexpr absl::Duration kWatchCancelPoll = absl::Milliseconds(50);
+// The heartbeat checker runs this many times per heartbeat interval, so a missed grace
+// is noticed well within one interval.
+constexpr int kTicksPerInterval = 4;
+constexpr absl::Duration kMinTick = absl::Milliseconds(5);
+constexpr absl::Duration kMaxTick = absl::Milliseconds(250);
+constexpr double kDefaultWeight = 1.0;
+
+std::string NewFsid() {
+  std::random_device rd;
+  uint32_t w[4] = {rd(), rd(), rd(), rd()};
+  return absl::StrFormat("%08x-%04x-%04x-%04x-%04x%08x", w[0], w[1] >> 16, w[1] & 0xffff,
+                         w[2] >> 16, w[2] & 0xffff, w[3]);
+}
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+v1::OsdInfo* FindOsd(v1::ClusterMap* map, uint32_t id) {
+  for (v1::OsdInfo& o : *map->mutable_osds()) {
+    if (o.id() == id) return &o;
+  }
+  return nullptr;
+}
+
+grpc::Status UnknownOsd(uint32_t id) {
+  return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                      absl::StrCat("osd.", id, " does not exist (it never booted)"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MonitorService>> MonitorService::Create(
+    MonitorOptions options) {
+  if (options.data_dir.empty()) return absl::InvalidArgumentError("data dir is required");
+  if (options.pg_num == 0) return absl::InvalidArgumentError("pg_num must be > 0");
+  if (options.heartbeat_interval <= absl::ZeroDuration() ||
+      options.grace <= options.heartbeat_interval) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("need 0 < heartbeat interval (", absl::FormatDuration(
+                         options.heartbeat_interval),
+                     ") < grace (", absl::FormatDuration(options.grace), ")"));
+  }
+  if (options.down_out_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("down-out interval must be >= 0");
+  }
+  absl::StatusOr<std::optional<v1::ClusterMap>> loaded = LoadMap(options.data_dir);
+  if (!loaded.ok()) return loaded.status();
+  v1::ClusterMap map;
+  if (loaded->has_value()) {
+    map = std::move(**loaded);
+    if (map.pg_num() != options.pg_num) {
+      spdlog::warn("keeping pg_num {} of the existing cluster (asked for {})", map.pg_num(),
+                   options.pg_num);
+    }
+    // A new monitor incarnation: nobody has heartbeated to it yet.
+    for (v1::OsdInfo& o : *map.mutable_osds()) o.set_up(false);
+    map.set_epoch(map.epoch() + 1);
+    spdlog::info("loaded cluster {} with {} osds, now at epoch {}", map.fsid(),
+                 map.osds_size(), map.epoch());
+  } else {
+    map.set_epoch(1);
+    map.set_pg_num(options.pg_num);
+    map.set_fsid(NewFsid());
+    spdlog::info("created cluster {} pg_num {} epoch 1", map.fsid(), map.pg_num());
+  }
+  absl::Status s = SaveMap(options.data_dir, map);
+  if (!s.ok()) return s;
+
+  std::unique_ptr<MonitorService> mon(new MonitorService(std::move(options), std::move(map)));
+  mon->ticker_ = std::thread([m = mon.get()] { m->TickLoop(); });
+  return mon;
+}
+
+MonitorService::MonitorService(MonitorOptions options, v1::ClusterMap map)
+    : options_(std::move(options)), map_(std::move(map)) {
+  const absl::Time now = absl::Now();
+  for (const v1::OsdInfo& o : map_.osds()) runtime_[o.id()].down_since = now;
+}
+
+MonitorService::~MonitorService() { Stop(); }
+
+void MonitorService::Stop() {
+  std::call_once(stop_once_, [this] {
+    {
+      absl::MutexLock l(&mu_);
+      stopping_ = true;
+      changed_.SignalAll();
+    }
+    if (ticker_.joinable()) ticker_.join();
+  });
+}
+
+v1::ClusterMap MonitorService::CurrentMap() const {
+  absl::MutexLock l(&mu_);
+  return map_;
+}
+
+absl::Status MonitorService::CommitLocked(v1::ClusterMap next) {
+  next.set_epoch(map_.epoch() + 1);
+  absl::Status s = SaveMap(options_.data_dir, next);
+  if (!s.ok()) {
+    spdlog::error("cannot persist epoch {}: {}", next.epoch(), s.ToString());
+    return s;
+  }
+  map_ = std::move(next);
+  changed_.SignalAll();
+  return absl::OkStatus();
+}
+
+grpc::Status MonitorService::BootOsd(grpc::ServerContext*, const v1::BootOsdRequest* req,
+                                     v1::BootOsdReply* reply) {
+  if (req->addr().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "boot without a messenger addr");
+  }
+  if (!std::isfinite(req->weight()) || req->weight() < 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("bad weight ", req->weight()));
+  }
+  absl::MutexLock l(&mu_);
+  v1::ClusterMap next = map_;
+  v1::OsdInfo* osd = FindOsd(&next, req->id());
+  const bool is_new = osd == nullptr;
+  if (is_new) {
+    osd = next.add_osds();
+    osd->set_id(req->id());
+    osd->set_in(true);
+    osd->set_weight(kDefaultWeight);
+  } else if (osd->auto_out()) {
+    osd->set_in(true);  // out only because it was down too long: back in on boot
+    osd->set_auto_out(false);
+  }
+  osd->set_addr(req->addr());
+  osd->mutable_ms_types()->CopyFrom(req->ms_types());
+  osd->set_rdma_addr(req->rdma_addr());
+  if (req->weight() > 0) osd->set_weight(req->weight());
+  osd->set_up(true);
+  osd->set_up_from(map_.epoch() + 1);
+  std::sort(next.mutable_osds()->begin(), next.mutable_osds()->end(),
+            [](const v1::OsdInfo& a, const v1::OsdInfo& b) { return a.id() < b.id(); });
+  absl::Status s = CommitLocked(std::move(next));
+  if (!s.ok()) return ToGrpc(s);
+  runtime_[req->id()].last_heartbeat = absl::Now();
+  spdlog::info("osd.{} boot{} addr {} ms_types [{}] epoch {}", req->id(),
+               is_new ? " (new)" : "", req->addr(), absl::StrJoin(req->ms_types(), ","),
+               map_.epoch());
+  reply->set_epoch(map_.epoch());
+  reply->set_heartbeat_interval_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.heartbeat_interval)));
+  return grpc::Status::OK;
+}
+
+grpc::Status MonitorService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+                                       v1::HeartbeatReply* reply) {
+  absl::MutexLock l(&mu_);
+  reply->set_epoch(map_.epoch());
+  v1::OsdInfo* osd = FindOsd(&map_, req->id());
+  if (osd == nullptr || !osd->up()) {
+    reply->set_known(false);  // never booted, marked down, or the mon restarted
+    return grpc::Status::OK;
+  }
+  runtime_[req->id()].last_heartbeat = absl::Now();
+  reply->set_known(true);
+  return grpc::Status::OK;
+}
+
+grpc::Status MonitorService::GetMap(grpc::ServerContext*, const v1::GetMapRequest*,
+                                    v1::ClusterMap* reply) {
+  *reply = CurrentMap();
+  return grpc::Status::OK;
+}
+
+grpc::Status MonitorService::WatchMap(grpc::ServerContext* ctx,
+                                      const v1::WatchMapRequest* req,
+                                      grpc::ServerWriter<v1::ClusterMap>* writer) {
+  uint64_t sent = req->after_epoch();
+  for (;;) {
+    v1::ClusterMap snapshot;
+    {
+      absl::MutexLock l(&mu_);
+      while (!stopping_ && map_.epoch() <= sent && !ctx->IsCancelled()) {
+        changed_.WaitWithTimeout(&mu_, kWatchCancelPoll);
+      }
+      if (stopping_) {
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "monitor is shutting down");
+      }
+      if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
+      snapshot = map_;
+    }
+    if (!writer->Write(snapshot)) return grpc::Status::CANCELLED;  // client went away
+    sent = snapshot.epoch();
+  }
+}
+
+grpc::Status MonitorService::SetIn(uint32_t id, bool in) {
+  absl::MutexLock l(&mu_);
+  v1::ClusterMap next = map_;
+  v1::OsdInfo* osd = FindOsd(&next, id);
+  if (osd == nullptr) return UnknownOsd(id);
+  if (osd->in() == in) return grpc::Status::OK;  // no change, no new epoch
+  osd->set_in(in);
+  osd->set_auto_out(false);  // an operator decision sticks across boots
+  absl::Status s = CommitLocked(std::move(next));
+  if (!s.ok()) return ToGrpc(s);
+  spdlog::info("osd.{} marked {} by operator, epoch {}", id, in ? "in" : "out", map_.epoch());
+  return grpc::Status::OK;
+}
+
+grpc::Status MonitorService::MarkOut(grpc::ServerContext*, const v1::MarkRequest* req,
+                                     v1::MarkReply* reply) {
+  grpc::Status s = SetIn(req->id(), false);
+  reply->set_epoch(CurrentMap().epoch());
+  return s;
+}
+
+grpc::Status MonitorService::MarkIn(grpc::ServerContext*, const v1::MarkRequest* req,
+                                    v1::MarkReply* reply) {
+  grpc::Status s = SetIn(req->id(), true);
+  reply->set_epoch(CurrentMap().epoch());
+  return s;
+}
+
+void MonitorService::CheckHeartbeatsLocked(absl::Time now) {
+  v1::ClusterMap next = map_;
+  bool changed = false;
+  for (v1::OsdInfo& o : *next.mutable_osds()) {
+    OsdRuntime& rt = runtime_[o.id()];
+    if (o.up() && now - rt.last_heartbeat > options_.grace) {
+      o.set_up(false);
+      rt.down_since = now;
+      changed = true;
+      spdlog::warn("osd.{} down: no heartbeat for {}", o.id(),
+                   absl::FormatDuration(now - rt.last_heartbeat));
+    } else if (!o.up() && o.in() && options_.down_out_interval > absl::ZeroDuration() &&
+               now - rt.down_since >= options_.down_out_interval) {
+      o.set_in(false);
+      o.set_auto_out(true);
+      changed = true;
+      spdlog::warn("osd.{} out: down for {}", o.id(), absl::FormatDuration(now - rt.down_since));
+    }
+  }
+  if (changed && CommitLocked(std::move(next)).ok()) {
+    spdlog::info("epoch {} after heartbeat check", map_.epoch());
+  }
+}
+
+void MonitorService::TickLoop() {
+  const absl::Duration tick = std::clamp(options_.heartbeat_interval / kTicksPerInterval,
+                                         kMinTick, kMaxTick);
+  absl::MutexLock l(&mu_);
+  while (!stopping_) {
+    changed_.WaitWithTimeout(&mu_, tick);
+    if (stopping_) break;
+    CheckHeartbeatsLocked(absl::Now());
+  }
+}
+
+}  // namespace msgr::mon

@@ -1,0 +1,102 @@
+// MonitorService: the monitor's gRPC service (proto/mon.proto, msgr.mon.v1.Monitor).
+//
+// It keeps the versioned cluster map: OSDs boot (register or re-register under the same
+// id, possibly with a new address), heartbeat, and are marked down after `grace` without
+// a heartbeat; optionally marked out after `down_out_interval` down. Operators mark OSDs
+// out/in. Every change bumps the epoch, is persisted atomically to the data dir before it
+// becomes visible, and wakes every WatchMap stream. After a restart the map is reloaded,
+// every OSD starts down (it must boot again) and the epoch keeps increasing.
+//
+// WatchMap sends the current map (if newer than after_epoch), then the latest map each
+// time the epoch moves. Maps are full snapshots: a watcher that is slow may skip epochs
+// but always ends on the newest one.
+//
+// Thread-safety: all methods are thread-safe; gRPC calls them from its thread pool. A
+// background thread checks heartbeats. Stop() must be called (the destructor does it)
+// before the gRPC server is shut down so that WatchMap streams return promptly.
+#ifndef MSGR_OSD_SIM_MON_MONITOR_H_
+#define MSGR_OSD_SIM_MON_MONITOR_H_
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/mon.grpc.pb.h"
+
+namespace msgr::mon {
+
+struct MonitorOptions {
+  std::string data_dir;                                   // required
+  absl::Duration grace = absl::Seconds(5);                // heartbeat silence -> down
+  absl::Duration heartbeat_interval = absl::Seconds(1);   // told to OSDs at boot
+  absl::Duration down_out_interval = absl::ZeroDuration();  // 0: never auto-out
+  uint32_t pg_num = 128;                                  // for a new cluster only
+};
+
+class MonitorService final : public v1::Monitor::Service {
+ public:
+  // Loads (or creates) the map in options.data_dir and starts the heartbeat checker.
+  // INVALID_ARGUMENT on bad options; file errors as returned by the map store.
+  static absl::StatusOr<std::unique_ptr<MonitorService>> Create(MonitorOptions options);
+
+  ~MonitorService() override;
+  MonitorService(const MonitorService&) = delete;
+  MonitorService& operator=(const MonitorService&) = delete;
+
+  // Wakes and ends every WatchMap stream (UNAVAILABLE), stops the heartbeat checker and
+  // makes later WatchMap calls fail. Idempotent.
+  void Stop();
+
+  // A snapshot of the current map.
+  v1::ClusterMap CurrentMap() const;
+  const MonitorOptions& options() const { return options_; }
+
+  grpc::Status BootOsd(grpc::ServerContext* ctx, const v1::BootOsdRequest* req,
+                       v1::BootOsdReply* reply) override;
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
+                         v1::HeartbeatReply* reply) override;
+  grpc::Status GetMap(grpc::ServerContext* ctx, const v1::GetMapRequest* req,
+                      v1::ClusterMap* reply) override;
+  grpc::Status WatchMap(grpc::ServerContext* ctx, const v1::WatchMapRequest* req,
+                        grpc::ServerWriter<v1::ClusterMap>* writer) override;
+  grpc::Status MarkOut(grpc::ServerContext* ctx, const v1::MarkRequest* req,
+                       v1::MarkReply* reply) override;
+  grpc::Status MarkIn(grpc::ServerContext* ctx, const v1::MarkRequest* req,
+                      v1::MarkReply* reply) override;
+
+ private:
+  // Liveness bookkeeping that is not part of the map (not persisted).
+  struct OsdRuntime {
+    absl::Time last_heartbeat = absl::InfinitePast();
+    absl::Time down_since = absl::InfinitePast();
+  };
+
+  MonitorService(MonitorOptions options, v1::ClusterMap map);
+
+  // Persists `next` with epoch = current + 1, then publishes it and wakes watchers.
+  // On a persistence error nothing changes and the error is returned.
+  absl::Status CommitLocked(v1::ClusterMap next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  grpc::Status SetIn(uint32_t id, bool in);
+  void TickLoop();
+  void CheckHeartbeatsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const MonitorOptions options_;
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;  // signalled on every new epoch and on Stop()
+  v1::ClusterMap map_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, OsdRuntime> runtime_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::once_flag stop_once_;
+  std::thread ticker_;  // started in Create(), joined in Stop()
+};
+
+}  // namespace msgr::mon
+
+#endif  // MSGR_OSD_SIM_MON_MONITOR_H_

@@ -1,0 +1,289 @@
+// MonitorService over real gRPC on 127.0.0.1:0: boot, heartbeats, down-marking seen by
+// watchers, operator out/in, down->out, WatchMap cancellation and shutdown.
+#include "osd_sim/mon/monitor.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/osd_sim/mon/mon_test_util.h"
+
+namespace msgr::mon {
+namespace {
+
+using testing::Boot;
+using testing::BootReq;
+using testing::FastOptions;
+using testing::FindOsd;
+using testing::GetMap;
+using testing::MakeTempDir;
+
+class MonitorTest : public ::testing::Test {
+ protected:
+  void Start(MonServerOptions opts) {
+    auto server = MonServer::Create(std::move(opts));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    stub_ = testing::Connect(server_->addr());
+  }
+  void SetUp() override { dir_ = MakeTempDir(); }
+
+  std::string dir_;
+  std::unique_ptr<MonServer> server_;
+  std::unique_ptr<v1::Monitor::Stub> stub_;
+};
+
+TEST_F(MonitorTest, BootFillsTheMap) {
+  Start(FastOptions(dir_));
+  EXPECT_EQ(server_->addr().rfind("127.0.0.1:", 0), 0u) << server_->addr();
+  v1::ClusterMap empty = GetMap(stub_.get());
+  EXPECT_EQ(empty.epoch(), 1u);
+  EXPECT_EQ(empty.pg_num(), 64u);
+  EXPECT_FALSE(empty.fsid().empty());
+  EXPECT_EQ(empty.osds_size(), 0);
+
+  v1::BootOsdRequest req = BootReq(3, "127.0.0.1:7003", 2.5);
+  req.add_ms_types("rdma");
+  req.set_rdma_addr("127.0.0.1:8003");
+  v1::BootOsdReply reply;
+  ASSERT_TRUE(Boot(stub_.get(), req, &reply).ok());
+  EXPECT_EQ(reply.epoch(), 2u);
+  EXPECT_EQ(reply.heartbeat_interval_ms(), 100u);
+
+  v1::ClusterMap map = GetMap(stub_.get());
+  EXPECT_EQ(map.epoch(), 2u);
+  EXPECT_EQ(map.fsid(), empty.fsid());
+  ASSERT_EQ(map.osds_size(), 1);
+  const v1::OsdInfo& o = map.osds(0);
+  EXPECT_EQ(o.id(), 3u);
+  EXPECT_EQ(o.addr(), "127.0.0.1:7003");
+  EXPECT_TRUE(o.up());
+  EXPECT_TRUE(o.in());
+  EXPECT_DOUBLE_EQ(o.weight(), 2.5);
+  ASSERT_EQ(o.ms_types_size(), 2);
+  EXPECT_EQ(o.ms_types(1), "rdma");
+  EXPECT_EQ(o.rdma_addr(), "127.0.0.1:8003");
+  EXPECT_EQ(o.up_from(), 2u);
+}
+
+TEST_F(MonitorTest, RebootKeepsIdTakesNewAddrAndKeepsWeight) {
+  Start(FastOptions(dir_));
+  v1::BootOsdReply reply;
+  ASSERT_TRUE(Boot(stub_.get(), BootReq(0, "127.0.0.1:7000", 3.0), &reply).ok());
+  ASSERT_TRUE(Boot(stub_.get(), BootReq(1, "127.0.0.1:7001"), &reply).ok());
+  ASSERT_TRUE(Boot(stub_.get(), BootReq(0, "127.0.0.1:7100"), &reply).ok());
+  EXPECT_EQ(reply.epoch(), 4u);
+  v1::ClusterMap map = GetMap(stub_.get());
+  ASSERT_EQ(map.osds_size(), 2);
+  const v1::OsdInfo* o = FindOsd(map, 0);
+  ASSERT_NE(o, nullptr);
+  EXPECT_EQ(o->addr(), "127.0.0.1:7100");
+  EXPECT_DOUBLE_EQ(o->weight(), 3.0);  // weight 0 in the request keeps the old one
+  EXPECT_EQ(o->up_from(), 4u);
+  EXPECT_DOUBLE_EQ(FindOsd(map, 1)->weight(), 1.0);  // default
+}
+
+TEST_F(MonitorTest, BootRejectsBadRequests) {
+  Start(FastOptions(dir_));
+  v1::BootOsdReply reply;
+  grpc::Status s = Boot(stub_.get(), BootReq(1, ""), &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  s = Boot(stub_.get(), BootReq(1, "127.0.0.1:1", -1), &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(GetMap(stub_.get()).epoch(), 1u);  // nothing changed
+}
+
+TEST_F(MonitorTest, HeartbeatsKeepAnOsdUpAndSilenceMarksItDown) {
+  Start(FastOptions(dir_));
+  grpc::ClientContext c0;
+  v1::HeartbeatRequest hb;
+  hb.set_id(5);
+  v1::HeartbeatReply hr;
+  ASSERT_TRUE(stub_->Heartbeat(&c0, hb, &hr).ok());
+  EXPECT_FALSE(hr.known());  // never booted
+
+  v1::BootOsdReply reply;
+  ASSERT_TRUE(Boot(stub_.get(), BootReq(5, "127.0.0.1:7005"), &reply).ok());
+  const absl::Time until = absl::Now() + absl::Milliseconds(700);  // > 2x grace
+  while (absl::Now() < until) {
+    grpc::ClientContext c;
+    ASSERT_TRUE(stub_->Heartbeat(&c, hb, &hr).ok());
+    EXPECT_TRUE(hr.known());
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  v1::ClusterMap map = GetMap(stub_.get());
+  EXPECT_TRUE(FindOsd(map, 5)->up());
+  EXPECT_EQ(map.epoch(), reply.epoch());  // heartbeats do not make epochs
+
+  absl::SleepFor(absl::Milliseconds(600));
+  map = GetMap(stub_.get());
+  EXPECT_FALSE(FindOsd(map, 5)->up());
+  EXPECT_TRUE(FindOsd(map, 5)->in());  // down but in: keeps its PGs
+  EXPECT_EQ(map.epoch(), reply.epoch() + 1);
+  grpc::ClientContext c1;
+  ASSERT_TRUE(stub_->Heartbeat(&c1, hb, &hr).ok());
+  EXPECT_FALSE(hr.known());  // must boot again
+}
+
+// Every watcher sees the down-marking within one heartbeat interval after the grace.
+TEST_F(MonitorTest, WatchersSeeDownWithinOneInterval) {
+  Start(FastOptions(dir_));
+  v1::BootOsdReply reply;
+  ASSERT_TRUE(Boot(stub_.get(), BootReq(7, "127.0.0.1:7007"), &reply).ok());
+  const absl::Time booted = absl::Now();
+  constexpr int kWatchers = 3;
+  std::vector<absl::Duration> seen(kWatchers, absl::InfiniteDuration());
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWatchers; ++i) {
+    threads.emplace_back([&, i] {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+      auto reader = stub_->WatchMap(&ctx, v1::WatchMapRequest());
+      v1::ClusterMap m;
+      while (reader->Read(&m)) {
+        const v1::OsdInfo* o = FindOsd(m, 7);
+        if (o != nullptr && !o->up()) {
+          seen[i] = absl::Now() - booted;
+          ctx.TryCancel();
+          break;
+        }
+      }
+      reader->Finish();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kWatchers; ++i) {
+    EXPECT_GE(seen[i], absl::Milliseconds(300)) << "watcher " << i;
+    // grace + one interval, plus scheduling slack for sanitizer builds on 2 cores.
+    EXPECT_LE(seen[i], absl::Milliseconds(300 + 100 + 150)) << "watcher " << i;
+  }
+}
+
+TEST_F(MonitorTest, MarkOutInBumpEpochsAndUnknownIsNotFound) {
+  Start(FastOptions(dir_));
+  v1::BootOsdReply boot;
+  ASSERT_TRUE(Boot(stub_.get(), BootReq(2, "127.0.0.1:7002"), &boot).ok());
+  v1::MarkRequest req;
+  req.set_id(2);
+  v1::MarkReply rep;
+  {
+    grpc::ClientContext c;
+    ASSERT_TRUE(stub_->MarkOut(&c, req, &rep).ok());
+    EXPECT_EQ(rep.epoch(), boot.epoch() + 1);
+    EXPECT_FALSE(FindOsd(GetMap(stub_.get()), 2)->in());
+  }
+  {
+    grpc::ClientContext c;  // already out: no change, no new epoch
+    ASSERT_TRUE(stub_->MarkOut(&c, req, &rep).ok());
+    EXPECT_EQ(rep.epoch(), boot.epoch() + 1);
+  }
+  {
+    grpc::ClientContext c;
+    ASSERT_TRUE(stub_->MarkIn(&c, req, &rep).ok());
+    EXPECT_EQ(rep.epoch(), boot.epoch() + 2);
+    EXPECT_TRUE(FindOsd(GetMap(stub_.get()), 2)->in());
+  }
+  req.set_id(42);
+  for (bool out : {true, false}) {
+    grpc::ClientContext c;
+    grpc::Status s = out ? stub_->MarkOut(&c, req, &rep) : stub_->MarkIn(&c, req, &rep);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_NE(s.error_message().find("osd.42 does not exist"), std::string::npos)
+        << s.error_message();
+  }
+  EXPECT_EQ(GetMap(stub_.get()).epoch(), boot.epoch() + 2);
+}
+
+TEST_F(MonitorTest, DownOutIntervalMarksOutAndBootMarksBackIn) {
+  MonServerOptions opts = FastOptions(dir_);
+  opts.monitor.down_out_interval = absl::Milliseconds(200);
+  Start(opts);
+  v1::BootOsdReply reply;
+  ASSERT_TRUE(Boot(stub_.get(), BootReq(1, "127.0.0.1:7001"), &reply).ok());
+  ASSERT_TRUE(Boot(stub_.get(), BootReq(2, "127.0.0.1:7002"), &reply).ok());
+  {
+    grpc::ClientContext c;  // the operator takes osd.2 out: that decision sticks
+    v1::MarkRequest req;
+    req.set_id(2);
+    v1::MarkReply rep;
+    ASSERT_TRUE(stub_->MarkOut(&c, req, &rep).ok());
+  }
+  absl::SleepFor(absl::Milliseconds(300 + 200 + 200));
+  v1::ClusterMap map = GetMap(stub_.get());
+  EXPECT_FALSE(FindOsd(map, 1)->up());
+  EXPECT_FALSE(FindOsd(map, 1)->in());
+  EXPECT_TRUE(FindOsd(map, 1)->auto_out());
+  EXPECT_FALSE(FindOsd(map, 2)->auto_out());
+
+  ASSERT_TRUE(Boot(stub_.get(), BootReq(1, "127.0.0.1:7001"), &reply).ok());
+  ASSERT_TRUE(Boot(stub_.get(), BootReq(2, "127.0.0.1:7002"), &reply).ok());
+  map = GetMap(stub_.get());
+  EXPECT_TRUE(FindOsd(map, 1)->in());   // auto-out: back in on boot
+  EXPECT_FALSE(FindOsd(map, 2)->in());  // operator-out: stays out
+}
+
+TEST_F(MonitorTest, WatchStartsWithCurrentMapThenFollowsEpochs) {
+  Start(FastOptions(dir_));
+  grpc::ClientContext ctx;
+  auto reader = stub_->WatchMap(&ctx, v1::WatchMapRequest());
+  v1::ClusterMap m;
+  ASSERT_TRUE(reader->Read(&m));
+  EXPECT_EQ(m.epoch(), 1u);
+  v1::BootOsdReply reply;
+  ASSERT_TRUE(Boot(stub_.get(), BootReq(4, "127.0.0.1:7004"), &reply).ok());
+  ASSERT_TRUE(reader->Read(&m));
+  EXPECT_EQ(m.epoch(), 2u);
+  EXPECT_NE(FindOsd(m, 4), nullptr);
+  // A client that cancels gets CANCELLED promptly.
+  const absl::Time t0 = absl::Now();
+  ctx.TryCancel();
+  while (reader->Read(&m)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_LT(absl::Now() - t0, absl::Milliseconds(500));
+}
+
+TEST_F(MonitorTest, AfterEpochSkipsMapsAlreadySeen) {
+  Start(FastOptions(dir_));
+  grpc::ClientContext ctx;
+  v1::WatchMapRequest req;
+  req.set_after_epoch(1);
+  auto reader = stub_->WatchMap(&ctx, req);
+  v1::BootOsdReply reply;
+  ASSERT_TRUE(Boot(stub_.get(), BootReq(4, "127.0.0.1:7004"), &reply).ok());
+  v1::ClusterMap m;
+  ASSERT_TRUE(reader->Read(&m));
+  EXPECT_EQ(m.epoch(), 2u);  // epoch 1 was not resent
+  ctx.TryCancel();
+  reader->Finish();
+}
+
+TEST_F(MonitorTest, ShutdownEndsWatchStreamsPromptly) {
+  Start(FastOptions(dir_));
+  grpc::ClientContext ctx;
+  auto reader = stub_->WatchMap(&ctx, v1::WatchMapRequest());
+  v1::ClusterMap m;
+  ASSERT_TRUE(reader->Read(&m));
+  const absl::Time t0 = absl::Now();
+  server_->Shutdown();
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(1));
+  EXPECT_FALSE(reader->Read(&m));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST(MonitorOptionsTest, BadOptionsAreRejected) {
+  MonitorOptions o;
+  EXPECT_EQ(MonitorService::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.data_dir = MakeTempDir();
+  o.grace = absl::Milliseconds(100);
+  o.heartbeat_interval = absl::Milliseconds(200);
+  auto s = MonitorService::Create(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("grace"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace msgr::mon

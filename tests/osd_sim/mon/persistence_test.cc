@@ -1,0 +1,163 @@
+// The monitor's state across restarts: epochs never go back, in/out, weights, addresses
+// and fsid survive, every OSD restarts down; the map file is replaced atomically.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "osd_sim/mon/file_util.h"
+#include "osd_sim/mon/map_store.h"
+#include "tests/osd_sim/mon/mon_test_util.h"
+
+namespace msgr::mon {
+namespace {
+
+using testing::Boot;
+using testing::BootReq;
+using testing::FastOptions;
+using testing::FindOsd;
+using testing::GetMap;
+using testing::MakeTempDir;
+
+void WriteRaw(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::trunc);
+  f << text;
+}
+
+bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+TEST(PersistenceTest, RestartKeepsMapAndEpochMovesForward) {
+  const std::string dir = MakeTempDir();
+  uint64_t epoch_before = 0;
+  std::string fsid;
+  int port = 0;
+  {
+    auto server = MonServer::Create(FastOptions(dir));
+    ASSERT_TRUE(server.ok()) << server.status();
+    port = (*server)->port();
+    auto stub = testing::Connect((*server)->addr());
+    v1::BootOsdReply reply;
+    ASSERT_TRUE(Boot(stub.get(), BootReq(0, "127.0.0.1:7000", 2.0), &reply).ok());
+    ASSERT_TRUE(Boot(stub.get(), BootReq(1, "127.0.0.1:7001", 0.5), &reply).ok());
+    grpc::ClientContext c;
+    v1::MarkRequest req;
+    req.set_id(1);
+    v1::MarkReply rep;
+    ASSERT_TRUE(stub->MarkOut(&c, req, &rep).ok());
+    v1::ClusterMap map = GetMap(stub.get());
+    epoch_before = map.epoch();
+    fsid = map.fsid();
+  }
+  // Restart on the same port (a client reconnecting finds it where it was).
+  MonServerOptions opts = FastOptions(dir);
+  opts.addr = "127.0.0.1:" + std::to_string(port);
+  opts.monitor.pg_num = 256;  // ignored: the existing cluster keeps its pg_num
+  auto server = MonServer::Create(opts);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = testing::Connect((*server)->addr());
+  v1::ClusterMap map = GetMap(stub.get());
+  EXPECT_GT(map.epoch(), epoch_before);
+  EXPECT_EQ(map.fsid(), fsid);
+  EXPECT_EQ(map.pg_num(), 64u);
+  ASSERT_EQ(map.osds_size(), 2);
+  const v1::OsdInfo* o0 = FindOsd(map, 0);
+  const v1::OsdInfo* o1 = FindOsd(map, 1);
+  EXPECT_FALSE(o0->up());  // must boot again
+  EXPECT_FALSE(o1->up());
+  EXPECT_TRUE(o0->in());
+  EXPECT_FALSE(o1->in());
+  EXPECT_DOUBLE_EQ(o0->weight(), 2.0);
+  EXPECT_DOUBLE_EQ(o1->weight(), 0.5);
+  EXPECT_EQ(o0->addr(), "127.0.0.1:7000");
+
+  // A heartbeat from before the restart is refused; booting again brings it up.
+  grpc::ClientContext c;
+  v1::HeartbeatRequest hb;
+  hb.set_id(0);
+  v1::HeartbeatReply hr;
+  ASSERT_TRUE(stub->Heartbeat(&c, hb, &hr).ok());
+  EXPECT_FALSE(hr.known());
+  v1::BootOsdReply reply;
+  ASSERT_TRUE(Boot(stub.get(), BootReq(0, "127.0.0.1:7000"), &reply).ok());
+  EXPECT_EQ(reply.epoch(), map.epoch() + 1);
+  EXPECT_TRUE(FindOsd(GetMap(stub.get()), 0)->up());
+}
+
+TEST(PersistenceTest, EveryRestartAdvancesTheEpoch) {
+  const std::string dir = MakeTempDir();
+  uint64_t last = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto server = MonServer::Create(FastOptions(dir));
+    ASSERT_TRUE(server.ok()) << server.status();
+    uint64_t e = (*server)->service().CurrentMap().epoch();
+    EXPECT_GT(e, last);
+    last = e;
+  }
+  auto loaded = LoadMap(dir);
+  ASSERT_TRUE(loaded.ok() && loaded->has_value());
+  EXPECT_EQ((*loaded)->epoch(), last);  // what clients saw is on disk
+}
+
+TEST(PersistenceTest, StaleTempFileDoesNotBreakStartup) {
+  const std::string dir = MakeTempDir();
+  // A crash before the first rename: only a half-written temp file exists.
+  WriteRaw(MapPath(dir) + ".tmp", "epoch: 9\nosds { id: 1 addr: \"half");
+  {
+    auto server = MonServer::Create(FastOptions(dir));
+    ASSERT_TRUE(server.ok()) << server.status();
+    EXPECT_EQ((*server)->service().CurrentMap().epoch(), 1u);  // a new cluster
+    auto stub = testing::Connect((*server)->addr());
+    v1::BootOsdReply reply;
+    ASSERT_TRUE(Boot(stub.get(), BootReq(3, "127.0.0.1:7003"), &reply).ok());
+  }
+  EXPECT_FALSE(Exists(MapPath(dir) + ".tmp"));  // renamed away by a complete save
+  // A crash during a later save: the real file stays authoritative.
+  WriteRaw(MapPath(dir) + ".tmp", "garbage {{{");
+  auto server = MonServer::Create(FastOptions(dir));
+  ASSERT_TRUE(server.ok()) << server.status();
+  v1::ClusterMap map = (*server)->service().CurrentMap();
+  EXPECT_EQ(map.epoch(), 3u);
+  ASSERT_NE(FindOsd(map, 3), nullptr);
+}
+
+TEST(PersistenceTest, CorruptMapFileIsAClearError) {
+  const std::string dir = MakeTempDir();
+  WriteRaw(MapPath(dir), "this is not a cluster map {");
+  auto server = MonServer::Create(FastOptions(dir));
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(server.status().message().find(MapPath(dir)), std::string::npos)
+      << server.status();
+}
+
+TEST(FileUtilTest, WriteFileAtomicReplacesContents) {
+  const std::string path = MakeTempDir() + "/f";
+  ASSERT_TRUE(WriteFileAtomic(path, "first").ok());
+  ASSERT_TRUE(WriteFileAtomic(path, "second").ok());
+  auto text = ReadFile(path);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "second");
+  EXPECT_FALSE(Exists(path + ".tmp"));
+}
+
+TEST(FileUtilTest, ErrorsCarryPathAndErrno) {
+  auto text = ReadFile("/nonexistent-dir/x");
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(text.status().message().find("/nonexistent-dir/x"), std::string::npos);
+  absl::Status s = WriteFileAtomic("/nonexistent-dir/x", "y");
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("errno 2"), std::string::npos) << s;
+}
+
+TEST(PersistenceTest, SecondMonOnSamePortFails) {
+  auto a = MonServer::Create(FastOptions(MakeTempDir()));
+  ASSERT_TRUE(a.ok()) << a.status();
+  MonServerOptions opts = FastOptions(MakeTempDir());
+  opts.addr = (*a)->addr();
+  auto b = MonServer::Create(opts);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
+}
+
+}  // namespace
+}  // namespace msgr::mon
