@@ -130,6 +130,12 @@ class RecvRing {
   // Called by a backend after it published records; wakes a sleeping poller.
   // Pollers block on wait_fd() (an eventfd: readable when new records may exist).
   virtual int wait_fd() const = 0;
+  // The poller is about to sleep on wait_fd() (true) or has woken up (false). Backends
+  // whose producers cannot signal wait_fd() directly (RDMA: the client writes the ring
+  // with no OSD CPU involved) use it to ask the producer for a doorbell while the poller
+  // sleeps. The poller re-checks the ring after calling it with true, so a record
+  // published before the producer saw the request is not missed.
+  virtual void SetPollerSleeping(bool sleeping) {}
 };
 
 class Connection;

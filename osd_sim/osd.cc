@@ -1,0 +1,275 @@
+#include "osd_sim/osd.h"
+
+#include <sys/uio.h>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "osd_sim/osd_protocol.h"
+#include "spdlog/spdlog.h"
+
+namespace msgr::osd {
+namespace {
+
+const char* DurabilityName(store::Durability d) {
+  switch (d) {
+    case store::Durability::kDurable: return "durable";
+    case store::Durability::kBuffered: return "buffered";
+    case store::Durability::kMemory: return "memory";
+  }
+  return "?";
+}
+
+nlohmann::json ToJson(const MessengerCounters& c) {
+  return {{"msgs_sent", c.msgs_sent},
+          {"msgs_received", c.msgs_received},
+          {"bytes_sent", c.bytes_sent},
+          {"bytes_received", c.bytes_received},
+          {"records_received", c.records_received},
+          {"record_bytes_received", c.record_bytes_received},
+          {"resends", c.resends},
+          {"duplicates_dropped", c.duplicates_dropped},
+          {"resets", c.resets},
+          {"reconnects", c.reconnects},
+          {"crc_errors", c.crc_errors},
+          {"protocol_errors", c.protocol_errors},
+          {"auth_failures", c.auth_failures},
+          {"throttle_waits", c.throttle_waits},
+          {"keepalives_sent", c.keepalives_sent},
+          {"connections_open", c.connections_open}};
+}
+
+nlohmann::json ToJson(const PollerCounters& c) {
+  return {{"records", c.records},
+          {"bytes", c.bytes},
+          {"poll_hits", c.poll_hits},
+          {"poll_misses", c.poll_misses},
+          {"spin_ms", c.spin_ns / 1000000},
+          {"sleep_ms", c.sleep_ns / 1000000},
+          {"sleeps", c.sleeps},
+          {"acks_sent", c.acks_sent},
+          {"write_errors", c.write_errors},
+          {"crc_errors", c.crc_errors},
+          {"ring_high_water_bytes", c.ring_high_water},
+          {"rings", c.rings}};
+}
+
+nlohmann::json ToJson(const store::StoreStats& s) {
+  return {{"appends", s.appends},
+          {"append_bytes", s.append_bytes},
+          {"append_errors", s.append_errors},
+          {"full_errors", s.full_errors},
+          {"log_bytes", s.log_bytes},
+          {"objects", s.objects},
+          {"flushes", s.flushes},
+          {"flushed_appends", s.flushed_appends},
+          {"max_batch", s.max_batch},
+          {"flush_latency_avg_us", s.flushes ? s.flush_latency_sum_us / s.flushes : 0},
+          {"flush_latency_max_us", s.flush_latency_max_us},
+          {"recovered_records", s.recovered_records},
+          {"torn_records", s.torn_records},
+          {"corrupt_records", s.corrupt_records},
+          {"read_crc_errors", s.read_crc_errors}};
+}
+
+}  // namespace
+
+Osd::Osd(const OsdOptions& options) : options_(options) {}
+
+Osd::~Osd() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<Osd>> Osd::Start(const OsdOptions& options) {
+  if (options.ms_types.empty()) return absl::InvalidArgumentError("no messenger type to serve");
+  std::unique_ptr<Osd> osd(new Osd(options));
+  absl::Status s = osd->Init();
+  if (!s.ok()) {
+    osd->Stop();
+    return s;
+  }
+  return osd;
+}
+
+absl::Status Osd::Init() {
+  const std::string me = absl::StrCat("osd.", options_.id);
+  store::StoreOptions so;
+  so.dir = options_.data_dir;
+  so.mode = options_.durability;
+  so.capacity_bytes = options_.capacity_bytes;
+  auto st = store::ObjectStore::Open(so);
+  if (!st.ok()) {
+    return absl::Status(st.status().code(),
+                        absl::StrCat(me, ": cannot open store in ", so.dir, ": ",
+                                     st.status().message()));
+  }
+  store_ = std::move(*st);
+  const auto stats = store_->GetStats();
+  spdlog::info("{}: store {} ({}): {} objects, {} records recovered, {} torn, {} corrupt", me,
+               options_.data_dir, DurabilityName(options_.durability), stats.objects,
+               stats.recovered_records, stats.torn_records, stats.corrupt_records);
+
+  for (int i = 0; i < std::max(1, options_.pollers); ++i) {
+    PollerOptions po;
+    po.spin = options_.poller_spin;
+    if (!options_.poller_cpus.empty()) {
+      po.cpu = options_.poller_cpus[static_cast<size_t>(i) % options_.poller_cpus.size()];
+    }
+    auto p = Poller::Create(i, po, this);
+    if (!p.ok()) return p.status();
+    pollers_.push_back(std::move(*p));
+  }
+
+  mon::v1::BootOsdRequest boot;
+  boot.set_id(options_.id);
+  boot.set_weight(options_.weight);
+  for (const std::string& type : options_.ms_types) {
+    MessengerOptions mo;
+    mo.type = type;
+    mo.name = EntityName{EntityType::kOsd, options_.id};
+    mo.auth = options_.auth;
+    mo.ring_bytes = options_.ring_bytes;
+    mo.backend_options = options_.backend_options;
+    auto m = Messenger::Create(mo, this);
+    if (!m.ok()) {
+      return absl::Status(m.status().code(), absl::StrCat(me, ": messenger '", type,
+                                                          "' unavailable: ", m.status().message()));
+    }
+    (*m)->SetPolicy(EntityType::kClient, Policy::Lossless());
+    auto addr = (*m)->Bind(absl::StrCat(options_.bind_host, ":0"));
+    if (!addr.ok()) return addr.status();
+    spdlog::info("{}: {} messenger listening on {}", me, type, *addr);
+    addrs_[type] = *addr;
+    boot.add_ms_types(type);
+    messengers_.push_back(std::move(*m));
+  }
+  // The map carries one primary address: tcp's when served, and the rdma side channel.
+  boot.set_addr(addrs_.count("tcp") ? addrs_["tcp"] : addrs_.begin()->second);
+  if (addrs_.count("rdma")) boot.set_rdma_addr(addrs_["rdma"]);
+
+  if (!options_.run_dir.empty()) {
+    auto admin = AdminSocket::Create(absl::StrCat(options_.run_dir, "/", me, ".asok"));
+    if (!admin.ok()) return admin.status();
+    admin_ = std::move(*admin);
+    admin_->Register("perf dump", [this] { return PerfDumpJson(); });
+    admin_->Register("help", [] { return std::string(R"({"commands":["perf dump","help"]})"); });
+    admin_->Start();
+  }
+
+  auto mon = mon::MonClient::Create(options_.mon_addr, options_.mon_timeout);
+  if (!mon.ok()) return mon.status();
+  mon_ = std::move(*mon);
+  auto reply = mon_->BootOsd(boot);
+  if (!reply.ok()) return reply.status();
+  spdlog::info("{}: booted at map epoch {}", me, reply->epoch());
+  return mon_->StartHeartbeats(boot, [me](const mon::v1::BootOsdReply& r) {
+    spdlog::info("{}: re-booted with the monitor at epoch {}", me, r.epoch());
+  });
+}
+
+void Osd::Stop() {
+  if (stopped_.exchange(true)) return;
+  mon_.reset();  // stop heartbeats first: the monitor marks us down after its grace
+  for (auto& m : messengers_) m->Shutdown();
+  pollers_.clear();  // waits for in-flight records
+  messengers_.clear();
+  admin_.reset();
+  store_.reset();  // final flush
+}
+
+Poller* Osd::PickPoller() {
+  // Fewest rings wins; ties rotate.
+  const size_t start = next_poller_.fetch_add(1) % pollers_.size();
+  Poller* best = pollers_[start].get();
+  for (size_t i = 0; i < pollers_.size(); ++i) {
+    Poller* p = pollers_[(start + i) % pollers_.size()].get();
+    if (p->ring_count() < best->ring_count()) best = p;
+  }
+  return best;
+}
+
+void Osd::OnRingAttached(const ConnectionRef& conn, std::shared_ptr<RecvRing> ring) {
+  ++rings_attached_;
+  Poller* p = PickPoller();
+  spdlog::info("osd.{}: ring of {} bytes for {} ({}) on poller {}", options_.id, ring->bytes(),
+               conn->peer_name().ToString(), conn->peer_addr(), p->index());
+  p->AddRing(conn, std::move(ring));
+}
+
+void Osd::OnMessage(const ConnectionRef& conn, Message m) {
+  if (m.type != kRead) {
+    spdlog::warn("osd.{}: unexpected message type {:#x} from {}; ignored", options_.id, m.type,
+                 conn->peer_addr());
+    return;
+  }
+  auto req = DecodeReadRequest(m);
+  if (!req.ok()) {
+    spdlog::warn("osd.{}: {} from {}", options_.id, std::string(req.status().message()), conn->peer_addr());
+    return;
+  }
+  ++reads_;
+  ReadReply reply;
+  reply.tid = req->tid;
+  // Reads run on the messenger's worker thread: they are for verification, not the
+  // measured path, and the store's Read is a few pread calls.
+  auto data = store_->Read(req->oid);
+  if (data.ok()) {
+    reply.data = std::move(*data);
+  } else {
+    ++read_errors_;
+    reply.code = data.status().code();
+    reply.error = std::string(data.status().message());
+  }
+  (void)conn->Send(Encode(reply));
+}
+
+void Osd::OnReset(const ConnectionRef& conn, const absl::Status& why) {
+  ++resets_;
+  spdlog::info("osd.{}: connection from {} reset: {}", options_.id, conn->peer_addr(),
+               why.ToString());
+  for (auto& p : pollers_) p->RemoveRings(conn.get());
+}
+
+void Osd::OnRemoteReset(const ConnectionRef& conn) {
+  spdlog::info("osd.{}: {} started a new session", options_.id, conn->peer_addr());
+}
+
+void Osd::Persist(const RecordView& rec, std::function<void(absl::Status)> done) {
+  const RecordHeader& h = *rec.header;
+  iovec iov{const_cast<uint8_t*>(rec.payload), h.payload_len};
+  const uint32_t flags = (h.flags & kRecordFlagTruncate) ? store::kTruncate : 0;
+  auto ticket = store_->Append(std::string_view(rec.oid, h.oid_len), h.object_offset, &iov, 1,
+                               h.payload_crc, flags,
+                               [done](absl::Status s) { done(std::move(s)); });
+  if (!ticket.ok()) done(ticket.status());
+}
+
+std::string Osd::PerfDumpJson() const {
+  nlohmann::json j;
+  j["osd"] = {{"id", options_.id},
+              {"durability", DurabilityName(options_.durability)},
+              {"uptime_s", absl::ToDoubleSeconds(absl::Now() - started_)},
+              {"reads", reads_.load()},
+              {"read_errors", read_errors_.load()},
+              {"rings_attached", rings_attached_.load()},
+              {"connection_resets", resets_.load()}};
+  nlohmann::json polls = nlohmann::json::array();
+  PollerCounters total;
+  for (const auto& p : pollers_) {
+    const PollerCounters c = p->counters();
+    polls.push_back(ToJson(c));
+    total.records += c.records;
+    total.bytes += c.bytes;
+    total.write_errors += c.write_errors;
+    total.crc_errors += c.crc_errors;
+    total.ring_high_water = std::max(total.ring_high_water, c.ring_high_water);
+  }
+  j["osd"]["ops"] = total.records;
+  j["osd"]["bytes"] = total.bytes;
+  j["osd"]["write_errors"] = total.write_errors;
+  j["osd"]["crc_errors"] = total.crc_errors;
+  j["osd"]["ring_high_water_bytes"] = total.ring_high_water;
+  j["pollers"] = polls;
+  if (store_) j["store"] = ToJson(store_->GetStats());
+  for (const auto& m : messengers_) j["messenger"][m->options().type] = ToJson(m->counters());
+  return j.dump(2);
+}
+
+}  // namespace msgr::osd

@@ -1,0 +1,123 @@
+// osd: the simulated OSD daemon (see osd_sim/osd.h).
+//
+//   osd --id N --mon HOST:PORT --data-dir DIR [--run-dir DIR] [--ms-type tcp|rdma|both]
+//       [--durability durable|buffered|memory] [--pollers N] [--poller-cpus 0,1]
+//       [--poller-spin-us 50] [--ring-bytes 8388608] [--capacity BYTES]
+//       [--keyring FILE | --auth none] [--rdma-device soft|IBDEV] [--weight W]
+//       [--log-level info]
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "osd_sim/mon/cli_flags.h"
+#include "osd_sim/osd.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: osd --id N --mon HOST:PORT --data-dir DIR [--run-dir DIR]\n"
+    "           [--ms-type tcp|rdma|both] [--durability durable|buffered|memory]\n"
+    "           [--pollers N] [--poller-cpus LIST] [--poller-spin-us US] [--ring-bytes B]\n"
+    "           [--capacity BYTES] [--keyring FILE | --auth none] [--rdma-device soft|IBDEV]\n"
+    "           [--weight W] [--log-level trace|debug|info|warn|error]\n";
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "osd: %s\n%s", msg.c_str(), kUsage);
+  return 2;
+}
+
+volatile std::sig_atomic_t g_stop = 0;
+void OnSignal(int) { g_stop = 1; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto flags = msgr::mon::CliFlags::Parse(
+      argc, argv,
+      {"id", "mon", "data-dir", "run-dir", "ms-type", "durability", "pollers", "poller-cpus",
+       "poller-spin-us", "ring-bytes", "capacity", "keyring", "auth", "rdma-device", "weight",
+       "log-level", "help"});
+  if (!flags.ok()) return Fail(std::string(flags.status().message()));
+  if (flags->Has("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  spdlog::set_level(spdlog::level::from_str(flags->Get("log-level", "info")));
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ [%t] %v");
+
+  msgr::osd::OsdOptions o;
+  auto id = flags->GetUint("id", UINT64_MAX);
+  if (!id.ok() || *id == UINT64_MAX) return Fail("--id N is required");
+  o.id = static_cast<uint32_t>(*id);
+  o.mon_addr = flags->Get("mon");
+  if (o.mon_addr.empty()) return Fail("--mon HOST:PORT is required");
+  o.data_dir = flags->Get("data-dir");
+  o.run_dir = flags->Get("run-dir");
+  const std::string ms = flags->Get("ms-type", "tcp");
+  if (ms == "both") {
+    o.ms_types = {"tcp", "rdma"};
+  } else if (ms == "tcp" || ms == "rdma") {
+    o.ms_types = {ms};
+  } else {
+    return Fail("--ms-type must be tcp, rdma or both");
+  }
+  const std::string dur = flags->Get("durability", "durable");
+  if (dur == "durable") {
+    o.durability = msgr::store::Durability::kDurable;
+  } else if (dur == "buffered") {
+    o.durability = msgr::store::Durability::kBuffered;
+  } else if (dur == "memory") {
+    o.durability = msgr::store::Durability::kMemory;
+  } else {
+    return Fail("--durability must be durable, buffered or memory");
+  }
+  if (o.data_dir.empty() && o.durability != msgr::store::Durability::kMemory) {
+    return Fail("--data-dir DIR is required (except with --durability memory)");
+  }
+  for (const char* name : {"pollers", "poller-spin-us", "ring-bytes", "capacity"}) {
+    if (!flags->GetUint(name, 0).ok()) return Fail(std::string(flags->GetUint(name, 0).status().message()));
+  }
+  o.pollers = static_cast<int>(*flags->GetUint("pollers", 1));
+  o.poller_spin = absl::Microseconds(*flags->GetUint("poller-spin-us", 50));
+  o.ring_bytes = *flags->GetUint("ring-bytes", msgr::kDefaultRingBytes);
+  if (!msgr::IsValidRingSize(o.ring_bytes)) {
+    return Fail("--ring-bytes must be a power of two of at least 65536");
+  }
+  o.capacity_bytes = *flags->GetUint("capacity", 0);
+  for (absl::string_view cpu : absl::StrSplit(flags->Get("poller-cpus"), ',', absl::SkipEmpty())) {
+    int c;
+    if (!absl::SimpleAtoi(cpu, &c) || c < 0) return Fail("--poller-cpus takes a list like 0,1");
+    o.poller_cpus.push_back(c);
+  }
+  if (flags->Has("weight") && !absl::SimpleAtod(flags->Get("weight"), &o.weight)) {
+    return Fail("--weight takes a number");
+  }
+  if (flags->Get("auth") == "none") {
+    o.auth = msgr::AuthConfig::None();
+  } else if (flags->Has("keyring")) {
+    auto auth = msgr::AuthConfig::FromKeyringFile(flags->Get("keyring"));
+    if (!auth.ok()) return Fail(std::string(auth.status().message()));
+    o.auth = *auth;
+  } else {
+    return Fail("give --keyring FILE (cluster secret) or --auth none");
+  }
+  if (flags->Has("rdma-device")) o.backend_options["rdma_device"] = flags->Get("rdma-device");
+
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+  auto osd = msgr::osd::Osd::Start(o);
+  if (!osd.ok()) {
+    spdlog::error("osd.{} failed to start: {}", o.id, osd.status().ToString());
+    return 1;
+  }
+  spdlog::info("osd.{} up", o.id);
+  while (!g_stop) pause();
+  spdlog::info("osd.{} stopping", o.id);
+  (*osd)->Stop();
+  spdlog::info("osd.{} stopped", o.id);
+  return 0;
+}

@@ -1,0 +1,296 @@
+#include "osd_sim/poller.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "osd_sim/osd_protocol.h"
+#include "spdlog/spdlog.h"
+
+namespace msgr::osd {
+
+struct Poller::Pending {
+  uint64_t tid = 0;
+  uint64_t end_position = 0;
+  std::atomic<bool> done{false};
+  absl::Status status;  // written before `done` is set
+};
+
+struct Poller::RingState {
+  RingState(ConnectionRef c, std::shared_ptr<RecvRing> r)
+      : conn(std::move(c)), ring(std::move(r)), consumer(ring->base(), ring->bytes()) {}
+  ConnectionRef conn;
+  std::shared_ptr<RecvRing> ring;
+  RingConsumer consumer;
+  std::deque<std::shared_ptr<Pending>> pending;  // in ring order
+  bool removing = false;  // no more polling; erased once pending is empty
+};
+
+namespace {
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void DrainEventFd(int fd) {
+  uint64_t v;
+  while (read(fd, &v, sizeof v) == sizeof v) {
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Poller>> Poller::Create(int index, const PollerOptions& options,
+                                                       RecordSink* sink) {
+  const int wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake < 0) return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) {
+    close(wake);
+    return absl::InternalError(absl::StrCat("epoll_create1: ", std::strerror(errno)));
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = wake;
+  epoll_ctl(ep, EPOLL_CTL_ADD, wake, &ev);
+  return std::unique_ptr<Poller>(new Poller(index, options, sink, wake, ep));
+}
+
+Poller::Poller(int index, const PollerOptions& options, RecordSink* sink, int wake_fd,
+               int epoll_fd)
+    : index_(index), options_(options), sink_(sink), wake_fd_(wake_fd), epoll_fd_(epoll_fd) {
+  thread_ = std::thread([this] { Run(); });
+  if (options_.cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(options_.cpu, &set);
+    const int rc = pthread_setaffinity_np(thread_.native_handle(), sizeof set, &set);
+    if (rc != 0) {
+      spdlog::warn("poller {}: cannot pin to cpu {}: {}", index_, options_.cpu, std::strerror(rc));
+    } else {
+      spdlog::info("poller {} pinned to cpu {}", index_, options_.cpu);
+    }
+  }
+}
+
+Poller::~Poller() {
+  stop_.store(true);
+  Wake();
+  thread_.join();
+  close(epoll_fd_);
+  close(wake_fd_);
+}
+
+void Poller::AddRing(const ConnectionRef& conn, std::shared_ptr<RecvRing> ring) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    to_add_.emplace_back(conn, std::move(ring));
+  }
+  Wake();
+}
+
+void Poller::RemoveRings(const Connection* conn) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    to_remove_.push_back(conn);
+  }
+  Wake();
+}
+
+PollerCounters Poller::counters() const {
+  std::lock_guard<std::mutex> l(mu_);
+  PollerCounters c = snapshot_;
+  c.rings = ring_count_.load();
+  return c;
+}
+
+size_t Poller::ring_count() const { return ring_count_.load(); }
+
+void Poller::Wake() {
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+}
+
+void Poller::ApplyControl() {
+  std::vector<std::pair<ConnectionRef, std::shared_ptr<RecvRing>>> add;
+  std::vector<const Connection*> remove;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    add.swap(to_add_);
+    remove.swap(to_remove_);
+    snapshot_ = counters_;
+  }
+  for (auto& [conn, ring] : add) {
+    for (auto& r : rings_) {
+      if (r->conn == conn) r->removing = true;  // a new session replaces the old ring
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = ring->wait_fd();
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ring->wait_fd(), &ev);
+    rings_.push_back(std::make_unique<RingState>(conn, std::move(ring)));
+  }
+  for (const Connection* c : remove) {
+    for (auto& r : rings_) {
+      if (r->conn.get() == c) r->removing = true;
+    }
+  }
+  for (auto it = rings_.begin(); it != rings_.end();) {
+    if ((*it)->removing && (*it)->pending.empty()) {
+      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, (*it)->ring->wait_fd(), nullptr);
+      it = rings_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  ring_count_.store(rings_.size());
+}
+
+bool Poller::PollRing(RingState* r) {
+  if (r->removing) return false;
+  bool found = false;
+  for (size_t n = 0; n < options_.max_batch; ++n) {
+    RecordView rec;
+    std::string error;
+    const auto res = r->consumer.Next(&rec, &error);
+    if (res == RingConsumer::Poll::kEmpty) break;
+    if (res == RingConsumer::Poll::kCorrupt) {
+      ++counters_.crc_errors;
+      spdlog::error("osd poller {}: dropping connection from {} ({}): {}", index_,
+                    r->conn->peer_name().ToString(), r->conn->peer_addr(), error);
+      r->removing = true;
+      r->conn->MarkDown();
+      break;
+    }
+    found = true;
+    ++counters_.records;
+    counters_.bytes += rec.header->payload_len;
+    counters_.ring_high_water =
+        std::max<uint64_t>(counters_.ring_high_water, r->consumer.in_use());
+    auto p = std::make_shared<Pending>();
+    p->tid = rec.header->tid;
+    p->end_position = rec.end_position;
+    r->pending.push_back(p);
+    sink_->Persist(rec, [this, p](absl::Status s) {
+      p->status = std::move(s);
+      p->done.store(true, std::memory_order_release);
+      Wake();
+    });
+  }
+  return found;
+}
+
+void Poller::Complete(RingState* r) {
+  WriteAck ack;
+  uint64_t release_to = 0;
+  while (!r->pending.empty() && r->pending.front()->done.load(std::memory_order_acquire)) {
+    auto& p = r->pending.front();
+    WriteAck::Entry e;
+    e.tid = p->tid;
+    e.code = p->status.code();
+    if (!p->status.ok()) {
+      e.error = std::string(p->status.message());
+      ++counters_.write_errors;
+    }
+    ack.entries.push_back(std::move(e));
+    release_to = p->end_position;
+    r->pending.pop_front();
+  }
+  if (ack.entries.empty()) return;
+  // Space first, so the client's credit arrives no later than the ack.
+  r->consumer.Release(release_to);
+  r->conn->ReleaseRing(release_to);
+  const absl::Status s = r->conn->TrySend(Encode(ack));
+  if (s.ok()) {
+    ++counters_.acks_sent;
+  } else if (!absl::IsResourceExhausted(s)) {
+    spdlog::debug("osd poller {}: ack to {} not sent: {}", index_, r->conn->peer_addr(),
+                  s.ToString());
+  } else {
+    (void)r->conn->Send(Encode(ack));  // over the flow-control limit: wait for room
+    ++counters_.acks_sent;
+  }
+}
+
+void Poller::Sleep() {
+  // Drain the eventfds, then look once more before blocking, so that a record
+  // published between the last poll and epoll_wait is never missed.
+  for (auto& r : rings_) r->ring->SetPollerSleeping(true);
+  for (auto& r : rings_) DrainEventFd(r->ring->wait_fd());
+  DrainEventFd(wake_fd_);
+  for (auto& r : rings_) {
+    if (PollRing(r.get())) {
+      for (auto& q : rings_) q->ring->SetPollerSleeping(false);
+      return;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    snapshot_ = counters_;
+  }
+  const uint64_t t0 = NowNs();
+  epoll_event evs[16];
+  epoll_wait(epoll_fd_, evs, 16, /*timeout_ms=*/200);
+  counters_.sleep_ns += NowNs() - t0;
+  for (auto& r : rings_) r->ring->SetPollerSleeping(false);
+  ++counters_.sleeps;
+}
+
+void Poller::Run() {
+  const uint64_t spin_ns = static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.spin));
+  uint64_t idle_since = NowNs();
+  uint64_t last_publish = idle_since;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    ApplyControl();
+    bool work = false;
+    for (auto& r : rings_) {
+      if (PollRing(r.get())) work = true;
+      if (!r->pending.empty() && r->pending.front()->done.load(std::memory_order_acquire)) {
+        Complete(r.get());
+        work = true;
+      }
+    }
+    const uint64_t now = NowNs();
+    if (work) {
+      ++counters_.poll_hits;
+      counters_.spin_ns += now - idle_since;
+      idle_since = now;
+    } else {
+      ++counters_.poll_misses;
+      if (now - idle_since >= spin_ns) {
+        counters_.spin_ns += now - idle_since;
+        Sleep();
+        idle_since = NowNs();
+      } else {
+        sched_yield();  // on 2 cores, let the reader threads run while we spin
+      }
+    }
+    if (now - last_publish > 10'000'000) {
+      std::lock_guard<std::mutex> l(mu_);
+      snapshot_ = counters_;
+      last_publish = now;
+    }
+  }
+  // Shutdown: wait (bounded) for records the store still holds, so their ring memory
+  // stays valid until the store is done with it.
+  const uint64_t deadline = NowNs() + 10'000'000'000ull;
+  for (auto& r : rings_) {
+    while (!r->pending.empty() && NowNs() < deadline) {
+      if (r->pending.front()->done.load()) {
+        Complete(r.get());
+      } else {
+        usleep(1000);
+      }
+    }
+  }
+}
+
+}  // namespace msgr::osd

@@ -1,0 +1,59 @@
+// In-memory index of the object store: object id -> the writes (extents) that make up
+// its current contents. Rebuilt from the log on Open.
+//
+// Writes are applied by sequence number, not by arrival order: two writers to the same
+// object may finish their pwritev out of order, and recovery replays the log in seq
+// order, so the index must give the same answer either way. An extent fully covered
+// by a newer one is dropped; a truncating write drops every older extent.
+// Not thread-safe: the store guards it with its mutex.
+#ifndef MSGR_OSD_SIM_STORE_OBJECT_INDEX_H_
+#define MSGR_OSD_SIM_STORE_OBJECT_INDEX_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace msgr::store {
+
+// One write's bytes: where they live and what they cover in the object.
+struct Extent {
+  uint64_t seq = 0;         // log sequence number of the record
+  uint64_t object_off = 0;  // first object byte covered
+  uint64_t len = 0;         // bytes covered (0: only extends the size)
+  uint32_t payload_crc = 0;
+  uint64_t segment_id = 0;  // file-backed: segment holding the payload
+  uint64_t file_off = 0;    // file-backed: payload offset in that segment
+  std::shared_ptr<const std::string> mem;  // memory mode: the payload itself
+
+  uint64_t end() const { return object_off + len; }
+};
+
+struct ObjectEntry {
+  uint64_t trunc_seq = 0;       // extents older than this were replaced
+  std::vector<Extent> extents;  // sorted by seq, oldest first
+
+  // Object size: the furthest byte any live write reached.
+  uint64_t Size() const;
+};
+
+class ObjectIndex {
+ public:
+  // Applies a write to `oid`. If `truncate`, the write replaces every older write.
+  void Apply(std::string_view oid, Extent e, bool truncate);
+
+  // Returns a copy of the object's entry, or nullopt if it was never written.
+  std::optional<ObjectEntry> Lookup(std::string_view oid) const;
+
+  size_t object_count() const { return objects_.size(); }
+
+ private:
+  std::unordered_map<std::string, ObjectEntry> objects_;
+};
+
+}  // namespace msgr::store
+
+#endif  // MSGR_OSD_SIM_STORE_OBJECT_INDEX_H_

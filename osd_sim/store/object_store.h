@@ -1,0 +1,109 @@
+// The OSD's object store: an append-only log of checksummed records in segment files,
+// with an in-memory index (object id -> extents) rebuilt by scanning the log on Open.
+//
+// Data path: Append writes [header | oid | payload | pad] with one pwritev straight
+// from the caller's buffers (a receive-ring slot); the store never copies the payload
+// in user space (except in kMemory mode, where memory *is* the store). Durability is
+// reported per ticket: in kDurable mode a flusher thread group-commits: every write
+// that has completed when a flush starts is covered by one fdatasync, and completions
+// fire after it returns.
+//
+// Thread-safety: every method is thread-safe. Durability callbacks run on the flusher
+// thread (kDurable) or on the calling thread (kBuffered, kMemory, or a ticket that is
+// already durable); they must not block for long and may call back into the store.
+//
+// Crash consistency (kDurable): after kill -9 or power loss and Open, every write whose
+// completion reported OK reads back byte-identical. A torn record at the log tail is
+// discarded and the file truncated to the last valid record. A record that fails its
+// checksum in the middle of the log is skipped and counted in Stats: the object then
+// reads as its previous valid version (or NOT_FOUND if it had none). Data that fails its
+// checksum when read at run time is never returned: Read gives DATA_LOSS.
+#ifndef MSGR_OSD_SIM_STORE_OBJECT_STORE_H_
+#define MSGR_OSD_SIM_STORE_OBJECT_STORE_H_
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "osd_sim/store/record.h"
+#include "osd_sim/store/store_stats.h"
+
+namespace msgr::store {
+
+enum class Durability {
+  kDurable,   // completion after fdatasync (group-committed)
+  kBuffered,  // completion after write() returned: survives kill -9, not power loss
+  kMemory,    // no files; completion immediately; lost when the store is destroyed
+};
+
+struct StoreOptions {
+  std::string dir;  // created if missing (one level); unused in kMemory mode
+  Durability mode = Durability::kDurable;
+  uint64_t capacity_bytes = 0;            // log bytes allowed; 0 = until the disk is full
+  uint64_t segment_bytes = 256ull << 20;  // a new segment starts when this one would overflow
+  // The flusher waits this long after the first waiting write for others to join its
+  // fdatasync (it flushes sooner once max_batch writes wait). Zero: flush at once.
+  absl::Duration group_commit_window = absl::Microseconds(200);
+  size_t max_batch = 512;
+};
+
+// Called once with OK when the write is durable per the mode, or with the error that
+// made it impossible (a failed fdatasync).
+using DurableCallback = absl::AnyInvocable<void(absl::Status)>;
+
+class ObjectStore {
+ public:
+  // Opens (recovering) or creates the store. Only one process may open a directory.
+  static absl::StatusOr<std::unique_ptr<ObjectStore>> Open(const StoreOptions& options);
+  // Flushes outstanding durable writes, fires their callbacks, stops the flusher.
+  ~ObjectStore();
+  ObjectStore(const ObjectStore&) = delete;
+  ObjectStore& operator=(const ObjectStore&) = delete;
+
+  // Writes the `iovcnt` buffers of `iov` (together: the payload, whose crc32c the caller
+  // has verified and passes as `payload_crc`) at byte `off` of object `oid`. The object's
+  // size becomes max(size, off + len); with `flags & kTruncate` the write replaces the
+  // object instead. The caller's buffers are only read during the call and may be reused
+  // as soon as it returns. Returns a ticket for WhenDurable/WaitDurable.
+  // Errors (nothing written, no ticket): kInvalidArgument for a bad oid / flags / size;
+  // kResourceExhausted "store full: ..." on capacity_bytes or ENOSPC — earlier data stays
+  // readable and smaller writes that fit still succeed.
+  // REQUIRES: 1 <= oid.size() <= kMaxOidBytes, 0 <= iovcnt <= kMaxIovcnt.
+  absl::StatusOr<uint64_t> Append(std::string_view oid, uint64_t off, const struct iovec* iov,
+                                  int iovcnt, uint32_t payload_crc, uint32_t flags);
+  // As Append, and `done` is called once the write is durable (never if Append fails).
+  absl::StatusOr<uint64_t> Append(std::string_view oid, uint64_t off, const struct iovec* iov,
+                                  int iovcnt, uint32_t payload_crc, uint32_t flags,
+                                  DurableCallback done);
+
+  // Calls `done` once `ticket` is durable (immediately, on this thread, if it already is).
+  // An unknown ticket gets kInvalidArgument.
+  void WhenDurable(uint64_t ticket, DurableCallback done);
+  // Blocks until `ticket` is durable; returns what the callback would have received.
+  absl::Status WaitDurable(uint64_t ticket);
+
+  // Returns the object's bytes (holes read as zeros). kNotFound if it was never written;
+  // kDataLoss if any byte fails its checksum (nothing is returned then).
+  absl::StatusOr<std::string> Read(std::string_view oid);
+
+  StoreStats GetStats() const;
+
+  static constexpr int kMaxIovcnt = 1000;  // plus header, oid and pad: below IOV_MAX
+
+  class Impl;
+
+ private:
+  explicit ObjectStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace msgr::store
+
+#endif  // MSGR_OSD_SIM_STORE_OBJECT_STORE_H_

@@ -1,0 +1,113 @@
+// Durability: group commit in kDurable mode, immediate completion otherwise.
+//
+// A ticket is "not durable" from its reservation until (a) its pwritev returned, in
+// kBuffered / kMemory mode, or (b) an fdatasync that *started after* its pwritev
+// returned has succeeded, in kDurable mode. The flusher only takes writes already
+// in unsynced_ (i.e. completed) into a round, so (b) holds by construction.
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "osd_sim/store/object_store_impl.h"
+#include "spdlog/spdlog.h"
+
+namespace msgr::store {
+
+void ObjectStore::Impl::Fire(Fired* fire) {
+  for (auto& [cb, status] : *fire) cb(std::move(status));
+  fire->clear();
+}
+
+void ObjectStore::Impl::MarkDurableLocked(uint64_t seq, const absl::Status& s, Fired* fire) {
+  not_durable_.erase(seq);
+  if (!s.ok()) failed_.emplace(seq, s);
+  auto it = waiters_.find(seq);
+  if (it == waiters_.end()) return;
+  for (DurableCallback& cb : it->second) fire->emplace_back(std::move(cb), s);
+  waiters_.erase(it);
+}
+
+void ObjectStore::Impl::CommitWrittenLocked(uint64_t seq, SegmentFile* seg, DurableCallback* done,
+                                            Fired* fire) {
+  if (opts_.mode != Durability::kDurable) {
+    not_durable_.erase(seq);
+    if (done != nullptr) fire->emplace_back(std::move(*done), absl::OkStatus());
+    return;
+  }
+  if (done != nullptr) waiters_[seq].push_back(std::move(*done));
+  if (unsynced_.empty()) first_unsynced_at_ = absl::Now();
+  unsynced_.push_back({seq, seg});
+  if (unsynced_.size() == 1 || unsynced_.size() >= opts_.max_batch) flush_cv_.Signal();
+}
+
+void ObjectStore::Impl::WhenDurable(uint64_t ticket, DurableCallback done) {
+  absl::Status s;
+  {
+    absl::MutexLock l(&mu_);
+    if (ticket == 0 || ticket >= next_seq_) {
+      s = absl::InvalidArgumentError(absl::StrCat("unknown ticket ", ticket));
+    } else if (not_durable_.count(ticket) != 0) {
+      waiters_[ticket].push_back(std::move(done));
+      return;
+    } else if (auto it = failed_.find(ticket); it != failed_.end()) {
+      s = it->second;
+    }
+  }
+  done(std::move(s));
+}
+
+void ObjectStore::Impl::StartFlusher() {
+  flusher_ = std::thread([this] { FlusherLoop(); });
+}
+
+void ObjectStore::Impl::FlusherLoop() {
+  std::vector<Unsynced> batch;
+  Fired fire;
+  absl::MutexLock l(&mu_);
+  while (true) {
+    while (unsynced_.empty() && !stopping_) flush_cv_.Wait(&mu_);
+    if (unsynced_.empty()) break;  // stopping, nothing left
+    // Group commit window: let writers that are about to finish join this round.
+    const absl::Time deadline = first_unsynced_at_ + opts_.group_commit_window;
+    while (!stopping_ && unsynced_.size() < opts_.max_batch) {
+      if (flush_cv_.WaitWithDeadline(&mu_, deadline)) break;  // window over
+    }
+    batch.swap(unsynced_);
+    std::set<SegmentFile*> segs;
+    for (const Unsynced& u : batch) segs.insert(u.seg);
+
+    mu_.Unlock();
+    const absl::Time t0 = absl::Now();
+    absl::Status status;
+    for (SegmentFile* seg : segs) {
+      absl::Status s = seg->Sync();
+      if (!s.ok() && status.ok()) status = std::move(s);
+    }
+    const uint64_t us = static_cast<uint64_t>(absl::ToInt64Microseconds(absl::Now() - t0));
+    mu_.Lock();
+
+    ++stats_.flushes;
+    stats_.flushed_appends += batch.size();
+    stats_.max_batch = std::max<uint64_t>(stats_.max_batch, batch.size());
+    stats_.flush_latency_sum_us += us;
+    stats_.flush_latency_max_us = std::max(stats_.flush_latency_max_us, us);
+    int bucket = 0;
+    while (bucket + 1 < kFlushLatencyBuckets && (uint64_t{1} << bucket) <= us) ++bucket;
+    ++stats_.flush_latency_hist[bucket];
+    if (!status.ok()) {
+      // After a failed fdatasync the page cache can no longer be trusted (the kernel may
+      // have dropped the dirty pages): fail this round and every later append.
+      spdlog::error("store {}: {}; the store refuses further writes", opts_.dir, std::string(status.message()));
+      if (sticky_error_.ok()) sticky_error_ = status;
+    }
+    for (const Unsynced& u : batch) MarkDurableLocked(u.seq, status, &fire);
+    batch.clear();
+    if (!fire.empty()) {
+      mu_.Unlock();
+      Fire(&fire);
+      mu_.Lock();
+    }
+  }
+}
+
+}  // namespace msgr::store

@@ -1,0 +1,92 @@
+// Private: the state behind ObjectStore. Split by topic across
+//   object_store.cc         Open / recovery, Read, stats, the public facade
+//   object_store_append.cc  space reservation, the pwritev data path, rollback on failure
+//   object_store_commit.cc  group commit (flusher thread) and durability tracking
+// Locking: one mutex `mu_` guards everything below it; no system call that touches
+// the disk runs under it except creating a segment and rolling back a failed write.
+#ifndef MSGR_OSD_SIM_STORE_OBJECT_STORE_IMPL_H_
+#define MSGR_OSD_SIM_STORE_OBJECT_STORE_IMPL_H_
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "osd_sim/store/object_index.h"
+#include "osd_sim/store/object_store.h"
+#include "osd_sim/store/segment_file.h"
+
+namespace msgr::store {
+
+class ObjectStore::Impl {
+ public:
+  explicit Impl(StoreOptions options) : opts_(std::move(options)) {}
+  ~Impl();
+
+  absl::Status Recover();  // file modes: lock the directory, scan segments, build the index
+  void StartFlusher();     // kDurable only
+
+  absl::StatusOr<uint64_t> Append(std::string_view oid, uint64_t off, const struct iovec* iov,
+                                  int iovcnt, uint32_t payload_crc, uint32_t flags,
+                                  DurableCallback* done);
+  void WhenDurable(uint64_t ticket, DurableCallback done);
+  absl::StatusOr<std::string> Read(std::string_view oid);
+  StoreStats GetStats() const;
+
+ private:
+  struct Reservation {
+    SegmentFile* seg = nullptr;  // null in kMemory mode
+    uint64_t pos = 0;            // record start in seg
+    uint64_t bytes = 0;          // record length incl. padding
+    uint64_t seq = 0;
+  };
+  struct Unsynced {
+    uint64_t seq;
+    SegmentFile* seg;
+  };
+  using Fired = std::vector<std::pair<DurableCallback, absl::Status>>;
+
+  absl::StatusOr<Reservation> Reserve(std::string_view oid, uint64_t payload_len);
+  absl::Status RollSegmentLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RollbackLocked(const Reservation& r, const absl::Status& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records a written append; returns callbacks to run (outside the lock).
+  void CommitWrittenLocked(uint64_t seq, SegmentFile* seg, DurableCallback* done, Fired* fire)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkDurableLocked(uint64_t seq, const absl::Status& s, Fired* fire)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FlusherLoop();
+  static void Fire(Fired* fire);
+
+  const StoreOptions opts_;
+  int lock_fd_ = -1;  // flock'ed LOCK file of the directory
+
+  mutable absl::Mutex mu_;
+  std::map<uint64_t, std::unique_ptr<SegmentFile>> segments_ ABSL_GUARDED_BY(mu_);
+  SegmentFile* active_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t active_tail_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  ObjectIndex index_ ABSL_GUARDED_BY(mu_);
+  StoreStats stats_ ABSL_GUARDED_BY(mu_);
+  // Tickets handed out (or in flight) that are not durable yet.
+  std::set<uint64_t> not_durable_ ABSL_GUARDED_BY(mu_);
+  // Written, waiting for the flusher (kDurable).
+  std::vector<Unsynced> unsynced_ ABSL_GUARDED_BY(mu_);
+  absl::Time first_unsynced_at_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, std::vector<DurableCallback>> waiters_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, absl::Status> failed_ ABSL_GUARDED_BY(mu_);
+  absl::Status sticky_error_ ABSL_GUARDED_BY(mu_);  // a failed fdatasync poisons the store
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar flush_cv_;
+  std::thread flusher_;
+};
+
+}  // namespace msgr::store
+
+#endif  // MSGR_OSD_SIM_STORE_OBJECT_STORE_IMPL_H_

@@ -1,0 +1,42 @@
+#include "osd_sim/store/record.h"
+
+#include "msg/crc32c.h"
+
+namespace msgr::store {
+namespace {
+
+uint32_t ComputeHeaderCrc(RecordHeader h, std::string_view oid) {
+  h.header_crc = 0;
+  const uint32_t crc = Crc32c(0, &h, sizeof(h));
+  return Crc32c(crc, oid.data(), oid.size());
+}
+
+}  // namespace
+
+RecordHeader MakeRecordHeader(std::string_view oid, uint64_t seq, uint64_t object_off,
+                              uint64_t payload_len, uint32_t payload_crc, uint32_t flags) {
+  RecordHeader h{};
+  h.magic = kRecordMagic;
+  h.version = kRecordVersion;
+  h.oid_len = static_cast<uint16_t>(oid.size());
+  h.flags = flags;
+  h.payload_crc = payload_crc;
+  h.seq = seq;
+  h.object_off = object_off;
+  h.payload_len = payload_len;
+  h.header_crc = ComputeHeaderCrc(h, oid);
+  return h;
+}
+
+bool HeaderShapeValid(const RecordHeader& h) {
+  return h.magic == kRecordMagic && h.version == kRecordVersion && h.oid_len >= 1 &&
+         h.oid_len <= kMaxOidBytes && (h.flags & ~kKnownFlags) == 0 &&
+         h.payload_len <= kMaxPayloadBytes && h.reserved == 0 &&
+         h.object_off <= UINT64_MAX - h.payload_len;
+}
+
+bool HeaderCrcValid(const RecordHeader& h, std::string_view oid) {
+  return HeaderShapeValid(h) && oid.size() == h.oid_len && ComputeHeaderCrc(h, oid) == h.header_crc;
+}
+
+}  // namespace msgr::store

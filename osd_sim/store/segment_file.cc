@@ -1,0 +1,126 @@
+#include "osd_sim/store/segment_file.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "osd_sim/store/posix_error.h"
+
+namespace msgr::store {
+
+absl::StatusOr<std::unique_ptr<SegmentFile>> SegmentFile::Open(std::string path, uint64_t id,
+                                                               bool create) {
+  const int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
+  const int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) return PosixError(create ? "create segment" : "open segment", path, errno);
+  return std::unique_ptr<SegmentFile>(new SegmentFile(std::move(path), id, fd));
+}
+
+SegmentFile::~SegmentFile() { ::close(fd_); }
+
+absl::Status SegmentFile::WriteFull(uint64_t off, const struct iovec* iov, int iovcnt) const {
+  // pwritev may stop short (signal, file-size limit, disk filling up): advance and retry
+  // on a private copy of the iovec array. The payload bytes themselves are never copied.
+  std::vector<struct iovec> rest(iov, iov + iovcnt);
+  size_t first = 0;
+  while (first < rest.size()) {
+    const ssize_t n = ::pwritev(fd_, rest.data() + first, static_cast<int>(rest.size() - first),
+                                static_cast<off_t>(off));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return PosixError(absl::StrCat("pwritev at ", off), path_, errno);
+    }
+    if (n == 0) return PosixError(absl::StrCat("pwritev at ", off), path_, ENOSPC);
+    off += static_cast<uint64_t>(n);
+    size_t left = static_cast<size_t>(n);
+    while (first < rest.size() && left >= rest[first].iov_len) {
+      left -= rest[first].iov_len;
+      ++first;
+    }
+    if (left > 0) {
+      rest[first].iov_base = static_cast<char*>(rest[first].iov_base) + left;
+      rest[first].iov_len -= left;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SegmentFile::ReadFull(uint64_t off, void* dst, size_t len) const {
+  char* p = static_cast<char*>(dst);
+  while (len > 0) {
+    const ssize_t n = ::pread(fd_, p, len, static_cast<off_t>(off));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return PosixError(absl::StrCat("pread at ", off), path_, errno);
+    }
+    if (n == 0) return absl::OutOfRangeError(absl::StrCat("pread at ", off, " ", path_, ": end of file"));
+    p += n;
+    off += static_cast<uint64_t>(n);
+    len -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SegmentFile::Sync() const {
+  if (::fdatasync(fd_) != 0) return PosixError("fdatasync", path_, errno);
+  return absl::OkStatus();
+}
+
+absl::Status SegmentFile::Truncate(uint64_t size) const {
+  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+    return PosixError(absl::StrCat("ftruncate to ", size), path_, errno);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> SegmentFile::Size() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return PosixError("fstat", path_, errno);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+std::string SegmentName(uint64_t id) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "seg-%016" PRIx64 ".log", id);
+  return buf;
+}
+
+bool ParseSegmentName(const std::string& name, uint64_t* id) {
+  if (name.size() != 24 || name.compare(0, 4, "seg-") != 0 || name.compare(20, 4, ".log") != 0) {
+    return false;
+  }
+  uint64_t v = 0;
+  for (size_t i = 4; i < 20; ++i) {
+    const char c = name[i];
+    int d;
+    if (c >= '0' && c <= '9') {
+      d = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      d = c - 'a' + 10;
+    } else {
+      return false;
+    }
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  *id = v;
+  return true;
+}
+
+absl::Status SyncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return PosixError("open directory", dir, errno);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return PosixError("fsync directory", dir, err);
+  return absl::OkStatus();
+}
+
+}  // namespace msgr::store

@@ -1,0 +1,24 @@
+// msgr-admin: queries a daemon's admin socket.
+//   msgr_admin SOCKET perf dump
+//   msgr_admin SOCKET help
+#include <cstdio>
+#include <string>
+
+#include "osd_sim/admin_socket.h"
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s SOCKET COMMAND...   (e.g. %s run/osd.0.asok perf dump)\n",
+                 argv[0], argv[0]);
+    return 2;
+  }
+  std::string cmd;
+  for (int i = 2; i < argc; ++i) cmd += (i > 2 ? " " : "") + std::string(argv[i]);
+  auto r = msgr::osd::AdminSocket::Query(argv[1], cmd);
+  if (!r.ok()) {
+    std::fprintf(stderr, "msgr_admin: %s\n", std::string(r.status().message()).c_str());
+    return 1;
+  }
+  std::fputs(r->c_str(), stdout);
+  return 0;
+}

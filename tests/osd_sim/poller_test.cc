@@ -1,0 +1,229 @@
+#include "osd_sim/poller.h"
+
+#include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "osd_sim/osd_protocol.h"
+
+namespace msgr::osd {
+namespace {
+
+constexpr size_t kRingBytes = kMinRingBytes;
+
+class TestRing : public RecvRing {
+ public:
+  TestRing() : mem_(static_cast<uint8_t*>(std::aligned_alloc(kRingAlign, kRingBytes))) {
+    std::memset(mem_, 0, kRingBytes);
+    efd_ = eventfd(0, EFD_NONBLOCK);
+  }
+  ~TestRing() override {
+    close(efd_);
+    std::free(mem_);
+  }
+  uint8_t* base() override { return mem_; }
+  size_t bytes() const override { return kRingBytes; }
+  int wait_fd() const override { return efd_; }
+  void Signal() {
+    uint64_t one = 1;
+    (void)!write(efd_, &one, sizeof one);
+  }
+
+ private:
+  uint8_t* mem_;
+  int efd_;
+};
+
+// Records what the poller does to the connection.
+class FakeConnection : public Connection {
+ public:
+  EntityName peer_name() const override { return {EntityType::kClient, 1}; }
+  std::string peer_addr() const override { return "127.0.0.1:1"; }
+  bool is_connected() const override { return true; }
+  absl::Status Send(Message m) override { return TrySend(std::move(m)); }
+  absl::Status TrySend(Message m) override {
+    auto ack = DecodeWriteAck(m);
+    std::lock_guard<std::mutex> l(mu);
+    if (ack.ok()) {
+      for (auto& e : ack->entries) acked[e.tid] = e.code;
+    }
+    return absl::OkStatus();
+  }
+  absl::Status WriteRecord(const RecordDesc&, std::string_view, absl::Duration) override {
+    return absl::UnimplementedError("test");
+  }
+  size_t max_record_payload() const override { return 0; }
+  void ReleaseRing(uint64_t position) override {
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_GE(position, released) << "credits must be monotonic";
+    released = position;
+  }
+  void MarkDown() override { marked_down = true; }
+
+  std::mutex mu;
+  std::map<uint64_t, absl::StatusCode> acked;
+  uint64_t released = 0;
+  std::atomic<bool> marked_down{false};
+};
+
+// Completes records on another thread after the test lets it, like a group commit.
+class FakeSink : public RecordSink {
+ public:
+  void Persist(const RecordView& rec, std::function<void(absl::Status)> done) override {
+    std::lock_guard<std::mutex> l(mu);
+    payloads.emplace_back(reinterpret_cast<const char*>(rec.payload), rec.header->payload_len);
+    payload_ptrs.push_back(rec.payload);
+    const bool fail = std::string(rec.oid, rec.header->oid_len) == "full";
+    waiting.push_back([done, fail] {
+      done(fail ? absl::ResourceExhaustedError("store full") : absl::OkStatus());
+    });
+  }
+  void Flush() {
+    std::vector<std::function<void()>> w;
+    {
+      std::lock_guard<std::mutex> l(mu);
+      w.swap(waiting);
+    }
+    for (auto& f : w) f();
+  }
+  std::mutex mu;
+  std::vector<std::string> payloads;
+  std::vector<const uint8_t*> payload_ptrs;
+  std::vector<std::function<void()>> waiting;
+};
+
+void Produce(RingProducer* p, TestRing* ring, const std::string& oid, const std::string& data,
+             uint64_t tid, bool corrupt = false) {
+  auto pl = p->Reserve(RecordBytes(oid.size(), data.size()));
+  ASSERT_TRUE(pl.has_value());
+  if (pl->has_pad) WritePadRecord(ring->base() + pl->pad_offset, pl->pad_bytes, pl->pad_seq);
+  uint8_t* slot = ring->base() + pl->offset;
+  std::memcpy(slot + kRecordHeaderBytes, oid.data(), oid.size());
+  std::memcpy(slot + kRecordHeaderBytes + oid.size(), data.data(), data.size());
+  RecordHeader h;
+  uint32_t crc = RecordPayloadCrc(oid.data(), oid.size(), data.data(), data.size());
+  if (corrupt) crc ^= 1;
+  FillRecordHeader(&h, RecordType::kWrite, 0, pl->seq, static_cast<uint16_t>(oid.size()),
+                   static_cast<uint32_t>(data.size()), crc, 1, tid, 0);
+  PublishRecord(slot, h);
+  ring->Signal();
+}
+
+template <typename F>
+bool WaitFor(F f) {
+  for (int i = 0; i < 500; ++i) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST(PollerTest, AcksOnlyAfterDurableAndReleasesSpaceInOrder) {
+  FakeSink sink;
+  auto poller = Poller::Create(0, PollerOptions{}, &sink);
+  ASSERT_TRUE(poller.ok()) << poller.status();
+  auto conn = std::make_shared<FakeConnection>();
+  auto ring = std::make_shared<TestRing>();
+  (*poller)->AddRing(conn, ring);
+  RingProducer prod(kRingBytes);
+  for (uint64_t t = 1; t <= 5; ++t) Produce(&prod, ring.get(), "obj", "payload-" + std::to_string(t), t);
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> l(sink.mu);
+    return sink.payloads.size() == 5;
+  }));
+  {
+    std::lock_guard<std::mutex> l(conn->mu);
+    EXPECT_TRUE(conn->acked.empty()) << "nothing is acked before the store says durable";
+    EXPECT_EQ(conn->released, 0u);
+  }
+  // The store got pointers into ring memory, not copies.
+  for (const uint8_t* p : sink.payload_ptrs) {
+    EXPECT_GE(p, ring->base());
+    EXPECT_LT(p, ring->base() + kRingBytes);
+  }
+  sink.Flush();
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> l(conn->mu);
+    return conn->acked.size() == 5;
+  }));
+  std::lock_guard<std::mutex> l(conn->mu);
+  EXPECT_EQ(conn->released, prod.produced());
+  auto c = (*poller)->counters();
+  EXPECT_EQ(c.records, 5u);
+}
+
+TEST(PollerTest, StoreErrorIsAckedAsErrorAndSpaceStillReturned) {
+  FakeSink sink;
+  auto poller = Poller::Create(0, PollerOptions{}, &sink);
+  ASSERT_TRUE(poller.ok());
+  auto conn = std::make_shared<FakeConnection>();
+  auto ring = std::make_shared<TestRing>();
+  (*poller)->AddRing(conn, ring);
+  RingProducer prod(kRingBytes);
+  Produce(&prod, ring.get(), "ok", "a", 1);
+  Produce(&prod, ring.get(), "full", "b", 2);
+  ASSERT_TRUE(WaitFor([&] {
+    sink.Flush();
+    std::lock_guard<std::mutex> l(conn->mu);
+    return conn->acked.size() == 2;
+  }));
+  std::lock_guard<std::mutex> l(conn->mu);
+  EXPECT_EQ(conn->acked[1], absl::StatusCode::kOk);
+  EXPECT_EQ(conn->acked[2], absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(conn->released, prod.produced());
+}
+
+TEST(PollerTest, CorruptRecordDropsConnectionButEarlierRecordsAreAcked) {
+  FakeSink sink;
+  auto poller = Poller::Create(0, PollerOptions{}, &sink);
+  ASSERT_TRUE(poller.ok());
+  auto conn = std::make_shared<FakeConnection>();
+  auto ring = std::make_shared<TestRing>();
+  (*poller)->AddRing(conn, ring);
+  RingProducer prod(kRingBytes);
+  Produce(&prod, ring.get(), "good", "first", 1);
+  Produce(&prod, ring.get(), "bad", "second", 2, /*corrupt=*/true);
+  ASSERT_TRUE(WaitFor([&] { return conn->marked_down.load(); }));
+  ASSERT_TRUE(WaitFor([&] {
+    sink.Flush();
+    std::lock_guard<std::mutex> l(conn->mu);
+    return conn->acked.size() == 1;
+  }));
+  std::lock_guard<std::mutex> l(conn->mu);
+  EXPECT_EQ(conn->acked.count(1), 1u);
+  EXPECT_EQ(conn->acked.count(2), 0u) << "a corrupt record is never acknowledged";
+  EXPECT_GE((*poller)->counters().crc_errors, 1u);
+}
+
+TEST(PollerTest, IdlePollerSleepsInsteadOfSpinning) {
+  FakeSink sink;
+  PollerOptions opt;
+  opt.spin = absl::Microseconds(100);
+  auto poller = Poller::Create(0, opt, &sink);
+  ASSERT_TRUE(poller.ok());
+  auto conn = std::make_shared<FakeConnection>();
+  auto ring = std::make_shared<TestRing>();
+  (*poller)->AddRing(conn, ring);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto c = (*poller)->counters();
+  EXPECT_GT(c.sleeps, 0u);
+  EXPECT_GT(c.sleep_ns, 5 * c.spin_ns) << "an idle poller must mostly sleep";
+  // And it wakes up for a record published while it sleeps.
+  RingProducer prod(kRingBytes);
+  Produce(&prod, ring.get(), "late", "wake up", 7);
+  ASSERT_TRUE(WaitFor([&] {
+    sink.Flush();
+    std::lock_guard<std::mutex> l(conn->mu);
+    return conn->acked.count(7) == 1;
+  }));
+}
+
+}  // namespace
+}  // namespace msgr::osd

@@ -1,0 +1,179 @@
+// Round trips, offsets, overwrites and reopen, in every durability mode.
+#include "osd_sim/store/object_store.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/osd_sim/store/store_test_util.h"
+
+namespace msgr::store {
+namespace {
+
+using testing::FreshDir;
+using testing::Options;
+using testing::Pattern;
+using testing::Put;
+
+class ObjectStoreTest : public ::testing::TestWithParam<Durability> {
+ protected:
+  void SetUp() override {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    dir_ = FreshDir("store-" + name);
+    Reopen();
+  }
+  void Reopen() {
+    store_.reset();
+    auto s = ObjectStore::Open(Options(dir_, GetParam()));
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = std::move(*s);
+  }
+  void PutDurable(std::string_view oid, uint64_t off, std::string_view data, uint32_t flags = 0) {
+    auto t = Put(*store_, oid, off, data, flags);
+    ASSERT_TRUE(t.ok()) << t.status();
+    ASSERT_TRUE(store_->WaitDurable(*t).ok());
+  }
+  void ExpectObject(std::string_view oid, const std::string& want) {
+    auto got = store_->Read(oid);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->size(), want.size());
+    EXPECT_TRUE(*got == want) << "object " << oid << " differs";
+  }
+  bool persistent() const { return GetParam() != Durability::kMemory; }
+
+  std::string dir_;
+  std::unique_ptr<ObjectStore> store_;
+};
+
+TEST_P(ObjectStoreTest, RoundTripSizes) {
+  for (size_t len : {size_t{0}, size_t{1}, size_t{4096}, size_t{4} << 20}) {
+    const std::string oid = "obj-" + std::to_string(len);
+    PutDurable(oid, 0, Pattern(oid, len));
+    ExpectObject(oid, Pattern(oid, len));
+  }
+  StoreStats st = store_->GetStats();
+  EXPECT_EQ(st.appends, 4u);
+  EXPECT_EQ(st.objects, 4u);
+  EXPECT_EQ(st.append_bytes, 1u + 4096u + (4u << 20));
+  if (!persistent()) return;
+  Reopen();
+  for (size_t len : {size_t{0}, size_t{1}, size_t{4096}, size_t{4} << 20}) {
+    const std::string oid = "obj-" + std::to_string(len);
+    ExpectObject(oid, Pattern(oid, len));
+  }
+  EXPECT_EQ(store_->GetStats().recovered_records, 4u);
+  EXPECT_EQ(store_->GetStats().torn_records, 0u);
+}
+
+TEST_P(ObjectStoreTest, ChunkedWritesAtOffsetsAndIovecs) {
+  const std::string whole = Pattern("chunky", 1 << 20);
+  // Out of order, 64 KiB chunks, each chunk as three iovecs.
+  std::vector<uint64_t> offs;
+  for (uint64_t o = 0; o < whole.size(); o += 65536) offs.push_back(o);
+  std::reverse(offs.begin(), offs.end());
+  for (uint64_t o : offs) {
+    struct iovec iov[3] = {{const_cast<char*>(whole.data() + o), 1000},
+                           {const_cast<char*>(whole.data() + o + 1000), 0},
+                           {const_cast<char*>(whole.data() + o + 1000), 65536 - 1000}};
+    auto t = store_->Append("chunky", o, iov, 3, Crc32c(0, whole.data() + o, 65536), 0);
+    ASSERT_TRUE(t.ok()) << t.status();
+    ASSERT_TRUE(store_->WaitDurable(*t).ok());
+  }
+  ExpectObject("chunky", whole);
+  // A write past the end leaves a hole of zeros.
+  PutDurable("holey", 100, "abc");
+  ExpectObject("holey", std::string(100, '\0') + "abc");
+  if (!persistent()) return;
+  Reopen();
+  ExpectObject("chunky", whole);
+  ExpectObject("holey", std::string(100, '\0') + "abc");
+}
+
+TEST_P(ObjectStoreTest, OverwriteAndTruncate) {
+  PutDurable("o", 0, std::string(8192, 'a'));
+  PutDurable("o", 4096, std::string(100, 'b'));  // partial overwrite keeps the size
+  std::string want = std::string(8192, 'a');
+  want.replace(4096, 100, std::string(100, 'b'));
+  ExpectObject("o", want);
+  PutDurable("o", 0, "short", kTruncate);  // replaces the object
+  ExpectObject("o", "short");
+  PutDurable("o", 0, "", kTruncate);
+  ExpectObject("o", "");
+  PutDurable("p", 0, std::string(10, 'x'));
+  PutDurable("p", 0, std::string(20, 'y'));  // fully covers: older extent pruned
+  ExpectObject("p", std::string(20, 'y'));
+  if (!persistent()) return;
+  Reopen();
+  ExpectObject("o", "");
+  ExpectObject("p", std::string(20, 'y'));
+}
+
+TEST_P(ObjectStoreTest, NotFoundAndBadArguments) {
+  auto r = store_->Read("nope");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("nope"), absl::string_view::npos);
+  EXPECT_EQ(Put(*store_, "", 0, "x").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Put(*store_, std::string(kMaxOidBytes + 1, 'o'), 0, "x").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Put(*store_, "o", 1, "x", kTruncate).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Put(*store_, "o", 0, "x", 0x80).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->WaitDurable(12345).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(ObjectStoreTest, CallbackFiresOnceWithOk) {
+  int fired = 0;
+  absl::Status got = absl::UnknownError("not fired");
+  std::string data = Pattern("cb", 4096);
+  struct iovec iov = {data.data(), data.size()};
+  auto t = store_->Append("cb", 0, &iov, 1, Crc32c(0, data.data(), data.size()), 0,
+                          [&](absl::Status s) { ++fired; got = s; });
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(store_->WaitDurable(*t).ok());  // callbacks for one ticket fire in order
+  EXPECT_EQ(fired, 1);
+  EXPECT_TRUE(got.ok()) << got;
+  if (GetParam() == Durability::kDurable) {
+    EXPECT_GE(store_->GetStats().flushes, 1u);
+  }
+}
+
+TEST_P(ObjectStoreTest, SecondOpenOfSameDirectoryFails) {
+  if (!persistent()) GTEST_SKIP() << "memory mode has no directory";
+  auto second = ObjectStore::Open(Options(dir_, GetParam()));
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+}
+
+TEST_P(ObjectStoreTest, SegmentsRollOver) {
+  if (!persistent()) GTEST_SKIP() << "memory mode has no segments";
+  store_.reset();
+  StoreOptions o = Options(dir_, GetParam());
+  o.segment_bytes = 64 << 10;
+  auto s = ObjectStore::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  store_ = std::move(*s);
+  for (int i = 0; i < 40; ++i) PutDurable("r" + std::to_string(i), 0, Pattern("r", 10000, i));
+  PutDurable("big", 0, Pattern("big", 200000));  // larger than a segment: a segment of its own
+  EXPECT_GT(store_->GetStats().segments, 5u);
+  store_.reset();
+  s = ObjectStore::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  store_ = std::move(*s);
+  for (int i = 0; i < 40; ++i) ExpectObject("r" + std::to_string(i), Pattern("r", 10000, i));
+  ExpectObject("big", Pattern("big", 200000));
+  EXPECT_EQ(store_->GetStats().recovered_records, 41u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, ObjectStoreTest,
+                         ::testing::Values(Durability::kDurable, Durability::kBuffered,
+                                           Durability::kMemory),
+                         [](const auto& info) {
+                           switch (info.param) {
+                             case Durability::kDurable: return std::string("Durable");
+                             case Durability::kBuffered: return std::string("Buffered");
+                             default: return std::string("Memory");
+                           }
+                         });
+
+}  // namespace
+}  // namespace msgr::store

@@ -1,0 +1,57 @@
+// Helpers shared by the object store tests: deterministic payloads, fresh
+// directories, one-buffer appends.
+#ifndef MSGR_TESTS_OSD_SIM_STORE_STORE_TEST_UTIL_H_
+#define MSGR_TESTS_OSD_SIM_STORE_STORE_TEST_UTIL_H_
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "msg/crc32c.h"
+#include "osd_sim/store/object_store.h"
+
+namespace msgr::store::testing {
+
+// `len` bytes that depend only on (oid, version): a reader can recompute them.
+inline std::string Pattern(std::string_view oid, size_t len, uint64_t version = 0) {
+  uint64_t x = 0x9e3779b97f4a7c15ull ^ (version * 0xbf58476d1ce4e5b9ull);
+  for (char c : oid) x = (x ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  std::string out(len, '\0');
+  for (size_t i = 0; i < len; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    out[i] = static_cast<char>(x);
+  }
+  return out;
+}
+
+// An empty directory under the test's temporary directory.
+inline std::string FreshDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::filesystem::path p = std::filesystem::path(tmp != nullptr ? tmp : "/tmp") / name;
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p.string();
+}
+
+inline absl::StatusOr<uint64_t> Put(ObjectStore& store, std::string_view oid, uint64_t off,
+                                    std::string_view data, uint32_t flags = 0) {
+  struct iovec iov = {const_cast<char*>(data.data()), data.size()};
+  return store.Append(oid, off, &iov, 1, Crc32c(0, data.data(), data.size()), flags);
+}
+
+inline StoreOptions Options(const std::string& dir, Durability mode) {
+  StoreOptions o;
+  o.dir = dir;
+  o.mode = mode;
+  return o;
+}
+
+}  // namespace msgr::store::testing
+
+#endif  // MSGR_TESTS_OSD_SIM_STORE_STORE_TEST_UTIL_H_

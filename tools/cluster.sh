@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# A vstart-like launcher: a monitor and N OSD processes on 127.0.0.1.
+#
+#   tools/cluster.sh start --dir DIR [--osds N] [--ms-type tcp|rdma|both]
+#                          [--durability durable|buffered|memory] [--auth secret|none]
+#                          [--pollers N] [--poller-cpus LIST] [--capacity BYTES]
+#                          [--ring-bytes BYTES] [--rdma-device soft|IBDEV] [--grace-ms MS]
+#   tools/cluster.sh stop --dir DIR
+#   tools/cluster.sh status --dir DIR
+#   tools/cluster.sh start-osd --dir DIR --id K     (re)starts one OSD with its data
+#   tools/cluster.sh stop-osd --dir DIR --id K [--kill]   (SIGTERM, or SIGKILL with --kill)
+#
+# DIR gets mon.addr (host:port of the gRPC monitor), mon.pid, osd.<id>.pid, keyring (when
+# auth is on), log/, mon/ (monitor state), osd.<id>/ (OSD data), and run/ (admin sockets:
+# run/osd.<id>.asok). Settings given to `start` are kept in DIR/cluster.conf so that
+# `start-osd` restarts an OSD the same way. Free ports are chosen automatically.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# MSGR_BIN: where the binaries are (default bazel-bin; tests point it at their runfiles).
+# MSGR_REBUILD=0 skips the `bazel build` step.
+BIN="${MSGR_BIN:-$ROOT/bazel-bin}"
+
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+CMD=${1:-}; [[ -n "$CMD" ]] || usage; shift
+DIR="" OSDS=3 MS_TYPE=tcp DURABILITY=durable AUTH=secret POLLERS=1 POLLER_CPUS="" ID=""
+CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" GRACE_MS=3000 KILL=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --dir) DIR=$2; shift 2 ;;
+    --osds) OSDS=$2; shift 2 ;;
+    --ms-type) MS_TYPE=$2; shift 2 ;;
+    --durability) DURABILITY=$2; shift 2 ;;
+    --auth) AUTH=$2; shift 2 ;;
+    --pollers) POLLERS=$2; shift 2 ;;
+    --poller-cpus) POLLER_CPUS=$2; shift 2 ;;
+    --capacity) CAPACITY=$2; shift 2 ;;
+    --ring-bytes) RING_BYTES=$2; shift 2 ;;
+    --rdma-device) RDMA_DEVICE=$2; shift 2 ;;
+    --grace-ms) GRACE_MS=$2; shift 2 ;;
+    --id) ID=$2; shift 2 ;;
+    --kill) KILL=1; shift ;;
+    -h|--help) usage ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+[[ -n "$DIR" ]] || die "--dir DIR is required"
+[[ "$OSDS" =~ ^[0-9]+$ && "$OSDS" -ge 1 ]] || die "--osds must be a positive number"
+case "$MS_TYPE" in tcp|rdma|both) ;; *) die "--ms-type must be tcp, rdma or both" ;; esac
+case "$DURABILITY" in durable|buffered|memory) ;; *) die "--durability must be durable, buffered or memory" ;; esac
+case "$AUTH" in secret|none) ;; *) die "--auth must be secret or none" ;; esac
+
+ensure_built() {
+  if [[ "${MSGR_REBUILD:-1}" == 1 || ! -x "$BIN/osd_sim/osd" || ! -x "$BIN/osd_sim/mon/mon" ]]; then
+    (cd "$ROOT" && bazel build -c opt //osd_sim:osd //osd_sim/mon:mon //osd_sim/mon:monctl \
+        //osd_sim/tools:msgr_admin >&2) || die "build failed (run tools/setup.sh first?)"
+  fi
+}
+
+alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# wait_for TIMEOUT_S DESCRIPTION COMMAND...: polls COMMAND until it succeeds.
+wait_for() {
+  local t=$1 what=$2; shift 2
+  local deadline=$((SECONDS + t))
+  until "$@" >/dev/null 2>&1; do
+    [[ $SECONDS -lt $deadline ]] || return 1
+    sleep 0.2
+  done
+}
+
+load_conf() {
+  [[ -f "$DIR/cluster.conf" ]] || die "$DIR/cluster.conf not found: start the cluster first"
+  # shellcheck disable=SC1091
+  source "$DIR/cluster.conf"
+}
+
+start_osd() {
+  local id=$1 pidf="$DIR/osd.$id.pid"
+  if alive "$pidf"; then die "osd.$id already running (pid $(cat "$pidf"))"; fi
+  mkdir -p "$DIR/osd.$id" "$DIR/run" "$DIR/log"
+  local args=(--id "$id" --mon "$(cat "$DIR/mon.addr")" --data-dir "$DIR/osd.$id"
+              --run-dir "$DIR/run" --ms-type "$MS_TYPE" --durability "$DURABILITY"
+              --pollers "$POLLERS" --capacity "$CAPACITY")
+  [[ -n "$POLLER_CPUS" ]] && args+=(--poller-cpus "$POLLER_CPUS")
+  [[ -n "$RING_BYTES" ]] && args+=(--ring-bytes "$RING_BYTES")
+  [[ -n "$RDMA_DEVICE" ]] && args+=(--rdma-device "$RDMA_DEVICE")
+  if [[ "$AUTH" == secret ]]; then args+=(--keyring "$DIR/keyring"); else args+=(--auth none); fi
+  setsid "$BIN/osd_sim/osd" "${args[@]}" >>"$DIR/log/osd.$id.log" 2>&1 < /dev/null &
+  echo $! > "$pidf"
+}
+
+osd_up() {  # osd_up ID: the monitor reports osd.ID up
+  "$BIN/osd_sim/mon/monctl" --mon "$(cat "$DIR/mon.addr")" map-json \
+    | python3 -c "import json,sys; m=json.load(sys.stdin); sys.exit(0 if any(o['id']==$1 and o['up'] for o in m['osds']) else 1)"
+}
+
+all_up() {
+  local id
+  for ((id = 0; id < OSDS; id++)); do osd_up "$id" || return 1; done
+}
+
+stop_pid() {  # stop_pid PIDFILE SIGNAL
+  local pidf=$1 sig=$2 pid
+  [[ -f "$pidf" ]] || return 0
+  pid=$(cat "$pidf")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "-$sig" "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$pidf"
+}
+
+case "$CMD" in
+  start)
+    ensure_built
+    mkdir -p "$DIR/log" "$DIR/mon" "$DIR/run"
+    DIR=$(cd "$DIR" && pwd)
+    if alive "$DIR/mon.pid"; then die "a cluster is already running in $DIR (stop it first)"; fi
+    cat > "$DIR/cluster.conf" <<EOF
+OSDS=$OSDS
+MS_TYPE=$MS_TYPE
+DURABILITY=$DURABILITY
+AUTH=$AUTH
+POLLERS=$POLLERS
+POLLER_CPUS="$POLLER_CPUS"
+CAPACITY=$CAPACITY
+RING_BYTES="$RING_BYTES"
+RDMA_DEVICE="$RDMA_DEVICE"
+EOF
+    if [[ "$AUTH" == secret && ! -f "$DIR/keyring" ]]; then
+      (umask 077; echo "key = $(head -c 32 /dev/urandom | base64)" > "$DIR/keyring")
+    fi
+    rm -f "$DIR/mon.addr"
+    setsid "$BIN/osd_sim/mon/mon" --data-dir "$DIR/mon" --addr 127.0.0.1:0 \
+      --addr-file "$DIR/mon.addr" --grace-ms "$GRACE_MS" >>"$DIR/log/mon.log" 2>&1 < /dev/null &
+    echo $! > "$DIR/mon.pid"
+    wait_for 20 "monitor address" test -s "$DIR/mon.addr" \
+      || die "monitor did not start within 20 s; see $DIR/log/mon.log"
+    for ((id = 0; id < OSDS; id++)); do start_osd "$id"; done
+    if ! wait_for 60 "all OSDs up" all_up; then
+      die "not all OSDs came up within 60 s; see $DIR/log/osd.*.log"
+    fi
+    echo "cluster up in $DIR: mon $(cat "$DIR/mon.addr"), $OSDS OSDs, ms-type $MS_TYPE, durability $DURABILITY, auth $AUTH" >&2
+    ;;
+  stop)
+    for pidf in "$DIR"/osd.*.pid; do [[ -e "$pidf" ]] && stop_pid "$pidf" TERM; done
+    stop_pid "$DIR/mon.pid" TERM
+    echo "cluster in $DIR stopped" >&2
+    ;;
+  status)
+    [[ -f "$DIR/mon.addr" ]] || die "no cluster in $DIR (no mon.addr)"
+    alive "$DIR/mon.pid" || die "monitor of $DIR is not running"
+    "$BIN/osd_sim/mon/monctl" --mon "$(cat "$DIR/mon.addr")" status
+    ;;
+  start-osd)
+    [[ -n "$ID" ]] || die "start-osd needs --id K"
+    DIR=$(cd "$DIR" && pwd)
+    load_conf
+    start_osd "$ID"
+    wait_for 30 "osd.$ID up" osd_up "$ID" || die "osd.$ID did not come up within 30 s; see $DIR/log/osd.$ID.log"
+    echo "osd.$ID up" >&2
+    ;;
+  stop-osd)
+    [[ -n "$ID" ]] || die "stop-osd needs --id K"
+    if [[ $KILL == 1 ]]; then stop_pid "$DIR/osd.$ID.pid" KILL; else stop_pid "$DIR/osd.$ID.pid" TERM; fi
+    ;;
+  *) usage ;;
+esac

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The main job: set up, build, start a local cluster (monitor + 3 OSDs), run the object-write
+# benchmark for each messenger backend at a few object sizes, print one side-by-side table,
+# write JSON and charts to a results folder, stop the cluster.
+#
+#   tools/demo.sh [--ms-type both|tcp|rdma] [--seconds S] [--sizes 4K,64K,4M]
+#                 [--concurrency N] [--osds N] [--durability durable|buffered|memory]
+#                 [--results DIR] [--dir CLUSTER_DIR]
+#
+# Defaults: both backends, 4K/64K/4M objects, 6 s per run (about a minute in all),
+# concurrency 16, durable OSDs, results in ./results/<timestamp>/.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+
+MS_TYPE=both SECONDS_PER_RUN=6 SIZES=4K,64K,4M CONCURRENCY=16 OSDS=3 DURABILITY=durable
+RESULTS="" CLUSTER_DIR=""
+die() { echo "demo.sh: $*" >&2; exit 1; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --ms-type) MS_TYPE=$2; shift 2 ;;
+    --seconds) SECONDS_PER_RUN=$2; shift 2 ;;
+    --sizes) SIZES=$2; shift 2 ;;
+    --concurrency|-t) CONCURRENCY=$2; shift 2 ;;
+    --osds) OSDS=$2; shift 2 ;;
+    --durability) DURABILITY=$2; shift 2 ;;
+    --results) RESULTS=$2; shift 2 ;;
+    --dir) CLUSTER_DIR=$2; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+case "$MS_TYPE" in both) BACKENDS=(tcp rdma) ;; tcp|rdma) BACKENDS=("$MS_TYPE") ;;
+  *) die "--ms-type must be both, tcp or rdma" ;; esac
+[[ "$SECONDS_PER_RUN" =~ ^[0-9]+$ && "$SECONDS_PER_RUN" -ge 1 ]] || die "--seconds must be a positive number"
+
+STAMP=$(date +%Y%m%d-%H%M%S)
+RESULTS=${RESULTS:-$ROOT/results/$STAMP}
+CLUSTER_DIR=${CLUSTER_DIR:-$(mktemp -d /tmp/msgr-demo.XXXXXX)}
+mkdir -p "$RESULTS"
+
+echo "== setup (tools/setup.sh)" >&2
+bash tools/setup.sh
+echo "== build (bazel build -c opt)" >&2
+bazel build -c opt //osd_sim:osd //osd_sim/mon:mon //osd_sim/mon:monctl \
+  //osd_sim/tools:msgr_admin //client/bench:bench >&2
+
+CLUSTER_MS=$MS_TYPE
+[[ "$MS_TYPE" == both ]] && CLUSTER_MS=both
+cleanup() { MSGR_REBUILD=0 bash tools/cluster.sh stop --dir "$CLUSTER_DIR" || true; }
+trap cleanup EXIT
+echo "== cluster: monitor + $OSDS OSDs in $CLUSTER_DIR (ms-type $CLUSTER_MS, $DURABILITY)" >&2
+MSGR_REBUILD=0 bash tools/cluster.sh start --dir "$CLUSTER_DIR" --osds "$OSDS" \
+  --ms-type "$CLUSTER_MS" --durability "$DURABILITY"
+MSGR_REBUILD=0 bash tools/cluster.sh status --dir "$CLUSTER_DIR" >&2
+MON=$(cat "$CLUSTER_DIR/mon.addr")
+
+FILES=()
+for ms in "${BACKENDS[@]}"; do
+  for size in ${SIZES//,/ }; do
+    out="$RESULTS/$ms-$size.json"
+    echo "== bench: --ms-type $ms -b $size -t $CONCURRENCY --seconds $SECONDS_PER_RUN" >&2
+    MSGR_REBUILD=0 bash tools/bench.sh --mon "$MON" --ms-type "$ms" -b "$size" \
+      -t "$CONCURRENCY" --seconds "$SECONDS_PER_RUN" --json "$out" --verify \
+      --auth "$CLUSTER_DIR/keyring" --cluster-dir "$CLUSTER_DIR" --prefix "demo-$ms-$size" >&2
+    FILES+=("$out")
+  done
+done
+
+python3 - "${FILES[@]}" <<'EOF'
+import json, sys
+rows = [json.load(open(f)) for f in sys.argv[1:]]
+def human(n):
+    for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div}{unit}"
+    return str(n)
+sizes = sorted({r["object_size"] for r in rows})
+backends = [b for b in ("tcp", "rdma") if any(r["ms_type"] == b for r in rows)]
+print()
+print(f"{'size':>5} {'backend':>7} {'MB/s':>9} {'IOPS':>9} {'p50 us':>9} {'p99 us':>9} "
+      f"{'OSD CPU-s/GB':>13} {'verify':>12}")
+for s in sizes:
+    for b in backends:
+        for r in rows:
+            if r["object_size"] == s and r["ms_type"] == b:
+                v = r["verify"]
+                print(f"{human(s):>5} {b:>7} {r['mb_per_s']:>9.1f} {r['iops']:>9.0f} "
+                      f"{r['lat_us']['p50']:>9.0f} {r['lat_us']['p99']:>9.0f} "
+                      f"{r['cpu_s_per_gb']['osds']:>13.2f} "
+                      f"{str(v['checked']) + '/' + str(v['mismatches']) + ' bad':>12}")
+print()
+EOF
+
+bash tools/plot.sh "${FILES[@]}" --out "$RESULTS" >&2
+echo "results: $RESULTS (JSON per run; charts: $RESULTS/*.png, $RESULTS/*.svg)"
