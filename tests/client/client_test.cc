@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "osd_sim/mon/mon_server.h"
 #include "tests/client/fake_backend.h"
+#include "tests/client/mon_env.h"
 
 namespace msgr::client {
 namespace {
@@ -35,7 +36,9 @@ class Socket {
     socklen_t len = sizeof a;
     getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
     port_ = ntohs(a.sin_port);
-    if (listen_too) EXPECT_EQ(listen(fd_, 16), 0);
+    if (listen_too) {
+      EXPECT_EQ(listen(fd_, 16), 0);
+    }
   }
   ~Socket() { close(fd_); }
   std::string addr() const { return absl::StrCat("127.0.0.1:", port_); }
@@ -82,99 +85,45 @@ TEST(ClientSetupTest, UnavailableBackendAndBadOptionsSaySo) {
 
 class ClientClusterTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    FakeCluster::Get().Reset(4096);
-    const char* base = std::getenv("TEST_TMPDIR");
-    std::string dir = std::string(base ? base : "/tmp") + "/mon.XXXXXX";
-    ASSERT_NE(mkdtemp(dir.data()), nullptr);
-    mon::MonServerOptions mo;
-    mo.monitor.data_dir = dir;
-    mo.monitor.grace = absl::Milliseconds(400);
-    mo.monitor.heartbeat_interval = absl::Milliseconds(100);
-    mo.monitor.pg_num = 32;
-    auto m = mon::MonServer::Create(mo);
-    ASSERT_TRUE(m.ok()) << m.status();
-    mon_ = std::move(*m);
-    for (uint32_t i = 0; i < 3; ++i) StartOsd(i);
-    auto admin = mon::MonClient::Create(mon_->addr(), absl::Seconds(2));
-    ASSERT_TRUE(admin.ok()) << admin.status();
-    admin_ = std::move(*admin);
-    WaitFor([&] { return UpCount() == 3; });
-  }
-  void TearDown() override {
-    for (auto& h : heartbeats_) h.reset();
-    admin_.reset();
-    if (mon_) mon_->Shutdown();
-  }
-  void StartOsd(uint32_t id) {
-    FakeCluster::Get().AddOsd(Addr(id));
-    auto h = mon::MonClient::Create(mon_->addr(), absl::Seconds(2));
-    ASSERT_TRUE(h.ok()) << h.status();
-    mon::v1::BootOsdRequest boot;
-    boot.set_id(id);
-    boot.set_addr(Addr(id));
-    boot.add_ms_types("fake");
-    ASSERT_TRUE((*h)->StartHeartbeats(boot).ok());
-    heartbeats_[id] = std::move(*h);
-  }
-  static std::string Addr(uint32_t id) { return absl::StrCat("fake:", id); }
-  int UpCount() {
-    auto m = admin_->GetMap();
-    int n = 0;
-    for (auto& o : m->osds()) n += o.up() ? 1 : 0;
-    return n;
-  }
+  void SetUp() override { ASSERT_TRUE(env_.ok()); }
+  static std::string Addr(int id) { return testing::MonEnv::Addr(id); }
   template <typename F>
-  void WaitFor(F f) {
-    absl::Time until = absl::Now() + absl::Seconds(10);
-    while (!f() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(20));
-    ASSERT_TRUE(f());
-  }
-  // An oid whose primary is `osd` in the monitor's current map.
-  std::string OidOn(uint32_t osd) {
-    PlacementMap pm = ToPlacementMap(*admin_->GetMap(), "fake");
-    for (int i = 0;; ++i) {
-      std::string oid = absl::StrCat("obj_", i);
-      if (pm.OsdOf(oid) == static_cast<int>(osd)) return oid;
-    }
-  }
+  void WaitFor(F f) { ASSERT_TRUE(testing::MonEnv::WaitFor(f)); }
 
-  std::unique_ptr<mon::MonServer> mon_;
-  std::unique_ptr<mon::MonClient> admin_;
-  std::unique_ptr<mon::MonClient> heartbeats_[3];
+  testing::MonEnv env_{3};
 };
 
 TEST_F(ClientClusterTest, WritesReadBackAndFollowOutAndIn) {
-  auto c = Client::Create(Options(mon_->addr()));
+  auto c = Client::Create(env_.Options());
   ASSERT_TRUE(c.ok()) << c.status();
   Client& client = **c;
-  std::string oid = OidOn(2);
+  std::string oid = env_.OidOn(2);
   ASSERT_TRUE(client.Write(oid, std::string(10000, 'a')).ok());
   EXPECT_EQ(FakeCluster::Get().Object(Addr(2), oid), std::string(10000, 'a'));
   EXPECT_EQ(*client.Read(oid), std::string(10000, 'a'));
 
-  auto epoch = admin_->MarkOut(2);
+  auto epoch = env_.admin().MarkOut(2);
   ASSERT_TRUE(epoch.ok()) << epoch.status();
   WaitFor([&] { return client.map_epoch() >= *epoch; });
   ASSERT_TRUE(client.Write(oid, std::string(100, 'b')).ok());
-  int moved_to = ToPlacementMap(*admin_->GetMap(), "fake").OsdOf(oid);
+  int moved_to = ToPlacementMap(*env_.admin().GetMap(), "fake").OsdOf(oid);
   ASSERT_NE(moved_to, 2);
   EXPECT_EQ(FakeCluster::Get().Object(Addr(moved_to), oid), std::string(100, 'b'));
   EXPECT_EQ(FakeCluster::Get().Object(Addr(2), oid), std::string(10000, 'a'));  // no backfill
 
-  epoch = admin_->MarkIn(2);
+  epoch = env_.admin().MarkIn(2);
   WaitFor([&] { return client.map_epoch() >= *epoch; });
   EXPECT_EQ(*client.Read(oid), std::string(10000, 'a'));  // back on osd.2 (see README)
 }
 
 TEST_F(ClientClusterTest, WriteToADownOsdWaitsUntilItBootsAgain) {
-  auto c = Client::Create(Options(mon_->addr()));
+  auto c = Client::Create(env_.Options());
   ASSERT_TRUE(c.ok()) << c.status();
   Client& client = **c;
-  std::string oid = OidOn(1);
+  std::string oid = env_.OidOn(1);
   FakeCluster::Get().SetAlive(Addr(1), false);  // crashed
-  heartbeats_[1].reset();                        // and silent: the monitor marks it down
-  WaitFor([&] { return UpCount() == 2; });
+  env_.SilenceOsd(1);  // and silent: the monitor marks it down
+  WaitFor([&] { return env_.UpCount() == 2; });
   absl::Notification done;
   absl::Status result;
   client.AsyncWrite(oid, std::make_shared<const std::string>("payload"), [&](absl::Status s) {
@@ -183,7 +132,7 @@ TEST_F(ClientClusterTest, WriteToADownOsdWaitsUntilItBootsAgain) {
   });
   EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(500)));
   FakeCluster::Get().SetAlive(Addr(1), true);
-  StartOsd(1);  // boots again: new up_from, the client re-sends
+  env_.StartOsd(1);  // boots again: new up_from, the client re-sends
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_TRUE(result.ok()) << result;
   EXPECT_EQ(FakeCluster::Get().Object(Addr(1), oid), "payload");

@@ -285,6 +285,12 @@ std::string FakeCluster::Object(const std::string& addr, const std::string& oid)
   return it == o->objects.end() ? "" : it->second;
 }
 
+void FakeCluster::SetObject(const std::string& addr, const std::string& oid, std::string data) {
+  auto o = Find(addr);
+  std::lock_guard<std::mutex> l(o->mu);
+  o->objects[oid] = std::move(data);
+}
+
 FakeOsdStats FakeCluster::Stats(const std::string& addr) {
   auto o = Find(addr);
   std::lock_guard<std::mutex> l(o->mu);

@@ -43,6 +43,8 @@ class FakeCluster {
 
   bool HasObject(const std::string& addr, const std::string& oid);
   std::string Object(const std::string& addr, const std::string& oid);
+  // Replaces (or creates) an object behind the client's back (to test verification).
+  void SetObject(const std::string& addr, const std::string& oid, std::string data);
   FakeOsdStats Stats(const std::string& addr);
 
   // Used by the fake connections.
