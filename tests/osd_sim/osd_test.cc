@@ -96,7 +96,10 @@ class OsdTest : public ::testing::TestWithParam<std::string> {
     options_.id = 0;
     options_.mon_addr = mon_->addr();
     options_.data_dir = TempDir("osd");
-    options_.run_dir = TempDir("run");
+    // Unix socket paths are short (108 bytes): the run dir goes under /tmp, not TEST_TMPDIR.
+    char run[] = "/tmp/msgr-osd-test.XXXXXX";
+    ASSERT_NE(mkdtemp(run), nullptr);
+    options_.run_dir = run;
     options_.ms_types = {GetParam()};
     options_.auth = AuthConfig{AuthConfig::Mode::kSecret, "osd-test-secret"};
     options_.ring_bytes = 1 << 20;
