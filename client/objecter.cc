@@ -13,9 +13,6 @@
 namespace msgr::client {
 namespace {
 
-// How often parked ops are looked at again even without an event.
-constexpr absl::Duration kSweepInterval = absl::Milliseconds(200);
-
 void RunAll(std::vector<std::function<void()>>& done) {
   for (auto& f : done) {
     if (f) f();

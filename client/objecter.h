@@ -62,6 +62,9 @@ struct ObjecterOptions {
   size_t max_record_payload = 0;
 };
 
+// How often the timer thread retries parked ops (and at least how often it wakes).
+inline constexpr absl::Duration kSweepInterval = absl::Milliseconds(200);
+
 struct ObjecterCounters {
   uint64_t ops_started = 0, ops_ok = 0, ops_failed = 0, ops_timed_out = 0;
   uint64_t records_sent = 0, resends = 0, stale_acks = 0;

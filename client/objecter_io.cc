@@ -115,7 +115,12 @@ void Objecter::Submit(OpRef op) {
         } else {
           op->waiting = true;
         }
-        timer_cv_.Signal();
+        // The timer wakes at least every sweep interval; it only needs a nudge when this
+        // deadline comes sooner than that (short op timeouts). Waking it on every op would
+        // cost a context switch per op.
+        if (options_.op_timeout < kSweepInterval && deadlines_.begin()->second == op->id) {
+          timer_cv_.Signal();
+        }
       }
     }
   }

@@ -95,7 +95,7 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
     static const char* kWithValue[] = {
         "--mon", "--ms-type", "-b", "-t", "--seconds", "--count", "--json", "--acked-log",
         "--auth", "--prefix", "--osd-pids", "--cluster-dir", "--oids", "--op-timeout",
-        "--mon-timeout", "--rdma-device"};
+        "--mon-timeout", "--rdma-device", "--ms-threads"};
     if (std::find(std::begin(kWithValue), std::end(kWithValue), flag) == std::end(kWithValue)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown argument '", in[i], "'"));
     }
@@ -126,6 +126,10 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
       if (!s.ok()) return s.status();
       a.seconds = *s;
       seconds_given = true;
+    } else if (flag == "--ms-threads") {
+      if (!absl::SimpleAtoi(value, &a.ms_threads) || a.ms_threads < 1 || a.ms_threads > 64) {
+        return Bad(flag, absl::StrCat("'", value, "' is not a thread count in 1..64"));
+      }
     } else if (flag == "--count") {
       if (!absl::SimpleAtoi(value, &a.count) || a.count == 0) {
         return Bad(flag, absl::StrCat("'", value, "' is not a positive count"));
@@ -186,7 +190,8 @@ Writes objects of SIZE bytes (4K, 64K, 4M ...; default 4M) with CONCURRENCY ops 
   --prefix P       object ids are P_0, P_1, ... (default benchmark_data_<host>_<pid>)
   --osd-pids, --cluster-dir   OSD processes to measure CPU for (DIR/osd.*.pid)
   --op-timeout S   per-op timeout (default 30)   --mon-timeout S  (default 10)
-  --rdma-device    soft|IBDEV for --ms-type rdma  --quiet  no per-second progress
+  --rdma-device    soft|IBDEV for --ms-type rdma  --ms-threads N  messenger worker threads
+  --quiet          no per-second progress lines
 verify reads back every object id listed in FILE (one per line) and checks its pattern.
 Exit status: 0 ok, 1 failed ops, mismatches or setup errors, 2 bad arguments.
 )";

@@ -3,7 +3,7 @@
 //   bench --mon HOST:PORT [--ms-type tcp|rdma] [-b SIZE] [-t CONCURRENCY] [--seconds S]
 //         [--count N] [--json FILE] [--acked-log FILE] [--verify] [--auth none|KEYRING]
 //         [--prefix P] [--osd-pids PID,...] [--cluster-dir DIR] [--op-timeout S]
-//         [--mon-timeout S] [--rdma-device soft|IBDEV] [--quiet]
+//         [--mon-timeout S] [--rdma-device soft|IBDEV] [--ms-threads N] [--quiet]
 //   bench verify --mon HOST:PORT [--ms-type tcp|rdma] --oids FILE [--json FILE] [-t N] ...
 //
 // Parsing is pure (no I/O): errors are INVALID_ARGUMENT with a message naming the flag;
@@ -41,6 +41,7 @@ struct BenchArgs {
   double op_timeout = 30;
   double mon_timeout = 10;
   std::string rdma_device;
+  int ms_threads = 0;                // messenger worker threads (0 = the client's default)
   bool quiet = false;                // no per-second progress lines
 };
 

@@ -64,6 +64,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
   co.op_timeout = absl::Seconds(a.op_timeout);
   co.mon_timeout = absl::Seconds(a.mon_timeout);
   co.max_in_flight = static_cast<size_t>(a.concurrency) + 16;
+  if (a.ms_threads > 0) co.worker_threads = a.ms_threads;
   if (!a.rdma_device.empty()) co.backend_options["rdma_device"] = a.rdma_device;
   std::string keyring = a.auth;
   if (keyring.empty() && !a.cluster_dir.empty() && access((a.cluster_dir + "/keyring").c_str(), R_OK) == 0) {
@@ -150,7 +151,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
       const auto& acked = report.run.acked;
       report.verify = VerifyObjects(
           c, acked.size(), [&](uint64_t i) { return ObjectId(wo.prefix, acked[i]); },
-          a.concurrency);
+          a.concurrency, a.object_size);
     }
   }
   c.Shutdown();

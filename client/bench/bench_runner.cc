@@ -1,5 +1,6 @@
 #include "client/bench/bench_runner.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -116,7 +117,12 @@ absl::StatusOr<WriteRunResult> RunWrites(client::Client& c, const WriteRunOption
 }
 
 VerifyResult VerifyObjects(client::Client& c, uint64_t n,
-                           const std::function<std::string(uint64_t)>& oid_of, int concurrency) {
+                           const std::function<std::string(uint64_t)>& oid_of, int concurrency,
+                           uint64_t object_size) {
+  if (object_size > 0) {
+    uint64_t cap = std::max<uint64_t>(1, kVerifyBytesInFlight / object_size);
+    concurrency = static_cast<int>(std::min<uint64_t>(concurrency, cap));
+  }
   std::mutex mu;
   VerifyResult r;
   std::atomic<uint64_t> next{0};

@@ -54,10 +54,17 @@ struct VerifyResult {
   std::vector<std::string> samples;  // the first few problems
 };
 
-// Reads back objects oid_of(0 .. n-1) with `concurrency` reads in flight and checks them
-// against their pattern.
+// Bytes of read replies the verifier keeps in flight at most (whatever the concurrency):
+// replies are whole objects, and an OSD may stall a connection whose peer has too many
+// bytes unacknowledged (the messenger's conn_max_bytes_in_flight is 64 MiB by default).
+inline constexpr uint64_t kVerifyBytesInFlight = 32ull << 20;
+
+// Reads back objects oid_of(0 .. n-1) with up to `concurrency` reads in flight (fewer for
+// large objects: at most kVerifyBytesInFlight / object_size, at least 1) and checks them
+// against their pattern. `object_size` 0 means unknown (no cap).
 VerifyResult VerifyObjects(client::Client& c, uint64_t n,
-                           const std::function<std::string(uint64_t)>& oid_of, int concurrency);
+                           const std::function<std::string(uint64_t)>& oid_of, int concurrency,
+                           uint64_t object_size = 0);
 
 // Object ids from a file, one per line (blank lines skipped).
 absl::StatusOr<std::vector<std::string>> ReadOidFile(const std::string& path);
