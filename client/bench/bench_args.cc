@@ -1,0 +1,200 @@
+#include "client/bench/bench_args.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace msgr::bench {
+namespace {
+
+constexpr uint64_t kMaxObjectSize = 1ull << 30;
+constexpr int kMaxConcurrency = 4096;
+
+absl::Status Bad(absl::string_view flag, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": ", why));
+}
+
+absl::StatusOr<double> Seconds(absl::string_view flag, const std::string& v, bool allow_zero) {
+  double d;
+  if (!absl::SimpleAtod(v, &d) || !std::isfinite(d) || d < 0 || (!allow_zero && d == 0)) {
+    return Bad(flag, absl::StrCat("'", v, "' is not a ", allow_zero ? "non-negative" : "positive",
+                                  " number of seconds"));
+  }
+  return d;
+}
+
+bool ValidHostPort(const std::string& s) {
+  size_t colon = s.rfind(':');
+  int port;
+  return colon != std::string::npos && colon > 0 &&
+         absl::SimpleAtoi(s.substr(colon + 1), &port) && port > 0 && port < 65536;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> ParseSize(absl::string_view s) {
+  std::string t = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(s));
+  for (const char* suffix : {"IB", "B"}) {
+    if (t.size() > 1 && absl::EndsWith(t, suffix)) {
+      t.resize(t.size() - absl::string_view(suffix).size());
+      break;
+    }
+  }
+  uint64_t mult = 1;
+  if (!t.empty()) {
+    switch (t.back()) {
+      case 'K': mult = 1ull << 10; break;
+      case 'M': mult = 1ull << 20; break;
+      case 'G': mult = 1ull << 30; break;
+      default: break;
+    }
+    if (mult != 1) t.pop_back();
+  }
+  uint64_t n;
+  if (t.empty() || !std::all_of(t.begin(), t.end(), ::isdigit) || !absl::SimpleAtoi(t, &n) ||
+      n == 0 || n > kMaxObjectSize / mult) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", s, "' is not a size between 1 and 1G (e.g. 4K, 64K, 4M)"));
+  }
+  return n * mult;
+}
+
+absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
+  BenchArgs a;
+  size_t i = 0;
+  if (!in.empty() && in[0] == "verify") {
+    a.mode = BenchArgs::Mode::kVerify;
+    i = 1;
+  }
+  bool seconds_given = false;
+  for (; i < in.size(); ++i) {
+    std::string flag = in[i], value;
+    bool has_inline = false;
+    if (absl::StartsWith(flag, "--") && flag.find('=') != std::string::npos) {
+      value = flag.substr(flag.find('=') + 1);
+      flag = flag.substr(0, flag.find('='));
+      has_inline = true;
+    }
+    if (flag == "-h" || flag == "--help") {
+      a.help = true;
+      continue;
+    }
+    if (flag == "--verify" || flag == "--quiet") {
+      if (has_inline) return Bad(flag, "takes no value");
+      (flag == "--verify" ? a.verify : a.quiet) = true;
+      continue;
+    }
+    static const char* kWithValue[] = {
+        "--mon", "--ms-type", "-b", "-t", "--seconds", "--count", "--json", "--acked-log",
+        "--auth", "--prefix", "--osd-pids", "--cluster-dir", "--oids", "--op-timeout",
+        "--mon-timeout", "--rdma-device", "--ms-threads"};
+    if (std::find(std::begin(kWithValue), std::end(kWithValue), flag) == std::end(kWithValue)) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown argument '", in[i], "'"));
+    }
+    if (!has_inline) {
+      if (i + 1 >= in.size()) return Bad(flag, "needs a value");
+      value = in[++i];
+    }
+    if (flag == "--mon") {
+      if (!ValidHostPort(value)) return Bad(flag, absl::StrCat("'", value, "' is not HOST:PORT"));
+      a.mon = value;
+    } else if (flag == "--ms-type") {
+      if (value.empty() || !std::all_of(value.begin(), value.end(),
+                                        [](char c) { return std::islower(c) || c == '_'; })) {
+        return Bad(flag, "must be tcp or rdma");
+      }
+      a.ms_type = value;
+    } else if (flag == "-b") {
+      auto n = ParseSize(value);
+      if (!n.ok()) return Bad(flag, n.status().message());
+      a.object_size = *n;
+    } else if (flag == "-t") {
+      if (!absl::SimpleAtoi(value, &a.concurrency) || a.concurrency < 1 ||
+          a.concurrency > kMaxConcurrency) {
+        return Bad(flag, absl::StrCat("'", value, "' is not a concurrency in 1..", kMaxConcurrency));
+      }
+    } else if (flag == "--seconds") {
+      auto s = Seconds(flag, value, /*allow_zero=*/true);
+      if (!s.ok()) return s.status();
+      a.seconds = *s;
+      seconds_given = true;
+    } else if (flag == "--ms-threads") {
+      if (!absl::SimpleAtoi(value, &a.ms_threads) || a.ms_threads < 1 || a.ms_threads > 64) {
+        return Bad(flag, absl::StrCat("'", value, "' is not a thread count in 1..64"));
+      }
+    } else if (flag == "--count") {
+      if (!absl::SimpleAtoi(value, &a.count) || a.count == 0) {
+        return Bad(flag, absl::StrCat("'", value, "' is not a positive count"));
+      }
+    } else if (flag == "--osd-pids") {
+      for (absl::string_view p : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+        int pid;
+        if (!absl::SimpleAtoi(p, &pid) || pid <= 0) {
+          return Bad(flag, absl::StrCat("'", p, "' is not a pid"));
+        }
+        a.osd_pids.push_back(pid);
+      }
+    } else if (flag == "--op-timeout" || flag == "--mon-timeout") {
+      auto s = Seconds(flag, value, /*allow_zero=*/false);
+      if (!s.ok()) return s.status();
+      (flag == "--op-timeout" ? a.op_timeout : a.mon_timeout) = *s;
+    } else {
+      if (value.empty()) return Bad(flag, "needs a non-empty value");
+      std::map<std::string, std::string*> strings = {
+          {"--json", &a.json_path},     {"--acked-log", &a.acked_log},
+          {"--auth", &a.auth},          {"--prefix", &a.prefix},
+          {"--cluster-dir", &a.cluster_dir}, {"--oids", &a.oids_file},
+          {"--rdma-device", &a.rdma_device}};
+      *strings.at(flag) = value;
+    }
+  }
+  if (a.help) return a;
+  if (a.mon.empty()) return absl::InvalidArgumentError("--mon HOST:PORT is required");
+  if (a.mode == BenchArgs::Mode::kVerify) {
+    if (a.oids_file.empty()) return absl::InvalidArgumentError("verify: --oids FILE is required");
+    if (a.verify || !a.acked_log.empty() || a.count > 0 || seconds_given) {
+      return absl::InvalidArgumentError(
+          "verify takes --mon, --ms-type, --oids, --json, -t and connection flags only");
+    }
+  } else {
+    if (!a.oids_file.empty()) return Bad("--oids", "only with the verify subcommand");
+    if (a.seconds == 0 && a.count == 0) {
+      return Bad("--seconds", "0 means 'until --count objects': give --count N too");
+    }
+  }
+  return a;
+}
+
+std::string BenchUsage() {
+  return R"(usage:
+  bench.sh --mon HOST:PORT [--ms-type tcp|rdma] [-b SIZE] [-t CONCURRENCY] [--seconds S]
+           [--count N] [--json FILE] [--acked-log FILE] [--verify] [--auth none|KEYRING]
+           [--prefix P] [--osd-pids PID,...] [--cluster-dir DIR]
+  bench.sh verify --mon HOST:PORT [--ms-type tcp|rdma] --oids FILE [--json FILE] [-t N]
+
+Writes objects of SIZE bytes (4K, 64K, 4M ...; default 4M) with CONCURRENCY ops in flight
+(default 16) for S seconds (default 10) or until N objects, like `rados bench write`.
+  --ms-type        messenger backend (default tcp)
+  --json FILE      results with stable field names
+  --acked-log FILE append each object id once it is acknowledged
+  --verify         read back every written object afterwards and check its pattern
+  --auth           none, or a keyring file (default: DIR/keyring with --cluster-dir, else none)
+  --prefix P       object ids are P_0, P_1, ... (default benchmark_data_<host>_<pid>)
+  --osd-pids, --cluster-dir   OSD processes to measure CPU for (DIR/osd.*.pid)
+  --op-timeout S   per-op timeout (default 30)   --mon-timeout S  (default 10)
+  --rdma-device    soft|IBDEV for --ms-type rdma  --ms-threads N  messenger worker threads
+  --quiet          no per-second progress lines
+verify reads back every object id listed in FILE (one per line) and checks its pattern.
+Exit status: 0 ok, 1 failed ops, mismatches or setup errors, 2 bad arguments.
+)";
+}
+
+}  // namespace msgr::bench

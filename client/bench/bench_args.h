@@ -1,0 +1,58 @@
+// Command line of the object-write benchmark (tools/bench.sh, //client/bench:bench).
+//
+//   bench --mon HOST:PORT [--ms-type tcp|rdma] [-b SIZE] [-t CONCURRENCY] [--seconds S]
+//         [--count N] [--json FILE] [--acked-log FILE] [--verify] [--auth none|KEYRING]
+//         [--prefix P] [--osd-pids PID,...] [--cluster-dir DIR] [--op-timeout S]
+//         [--mon-timeout S] [--rdma-device soft|IBDEV] [--ms-threads N] [--quiet]
+//   bench verify --mon HOST:PORT [--ms-type tcp|rdma] --oids FILE [--json FILE] [-t N] ...
+//
+// Parsing is pure (no I/O): errors are INVALID_ARGUMENT with a message naming the flag;
+// the caller prints it with Usage() and exits 2.
+#ifndef MSGR_CLIENT_BENCH_BENCH_ARGS_H_
+#define MSGR_CLIENT_BENCH_BENCH_ARGS_H_
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace msgr::bench {
+
+struct BenchArgs {
+  enum class Mode { kWrite, kVerify };
+  Mode mode = Mode::kWrite;
+  bool help = false;
+  std::string mon;                   // required
+  std::string ms_type = "tcp";
+  uint64_t object_size = 4u << 20;   // -b
+  int concurrency = 16;              // -t
+  double seconds = 10;               // 0 = until --count objects
+  uint64_t count = 0;                // 0 = no limit
+  std::string json_path;
+  std::string acked_log;
+  bool verify = false;
+  std::string auth;                  // "" = DIR/keyring with --cluster-dir, else none
+  std::string prefix;                // "" = benchmark_data_<host>_<pid>
+  std::vector<int> osd_pids;
+  std::string cluster_dir;
+  std::string oids_file;             // verify mode
+  double op_timeout = 30;
+  double mon_timeout = 10;
+  std::string rdma_device;
+  int ms_threads = 0;                // messenger worker threads (0 = the client's default)
+  bool quiet = false;                // no per-second progress lines
+};
+
+// "4096", "4K", "4k", "64KiB", "4M", "4MB", "1G": binary multiples. Must be > 0.
+absl::StatusOr<uint64_t> ParseSize(absl::string_view s);
+
+// `args` excludes the program name.
+absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& args);
+
+std::string BenchUsage();
+
+}  // namespace msgr::bench
+
+#endif  // MSGR_CLIENT_BENCH_BENCH_ARGS_H_

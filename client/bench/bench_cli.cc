@@ -1,0 +1,171 @@
+#include "client/bench/bench_cli.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "client/bench/bench_args.h"
+#include "client/bench/bench_report.h"
+#include "client/bench/bench_runner.h"
+#include "client/bench/cpu_usage.h"
+#include "client/client.h"
+
+namespace msgr::bench {
+namespace {
+
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+std::string DefaultPrefix() {
+  char host[256] = "localhost";
+  gethostname(host, sizeof host - 1);
+  return absl::StrCat("benchmark_data_", host, "_", getpid());
+}
+
+// CPU seconds of each readable pid.
+std::map<int, double> SampleCpu(const std::vector<int>& pids) {
+  std::map<int, double> m;
+  for (int pid : pids) {
+    auto s = ProcessCpuSeconds(pid);
+    if (s.ok()) m[pid] = *s;
+  }
+  return m;
+}
+
+absl::Status WriteJson(const std::string& path, const BenchReport& r) {
+  std::ofstream f(path, std::ios::trunc);
+  f << ToJson(r).dump(2) << "\n";
+  f.close();
+  if (!f) return absl::InternalError(absl::StrCat("cannot write --json file ", path));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_keyring,
+              std::ostream& out, std::ostream& err) {
+  auto parsed = ParseBenchArgs(argv);
+  if (!parsed.ok()) {
+    err << "bench: " << parsed.status().message() << "\n\n" << BenchUsage();
+    return kExitUsage;
+  }
+  const BenchArgs& a = *parsed;
+  if (a.help) {
+    out << BenchUsage();
+    return 0;
+  }
+
+  client::ClientOptions co;
+  co.mon_addr = a.mon;
+  co.ms_type = a.ms_type;
+  co.op_timeout = absl::Seconds(a.op_timeout);
+  co.mon_timeout = absl::Seconds(a.mon_timeout);
+  co.max_in_flight = static_cast<size_t>(a.concurrency) + 16;
+  if (a.ms_threads > 0) co.worker_threads = a.ms_threads;
+  if (!a.rdma_device.empty()) co.backend_options["rdma_device"] = a.rdma_device;
+  std::string keyring = a.auth;
+  if (keyring.empty() && !a.cluster_dir.empty() && access((a.cluster_dir + "/keyring").c_str(), R_OK) == 0) {
+    keyring = a.cluster_dir + "/keyring";
+  }
+  if (!keyring.empty() && keyring != "none") {
+    auto auth = load_keyring(keyring);
+    if (!auth.ok()) {
+      err << "bench: --auth " << keyring << ": " << auth.status().message() << "\n";
+      return kExitUsage;
+    }
+    co.auth = *auth;
+  }
+
+  BenchReport report;
+  report.ms_type = a.ms_type;
+  report.object_size = a.mode == BenchArgs::Mode::kWrite ? a.object_size : 0;
+  report.concurrency = a.concurrency;
+  report.auth = co.auth.mode == AuthConfig::Mode::kNone ? "none" : "secret";
+
+  // Read the oid list before connecting: a bad path is the user's to fix first.
+  std::vector<std::string> oids;
+  if (a.mode == BenchArgs::Mode::kVerify) {
+    auto r = ReadOidFile(a.oids_file);
+    if (!r.ok()) {
+      err << "bench: " << r.status().message() << "\n";
+      return kExitUsage;
+    }
+    oids = std::move(*r);
+  }
+
+  auto client = client::Client::Create(co);
+  if (!client.ok()) {
+    err << "bench: " << client.status().message() << "\n";
+    return absl::IsInvalidArgument(client.status()) ? kExitUsage : kExitFailed;
+  }
+  client::Client& c = **client;
+
+  if (a.mode == BenchArgs::Mode::kVerify) {
+    report.mode = "verify";
+    report.verify_enabled = true;
+    report.verify = VerifyObjects(c, oids.size(), [&](uint64_t i) { return oids[i]; },
+                                  a.concurrency);
+  } else {
+    std::vector<int> pids = a.osd_pids;
+    if (!a.cluster_dir.empty()) {
+      for (int p : ReadOsdPids(a.cluster_dir)) pids.push_back(p);
+    }
+    pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+    auto before = SampleCpu(pids);
+
+    WriteRunOptions wo;
+    wo.prefix = a.prefix.empty() ? DefaultPrefix() : a.prefix;
+    wo.object_size = a.object_size;
+    wo.concurrency = a.concurrency;
+    wo.seconds = a.seconds;
+    wo.count = a.count;
+    wo.acked_log = a.acked_log;
+    wo.progress = !a.quiet;
+    err << "bench: writing " << a.object_size << "-byte objects " << wo.prefix << "_N, -t "
+        << a.concurrency << ", ms_type " << a.ms_type << ", auth " << report.auth << "\n";
+    auto run = RunWrites(c, wo, err);
+    if (!run.ok()) {
+      err << "bench: " << run.status().message() << "\n";
+      return kExitUsage;
+    }
+    report.run = std::move(*run);
+
+    auto after = SampleCpu(pids);
+    double osd_cpu = 0;
+    for (auto& [pid, t] : after) {
+      if (before.count(pid)) {
+        osd_cpu += t - before[pid];
+        ++report.osd_processes;
+      }
+    }
+    if (report.osd_processes > 0) report.osd_cpu_s = osd_cpu;
+    if (!pids.empty() && report.osd_processes < static_cast<int>(pids.size())) {
+      err << "bench: measured CPU of " << report.osd_processes << " of " << pids.size()
+          << " OSD processes (the others were gone)\n";
+    }
+    if (a.verify) {
+      report.verify_enabled = true;
+      const auto& acked = report.run.acked;
+      report.verify = VerifyObjects(
+          c, acked.size(), [&](uint64_t i) { return ObjectId(wo.prefix, acked[i]); },
+          a.concurrency, a.object_size);
+    }
+  }
+  c.Shutdown();
+
+  out << SummaryText(report) << std::flush;
+  if (!a.json_path.empty()) {
+    absl::Status s = WriteJson(a.json_path, report);
+    if (!s.ok()) {
+      err << "bench: " << s.message() << "\n";
+      return kExitFailed;
+    }
+  }
+  if (report.run.errors > 0 || report.verify.mismatches > 0) return kExitFailed;
+  return 0;
+}
+
+}  // namespace msgr::bench

@@ -1,0 +1,67 @@
+#include "client/bench/cpu_usage.h"
+
+#include <dirent.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace msgr::bench {
+
+double SelfCpuSeconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto sec = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return sec(ru.ru_utime) + sec(ru.ru_stime);
+}
+
+absl::StatusOr<double> ParseProcStatCpu(const std::string& stat, long ticks_per_second) {
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return absl::InvalidArgumentError("no ')' in stat");
+  // After ") ": field 3 (state) is index 0, so utime (14) is index 11, stime (15) 12.
+  std::vector<std::string> f =
+      absl::StrSplit(stat.substr(close + 1), ' ', absl::SkipEmpty());
+  uint64_t utime, stime;
+  if (f.size() < 13 || !absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime)) {
+    return absl::InvalidArgumentError("short or malformed stat line");
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(ticks_per_second);
+}
+
+absl::StatusOr<double> ProcessCpuSeconds(int pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  if (!in) return absl::NotFoundError(absl::StrCat("no process ", pid));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseProcStatCpu(ss.str(), sysconf(_SC_CLK_TCK));
+}
+
+std::vector<int> ReadOsdPids(const std::string& cluster_dir) {
+  std::vector<int> pids;
+  DIR* d = opendir(cluster_dir.c_str());
+  if (d == nullptr) return pids;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (!absl::StartsWith(name, "osd.") || !absl::EndsWith(name, ".pid")) continue;
+    std::ifstream in(cluster_dir + "/" + name);
+    std::string line;
+    int pid;
+    if (std::getline(in, line) &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &pid) && pid > 0) {
+      pids.push_back(pid);
+    }
+  }
+  closedir(d);
+  std::sort(pids.begin(), pids.end());
+  return pids;
+}
+
+}  // namespace msgr::bench

@@ -1,0 +1,85 @@
+#include "client/client.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/mon_client/mon_client.h"
+#include "spdlog/spdlog.h"
+
+namespace msgr::client {
+
+PlacementMap ToPlacementMap(const mon::v1::ClusterMap& map, const std::string& ms_type) {
+  std::vector<OsdEntry> osds;
+  osds.reserve(map.osds_size());
+  for (const auto& o : map.osds()) {
+    OsdEntry e;
+    e.id = o.id();
+    e.addr = (ms_type == "rdma" && !o.rdma_addr().empty()) ? o.rdma_addr() : o.addr();
+    e.up = o.up();
+    e.in = o.in();
+    e.weight = o.weight();
+    e.up_from = o.up_from();
+    e.ms_types.assign(o.ms_types().begin(), o.ms_types().end());
+    osds.push_back(std::move(e));
+  }
+  return PlacementMap::Build(map.epoch(), map.pg_num() > 0 ? map.pg_num() : 1, std::move(osds));
+}
+
+Client::Client(ClientOptions options, std::unique_ptr<Objecter> objecter)
+    : options_(std::move(options)), objecter_(std::move(objecter)) {}
+
+Client::~Client() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
+  if (options.mon_addr.empty()) {
+    return absl::InvalidArgumentError("no monitor address: pass --mon HOST:PORT");
+  }
+  if (options.client_id == 0) {
+    options.client_id = (static_cast<uint64_t>(getpid()) << 32) ^
+                        static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()) & 0xffffffff);
+  }
+  // The messenger first: an unavailable backend fails before any network traffic.
+  ObjecterOptions oo;
+  oo.messenger.type = options.ms_type;
+  oo.messenger.name = EntityName{EntityType::kClient, options.client_id};
+  oo.messenger.auth = options.auth;
+  oo.messenger.worker_threads = options.worker_threads;
+  oo.messenger.backend_options = options.backend_options;
+  oo.op_timeout = options.op_timeout;
+  oo.max_in_flight = options.max_in_flight;
+  oo.block_when_full = options.block_when_full;
+  oo.max_record_payload = options.max_record_payload;
+  auto objecter = Objecter::Create(std::move(oo));
+  if (!objecter.ok()) return objecter.status();
+
+  auto mon = mon::MonClient::Create(options.mon_addr, options.mon_timeout);
+  if (!mon.ok()) return mon.status();
+  auto map = (*mon)->GetMap();
+  if (!map.ok()) return map.status();
+  const std::string ms_type = options.ms_type;
+  (*objecter)->HandleMap(ToPlacementMap(*map, ms_type));
+  spdlog::info("client.{}: map epoch {} from monitor {} ({} osds, {} pgs), ms_type {}",
+               options.client_id, map->epoch(), options.mon_addr, map->osds_size(),
+               map->pg_num(), ms_type);
+
+  std::unique_ptr<Client> c(new Client(std::move(options), std::move(*objecter)));
+  Objecter* o = c->objecter_.get();
+  absl::Status w = (*mon)->Watch(
+      [o, ms_type](const mon::v1::ClusterMap& m) { o->HandleMap(ToPlacementMap(m, ms_type)); });
+  if (!w.ok()) return w;
+  c->mon_ = std::move(*mon);
+  return c;
+}
+
+void Client::Shutdown() {
+  mon_.reset();  // joins the watch thread: no more maps
+  if (objecter_) objecter_->Shutdown();
+}
+
+MessengerCounters Client::messenger_counters() const {
+  return objecter_->messenger() ? objecter_->messenger()->counters() : MessengerCounters{};
+}
+
+}  // namespace msgr::client

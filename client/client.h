@@ -1,0 +1,105 @@
+// The msgr client library: connect to a cluster, write and read whole objects.
+//
+//   auto c = Client::Create({.mon_addr = "127.0.0.1:6789", .ms_type = "tcp"});
+//   c.value()->Write("obj", std::make_shared<const std::string>(bytes));
+//
+// Create() connects to the monitor (gRPC), fetches the cluster map and follows WatchMap;
+// data goes over the messenger backend chosen by `ms_type` ("tcp" | "rdma"), one lossless
+// connection per OSD, writes as receive-ring records. Placement is client/placement.h,
+// the op engine (resends, timeouts, exactly-once completion) client/objecter.h.
+//
+// Errors from Create(): an unknown or unavailable backend (Messenger::Create's message,
+// unchanged), an unreachable monitor (UNAVAILABLE "monitor at H:P unreachable after
+// <mon_timeout>: ..." within mon_timeout), bad options (INVALID_ARGUMENT).
+// Op errors: see objecter.h (kDeadlineExceeded "write of OID timed out after 30s (osd.2
+// down)", OSD errors with their code, kCancelled at shutdown).
+//
+// Thread-safety: every method may be called from any thread. Callbacks run on messenger
+// or client threads (or inline for immediate errors) and must not block; the sync forms
+// must not be called from a callback. REQUIRES: not destroyed from inside a callback.
+#ifndef MSGR_CLIENT_CLIENT_H_
+#define MSGR_CLIENT_CLIENT_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/objecter.h"
+#include "client/placement.h"
+#include "msg/messenger.h"
+
+namespace msgr::mon {
+class MonClient;
+namespace v1 {
+class ClusterMap;
+}  // namespace v1
+}  // namespace msgr::mon
+
+namespace msgr::client {
+
+struct ClientOptions {
+  std::string mon_addr;                         // "host:port" of the monitor (required)
+  std::string ms_type = "tcp";                  // messenger backend: "tcp" | "rdma"
+  uint64_t client_id = 0;                       // 0: derived from pid and time
+  AuthConfig auth = AuthConfig::None();         // must match the cluster's
+  absl::Duration op_timeout = absl::Seconds(30);
+  absl::Duration mon_timeout = absl::Seconds(10);  // connect + every monitor RPC
+  size_t max_in_flight = 256;                   // ops submitted, not yet completed
+  bool block_when_full = true;                  // else kResourceExhausted when full
+  // Messenger worker threads. One is the fastest for a client with a few OSD connections:
+  // measured on 2 cores (tcp, 4K, memory OSDs), 1 vs 2 workers gave 4.4k vs 2.5k IOPS at
+  // -t 1 and 2.5x less client CPU per GB.
+  int worker_threads = 1;
+  size_t max_record_payload = 0;                // cap per ring record (0: the ring's)
+  std::map<std::string, std::string> backend_options;  // e.g. {"rdma_device", "soft"}
+};
+
+// The cluster map as placement sees it: OSD addresses for `ms_type` (rdma_addr for
+// "rdma" when the OSD advertises one), up/in, weight, incarnation, backends served.
+PlacementMap ToPlacementMap(const mon::v1::ClusterMap& map, const std::string& ms_type);
+
+class Client {
+ public:
+  static absl::StatusOr<std::unique_ptr<Client>> Create(ClientOptions options);
+  ~Client();  // Shutdown()
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Writes the whole object, replacing it. `data` must stay unchanged until completion.
+  void AsyncWrite(std::string oid, std::shared_ptr<const std::string> data, WriteCallback cb) {
+    objecter_->AsyncWrite(std::move(oid), std::move(data), std::move(cb));
+  }
+  absl::Status Write(std::string oid, std::shared_ptr<const std::string> data) {
+    return objecter_->Write(std::move(oid), std::move(data));
+  }
+  absl::Status Write(std::string oid, std::string data) {
+    return Write(std::move(oid), std::make_shared<const std::string>(std::move(data)));
+  }
+  void AsyncRead(std::string oid, ReadCallback cb) {
+    objecter_->AsyncRead(std::move(oid), std::move(cb));
+  }
+  absl::StatusOr<std::string> Read(std::string oid) { return objecter_->Read(std::move(oid)); }
+
+  // Stops following the map, then fails pending ops with kCancelled. Idempotent.
+  void Shutdown();
+
+  uint64_t map_epoch() const { return objecter_->map_epoch(); }
+  ObjecterCounters counters() const { return objecter_->counters(); }
+  MessengerCounters messenger_counters() const;
+  const ClientOptions& options() const { return options_; }
+
+ private:
+  Client(ClientOptions options, std::unique_ptr<Objecter> objecter);
+
+  const ClientOptions options_;
+  std::unique_ptr<Objecter> objecter_;
+  std::unique_ptr<mon::MonClient> mon_;  // destroyed (watch stopped) before objecter_
+};
+
+}  // namespace msgr::client
+
+#endif  // MSGR_CLIENT_CLIENT_H_

@@ -1,0 +1,277 @@
+// Objecter setup, maps, messenger events and background threads (the op paths are in
+// objecter_io.cc).
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/objecter.h"
+#include "client/objecter_op.h"
+#include "osd_sim/osd_protocol.h"
+#include "spdlog/spdlog.h"
+
+namespace msgr::client {
+namespace {
+
+void RunAll(std::vector<std::function<void()>>& done) {
+  for (auto& f : done) {
+    if (f) f();
+  }
+  done.clear();
+}
+
+}  // namespace
+
+Objecter::Objecter(ObjecterOptions options) : options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<Objecter>> Objecter::Create(ObjecterOptions options) {
+  if (options.max_in_flight == 0) {
+    return absl::InvalidArgumentError("max_in_flight must be at least 1");
+  }
+  if (options.op_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("op_timeout must be positive");
+  }
+  std::unique_ptr<Objecter> o(new Objecter(std::move(options)));
+  auto m = Messenger::Create(o->options_.messenger, o.get());
+  if (!m.ok()) return m.status();
+  o->messenger_ = std::move(*m);
+  o->retry_thread_ = std::thread([p = o.get()] { p->RetryLoop(); });
+  o->timer_thread_ = std::thread([p = o.get()] { p->TimerLoop(); });
+  return o;
+}
+
+Objecter::~Objecter() { Shutdown(); }
+
+void Objecter::Shutdown() {
+  {
+    absl::MutexLock l(&mu_);
+    if (shutdown_) return;
+    shutdown_ = true;
+    retry_cv_.SignalAll();
+    timer_cv_.SignalAll();
+    slot_cv_.SignalAll();
+  }
+  // The messenger first: it unblocks senders waiting for credit and ends callbacks.
+  if (messenger_) messenger_->Shutdown();
+  if (retry_thread_.joinable()) retry_thread_.join();
+  if (timer_thread_.joinable()) timer_thread_.join();
+  std::vector<std::function<void()>> done;
+  {
+    absl::MutexLock l(&mu_);
+    std::vector<OpRef> left;
+    for (auto& [id, op] : ops_) left.push_back(op);
+    for (auto& op : left) {
+      done.push_back(FinishLocked(
+          op, absl::CancelledError(absl::StrCat(op->what(), " of ", op->oid,
+                                                " cancelled: client shutting down"))));
+    }
+    sessions_.clear();
+    retry_queue_.clear();
+  }
+  RunAll(done);
+}
+
+uint64_t Objecter::map_epoch() const {
+  absl::MutexLock l(&mu_);
+  return have_map_ ? map_.epoch() : 0;
+}
+
+ObjecterCounters Objecter::counters() const {
+  absl::MutexLock l(&mu_);
+  return counters_;
+}
+
+size_t Objecter::in_flight() const {
+  absl::MutexLock l(&mu_);
+  return ops_.size();
+}
+
+void Objecter::HandleMap(PlacementMap map) {
+  std::vector<ConnectionRef> drop;
+  {
+    absl::MutexLock l(&mu_);
+    if (shutdown_ || (have_map_ && map.epoch() <= map_.epoch())) return;
+    spdlog::debug("client: map epoch {} ({} osds, {} pgs)", map.epoch(), map.osds().size(),
+                  map.pg_num());
+    map_ = std::move(map);
+    have_map_ = true;
+    // A session whose OSD changed address or incarnation (or vanished) is stale: drop
+    // it and re-send everything that OSD had not acknowledged.
+    std::vector<int> stale;
+    for (auto& [osd, s] : sessions_) {
+      const OsdEntry* e = map_.Find(osd);
+      if (e == nullptr || (e->up && (e->addr != s->addr || e->up_from != s->up_from))) {
+        stale.push_back(osd);
+      }
+    }
+    for (int osd : stale) {
+      if (sessions_[osd]->conn) drop.push_back(sessions_[osd]->conn);
+      sessions_.erase(osd);
+      spdlog::info("client: osd.{} has a new incarnation or address: re-sending its ops", osd);
+      ResendAllOfOsdLocked(osd);
+    }
+    // Ops whose PG moved follow it; parked ops whose OSD is back go again.
+    for (auto& [id, op] : ops_) {
+      if (op->done) continue;
+      int target = map_.OsdOf(op->oid);
+      if (target != op->target || (op->waiting && OsdUsableLocked(target))) ResendLocked(op);
+    }
+  }
+  for (auto& c : drop) c->MarkDown();
+}
+
+bool Objecter::OsdUsableLocked(int osd) const {
+  if (!have_map_ || osd == kNoOsd) return false;
+  const OsdEntry* e = map_.Find(osd);
+  return e != nullptr && e->up && e->in && !e->addr.empty();
+}
+
+std::string Objecter::DownReasonLocked(int osd) const {
+  if (!have_map_) return "no cluster map yet";
+  if (osd == kNoOsd) return "no OSD is in";
+  const OsdEntry* e = map_.Find(osd);
+  if (e == nullptr) return absl::StrCat("osd.", osd, " not in the map");
+  if (!e->up) return absl::StrCat("osd.", osd, " down");
+  return absl::StrCat("osd.", osd, " up, no reply");
+}
+
+Objecter::Session* Objecter::SessionByConnLocked(const Connection* conn) {
+  for (auto& [osd, s] : sessions_) {
+    if (s->conn.get() == conn) return s.get();
+  }
+  return nullptr;
+}
+
+void Objecter::ForgetTidsLocked(Op& op) {
+  for (uint64_t tid : op.tids) by_tid_.erase(tid);
+  op.tids.clear();
+}
+
+void Objecter::ResendLocked(const OpRef& op) {
+  if (op->done) return;
+  ForgetTidsLocked(*op);
+  if (op->attempt > 0) ++counters_.resends;
+  ++op->attempt;
+  op->sent_all = false;
+  op->waiting = false;
+  op->target = have_map_ ? map_.OsdOf(op->oid) : kNoOsd;
+  if (!op->sending && !op->queued && !shutdown_) {
+    op->queued = true;
+    retry_queue_.push_back(op);
+    retry_cv_.Signal();
+  }
+}
+
+void Objecter::ResendAllOfOsdLocked(int osd) {
+  for (auto& [id, op] : ops_) {
+    if (!op->done && op->target == osd) ResendLocked(op);
+  }
+}
+
+std::function<void()> Objecter::FinishLocked(const OpRef& op,
+                                             absl::StatusOr<std::string> result) {
+  if (op->done) return {};
+  op->done = true;
+  ForgetTidsLocked(*op);
+  deadlines_.erase({op->deadline, op->id});
+  ops_.erase(op->id);
+  slot_cv_.Signal();
+  if (result.ok()) {
+    ++counters_.ops_ok;
+  } else {
+    ++counters_.ops_failed;
+    if (absl::IsDeadlineExceeded(result.status())) ++counters_.ops_timed_out;
+  }
+  if (op->kind == Op::Kind::kWrite) {
+    return [cb = std::move(op->write_cb), s = result.status()]() { cb(s); };
+  }
+  return [cb = std::move(op->read_cb), r = std::move(result)]() mutable { cb(std::move(r)); };
+}
+
+void Objecter::OnMessage(const ConnectionRef& conn, Message m) {
+  switch (m.type) {
+    case osd::kWriteAck:
+      HandleWriteAck(m);
+      break;
+    case osd::kReadReply:
+      HandleReadReply(m);
+      break;
+    default:
+      spdlog::warn("client: unexpected message type {:#x} from {}", m.type, conn->peer_addr());
+  }
+}
+
+void Objecter::OnReset(const ConnectionRef& conn, const absl::Status& why) {
+  absl::MutexLock l(&mu_);
+  Session* s = SessionByConnLocked(conn.get());
+  if (s == nullptr) return;  // a connection we dropped ourselves
+  int osd = s->osd;
+  spdlog::warn("client: connection to osd.{} reset ({}): its ops wait and are re-sent", osd,
+               why.ToString());
+  sessions_.erase(osd);
+  ResendAllOfOsdLocked(osd);
+}
+
+void Objecter::OnRemoteReset(const ConnectionRef& conn) {
+  absl::MutexLock l(&mu_);
+  Session* s = SessionByConnLocked(conn.get());
+  if (s == nullptr) return;
+  spdlog::info("client: osd.{} restarted (new session): re-sending its unacknowledged ops",
+               s->osd);
+  ResendAllOfOsdLocked(s->osd);
+}
+
+void Objecter::OnConnectRefused(const ConnectionRef& conn, const absl::Status& why) {
+  spdlog::debug("client: connect to {} failed: {} (retrying)", conn->peer_addr(),
+                why.ToString());
+}
+
+void Objecter::RetryLoop() {
+  for (;;) {
+    OpRef op;
+    {
+      absl::MutexLock l(&mu_);
+      while (!shutdown_ && retry_queue_.empty()) retry_cv_.Wait(&mu_);
+      if (shutdown_) return;
+      op = std::move(retry_queue_.front());
+      retry_queue_.pop_front();
+      op->queued = false;
+      if (op->done || op->sending) continue;
+      op->sending = true;
+    }
+    SendOp(op);
+  }
+}
+
+void Objecter::TimerLoop() {
+  absl::Time next_sweep = absl::Now() + kSweepInterval;
+  std::vector<std::function<void()>> done;
+  for (;;) {
+    {
+      absl::MutexLock l(&mu_);
+      absl::Time wake = next_sweep;
+      if (!deadlines_.empty()) wake = std::min(wake, deadlines_.begin()->first);
+      if (!shutdown_) timer_cv_.WaitWithDeadline(&mu_, wake);
+      if (shutdown_) return;
+      absl::Time now = absl::Now();
+      while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+        OpRef op = ops_.at(deadlines_.begin()->second);
+        std::string why = DownReasonLocked(op->target);
+        spdlog::warn("client: {} of {} timed out ({})", op->what(), op->oid, why);
+        done.push_back(FinishLocked(
+            op, absl::DeadlineExceededError(absl::StrCat(
+                    op->what(), " of ", op->oid, " timed out after ",
+                    absl::FormatDuration(options_.op_timeout), " (", why, ")"))));
+      }
+      if (now >= next_sweep) {
+        next_sweep = now + kSweepInterval;
+        for (auto& [id, o] : ops_) {
+          if (o->waiting && !o->sending && OsdUsableLocked(o->target)) ResendLocked(o);
+        }
+      }
+    }
+    RunAll(done);
+  }
+}
+
+}  // namespace msgr::client

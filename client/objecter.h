@@ -1,0 +1,167 @@
+// Objecter: the client's op engine (named after Ceph's). It owns the messenger, keeps one
+// connection per OSD, sends object writes as ring records and reads as messages, matches
+// acknowledgements to ops, and re-sends what is unacknowledged when an OSD restarts or
+// the map moves a PG. It knows nothing about the monitor: the owner feeds it maps
+// (HandleMap), so tests can drive it with hand-made maps and a fake messenger backend.
+//
+// Op lifecycle (one copy, as Ceph):
+//   * target = map.OsdOf(oid). If that OSD is up, the op is sent at once on the caller's
+//     thread (WriteRecord may wait for ring credit: that is the back-pressure). An object
+//     larger than the connection's max_record_payload() goes as several records, the
+//     first flagged kRecordFlagTruncate, the last kRecordFlagLast, each with its own tid;
+//     the op completes when every tid of its current attempt is acknowledged.
+//   * OSD down but in: the op waits. When the OSD comes back (new up_from/address in a
+//     map, or the messenger reports OnRemoteReset / OnReset), every unacknowledged op of
+//     that OSD is re-sent in full (a new attempt with new tids; acks of older attempts
+//     are ignored). Whole-object writes are idempotent, so a duplicate is harmless.
+//   * The map moves the PG (out/in): ops in flight are re-sent to the new target.
+//   * op_timeout after submission: kDeadlineExceeded
+//     "write of OID timed out after Ns (osd.N down)".
+//   * Every op's callback runs exactly once: success, OSD error, timeout, or kCancelled
+//     at shutdown.
+//
+// Threads: all public methods are thread-safe. Callbacks run on messenger worker threads,
+// on the objecter's retry thread, or inline on the submitting thread for immediate
+// errors; they must not block and must not call the synchronous Write/Read.
+// REQUIRES: the Objecter is not destroyed from inside a callback.
+#ifndef MSGR_CLIENT_OBJECTER_H_
+#define MSGR_CLIENT_OBJECTER_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <unordered_map>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/placement.h"
+#include "msg/messenger.h"
+
+namespace msgr::client {
+
+using WriteCallback = std::function<void(absl::Status)>;
+using ReadCallback = std::function<void(absl::StatusOr<std::string>)>;
+
+struct ObjecterOptions {
+  MessengerOptions messenger;                      // type, name, auth, backend options
+  absl::Duration op_timeout = absl::Seconds(30);   // per op, from submission
+  size_t max_in_flight = 256;                      // ops submitted and not completed
+  // When max_in_flight ops are pending: true = the submitter waits (up to op_timeout),
+  // false = the op fails at once with kResourceExhausted.
+  bool block_when_full = true;
+  // Caps the payload of one record (0 = the connection's max_record_payload()).
+  size_t max_record_payload = 0;
+};
+
+// How often the timer thread retries parked ops (and at least how often it wakes).
+inline constexpr absl::Duration kSweepInterval = absl::Milliseconds(200);
+
+struct ObjecterCounters {
+  uint64_t ops_started = 0, ops_ok = 0, ops_failed = 0, ops_timed_out = 0;
+  uint64_t records_sent = 0, resends = 0, stale_acks = 0;
+};
+
+class Objecter : public Dispatcher {
+ public:
+  // Creates the messenger (its error passes through unchanged, e.g. an unavailable
+  // backend) and starts the retry thread. No OSD is contacted before the first map.
+  static absl::StatusOr<std::unique_ptr<Objecter>> Create(ObjecterOptions options);
+  ~Objecter() override;  // Shutdown()
+  Objecter(const Objecter&) = delete;
+  Objecter& operator=(const Objecter&) = delete;
+
+  // Installs a new map (ignored unless its epoch is newer) and re-targets ops.
+  void HandleMap(PlacementMap map);
+  uint64_t map_epoch() const;
+
+  // Writes the whole object (replacing it). `data` is shared, not copied, and must stay
+  // unchanged until the callback. May block (max_in_flight, ring credit).
+  void AsyncWrite(std::string oid, std::shared_ptr<const std::string> data, WriteCallback cb);
+  void AsyncRead(std::string oid, ReadCallback cb);
+  // Synchronous forms. REQUIRES: not called from a callback.
+  absl::Status Write(std::string oid, std::shared_ptr<const std::string> data);
+  absl::StatusOr<std::string> Read(std::string oid);
+
+  // Stops the messenger and fails every pending op with kCancelled. Idempotent.
+  void Shutdown();
+
+  ObjecterCounters counters() const;
+  size_t in_flight() const;
+  Messenger* messenger() { return messenger_.get(); }
+
+  // Dispatcher (messenger worker threads).
+  void OnMessage(const ConnectionRef& conn, Message m) override;
+  void OnReset(const ConnectionRef& conn, const absl::Status& why) override;
+  void OnRemoteReset(const ConnectionRef& conn) override;
+  void OnConnectRefused(const ConnectionRef& conn, const absl::Status& why) override;
+
+ private:
+  struct Op;
+  using OpRef = std::shared_ptr<Op>;
+  struct Session;
+
+  explicit Objecter(ObjecterOptions options);
+
+  // Registers a new op (waiting for a slot) or completes it at once with an error.
+  void Submit(OpRef op);
+  // Sends the current attempt of `op` on the calling thread. REQUIRES: the caller set
+  // op->sending (it alone sends the op); cleared here.
+  void SendOp(const OpRef& op);
+  // One attempt's records; returns false when the attempt was superseded or failed.
+  bool SendWriteRecords(const OpRef& op, uint64_t attempt, const ConnectionRef& conn);
+  // Makes sure `osd` has a connection; Connect runs outside the lock.
+  absl::StatusOr<ConnectionRef> ConnectionFor(int osd);
+
+  // All Locked helpers: REQUIRES mu_ held.
+  // Starts a new attempt of `op` toward its (re)computed target and queues it for the
+  // retry thread unless a thread is sending it right now.
+  void ResendLocked(const OpRef& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ResendAllOfOsdLocked(int osd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetTidsLocked(Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks `op` done; returns its completion to run after unlocking (empty if it was done).
+  std::function<void()> FinishLocked(const OpRef& op, absl::StatusOr<std::string> result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string DownReasonLocked(int osd) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Session* SessionByConnLocked(const Connection* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool OsdUsableLocked(int osd) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  void HandleWriteAck(const Message& m);
+  void HandleReadReply(const Message& m);
+  void RetryLoop();  // sends queued (re)attempts
+  void TimerLoop();  // expires ops, retries parked ops whose OSD is usable again
+
+  const ObjecterOptions options_;
+  std::unique_ptr<Messenger> messenger_;  // created in Create(); shut down first
+
+  mutable absl::Mutex mu_;
+  absl::CondVar retry_cv_;     // retry thread: queue, shutdown
+  absl::CondVar timer_cv_;     // timer thread: new deadlines, shutdown
+  absl::CondVar slot_cv_;      // submitters waiting for max_in_flight
+  PlacementMap map_ ABSL_GUARDED_BY(mu_);
+  bool have_map_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_op_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_tid_ ABSL_GUARDED_BY(mu_) = 1;
+  // Pending (submitted, not completed) ops by id.
+  std::map<uint64_t, OpRef> ops_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<absl::Time, uint64_t>> deadlines_ ABSL_GUARDED_BY(mu_);  // (when, op id)
+  std::unordered_map<uint64_t, OpRef> by_tid_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::unique_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  std::deque<OpRef> retry_queue_ ABSL_GUARDED_BY(mu_);
+  ObjecterCounters counters_ ABSL_GUARDED_BY(mu_);
+  std::thread retry_thread_;
+  std::thread timer_thread_;
+};
+
+}  // namespace msgr::client
+
+#endif  // MSGR_CLIENT_OBJECTER_H_

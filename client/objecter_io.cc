@@ -1,0 +1,352 @@
+// Objecter op paths: submission, sending (records and read requests), replies.
+#include <algorithm>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "client/objecter.h"
+#include "client/objecter_op.h"
+#include "osd_sim/osd_protocol.h"
+#include "spdlog/spdlog.h"
+
+namespace msgr::client {
+namespace {
+
+// One WriteRecord waits at most this long for ring credit before the op re-checks
+// whether it was superseded or timed out.
+constexpr absl::Duration kCreditSlice = absl::Milliseconds(250);
+
+// Transient OSD answers: the op is retried instead of failed.
+bool IsRetryable(absl::StatusCode c) {
+  return c == absl::StatusCode::kUnavailable || c == absl::StatusCode::kAborted;
+}
+
+}  // namespace
+
+void Objecter::AsyncWrite(std::string oid, std::shared_ptr<const std::string> data,
+                          WriteCallback cb) {
+  auto op = std::make_shared<Op>();
+  op->kind = Op::Kind::kWrite;
+  op->oid = std::move(oid);
+  op->data = data ? std::move(data) : std::make_shared<const std::string>();
+  op->write_cb = std::move(cb);
+  Submit(std::move(op));
+}
+
+void Objecter::AsyncRead(std::string oid, ReadCallback cb) {
+  auto op = std::make_shared<Op>();
+  op->kind = Op::Kind::kRead;
+  op->oid = std::move(oid);
+  op->read_cb = std::move(cb);
+  Submit(std::move(op));
+}
+
+absl::Status Objecter::Write(std::string oid, std::shared_ptr<const std::string> data) {
+  absl::Notification n;
+  absl::Status result;
+  AsyncWrite(std::move(oid), std::move(data), [&](absl::Status s) {
+    result = std::move(s);
+    n.Notify();
+  });
+  n.WaitForNotification();
+  return result;
+}
+
+absl::StatusOr<std::string> Objecter::Read(std::string oid) {
+  absl::Notification n;
+  absl::StatusOr<std::string> result;
+  AsyncRead(std::move(oid), [&](absl::StatusOr<std::string> r) {
+    result = std::move(r);
+    n.Notify();
+  });
+  n.WaitForNotification();
+  return result;
+}
+
+void Objecter::Submit(OpRef op) {
+  std::function<void()> fail;
+  bool send_now = false;
+  {
+    absl::MutexLock l(&mu_);
+    op->submitted = absl::Now();
+    op->deadline = op->submitted + options_.op_timeout;
+    if (op->oid.empty() || op->oid.size() > kMaxOidBytes) {
+      op->done = true;
+      auto s = absl::InvalidArgumentError(
+          absl::StrCat("object id must be 1..", kMaxOidBytes, " bytes, got ", op->oid.size()));
+      if (op->kind == Op::Kind::kWrite) {
+        fail = [cb = std::move(op->write_cb), s] { cb(s); };
+      } else {
+        fail = [cb = std::move(op->read_cb), s] { cb(s); };
+      }
+    } else {
+      while (!shutdown_ && ops_.size() >= options_.max_in_flight && options_.block_when_full &&
+             absl::Now() < op->deadline) {
+        slot_cv_.WaitWithDeadline(&mu_, op->deadline);
+      }
+      op->id = next_op_id_++;
+      ops_[op->id] = op;
+      deadlines_.insert({op->deadline, op->id});
+      ++counters_.ops_started;
+      absl::Status refuse;
+      if (shutdown_) {
+        refuse = absl::CancelledError("client shutting down");
+      } else if (ops_.size() > options_.max_in_flight) {
+        refuse = options_.block_when_full
+                     ? absl::DeadlineExceededError(absl::StrCat(
+                           "timed out after ", absl::FormatDuration(options_.op_timeout),
+                           " waiting for one of ", options_.max_in_flight, " op slots"))
+                     : absl::ResourceExhaustedError(absl::StrCat(
+                           options_.max_in_flight, " ops already in flight (max_in_flight)"));
+      }
+      if (!refuse.ok()) {
+        fail = FinishLocked(op, absl::Status(refuse.code(), absl::StrCat(op->what(), " of ",
+                                                                         op->oid, ": ",
+                                                                         refuse.message())));
+      } else {
+        op->attempt = 1;
+        op->target = have_map_ ? map_.OsdOf(op->oid) : kNoOsd;
+        if (OsdUsableLocked(op->target)) {
+          op->sending = true;
+          send_now = true;
+        } else {
+          op->waiting = true;
+        }
+        // The timer wakes at least every sweep interval; it only needs a nudge when this
+        // deadline comes sooner than that (short op timeouts). Waking it on every op would
+        // cost a context switch per op.
+        if (options_.op_timeout < kSweepInterval && deadlines_.begin()->second == op->id) {
+          timer_cv_.Signal();
+        }
+      }
+    }
+  }
+  if (fail) fail();
+  if (send_now) SendOp(op);
+}
+
+absl::StatusOr<ConnectionRef> Objecter::ConnectionFor(int osd) {
+  std::string addr;
+  uint64_t up_from = 0;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = sessions_.find(osd);
+    if (it != sessions_.end() && it->second->conn) return it->second->conn;
+    const OsdEntry* e = have_map_ ? map_.Find(osd) : nullptr;
+    if (e == nullptr) return absl::UnavailableError(absl::StrCat("osd.", osd, " not in map"));
+    const auto& types = e->ms_types;
+    const std::string& want = options_.messenger.type;
+    if (!types.empty() && std::find(types.begin(), types.end(), want) == types.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "osd.", osd, " does not serve ms_type ", want, " (it serves: ",
+          absl::StrJoin(types, ","), ")"));
+    }
+    addr = e->addr;
+    up_from = e->up_from;
+  }
+  ConnectOptions copts;
+  copts.policy = Policy::Lossless();
+  copts.want_ring = true;
+  auto conn = messenger_->Connect(addr, copts);
+  if (!conn.ok()) return conn.status();
+  absl::MutexLock l(&mu_);
+  auto& s = sessions_[osd];
+  if (s && s->conn) return s->conn;  // another thread won the race
+  s = std::make_unique<Session>();
+  s->osd = osd;
+  s->addr = addr;
+  s->up_from = up_from;
+  s->conn = *conn;
+  spdlog::debug("client: connecting to osd.{} at {}", osd, addr);
+  return s->conn;
+}
+
+void Objecter::SendOp(const OpRef& op) {
+  for (;;) {
+    uint64_t attempt;
+    int target;
+    {
+      absl::MutexLock l(&mu_);
+      if (op->done || shutdown_) {
+        op->sending = false;
+        return;
+      }
+      attempt = op->attempt;
+      target = op->target;
+      if (!OsdUsableLocked(target)) {  // down, out of the map, or no map: park
+        op->sending = false;
+        op->waiting = true;
+        return;
+      }
+    }
+    auto conn = ConnectionFor(target);
+    bool sent = false;
+    if (!conn.ok()) {
+      std::function<void()> f;
+      {
+        absl::MutexLock l(&mu_);
+        op->sending = false;
+        if (absl::IsFailedPrecondition(conn.status())) {  // the OSD cannot serve us at all
+          f = FinishLocked(op, absl::Status(conn.status().code(),
+                                            absl::StrCat(op->what(), " of ", op->oid, ": ",
+                                                         conn.status().message())));
+        } else {
+          op->waiting = true;
+        }
+      }
+      if (f) f();
+      return;
+    }
+    if (op->kind == Op::Kind::kWrite) {
+      sent = SendWriteRecords(op, attempt, *conn);
+    } else {
+      uint64_t tid;
+      {
+        absl::MutexLock l(&mu_);
+        if (op->done || op->attempt != attempt) continue;
+        tid = next_tid_++;
+        op->tids.insert(tid);
+        by_tid_[tid] = op;
+      }
+      sent = (*conn)->Send(osd::Encode(osd::ReadRequest{tid, op->oid})).ok();
+    }
+    std::function<void()> finish;
+    {
+      absl::MutexLock l(&mu_);
+      if (!op->done && op->attempt != attempt) continue;  // superseded while sending
+      op->sending = false;
+      if (op->done) return;
+      if (!sent) {
+        op->waiting = true;  // retried by the next sweep or OSD event
+        return;
+      }
+      op->sent_all = true;
+      if (op->tids.empty()) finish = FinishLocked(op, std::string());  // acks raced ahead
+    }
+    if (finish) finish();
+    return;
+  }
+}
+
+bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const ConnectionRef& conn) {
+  auto current = [&]() {
+    absl::MutexLock l(&mu_);
+    return !op->done && !shutdown_ && op->attempt == attempt;
+  };
+  // The record size is known once the handshake is done.
+  size_t max = conn->max_record_payload();
+  while (max == 0) {
+    if (!current() || absl::Now() >= op->deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    max = conn->max_record_payload();
+  }
+  if (options_.max_record_payload > 0) max = std::min(max, options_.max_record_payload);
+  const std::string& data = *op->data;
+  const size_t n = data.empty() ? 1 : (data.size() + max - 1) / max;
+  for (size_t i = 0; i < n; ++i) {
+    RecordDesc desc;
+    desc.oid = op->oid;
+    desc.object_offset = i * max;
+    desc.flags = (i == 0 ? kRecordFlagTruncate : 0) | (i + 1 == n ? kRecordFlagLast : 0);
+    {
+      absl::MutexLock l(&mu_);
+      if (op->done || shutdown_ || op->attempt != attempt) return false;
+      desc.tid = next_tid_++;
+      op->tids.insert(desc.tid);
+      by_tid_[desc.tid] = op;
+      ++counters_.records_sent;
+    }
+    std::string_view chunk(data.data() + desc.object_offset,
+                           std::min(max, data.size() - desc.object_offset));
+    for (;;) {
+      absl::Duration left = op->deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) return false;
+      absl::Status s = conn->WriteRecord(desc, chunk, std::min(left, kCreditSlice));
+      if (s.ok()) break;
+      if (!absl::IsDeadlineExceeded(s) || !current()) {
+        if (!absl::IsDeadlineExceeded(s)) {
+          spdlog::debug("client: write of {} to {}: {}", op->oid, conn->peer_addr(),
+                        s.ToString());
+        }
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+void Objecter::HandleWriteAck(const Message& m) {
+  auto ack = osd::DecodeWriteAck(m);
+  if (!ack.ok()) {
+    spdlog::warn("client: bad write ack: {}", ack.status().ToString());
+    return;
+  }
+  std::vector<std::function<void()>> done;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& e : ack->entries) {
+      auto it = by_tid_.find(e.tid);
+      if (it == by_tid_.end()) {
+        ++counters_.stale_acks;  // an older attempt, or an op already finished
+        continue;
+      }
+      OpRef op = it->second;
+      by_tid_.erase(it);
+      op->tids.erase(e.tid);
+      if (e.code != absl::StatusCode::kOk) {
+        if (IsRetryable(e.code)) {
+          ForgetTidsLocked(*op);
+          op->waiting = !op->sending;  // swept again shortly
+          ++op->attempt;
+          op->sent_all = false;
+          continue;
+        }
+        done.push_back(FinishLocked(
+            op, absl::Status(e.code, absl::StrCat("write of ", op->oid, " failed on osd.",
+                                                  op->target, ": ", e.error))));
+      } else if (op->tids.empty() && op->sent_all) {
+        done.push_back(FinishLocked(op, std::string()));
+      }
+    }
+  }
+  for (auto& f : done) {
+    if (f) f();
+  }
+}
+
+void Objecter::HandleReadReply(const Message& m) {
+  auto reply = osd::DecodeReadReply(m);
+  if (!reply.ok()) {
+    spdlog::warn("client: bad read reply: {}", reply.status().ToString());
+    return;
+  }
+  std::function<void()> done;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = by_tid_.find(reply->tid);
+    if (it == by_tid_.end()) {
+      ++counters_.stale_acks;
+      return;
+    }
+    OpRef op = it->second;
+    if (IsRetryable(reply->code)) {
+      ForgetTidsLocked(*op);
+      op->waiting = !op->sending;
+      ++op->attempt;
+      return;
+    }
+    if (reply->code != absl::StatusCode::kOk) {
+      done = FinishLocked(op, absl::Status(reply->code, absl::StrCat("read of ", op->oid,
+                                                                   " on osd.", op->target,
+                                                                   ": ", reply->error)));
+    } else {
+      done = FinishLocked(op, std::move(reply->data));
+    }
+  }
+  if (done) done();
+}
+
+}  // namespace msgr::client

@@ -1,0 +1,153 @@
+// Bench command-line parsing: sizes, flags, and bad arguments giving a usage error (exit
+// 2) rather than a crash; /proc stat parsing for the CPU figures.
+#include "client/bench/bench_args.h"
+
+#include <unistd.h>
+
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "client/bench/bench_cli.h"
+#include "client/bench/cpu_usage.h"
+#include "gtest/gtest.h"
+
+namespace msgr::bench {
+namespace {
+
+TEST(ParseSizeTest, AcceptsBinarySuffixes) {
+  EXPECT_EQ(*ParseSize("4096"), 4096u);
+  EXPECT_EQ(*ParseSize("4K"), 4096u);
+  EXPECT_EQ(*ParseSize("4k"), 4096u);
+  EXPECT_EQ(*ParseSize("64KiB"), 65536u);
+  EXPECT_EQ(*ParseSize("4M"), 4u << 20);
+  EXPECT_EQ(*ParseSize("4MB"), 4u << 20);
+  EXPECT_EQ(*ParseSize("1G"), 1u << 30);
+  for (const char* bad : {"", "0", "K", "-4K", "4X", "4.5K", "2G", "99999999999999999999",
+                          "4KK", " ", "0x10"}) {
+    EXPECT_FALSE(ParseSize(bad).ok()) << "'" << bad << "'";
+  }
+}
+
+TEST(BenchArgsTest, ParsesTheDocumentedCommandLine) {
+  auto a = ParseBenchArgs({"--mon", "127.0.0.1:6789", "--ms-type", "rdma", "-b", "64K", "-t",
+                           "8", "--seconds", "5", "--count", "100", "--json", "r.json",
+                           "--acked-log", "acked.txt", "--verify", "--auth", "none",
+                           "--prefix", "p", "--osd-pids", "10,11", "--cluster-dir=/tmp/c"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->mode, BenchArgs::Mode::kWrite);
+  EXPECT_EQ(a->mon, "127.0.0.1:6789");
+  EXPECT_EQ(a->ms_type, "rdma");
+  EXPECT_EQ(a->object_size, 65536u);
+  EXPECT_EQ(a->concurrency, 8);
+  EXPECT_EQ(a->seconds, 5);
+  EXPECT_EQ(a->count, 100u);
+  EXPECT_EQ(a->json_path, "r.json");
+  EXPECT_EQ(a->acked_log, "acked.txt");
+  EXPECT_TRUE(a->verify);
+  EXPECT_EQ(a->auth, "none");
+  EXPECT_EQ(a->prefix, "p");
+  EXPECT_EQ(a->osd_pids, (std::vector<int>{10, 11}));
+  EXPECT_EQ(a->cluster_dir, "/tmp/c");
+
+  auto v = ParseBenchArgs({"verify", "--mon", "h:1", "--oids", "f", "--json", "v.json"});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->mode, BenchArgs::Mode::kVerify);
+  EXPECT_EQ(v->oids_file, "f");
+  EXPECT_EQ(v->ms_type, "tcp");
+}
+
+TEST(BenchArgsTest, BadArgumentsAreErrorsNamingTheFlag) {
+  const std::vector<std::vector<std::string>> bad = {
+      {},
+      {"--ms-type", "tcp"},
+      {"--mon"},
+      {"--mon", "nohost"},
+      {"--mon", "h:0"},
+      {"--mon", "h:70000"},
+      {"--mon", "h:1", "-b", "huge"},
+      {"--mon", "h:1", "-t", "0"},
+      {"--mon", "h:1", "-t", "x"},
+      {"--mon", "h:1", "--seconds", "-1"},
+      {"--mon", "h:1", "--seconds", "nan"},
+      {"--mon", "h:1", "--seconds", "0"},
+      {"--mon", "h:1", "--count", "0"},
+      {"--mon", "h:1", "--ms-type", "TCP!"},
+      {"--mon", "h:1", "--bogus"},
+      {"--mon", "h:1", "--verify=yes"},
+      {"--mon", "h:1", "--osd-pids", "1,x"},
+      {"--mon", "h:1", "--json", ""},
+      {"--mon", "h:1", "--oids", "f"},
+      {"verify", "--mon", "h:1"},
+      {"verify", "--mon", "h:1", "--oids", "f", "--verify"},
+  };
+  for (const auto& args : bad) {
+    auto a = ParseBenchArgs(args);
+    std::string joined;
+    for (const auto& s : args) joined += s + " ";
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument) << joined;
+  }
+  auto a = ParseBenchArgs({"--mon", "h:1", "-t", "0"});
+  EXPECT_NE(a.status().message().find("-t"), std::string::npos) << a.status();
+}
+
+absl::StatusOr<AuthConfig> NoKeyrings(const std::string& path) {
+  return absl::NotFoundError("cannot read " + path);
+}
+
+TEST(BenchMainTest, BadArgumentsPrintUsageAndExit2) {
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"-t", "-1"}, {"--mon", "h:1", "-b", "0"}, {"--what"},
+        {"verify"}, {"--mon", "127.0.0.1:1", "--auth", "/no/such/keyring"}}) {
+    std::ostringstream out, err;
+    EXPECT_EQ(BenchMain(args, NoKeyrings, out, err), 2) << err.str();
+    EXPECT_TRUE(out.str().empty());
+    EXPECT_NE(err.str().find("bench: "), std::string::npos) << err.str();
+  }
+  std::ostringstream out, err;
+  EXPECT_EQ(BenchMain({"--help"}, NoKeyrings, out, err), 0);
+  EXPECT_NE(out.str().find("usage:"), std::string::npos);
+}
+
+TEST(BenchMainTest, UnknownBackendIsAUsageError) {
+  std::ostringstream out, err;
+  EXPECT_EQ(BenchMain({"--mon", "127.0.0.1:1", "--ms-type", "carrier", "--auth", "none"},
+                      NoKeyrings, out, err),
+            2);
+  EXPECT_NE(err.str().find("carrier"), std::string::npos) << err.str();
+}
+
+TEST(BenchMainTest, RandomGarbageNeverCrashes) {
+  const std::vector<std::string> words = {"--mon", "h:1", "-b", "-t", "--seconds", "--count",
+                                          "4K", "0", "-1", "x", "--verify", "verify", "--oids",
+                                          "", "=", "--json=", "--mon=", "99999999999"};
+  std::mt19937 rng(42);
+  for (int i = 0; i < 3000; ++i) {
+    std::vector<std::string> args;
+    int n = rng() % 7;
+    for (int k = 0; k < n; ++k) args.push_back(words[rng() % words.size()]);
+    auto a = ParseBenchArgs(args);  // must return, ok or not
+    if (!a.ok()) {
+      EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+TEST(CpuUsageTest, ParsesProcStatWithAwkwardCommNames) {
+  std::string stat =
+      "1234 (osd (x) 1) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0 1 2 3";
+  auto s = ParseProcStatCpu(stat, 100);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_DOUBLE_EQ(*s, 3.0);
+  EXPECT_FALSE(ParseProcStatCpu("garbage", 100).ok());
+  EXPECT_FALSE(ParseProcStatCpu("1 (a) S 1 2", 100).ok());
+  auto self = ProcessCpuSeconds(getpid());
+  ASSERT_TRUE(self.ok()) << self.status();
+  EXPECT_GE(*self, 0);
+  EXPECT_EQ(ProcessCpuSeconds(0x7ffffff0).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(ReadOsdPids("/no/such/dir").empty());
+}
+
+}  // namespace
+}  // namespace msgr::bench

@@ -1,0 +1,255 @@
+// The client's op engine against the fake backend: record splitting, acks, many ops in
+// flight, OSD down/up, restart (OnRemoteReset), PG moves, timeouts, exactly-once.
+#include "client/objecter.h"
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "tests/client/fake_backend.h"
+
+namespace msgr::client {
+namespace {
+
+using testing::FakeCluster;
+
+constexpr size_t kMaxPayload = 1000;
+
+std::string Addr(int i) { return absl::StrCat("fake:", i); }
+
+class ObjecterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FakeCluster::Get().Reset(kMaxPayload);
+    for (int i = 0; i < 3; ++i) {
+      FakeCluster::Get().AddOsd(Addr(i));
+      osds_.push_back(OsdEntry{static_cast<uint32_t>(i), Addr(i), true, true, 1.0, 1, {}});
+    }
+  }
+  std::unique_ptr<Objecter> Make(absl::Duration timeout = absl::Seconds(10),
+                                 size_t max_in_flight = 64, bool block = true) {
+    ObjecterOptions o;
+    o.messenger.type = "fake";
+    o.messenger.name = EntityName{EntityType::kClient, 7};
+    o.op_timeout = timeout;
+    o.max_in_flight = max_in_flight;
+    o.block_when_full = block;
+    auto r = Objecter::Create(o);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return std::move(*r);
+  }
+  void Publish(Objecter& o) { o.HandleMap(PlacementMap::Build(++epoch_, 64, osds_)); }
+  // An oid whose primary is `osd` under the current entries.
+  std::string OidOn(int osd, int n = 0) {
+    PlacementMap m = PlacementMap::Build(1, 64, osds_);
+    for (int i = 0;; ++i) {
+      std::string oid = absl::StrCat("obj_", i);
+      if (m.OsdOf(oid) == osd && n-- == 0) return oid;
+    }
+  }
+  static std::shared_ptr<const std::string> Data(size_t n, char seed) {
+    std::string s(n, '\0');
+    for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(seed + i * 7);
+    return std::make_shared<const std::string>(std::move(s));
+  }
+
+  std::vector<OsdEntry> osds_;
+  uint64_t epoch_ = 0;
+};
+
+TEST_F(ObjecterTest, UnknownBackendErrorPassesThrough) {
+  ObjecterOptions o;
+  o.messenger.type = "carrier-pigeon";
+  auto r = Objecter::Create(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("carrier-pigeon"), std::string::npos) << r.status();
+}
+
+TEST_F(ObjecterTest, LargeObjectIsSplitIntoRecordsAndReadsBack) {
+  auto o = Make();
+  Publish(*o);
+  std::string oid = OidOn(1);
+  auto data = Data(3 * kMaxPayload + 17, 'a');
+  ASSERT_TRUE(o->Write(oid, data).ok());
+  auto st = FakeCluster::Get().Stats(Addr(1));
+  ASSERT_EQ(st.records, 4u);
+  EXPECT_EQ(st.flags[0], kRecordFlagTruncate);
+  EXPECT_EQ(st.flags[1], 0);
+  EXPECT_EQ(st.flags[3], kRecordFlagLast);
+  EXPECT_EQ(FakeCluster::Get().Object(Addr(1), oid), *data);
+  auto back = o->Read(oid);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, *data);
+  // Rewriting with a smaller object replaces it.
+  ASSERT_TRUE(o->Write(oid, Data(10, 'z')).ok());
+  EXPECT_EQ(*o->Read(oid), *Data(10, 'z'));
+  EXPECT_TRUE(o->Write(OidOn(1, 1), std::make_shared<const std::string>()).ok());
+  EXPECT_EQ(FakeCluster::Get().Stats(Addr(1)).flags.back(),
+            kRecordFlagTruncate | kRecordFlagLast);
+  EXPECT_EQ(o->Read("missing").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ObjecterTest, ManyOpsInFlightCompleteExactlyOnce) {
+  auto o = Make(absl::Seconds(10), 16);
+  Publish(*o);
+  constexpr int kOps = 500;
+  std::vector<std::atomic<int>> calls(kOps);
+  std::atomic<int> ok{0};
+  absl::Notification all;
+  std::atomic<int> remaining{kOps};
+  for (int i = 0; i < kOps; ++i) {
+    o->AsyncWrite(absl::StrCat("o", i), Data(100 + i * 5, static_cast<char>(i)),
+                  [&, i](absl::Status s) {
+                    calls[i]++;
+                    if (s.ok()) ok++;
+                    if (--remaining == 0) all.Notify();
+                  });
+    EXPECT_LE(o->in_flight(), 16u);
+  }
+  ASSERT_TRUE(all.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_EQ(ok.load(), kOps);
+  for (int i = 0; i < kOps; ++i) EXPECT_EQ(calls[i].load(), 1) << i;
+  for (int i = 0; i < kOps; i += 37) {
+    EXPECT_EQ(*o->Read(absl::StrCat("o", i)), *Data(100 + i * 5, static_cast<char>(i)));
+  }
+}
+
+TEST_F(ObjecterTest, DownButInOsdKeepsOpsUntilItIsBack) {
+  auto o = Make();
+  osds_[2].up = false;
+  Publish(*o);
+  std::string oid = OidOn(2);
+  absl::Notification done;
+  absl::Status result = absl::UnknownError("unset");
+  o->AsyncWrite(oid, Data(2500, 'q'), [&](absl::Status s) {
+    result = s;
+    done.Notify();
+  });
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
+  EXPECT_FALSE(FakeCluster::Get().HasObject(Addr(2), oid));  // nothing moved elsewhere
+  EXPECT_FALSE(FakeCluster::Get().HasObject(Addr(0), oid));
+  osds_[2].up = true;
+  osds_[2].up_from = 5;
+  Publish(*o);
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(result.ok()) << result;
+  EXPECT_EQ(FakeCluster::Get().Object(Addr(2), oid), *Data(2500, 'q'));
+}
+
+TEST_F(ObjecterTest, UnackedWritesAreResentAfterRemoteReset) {
+  auto o = Make();
+  Publish(*o);
+  std::string oid = OidOn(0);
+  FakeCluster::Get().HoldAcks(Addr(0), true);
+  absl::Notification done;
+  std::atomic<int> calls{0};
+  o->AsyncWrite(oid, Data(1500, 'r'), [&](absl::Status s) {
+    EXPECT_TRUE(s.ok()) << s;
+    calls++;
+    done.Notify();
+  });
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
+  EXPECT_EQ(FakeCluster::Get().Stats(Addr(0)).records, 2u);
+  // The OSD restarts: held acks are gone, the client must send the whole object again.
+  FakeCluster::Get().HoldAcks(Addr(0), false);
+  FakeCluster::Get().Restart(Addr(0));
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_EQ(FakeCluster::Get().Stats(Addr(0)).records, 4u);
+  EXPECT_GE(o->counters().resends, 1u);
+  FakeCluster::Get().ReleaseAcks(Addr(0));  // stale acks of the first attempt: ignored
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(calls.load(), 1);
+}
+
+TEST_F(ObjecterTest, DeadOsdTimesOutWithAClearError) {
+  auto o = Make(absl::Milliseconds(600));
+  osds_[1].up = false;
+  Publish(*o);
+  std::string oid = OidOn(1);
+  absl::Time start = absl::Now();
+  absl::Status s = o->Write(oid, Data(10, 'x'));
+  absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(s.message(), absl::StrCat("write of ", oid, " timed out after 600ms (osd.1 down)"));
+  EXPECT_GE(took, absl::Milliseconds(590));
+  EXPECT_LT(took, absl::Seconds(2));
+  // An OSD that is up but never answers also times out.
+  FakeCluster::Get().HoldAcks(Addr(0), true);
+  s = o->Write(OidOn(0), Data(10, 'x'));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(s.message().find("osd.0 up, no reply"), std::string::npos) << s;
+  EXPECT_EQ(o->counters().ops_timed_out, 2u);
+}
+
+TEST_F(ObjecterTest, OpsFollowAPgThatMovesWhenTheOsdGoesOut) {
+  auto o = Make();
+  Publish(*o);
+  std::string oid = OidOn(1);
+  FakeCluster::Get().SetAlive(Addr(1), false);  // crashed; the map does not know yet
+  absl::Notification done;
+  absl::Status result;
+  o->AsyncWrite(oid, Data(1200, 'm'), [&](absl::Status s) {
+    result = s;
+    done.Notify();
+  });
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
+  osds_[1].up = false;
+  osds_[1].in = false;  // the operator marks it out: its PGs move
+  Publish(*o);
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(result.ok()) << result;
+  int now_on = PlacementMap::Build(9, 64, osds_).OsdOf(oid);
+  ASSERT_NE(now_on, 1);
+  EXPECT_EQ(FakeCluster::Get().Object(Addr(now_on), oid), *Data(1200, 'm'));
+  EXPECT_EQ(*o->Read(oid), *Data(1200, 'm'));
+}
+
+TEST_F(ObjecterTest, OpsSubmittedBeforeTheFirstMapWaitForIt) {
+  auto o = Make();
+  absl::Notification done;
+  o->AsyncWrite("early", Data(5, 'e'), [&](absl::Status s) {
+    EXPECT_TRUE(s.ok()) << s;
+    done.Notify();
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  Publish(*o);
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+}
+
+TEST_F(ObjecterTest, FullWithoutBlockingFailsFastAndShutdownCancelsPending) {
+  auto o = Make(absl::Seconds(30), 2, /*block=*/false);
+  Publish(*o);
+  FakeCluster::Get().HoldAcks(Addr(0), true);
+  std::atomic<int> cancelled{0};
+  for (int i = 0; i < 2; ++i) {
+    o->AsyncWrite(OidOn(0, i), Data(5, 'h'), [&](absl::Status s) {
+      EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+      cancelled++;
+    });
+  }
+  absl::Status third;
+  o->AsyncWrite(OidOn(0, 2), Data(5, 'h'), [&](absl::Status s) { third = s; });
+  EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted) << third;
+  o->Shutdown();
+  EXPECT_EQ(cancelled.load(), 2);
+  o->Shutdown();  // idempotent
+  EXPECT_EQ(o->Write("after", Data(1, 'a')).code(), absl::StatusCode::kCancelled);
+}
+
+TEST_F(ObjecterTest, OsdThatDoesNotServeTheBackendFailsClearly) {
+  auto o = Make();
+  for (auto& e : osds_) e.ms_types = {"tcp"};
+  Publish(*o);
+  absl::Status s = o->Write("x", Data(5, 'a'));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("does not serve ms_type fake"), std::string::npos) << s;
+  EXPECT_EQ(o->Write("", Data(1, 'a')).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace msgr::client
