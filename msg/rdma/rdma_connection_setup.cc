@@ -34,6 +34,8 @@ FrameHeader Header(FrameType t, uint16_t msg_type = 0) {
   FrameHeader h;
   h.type = t;
   h.msg_type = msg_type;
+  if (t == FrameType::kMessage) h.seq = 1;  // setup frames are never resent; the decoder
+                                             // wants seq > 0 on MESSAGE frames
   return h;
 }
 
