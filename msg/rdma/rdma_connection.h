@@ -165,7 +165,9 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   const bool want_ring_;
   const uint64_t cookie_;
 
-  absl::Mutex record_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // one WriteRecord at a time
+  // Staging and posting of records (not the wait for credit); the mirror region only
+  // changes under it.
+  absl::Mutex record_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
   EntityName peer_name_ ABSL_GUARDED_BY(mu_);
@@ -196,7 +198,8 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   std::unique_ptr<verbs::MemoryRegion> ctrl_mr_;    // set once at construction
   std::unique_ptr<verbs::MemoryRegion> mirror_mr_ ABSL_GUARDED_BY(mu_);  // staging
   std::optional<RingProducer> producer_ ABSL_GUARDED_BY(mu_);
-  std::deque<SentRecord> records_ ABSL_GUARDED_BY(mu_);
+  std::deque<SentRecord> records_ ABSL_GUARDED_BY(mu_);  // in seq order
+  uint64_t session_epoch_ ABSL_GUARDED_BY(mu_) = 0;      // bumped when the peer restarts
   uint64_t doorbelled_word_ ABSL_GUARDED_BY(mu_) = 0;
   size_t max_record_payload_ ABSL_GUARDED_BY(mu_) = 0;
 

@@ -174,6 +174,7 @@ absl::Status RdmaConnection::ClientHandshake() {
       in_seq_ = 0;
       records_.clear();
       producer_.reset();
+      ++session_epoch_;
     }
     if (want_ring_) {
       if (!producer_ || producer_->ring_bytes() != ss->ring_bytes) {

@@ -352,10 +352,11 @@ absl::Status RdmaConnection::WriteRecord(const RecordDesc& desc, std::string_vie
   }
   const absl::Time deadline = absl::Now() + timeout;
   const size_t record_bytes = RecordBytes(desc.oid.size(), payload.size());
-  absl::MutexLock rl(&record_mu_);
   std::optional<RingPlacement> p;
-  uint8_t* mirror = nullptr;
+  uint64_t epoch = 0;
   {
+    // Wait for credit without record_mu_, so that a reconnect can resume the session (and
+    // deliver the credit) meanwhile.
     bool waited = false;
     int spins = 0;
     absl::MutexLock l(&mu_);
@@ -394,6 +395,16 @@ absl::Status RdmaConnection::WriteRecord(const RecordDesc& desc, std::string_vie
       }
       mu_.Lock();
     }
+    epoch = session_epoch_;
+  }
+  absl::MutexLock rl(&record_mu_);
+  uint8_t* mirror = nullptr;
+  {
+    absl::MutexLock l(&mu_);
+    if (epoch != session_epoch_) {
+      // The peer restarted while we waited: this slot belongs to its old ring.
+      return absl::UnavailableError(absl::StrCat("peer ", addr_, " restarted (session reset)"));
+    }
     mirror = mirror_mr_->data();
   }
   // Stage the record in the mirror at its ring offset (the client-side copy). mirror_mr_
@@ -427,7 +438,12 @@ absl::Status RdmaConnection::WriteRecord(const RecordDesc& desc, std::string_vie
   }
   {
     absl::MutexLock l(&mu_);
-    records_.push_back(r);
+    if (epoch != session_epoch_) {
+      return absl::UnavailableError(absl::StrCat("peer ", addr_, " restarted (session reset)"));
+    }
+    auto at = records_.end();  // concurrent writers may post out of order: keep seq order
+    while (at != records_.begin() && std::prev(at)->seq > r.seq) --at;
+    records_.insert(at, r);
     shared_->counters.records_sent++;
     shared_->counters.record_bytes_sent += payload.size();
   }

@@ -31,12 +31,12 @@ absl::StatusOr<Authenticated> ServerAuthenticate(RdmaShared& shared, SideChannel
   const bool secret = o.auth.mode == AuthConfig::Mode::kSecret;
   Authenticated out;
   std::string who = absl::StrCat("peer at ", ch.peer());
-  auto refuse = [&](const absl::Status& why, bool auth_failure) {
+  auto refuse = [&](const absl::Status& why, bool auth_failure, bool send_close = true) {
     if (auth_failure) {
       shared.counters.auth_failures++;
       FrameHeader h;
       h.type = FrameType::kClose;
-      (void)ch.WriteFrame(h, "authentication failed", deadline);
+      if (send_close) (void)ch.WriteFrame(h, "authentication failed", deadline);
     } else if (absl::IsDataLoss(why)) {
       shared.counters.crc_errors++;
     } else if (!absl::IsUnavailable(why)) {
@@ -76,7 +76,9 @@ absl::StatusOr<Authenticated> ServerAuthenticate(RdmaShared& shared, SideChannel
   if (auto s = ch.WriteFrame(ch_h, EncodeChallenge(c), deadline); !s.ok()) return refuse(s, false);
   if (auto s = ch.ReadFrame(kMaxControlPayload, deadline, &f); !s.ok()) return refuse(s, false);
   if (f.header.type == FrameType::kClose) {
-    return refuse(absl::UnauthenticatedError(absl::StrCat("peer gave up: ", f.payload)), false);
+    // The client could not verify our proof (different cluster key).
+    return refuse(absl::UnauthenticatedError(absl::StrCat("peer refused our proof: ", f.payload)),
+                  true, /*send_close=*/false);
   }
   if (f.header.type != FrameType::kAuth) {
     return refuse(absl::InvalidArgumentError(
