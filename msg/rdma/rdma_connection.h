@@ -200,7 +200,9 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   std::optional<RingProducer> producer_ ABSL_GUARDED_BY(mu_);
   std::deque<SentRecord> records_ ABSL_GUARDED_BY(mu_);  // in seq order
   uint64_t session_epoch_ ABSL_GUARDED_BY(mu_) = 0;      // bumped when the peer restarts
-  uint64_t doorbelled_word_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t posted_seq_ ABSL_GUARDED_BY(mu_) = 0;       // highest record seq posted
+  uint64_t doorbelled_word_ ABSL_GUARDED_BY(mu_) = 0;  // sleep word of the last doorbell
+  uint64_t doorbelled_seq_ ABSL_GUARDED_BY(mu_) = 0;   // posted_seq_ when it was sent
   size_t max_record_payload_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Ring, accepting side.

@@ -180,6 +180,7 @@ absl::Status RdmaConnection::ClientHandshake() {
       if (!producer_ || producer_->ring_bytes() != ss->ring_bytes) {
         producer_.emplace(ss->ring_bytes);
         records_.clear();
+        posted_seq_ = doorbelled_seq_ = 0;
       }
       if (!mirror_mr_ || mirror_mr_->length() < ss->ring_bytes) {
         if (mirror_mr_) shared_->counters.registered_bytes -= mirror_mr_->length();

@@ -13,6 +13,7 @@
 //   Doorbells  the OSD writes a sleep word there too; a client that sees it odd after
 //              publishing a record sets the doorbell flag on its next SEND.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <thread>
 
@@ -265,13 +266,19 @@ void RdmaConnection::ApplyCreditLocked() {
 }
 
 void RdmaConnection::CheckDoorbellLocked() {
-  if (!ctrl_mr_ || !link_) return;
+  if (!ctrl_mr_ || !link_ || posted_seq_ == 0) return;
+  // Dekker with the poller: our seq store (a CPU store on the soft provider) must be
+  // visible before we look at its sleep word; it orders its word store before its ring load.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   const uint64_t w = LoadWord(ctrl_mr_->data() + kCtrlSleepOffset);
-  if ((w & 1) != 0 && w != doorbelled_word_) {
-    doorbelled_word_ = w;
-    doorbell_pending_ = true;
-    FlushLocked();
-  }
+  if ((w & 1) == 0) return;
+  // A doorbell only counts for records published before it was sent: the poller may have
+  // swallowed an earlier one while going to sleep under the same sleep word.
+  if (w == doorbelled_word_ && doorbelled_seq_ >= posted_seq_) return;
+  doorbelled_word_ = w;
+  doorbelled_seq_ = posted_seq_;
+  doorbell_pending_ = true;
+  FlushLocked();
 }
 
 absl::Status RdmaConnection::PostRecordLocked(const SentRecord& r) {
@@ -299,6 +306,7 @@ absl::Status RdmaConnection::PostRecordLocked(const SentRecord& r) {
   auto s = link->tp->Post(absl::MakeConstSpan(w, n));
   if (!s.ok()) return s.status();
   shared_->counters.record_writes_posted += n;
+  posted_seq_ = std::max(posted_seq_, r.seq);
   return absl::OkStatus();
 }
 
@@ -526,6 +534,7 @@ void RdmaConnection::SetPeerSleeping(bool sleeping) {
   }
   // The poller re-checks the ring after this returns: the word must have landed first.
   if (sleeping) tp->WaitRetired(wr, absl::Now() + absl::Milliseconds(100));
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // see CheckDoorbellLocked
 }
 
 }  // namespace msgr::rdma

@@ -166,7 +166,12 @@ TEST(RdmaMessenger, DoorbellWakesSleepingPoller) {
     const absl::Time t0 = absl::Now();
     ASSERT_TRUE((*conn)->WriteRecord(d, "x" + std::to_string(i), absl::Seconds(5)).ok());
     ASSERT_TRUE(drain.WaitRecords(static_cast<size_t>(i) + 1, absl::Seconds(5)))
-        << "lost wake-up at record " << i;
+        << "lost wake-up at record " << i << ": doorbells sent "
+        << RdmaStatsOf(*p.client)->doorbells_sent << " received "
+        << RdmaStatsOf(*p.server)->doorbells_received << " sleep words "
+        << RdmaStatsOf(*p.server)->sleep_word_writes << " sleeps " << drain.sleeps()
+        << " " << drain.Debug() << " control sends c/s " << RdmaStatsOf(*p.client)->control_sends << "/"
+        << RdmaStatsOf(*p.server)->control_sends;
     EXPECT_LT(absl::Now() - t0, absl::Seconds(2));
   }
   EXPECT_GE(drain.sleeps(), 10);

@@ -127,6 +127,14 @@ class Drainer {
     return mu_.AwaitWithTimeout(absl::Condition(&cond), d);
   }
   int sleeps() const { return sleeps_; }
+  // Where the consumer waits and what the seq word there says (racy; for failure output).
+  std::string Debug() const {
+    const uint64_t pos = consumer_.read_position();
+    const uint8_t* slot = ring_->base() + (pos & (ring_->bytes() - 1));
+    return "read position " + std::to_string(pos) + " expects seq " +
+           std::to_string(consumer_.next_seq()) + ", slot has seq " +
+           std::to_string(LoadRecordSeq(slot));
+  }
   int wakeups() const { return wakeups_; }
   std::string error() {
     absl::MutexLock l(&mu_);
