@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "osd_sim/mon/cli_flags.h"
 #include "osd_sim/osd.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
+  spdlog::set_default_logger(spdlog::stderr_color_mt("osd"));
   spdlog::set_level(spdlog::level::from_str(flags->Get("log-level", "info")));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ [%t] %v");
 

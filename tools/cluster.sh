@@ -16,7 +16,9 @@
 # `start-osd` restarts an OSD the same way. Free ports are chosen automatically.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BIN="$ROOT/bazel-bin"
+# MSGR_BIN: where the binaries are (default bazel-bin; tests point it at their runfiles).
+# MSGR_REBUILD=0 skips the `bazel build` step.
+BIN="${MSGR_BIN:-$ROOT/bazel-bin}"
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
@@ -50,8 +52,7 @@ case "$DURABILITY" in durable|buffered|memory) ;; *) die "--durability must be d
 case "$AUTH" in secret|none) ;; *) die "--auth must be secret or none" ;; esac
 
 ensure_built() {
-  if [[ ! -x "$BIN/osd_sim/osd" || ! -x "$BIN/osd_sim/mon/mon" || ! -x "$BIN/osd_sim/mon/monctl" \
-        || "${MSGR_REBUILD:-1}" == 1 ]]; then
+  if [[ "${MSGR_REBUILD:-1}" == 1 || ! -x "$BIN/osd_sim/osd" || ! -x "$BIN/osd_sim/mon/mon" ]]; then
     (cd "$ROOT" && bazel build -c opt //osd_sim:osd //osd_sim/mon:mon //osd_sim/mon:monctl \
         //osd_sim/tools:msgr_admin >&2) || die "build failed (run tools/setup.sh first?)"
   fi

@@ -197,7 +197,7 @@ absl::StatusOr<std::string> ObjectStore::Impl::Read(std::string_view oid) {
         return absl::DataLossError(absl::StrCat("object '", Sv(oid), "': ", std::string(s.message())));
       }
     }
-    const uint32_t crc = Crc32c(0, dst, e.len);
+    const uint32_t crc = PayloadCrc(oid, dst, e.len);
     if (crc != e.payload_crc) {
       absl::MutexLock l(&mu_);
       ++stats_.read_crc_errors;

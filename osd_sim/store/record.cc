@@ -3,6 +3,10 @@
 #include "msg/crc32c.h"
 
 namespace msgr::store {
+
+uint32_t PayloadCrc(std::string_view oid, const void* payload, size_t len) {
+  return Crc32c(Crc32c(0, oid.data(), oid.size()), payload, len);
+}
 namespace {
 
 uint32_t ComputeHeaderCrc(RecordHeader h, std::string_view oid) {

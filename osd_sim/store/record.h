@@ -7,8 +7,9 @@
 // All integers are little-endian. header_crc is the crc32c of the header (with
 // header_crc = 0) followed by the oid bytes, so a valid header_crc vouches for the
 // lengths, the object offset, the flags, the sequence number and payload_crc; the
-// payload itself is vouched for by payload_crc (crc32c of the payload bytes, computed
-// by the sender and verified by the poller before the store sees it).
+// payload itself is vouched for by payload_crc: crc32c over the oid bytes then the payload
+// bytes (PayloadCrc), the same value a receive-ring record carries (msg/ring/ring_format.h),
+// so the OSD passes the crc the poller verified straight through without re-reading.
 // Sequence numbers strictly increase with the position in the log (across segments).
 // Pure functions; thread-safe.
 #ifndef MSGR_OSD_SIM_STORE_RECORD_H_
@@ -52,6 +53,9 @@ constexpr uint64_t RecordBytes(size_t oid_len, uint64_t payload_len) {
   const uint64_t raw = sizeof(RecordHeader) + oid_len + payload_len;
   return (raw + kRecordAlign - 1) / kRecordAlign * kRecordAlign;
 }
+
+// crc32c over `oid` then `len` payload bytes: the record's payload_crc.
+uint32_t PayloadCrc(std::string_view oid, const void* payload, size_t len);
 
 // Returns a complete header (header_crc filled in) for a record.
 // REQUIRES: 1 <= oid.size() <= kMaxOidBytes, payload_len <= kMaxPayloadBytes.

@@ -34,7 +34,7 @@ absl::StatusOr<Probe> ProbeRecord(const SegmentFile& f, uint64_t pos, uint64_t s
   if (!HeaderCrcValid(h, p.rec.oid) || h.seq <= last_seq) return p;
   p.bytes = bytes;
   p.rec.pos = pos;
-  uint32_t crc = 0;
+  uint32_t crc = Crc32c(0, p.rec.oid.data(), p.rec.oid.size());  // see record.h
   uint64_t at = pos + sizeof(h) + h.oid_len;
   for (uint64_t left = h.payload_len; left > 0;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(left, kScanChunk));

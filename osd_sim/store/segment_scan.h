@@ -24,7 +24,7 @@
 namespace msgr::store {
 
 struct ScannedRecord {
-  RecordHeader header;
+  RecordHeader header{};
   std::string oid;
   uint64_t pos = 0;  // record start in the segment
 };

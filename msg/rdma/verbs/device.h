@@ -312,7 +312,9 @@ class QueuePair {
   // Posts receives (allowed from INIT on; in the error state they complete flushed).
   virtual absl::Status PostRecv(absl::Span<const RecvWr> wrs, size_t* posted = nullptr) = 0;
 
-  // Destroys the QP now (the peer sees its connection fail). Idempotent.
+  // Destroys the QP now, discarding its outstanding WRs without completions. Idempotent.
+  // The peer's QP fails: at once on "soft" (socket EOF), on its next operation on
+  // "ibverbs" (kRetryExceeded).
   virtual absl::Status Close() = 0;
 
  protected:

@@ -77,7 +77,7 @@ TEST_P(ObjectStoreTest, ChunkedWritesAtOffsetsAndIovecs) {
     struct iovec iov[3] = {{const_cast<char*>(whole.data() + o), 1000},
                            {const_cast<char*>(whole.data() + o + 1000), 0},
                            {const_cast<char*>(whole.data() + o + 1000), 65536 - 1000}};
-    auto t = store_->Append("chunky", o, iov, 3, Crc32c(0, whole.data() + o, 65536), 0);
+    auto t = store_->Append("chunky", o, iov, 3, PayloadCrc("chunky", whole.data() + o, 65536), 0);
     ASSERT_TRUE(t.ok()) << t.status();
     ASSERT_TRUE(store_->WaitDurable(*t).ok());
   }
@@ -127,7 +127,7 @@ TEST_P(ObjectStoreTest, CallbackFiresOnceWithOk) {
   absl::Status got = absl::UnknownError("not fired");
   std::string data = Pattern("cb", 4096);
   struct iovec iov = {data.data(), data.size()};
-  auto t = store_->Append("cb", 0, &iov, 1, Crc32c(0, data.data(), data.size()), 0,
+  auto t = store_->Append("cb", 0, &iov, 1, PayloadCrc("cb", data.data(), data.size()), 0,
                           [&](absl::Status s) { ++fired; got = s; });
   ASSERT_TRUE(t.ok());
   ASSERT_TRUE(store_->WaitDurable(*t).ok());  // callbacks for one ticket fire in order

@@ -42,7 +42,7 @@ inline std::string FreshDir(const std::string& name) {
 inline absl::StatusOr<uint64_t> Put(ObjectStore& store, std::string_view oid, uint64_t off,
                                     std::string_view data, uint32_t flags = 0) {
   struct iovec iov = {const_cast<char*>(data.data()), data.size()};
-  return store.Append(oid, off, &iov, 1, Crc32c(0, data.data(), data.size()), flags);
+  return store.Append(oid, off, &iov, 1, PayloadCrc(oid, data.data(), data.size()), flags);
 }
 
 inline StoreOptions Options(const std::string& dir, Durability mode) {

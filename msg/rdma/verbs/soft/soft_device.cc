@@ -223,6 +223,15 @@ void DeviceCore::ServiceLoop() {
 void DeviceCore::Accept() {
   int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return;
+  // Abstract sockets have no file permissions: only processes of our own user may connect
+  // (an rkey is a capability; it must not leak to other users).
+  struct ucred cred;
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::getuid()) {
+    std::fprintf(stderr, "soft: refusing a connection from another user\n");
+    ::close(fd);
+    return;
+  }
   absl::Status st = AddConn(std::make_shared<Conn>(fd, /*outgoing=*/false));
   if (!st.ok()) std::fprintf(stderr, "%s\n", st.ToString().c_str());
 }

@@ -11,6 +11,13 @@
 // Errors: the first failing WR completes with its status, the QP enters ERROR, every later
 // WR (outstanding or posted afterwards) and every posted receive completes kWrFlushError.
 //
+// Where it differs from an HCA (none of it matters to a transport that follows the rules):
+//   * a WRITE lands when posted; one posted after an un-ACKed SEND may land before the peer
+//     has consumed that SEND (completions are still reported in order);
+//   * after an error, a later WRITE whose bytes already landed is still reported flushed;
+//   * PSN, MTU, retry counts and timeouts are carried but have no effect;
+//   * SEND payloads cross a socket and are scattered by the peer's service thread.
+//
 // Thread-safety: PostSend (any thread; callers serialized by post_mu_), PostRecv, the
 // service-thread callbacks and state() may run concurrently; mu_ guards the queues and state.
 // ModifyTo*/Close must not race with PostSend.

@@ -1,0 +1,105 @@
+// The msgr session handshake: payload encodings of HELLO / CHALLENGE / AUTH / READY and
+// the HMAC-SHA256 proofs (msg/PROTOCOL.md, "Handshake"). Backend-neutral: any stream
+// transport runs the same exchange.
+//
+//   client                                   server
+//   HELLO      name, features, mode, Nc  -->
+//                                        <-- CHALLENGE  name, features, mode, Ns,
+//                                                       Ps = HMAC(K, "server" Nc Ns names)
+//   (checks Ps)
+//   AUTH       Pc = HMAC(K, "client" Ns Nc names), cookie, resume state  -->
+//                                            (checks Pc; finds or creates the session)
+//                                        <-- READY      new/resumed, resume state, ring
+//
+// Each side proves it holds the cluster secret K over a fresh nonce chosen by the other
+// side, so neither proof can be replayed. Pure functions: thread-safe.
+#ifndef MSGR_MSG_HANDSHAKE_H_
+#define MSGR_MSG_HANDSHAKE_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "msg/messenger.h"
+
+namespace msgr {
+
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kProofBytes = 32;  // HMAC-SHA256
+using Nonce = std::array<uint8_t, kNonceBytes>;
+
+// Feature bits exchanged in HELLO / CHALLENGE.
+inline constexpr uint64_t kFeatureRing = 1ull << 0;     // RING_RECORD frames and credits
+inline constexpr uint64_t kFeatureResume = 1ull << 1;   // lossless session resume
+inline constexpr uint64_t kFeaturesSupported = kFeatureRing | kFeatureResume;
+
+enum class AuthMode : uint8_t { kNone = 0, kSecret = 1 };
+
+struct Hello {
+  EntityName name;
+  uint64_t features = 0;
+  AuthMode auth = AuthMode::kNone;
+  Nonce nonce{};
+};
+
+struct Challenge {
+  EntityName name;
+  uint64_t features = 0;
+  AuthMode auth = AuthMode::kNone;
+  Nonce nonce{};
+  std::string proof;  // empty when auth == kNone
+};
+
+// AUTH flags.
+inline constexpr uint8_t kAuthWantRing = 1u << 0;
+inline constexpr uint8_t kAuthLossless = 1u << 1;
+inline constexpr uint8_t kAuthHadSession = 1u << 2;  // the client was connected before
+
+struct AuthReply {
+  std::string proof;
+  uint64_t cookie = 0;   // client's session cookie (random, fixed for the session)
+  uint64_t in_seq = 0;   // last data frame seq the client received in this session
+  uint8_t flags = 0;
+};
+
+// READY flags.
+inline constexpr uint8_t kReadyResumed = 1u << 0;
+
+struct Ready {
+  uint8_t flags = 0;
+  uint64_t in_seq = 0;      // last data frame seq the server received in this session
+  uint64_t ring_bytes = 0;  // 0: no ring
+  uint64_t ring_credit = 0; // released position of the ring so far
+};
+
+std::string EncodeHello(const Hello& m);
+std::string EncodeChallenge(const Challenge& m);
+std::string EncodeAuth(const AuthReply& m);
+std::string EncodeReady(const Ready& m);
+
+// Decoders reject short, long or out-of-range input with kInvalidArgument.
+absl::StatusOr<Hello> DecodeHello(std::string_view b);
+absl::StatusOr<Challenge> DecodeChallenge(std::string_view b);
+absl::StatusOr<AuthReply> DecodeAuth(std::string_view b);
+absl::StatusOr<Ready> DecodeReady(std::string_view b);
+
+// Fresh nonce from OpenSSL's RAND_bytes; a random u64 cookie likewise.
+Nonce NewNonce();
+uint64_t NewCookie();
+
+// Ps / Pc as above. `client` and `server` are the entity names from HELLO / CHALLENGE.
+std::string ServerProof(const std::string& secret, const Nonce& client_nonce,
+                        const Nonce& server_nonce, const EntityName& client,
+                        const EntityName& server);
+std::string ClientProof(const std::string& secret, const Nonce& client_nonce,
+                        const Nonce& server_nonce, const EntityName& client,
+                        const EntityName& server);
+// Constant-time comparison (CRYPTO_memcmp); false when sizes differ.
+bool ProofEquals(std::string_view a, std::string_view b);
+
+}  // namespace msgr
+
+#endif  // MSGR_MSG_HANDSHAKE_H_

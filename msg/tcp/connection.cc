@@ -1,0 +1,529 @@
+// TcpConnection: public API (any thread) and the session state machine (strand).
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/post.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "msg/crc32c.h"
+#include "msg/tcp/tcp_connection.h"
+
+namespace msgr::tcp {
+
+namespace asio = boost::asio;
+
+TcpConnection::TcpConnection(TcpMessenger* msgr, Side side, Policy policy, std::string addr,
+                             bool want_ring, uint64_t cookie)
+    : msgr_(msgr),
+      shared_(msgr->shared()),
+      side_(side),
+      policy_(policy),
+      want_ring_(want_ring),
+      cookie_(cookie),
+      strand_(asio::make_strand(msgr->io())) {
+  absl::MutexLock l(&mu_);
+  peer_addr_ = std::move(addr);
+}
+
+TcpConnection::~TcpConnection() = default;
+
+EntityName TcpConnection::peer_name() const {
+  absl::MutexLock l(&mu_);
+  return peer_name_;
+}
+
+std::string TcpConnection::peer_addr() const {
+  absl::MutexLock l(&mu_);
+  return peer_addr_;
+}
+
+std::string TcpConnection::PeerDesc() const {
+  absl::MutexLock l(&mu_);
+  if (side_ == Side::kClient && !had_session_) return absl::StrCat("peer at ", peer_addr_);
+  return absl::StrCat(peer_name_.ToString(), " at ", peer_addr_);
+}
+
+// ---------------------------------------------------------------- public API
+
+absl::Status TcpConnection::Send(Message m) {
+  if (m.payload.size() > shared_->options.max_message_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "message of %d bytes is over max_message_bytes (%d)", m.payload.size(),
+        shared_->options.max_message_bytes));
+  }
+  auto f = std::make_shared<OutFrame>();
+  f->type = FrameType::kMessage;
+  f->msg_type = m.type;
+  f->payload = std::move(m.payload);
+  f->payload_crc = Crc32c(0, f->payload.data(), f->payload.size());
+  return Enqueue(std::move(f), /*block=*/true);
+}
+
+absl::Status TcpConnection::TrySend(Message m) {
+  if (m.payload.size() > shared_->options.max_message_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "message of %d bytes is over max_message_bytes (%d)", m.payload.size(),
+        shared_->options.max_message_bytes));
+  }
+  auto f = std::make_shared<OutFrame>();
+  f->type = FrameType::kMessage;
+  f->msg_type = m.type;
+  f->payload = std::move(m.payload);
+  f->payload_crc = Crc32c(0, f->payload.data(), f->payload.size());
+  return Enqueue(std::move(f), /*block=*/false);
+}
+
+absl::Status TcpConnection::Enqueue(OutFramePtr f, bool block) {
+  const MessengerOptions& o = shared_->options;
+  const uint64_t size = f->wire_bytes();
+  bool waited = false;
+  {
+    absl::MutexLock l(&mu_);
+    for (;;) {
+      if (closed_ || shared_->stopping) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("connection to ", peer_addr_, " is closed (marked down or reset)"));
+      }
+      const bool over =
+          msgs_in_flight_ + 1 > o.conn_max_msgs_in_flight ||
+          (bytes_in_flight_ > 0 && bytes_in_flight_ + size > o.conn_max_bytes_in_flight) ||
+          (bytes_in_flight_ > 0 &&
+           shared_->bytes_in_flight.load() + size > o.messenger_max_bytes_in_flight);
+      if (!over) break;
+      if (!block) {
+        return absl::ResourceExhaustedError(absl::StrFormat(
+            "connection to %s is over its flow-control limit (%d messages / %d bytes in "
+            "flight, limits %d / %d)",
+            peer_addr_, msgs_in_flight_, bytes_in_flight_, o.conn_max_msgs_in_flight,
+            o.conn_max_bytes_in_flight));
+      }
+      if (!waited) {
+        waited = true;
+        shared_->counters.throttle_waits++;
+      }
+      // Acks on this connection signal cv_; the messenger-wide limit is polled.
+      cv_.WaitWithTimeout(&mu_, absl::Milliseconds(10));
+    }
+    msgs_in_flight_++;
+    bytes_in_flight_ += size;
+    shared_->bytes_in_flight += size;
+    out_queue_.push_back(std::move(f));
+  }
+  Kick();
+  return absl::OkStatus();
+}
+
+absl::Status TcpConnection::WriteRecord(const RecordDesc& desc, std::string_view payload,
+                                        absl::Duration timeout) {
+  if (desc.oid.empty() || desc.oid.size() > kMaxOidBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("record oid must be 1..%d bytes, got %d", kMaxOidBytes, desc.oid.size()));
+  }
+  if (!want_ring_) {
+    return absl::FailedPreconditionError(
+        "WriteRecord on a connection opened without ConnectOptions::want_ring");
+  }
+  auto f = std::make_shared<OutFrame>();
+  f->type = FrameType::kRingRecord;
+  f->payload.assign(payload.data(), payload.size());
+  const uint32_t record_crc =
+      RecordPayloadCrc(desc.oid.data(), desc.oid.size(), payload.data(), payload.size());
+  const size_t record_bytes = RecordBytes(desc.oid.size(), payload.size());
+  const absl::Time deadline = absl::Now() + timeout;
+  bool waited = false;
+  {
+    absl::MutexLock l(&mu_);
+    for (;;) {
+      if (closed_ || shared_->stopping) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("connection to ", peer_addr_, " is closed (marked down or reset)"));
+      }
+      if (producer_) {
+        const size_t max = max_record_payload_.load();
+        if (payload.size() > max) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "record payload of %d bytes is over max_record_payload() = %d; split it",
+              payload.size(), max));
+        }
+        if (auto p = producer_->Reserve(record_bytes)) {
+          RingPrefix pre;
+          pre.ring_seq = p->seq;
+          pre.tid = desc.tid;
+          pre.object_offset = desc.object_offset;
+          pre.ring_offset = static_cast<uint32_t>(p->offset);
+          pre.data_len = static_cast<uint32_t>(payload.size());
+          pre.record_crc = record_crc;
+          pre.oid_len = static_cast<uint16_t>(desc.oid.size());
+          pre.record_flags = desc.flags;
+          f->head.resize(kRingPrefixBytes);
+          EncodeRingPrefix(pre, reinterpret_cast<uint8_t*>(f->head.data()));
+          f->head.append(desc.oid);
+          f->payload_crc = Crc32c(0, f->head.data(), kRingPrefixBytes);
+          f->ring_position = p->end_position;
+          break;
+        }
+      }
+      if (absl::Now() >= deadline) {
+        if (!producer_) {
+          return absl::DeadlineExceededError(absl::StrCat(
+              "no ring from ", peer_addr_, " within ", absl::FormatDuration(timeout),
+              " (handshake not finished)"));
+        }
+        return absl::DeadlineExceededError(absl::StrFormat(
+            "no ring credit from %s within %s: %d of %d ring bytes free, record needs %d "
+            "(the consumer has not released space)",
+            peer_addr_, absl::FormatDuration(timeout), producer_->free_bytes(),
+            producer_->ring_bytes(), record_bytes));
+      }
+      if (!waited && producer_) {
+        waited = true;
+        shared_->counters.ring_credit_waits++;
+      }
+      cv_.WaitWithDeadline(&mu_, deadline);
+    }
+    out_queue_.push_back(std::move(f));
+  }
+  Kick();
+  return absl::OkStatus();
+}
+
+void TcpConnection::ReleaseRing(uint64_t position) {
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_ || position <= credit_pos_) return;
+    credit_pos_ = position;
+    credit_dirty_ = true;
+  }
+  Kick();
+}
+
+void TcpConnection::MarkDown() {
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return;
+    closed_ = true;
+    markdown_ = true;
+    DropQueuesLocked();
+    cv_.SignalAll();
+  }
+  if (shared_->stopping) return;
+  asio::post(strand_, [self = shared_from_this()] {
+    self->Reset(absl::CancelledError(absl::StrCat("connection to ", self->PeerDesc(),
+                                                  " marked down")),
+                /*send_close=*/true);
+  });
+}
+
+void TcpConnection::ResetAsync(absl::Status why) {
+  if (shared_->stopping) return;
+  asio::post(strand_, [self = shared_from_this(), why] { self->Reset(why, /*send_close=*/true); });
+}
+
+void TcpConnection::Kick() {
+  if (kick_pending_.exchange(true)) return;
+  asio::post(strand_, [self = shared_from_this()] {
+    self->kick_pending_ = false;
+    self->Flush();
+  });
+}
+
+// ---------------------------------------------------------------- accounting
+
+void TcpConnection::ReleaseAccountingLocked(const OutFrame& f) {
+  if (f.type != FrameType::kMessage || closed_) return;
+  const uint64_t size = f.wire_bytes();
+  msgs_in_flight_--;
+  bytes_in_flight_ -= size;
+  shared_->bytes_in_flight -= size;
+}
+
+void TcpConnection::DropQueuesLocked() {
+  shared_->bytes_in_flight -= bytes_in_flight_;
+  bytes_in_flight_ = 0;
+  msgs_in_flight_ = 0;
+  out_queue_.clear();
+  sent_.clear();
+}
+
+absl::Status TcpConnection::ProcessAck(uint64_t ack_seq) {
+  absl::MutexLock l(&mu_);
+  if (ack_seq > out_seq_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("peer acknowledged seq %d but we only sent up to %d", ack_seq, out_seq_));
+  }
+  bool any = false;
+  while (!sent_.empty() && sent_.front()->seq <= ack_seq) {
+    ReleaseAccountingLocked(*sent_.front());
+    sent_.pop_front();
+    any = true;
+  }
+  if (any) cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::Status TcpConnection::ProcessCredit(uint64_t released) {
+  absl::MutexLock l(&mu_);
+  if (!producer_) {
+    return absl::InvalidArgumentError("ring credit on a connection without a ring");
+  }
+  if (!producer_->OnCredit(released)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "ring credit %d is beyond what we produced (%d)", released, producer_->produced()));
+  }
+  cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::Status TcpConnection::Requeue(uint64_t peer_in_seq) {
+  absl::MutexLock l(&mu_);
+  if (peer_in_seq > out_seq_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "peer says it received seq %d but we only sent up to %d", peer_in_seq, out_seq_));
+  }
+  while (!sent_.empty() && sent_.front()->seq <= peer_in_seq) {
+    ReleaseAccountingLocked(*sent_.front());
+    sent_.pop_front();
+  }
+  shared_->counters.resends += sent_.size();
+  out_queue_.insert(out_queue_.begin(), sent_.begin(), sent_.end());
+  sent_.clear();
+  cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- state machine
+
+void TcpConnection::CloseSocket() {
+  if (socket_) {
+    boost::system::error_code ec;
+    socket_->shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+    socket_->close(ec);
+    socket_.reset();
+  }
+  if (open_) shared_->counters.connections_open--;
+  ++gen_;
+  open_ = false;
+  writing_ = false;
+  connected_ = false;
+  frames_on_socket_ = 0;
+  ready_payload_.reset();
+  send_keepalive_ = send_keepalive_ack_ = false;
+  if (mirror_saved_) {  // a record was being read into the ring: forget its slot
+    mirror_ = mirror_saved_;
+    mirror_saved_.reset();
+  }
+}
+
+void TcpConnection::ProtocolFault(const absl::Status& why) {
+  if (absl::IsDataLoss(why)) {
+    shared_->counters.crc_errors++;
+  } else {
+    shared_->counters.protocol_errors++;
+  }
+  spdlog::error("msgr tcp: {}: {}; closing the connection", PeerDesc(), why.ToString());
+  Fault(why);
+}
+
+void TcpConnection::Fault(const absl::Status& why) {
+  if (reset_done_) return;
+  CloseSocket();
+  if (!policy_.lossless) {
+    Reset(why, /*send_close=*/false);
+    return;
+  }
+  if (shared_->stopping) return;
+  if (side_ == Side::kClient) {
+    spdlog::warn("msgr tcp: lossless connection to {} faulted ({}); reconnecting", PeerDesc(),
+                 why.ToString());
+    ScheduleReconnect();
+  } else {
+    spdlog::info("msgr tcp: lossless session with {} lost its socket ({}); waiting for the "
+                 "client to reconnect",
+                 PeerDesc(), why.ToString());
+    if (timer_) timer_->cancel();
+  }
+}
+
+void TcpConnection::Reset(const absl::Status& why, bool send_close) {
+  if (reset_done_) return;
+  reset_done_ = true;
+  {
+    absl::MutexLock l(&mu_);
+    closed_ = true;
+    DropQueuesLocked();
+    if (send_close) close_reason_ = std::string(why.message());
+    if (close_reason_.empty() && send_close) close_reason_ = "closed";
+    cv_.SignalAll();
+  }
+  shared_->counters.resets++;
+  if (timer_) timer_->cancel();
+  if (send_close && open_ && socket_) {
+    Flush();  // writes CLOSE (after any write in progress), then closes the socket
+  } else {
+    CloseSocket();
+  }
+  if (shared_->stopping) return;
+  spdlog::info("msgr tcp: connection to {} reset: {}", PeerDesc(), why.ToString());
+  msgr_->Forget(this);
+  shared_->dispatcher->OnReset(shared_from_this(), why);
+}
+
+void TcpConnection::StartKeepalive() {
+  if (!timer_) timer_ = std::make_unique<asio::steady_timer>(msgr_->io());
+  timer_->expires_after(absl::ToChronoNanoseconds(shared_->options.keepalive_interval));
+  timer_->async_wait(asio::bind_executor(
+      strand_, [self = shared_from_this(), gen = gen_](boost::system::error_code ec) {
+        if (!ec) self->OnKeepaliveTimer(gen);
+      }));
+}
+
+void TcpConnection::OnKeepaliveTimer(uint64_t gen) {
+  if (gen != gen_ || !open_ || reset_done_) return;
+  const auto silent = Clock::now() - last_rx_;
+  if (silent > absl::ToChronoNanoseconds(shared_->options.keepalive_timeout)) {
+    absl::Status why = absl::DeadlineExceededError(absl::StrCat(
+        "keepalive timeout: nothing from ", PeerDesc(), " for ",
+        absl::FormatDuration(absl::FromChrono(silent))));
+    spdlog::warn("msgr tcp: {}", why.ToString());
+    Fault(why);
+    return;
+  }
+  send_keepalive_ = true;
+  shared_->counters.keepalives_sent++;
+  Flush();
+  StartKeepalive();
+}
+
+void TcpConnection::Attach(std::shared_ptr<asio::ip::tcp::socket> socket,
+                           const std::string& peer_addr, const Hello& hello,
+                           const AuthReply& auth, bool new_session) {
+  asio::post(strand_, [self = shared_from_this(), socket, peer_addr, hello, auth, new_session] {
+    if (self->reset_done_ || self->shared_->stopping) {
+      boost::system::error_code ec;
+      socket->close(ec);
+      return;
+    }
+    if (self->socket_) {
+      spdlog::info("msgr tcp: {} reconnected; replacing its old socket", self->PeerDesc());
+    }
+    self->CloseSocket();
+    self->socket_ = socket;
+    self->hs_peer_ = hello.name;
+    uint64_t credit;
+    {
+      absl::MutexLock l(&self->mu_);
+      self->peer_addr_ = peer_addr;
+      self->peer_name_ = hello.name;
+      credit = self->credit_pos_;
+    }
+    if (new_session && self->want_ring_) {
+      auto ring = TcpRecvRing::Create(self->shared_->options.ring_bytes);
+      if (!ring.ok()) {
+        self->Reset(ring.status(), /*send_close=*/false);
+        return;
+      }
+      self->ring_ = *ring;
+      self->mirror_.emplace(self->ring_->bytes());
+    }
+    if (!new_session) {
+      if (absl::Status s = self->Requeue(auth.in_seq); !s.ok()) {
+        self->open_ = true;  // so the fault is counted like any other
+        self->ProtocolFault(s);
+        return;
+      }
+    }
+    Ready r;
+    r.flags = new_session ? 0 : kReadyResumed;
+    r.in_seq = self->in_seq_;
+    r.ring_bytes = self->ring_ ? self->ring_->bytes() : 0;
+    r.ring_credit = credit;
+    self->ready_payload_ = EncodeReady(r);
+    self->open_ = true;
+    self->connected_ = true;
+    self->shared_->counters.connections_open++;
+    if (!new_session) self->shared_->counters.reconnects++;
+    self->last_rx_ = Clock::now();
+    spdlog::debug("msgr tcp: {} session with {} ({})", new_session ? "new" : "resumed",
+                  self->PeerDesc(), self->lossless() ? "lossless" : "lossy");
+    if (new_session) {
+      self->shared_->dispatcher->OnAccept(self);
+      if (self->ring_) self->shared_->dispatcher->OnRingAttached(self, self->ring_);
+    }
+    if (self->reset_done_) return;
+    self->StartRead();
+    self->StartKeepalive();
+    self->Flush();
+  });
+}
+
+void TcpConnection::OnEstablished(const Ready& ready, const EntityName& peer) {
+  const bool resumed = (ready.flags & kReadyResumed) != 0;
+  const bool remote_reset = !resumed && had_session_;
+  hs_peer_ = peer;
+  {
+    absl::MutexLock l(&mu_);
+    peer_name_ = peer;
+    if (remote_reset) {
+      for (const auto& f : sent_) ReleaseAccountingLocked(*f);
+      sent_.clear();
+      out_seq_ = 0;
+      // Records were placed in the old ring; the owner resends them (OnRemoteReset).
+      std::deque<OutFramePtr> keep;
+      for (auto& f : out_queue_) {
+        if (f->type == FrameType::kMessage) keep.push_back(std::move(f));
+      }
+      out_queue_.swap(keep);
+    }
+    if (want_ring_) {
+      if (!producer_ || remote_reset) producer_.emplace(ready.ring_bytes);
+      producer_->OnCredit(ready.ring_credit);
+      max_record_payload_ = std::min<size_t>(
+          MaxRecordPayload(ready.ring_bytes),
+          shared_->options.max_message_bytes - kRingPrefixBytes - kMaxOidBytes);
+      cv_.SignalAll();
+    }
+  }
+  if (remote_reset) {
+    in_seq_ = 0;
+    mirror_.reset();
+  }
+  if (resumed) {
+    if (absl::Status s = Requeue(ready.in_seq); !s.ok()) {
+      ProtocolFault(s);
+      return;
+    }
+  }
+  open_ = true;
+  connected_ = true;
+  shared_->counters.connections_open++;
+  if (had_session_) shared_->counters.reconnects++;
+  {
+    absl::MutexLock l(&mu_);
+    had_session_ = true;
+  }
+  backoff_ = absl::ZeroDuration();
+  last_rx_ = Clock::now();
+  spdlog::debug("msgr tcp: connected to {} ({} session)", PeerDesc(),
+                resumed ? "resumed" : "new");
+  StartRead();
+  StartKeepalive();
+  Flush();
+  if (remote_reset && !shared_->stopping) shared_->dispatcher->OnRemoteReset(shared_from_this());
+}
+
+void TcpConnection::Stop() {
+  absl::MutexLock l(&mu_);
+  closed_ = true;
+  DropQueuesLocked();
+  cv_.SignalAll();
+}
+
+void TcpConnection::DestroyIo() {
+  reset_done_ = true;
+  CloseSocket();
+  timer_.reset();
+  ring_.reset();
+}
+
+}  // namespace msgr::tcp

@@ -1,0 +1,28 @@
+// The TCP backend's one place where OS and Boost errors become absl::Status, and where
+// "host:port" strings become endpoints. Pure functions: thread-safe.
+#ifndef MSGR_MSG_TCP_ERROR_H_
+#define MSGR_MSG_TCP_ERROR_H_
+
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/system/error_code.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace msgr::tcp {
+
+// "<context>: <message>" with a code chosen from the error (refused/reset/eof ->
+// kUnavailable, timeouts -> kDeadlineExceeded, address problems -> kInvalidArgument...).
+absl::Status ErrorToStatus(const boost::system::error_code& ec, absl::string_view context);
+absl::Status ErrnoToStatus(int err, absl::string_view context);
+
+// Parses "a.b.c.d:port" (numeric address; port 0 allowed).
+absl::StatusOr<boost::asio::ip::tcp::endpoint> ParseEndpoint(const std::string& addr);
+std::string EndpointToString(const boost::asio::ip::tcp::endpoint& ep);
+
+}  // namespace msgr::tcp
+
+#endif  // MSGR_MSG_TCP_ERROR_H_

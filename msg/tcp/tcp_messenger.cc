@@ -1,0 +1,235 @@
+#include "msg/tcp/tcp_messenger.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/post.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "msg/ring/ring.h"
+#include "msg/tcp/error.h"
+#include "msg/tcp/tcp_connection.h"
+
+namespace msgr::tcp {
+
+namespace asio = boost::asio;
+
+class ServerHandshake;
+void AbortHandshake(ServerHandshake* hs);  // acceptor.cc
+
+MessengerCounters TcpCounters::Snapshot() const {
+  MessengerCounters c;
+  c.msgs_sent = msgs_sent;
+  c.msgs_received = msgs_received;
+  c.bytes_sent = bytes_sent;
+  c.bytes_received = bytes_received;
+  c.records_sent = records_sent;
+  c.records_received = records_received;
+  c.record_bytes_sent = record_bytes_sent;
+  c.record_bytes_received = record_bytes_received;
+  c.resends = resends;
+  c.duplicates_dropped = duplicates_dropped;
+  c.resets = resets;
+  c.reconnects = reconnects;
+  c.crc_errors = crc_errors;
+  c.protocol_errors = protocol_errors;
+  c.auth_failures = auth_failures;
+  c.throttle_waits = throttle_waits;
+  c.ring_credit_waits = ring_credit_waits;
+  c.keepalives_sent = keepalives_sent;
+  c.connections_open = connections_open;
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<Messenger>> TcpMessenger::Create(const MessengerOptions& options,
+                                                                 Dispatcher* dispatcher) {
+  if (dispatcher == nullptr) return absl::InvalidArgumentError("dispatcher must not be null");
+  if (options.worker_threads < 1) {
+    return absl::InvalidArgumentError("worker_threads must be at least 1");
+  }
+  if (!IsValidRingSize(options.ring_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("ring_bytes ", options.ring_bytes,
+                                                   " must be a power of two >= ", kMinRingBytes));
+  }
+  if (options.auth.mode == AuthConfig::Mode::kSecret && options.auth.secret.empty()) {
+    return absl::InvalidArgumentError(
+        "auth mode is kSecret but the secret is empty: load a keyring "
+        "(AuthConfig::FromKeyringFile) or use AuthConfig::None()");
+  }
+  if (options.max_message_bytes < 4096) {
+    return absl::InvalidArgumentError("max_message_bytes must be at least 4096");
+  }
+  auto shared = std::make_shared<TcpShared>();
+  shared->options = options;
+  shared->dispatcher = dispatcher;
+  return std::unique_ptr<Messenger>(new TcpMessenger(std::move(shared)));
+}
+
+TcpMessenger::TcpMessenger(std::shared_ptr<TcpShared> shared)
+    : shared_(std::move(shared)),
+      work_(asio::make_work_guard(shared_->io)),
+      accept_strand_(asio::make_strand(shared_->io)) {
+  for (int i = 0; i < shared_->options.worker_threads; ++i) {
+    threads_.emplace_back([this] { shared_->io.run(); });
+  }
+}
+
+TcpMessenger::~TcpMessenger() { Shutdown(); }
+
+absl::StatusOr<ConnectionRef> TcpMessenger::Connect(const std::string& addr,
+                                                    const ConnectOptions& options) {
+  auto ep = ParseEndpoint(addr);
+  if (!ep.ok()) return ep.status();
+  std::shared_ptr<TcpConnection> conn;
+  {
+    absl::MutexLock l(&mu_);
+    if (shut_down_) return absl::FailedPreconditionError("messenger is shut down");
+    auto it = outgoing_.find(addr);
+    if (it != outgoing_.end()) return ConnectionRef(it->second);
+    conn = std::make_shared<TcpConnection>(this, TcpConnection::Side::kClient, options.policy,
+                                           addr, options.want_ring, NewCookie());
+    outgoing_[addr] = conn;
+    all_.push_back(conn);
+  }
+  conn->StartConnect();
+  return ConnectionRef(conn);
+}
+
+void TcpMessenger::SetPolicy(EntityType type, Policy policy) {
+  absl::MutexLock l(&mu_);
+  policies_[type] = policy;
+}
+
+Policy TcpMessenger::PolicyFor(EntityType type) const {
+  absl::MutexLock l(&mu_);
+  auto it = policies_.find(type);
+  if (it != policies_.end()) return it->second;
+  // Sessions are lossless unless the owner set a policy for this peer type.
+  return Policy::Lossless();
+}
+
+void TcpMessenger::AttachAccepted(std::shared_ptr<asio::ip::tcp::socket> socket,
+                                  const std::string& peer_addr, const Hello& hello,
+                                  const AuthReply& auth) {
+  const Policy policy = PolicyFor(hello.name.type);
+  const bool want_ring = (auth.flags & kAuthWantRing) != 0;
+  std::shared_ptr<TcpConnection> conn;
+  std::vector<std::shared_ptr<TcpConnection>> replaced;
+  bool new_session = false;
+  {
+    absl::MutexLock l(&mu_);
+    if (shut_down_) return;
+    auto it = policy.lossless ? sessions_.find(auth.cookie) : sessions_.end();
+    if (it != sessions_.end()) {
+      conn = it->second;
+    } else {
+      // A client that restarted comes back with a new cookie: its old session, if it
+      // has no socket, is over.
+      for (auto& [cookie, s] : sessions_) {
+        if (s->standby() && hello.name.type == EntityType::kClient && s->peer_name() == hello.name) {
+          replaced.push_back(s);
+        }
+      }
+      conn = std::make_shared<TcpConnection>(this, TcpConnection::Side::kServer, policy,
+                                             peer_addr, want_ring, auth.cookie);
+      new_session = true;
+      if (policy.lossless) {
+        sessions_[auth.cookie] = conn;
+      } else {
+        lossy_[conn.get()] = conn;
+      }
+      all_.push_back(conn);
+    }
+  }
+  for (auto& s : replaced) {
+    s->ResetAsync(absl::UnavailableError(
+        absl::StrCat(hello.name.ToString(), " restarted (new session from ", peer_addr, ")")));
+  }
+  conn->Attach(std::move(socket), peer_addr, hello, auth, new_session);
+}
+
+void TcpMessenger::Forget(const TcpConnection* conn) {
+  absl::MutexLock l(&mu_);
+  for (auto it = outgoing_.begin(); it != outgoing_.end(); ++it) {
+    if (it->second.get() == conn) {
+      outgoing_.erase(it);
+      break;
+    }
+  }
+  auto it = sessions_.find(conn->cookie());
+  if (it != sessions_.end() && it->second.get() == conn) sessions_.erase(it);
+  lossy_.erase(conn);
+}
+
+void TcpMessenger::TrackHandshake(std::weak_ptr<ServerHandshake> hs) {
+  absl::MutexLock l(&mu_);
+  if (handshakes_.size() > 64) {
+    std::vector<std::weak_ptr<ServerHandshake>> live;
+    for (auto& w : handshakes_) {
+      if (!w.expired()) live.push_back(std::move(w));
+    }
+    handshakes_.swap(live);
+  }
+  handshakes_.push_back(std::move(hs));
+}
+
+void TcpMessenger::Shutdown() {
+  std::vector<std::shared_ptr<TcpConnection>> conns;
+  std::vector<std::shared_ptr<ServerHandshake>> hss;
+  {
+    absl::MutexLock l(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    shared_->stopping = true;
+    for (auto& w : all_) {
+      if (auto c = w.lock()) conns.push_back(std::move(c));
+    }
+    for (auto& w : handshakes_) {
+      if (auto h = w.lock()) hss.push_back(std::move(h));
+    }
+  }
+  for (auto& c : conns) c->Stop();
+  // No callbacks after this returns: stop the workers, then tear down I/O objects
+  // with no thread running, then run the cancelled handlers so they drop their refs.
+  work_.reset();
+  shared_->io.stop();
+  for (auto& t : threads_) {
+    if (t.get_id() == std::this_thread::get_id()) {
+      spdlog::error("msgr tcp: Shutdown called from a worker thread; detaching it");
+      t.detach();
+    } else if (t.joinable()) {
+      t.join();
+    }
+  }
+  threads_.clear();
+  {
+    absl::MutexLock l(&mu_);
+    if (acceptor_) {
+      boost::system::error_code ec;
+      acceptor_->close(ec);
+    }
+  }
+  for (auto& c : conns) c->DestroyIo();
+  for (auto& h : hss) AbortHandshake(h.get());
+  hss.clear();
+  shared_->io.restart();
+  shared_->io.poll();
+  {
+    absl::MutexLock l(&mu_);
+    acceptor_.reset();
+    outgoing_.clear();
+    sessions_.clear();
+    lossy_.clear();
+    all_.clear();
+    handshakes_.clear();
+  }
+  shared_->io.poll();
+}
+
+namespace {
+const bool kRegistered = [] {
+  RegisterMessengerBackend("tcp", &TcpMessenger::Create);
+  return true;
+}();
+}  // namespace
+
+}  // namespace msgr::tcp

@@ -1,0 +1,120 @@
+// TcpMessenger: the "tcp" messenger backend (Boost.Asio). One io_context driven by
+// `worker_threads` threads; every connection runs its socket, timers and Dispatcher
+// callbacks on its own strand, so callbacks for one connection are serialized.
+//
+// Layout of the backend (one topic per file):
+//   tcp_messenger.cc     this class: workers, Connect, session table, counters, Shutdown
+//   acceptor.cc          listening socket and the server half of the handshake
+//   client_handshake.cc  connecting, the client half of the handshake, reconnect backoff
+//   connection.cc        TcpConnection public API and its state machine (faults, resets)
+//   reader.cc / writer.cc  the data path of an open connection
+//
+// Thread-safety: every public method may be called from any thread (see messenger.h).
+#ifndef MSGR_MSG_TCP_TCP_MESSENGER_H_
+#define MSGR_MSG_TCP_TCP_MESSENGER_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/strand.hpp>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "msg/handshake.h"
+#include "msg/messenger.h"
+
+namespace msgr::tcp {
+
+class TcpConnection;
+
+// Counters as atomics; Snapshot() gives the MessengerCounters view.
+struct TcpCounters {
+  std::atomic<uint64_t> msgs_sent{0}, msgs_received{0};
+  std::atomic<uint64_t> bytes_sent{0}, bytes_received{0};
+  std::atomic<uint64_t> records_sent{0}, records_received{0};
+  std::atomic<uint64_t> record_bytes_sent{0}, record_bytes_received{0};
+  std::atomic<uint64_t> resends{0}, duplicates_dropped{0};
+  std::atomic<uint64_t> resets{0}, reconnects{0};
+  std::atomic<uint64_t> crc_errors{0}, protocol_errors{0}, auth_failures{0};
+  std::atomic<uint64_t> throttle_waits{0}, ring_credit_waits{0};
+  std::atomic<uint64_t> keepalives_sent{0};
+  std::atomic<uint64_t> connections_open{0};
+  MessengerCounters Snapshot() const;
+};
+
+// State shared by the messenger and its connections; connections hold it by shared_ptr
+// so that a ConnectionRef kept after the messenger is gone never dangles.
+struct TcpShared {
+  // Owned here so that it outlives every connection's strand and socket.
+  boost::asio::io_context io;
+  MessengerOptions options;
+  Dispatcher* dispatcher = nullptr;
+  TcpCounters counters;
+  std::atomic<uint64_t> bytes_in_flight{0};  // over all connections (flow control)
+  std::atomic<bool> stopping{false};
+};
+
+class TcpMessenger : public Messenger {
+ public:
+  static absl::StatusOr<std::unique_ptr<Messenger>> Create(const MessengerOptions& options,
+                                                           Dispatcher* dispatcher);
+  ~TcpMessenger() override;
+
+  absl::StatusOr<std::string> Bind(const std::string& addr) override;
+  absl::StatusOr<ConnectionRef> Connect(const std::string& addr,
+                                        const ConnectOptions& options) override;
+  void SetPolicy(EntityType type, Policy policy) override;
+  MessengerCounters counters() const override { return shared_->counters.Snapshot(); }
+  const MessengerOptions& options() const override { return shared_->options; }
+  void Shutdown() override;
+
+  // --- backend internals (acceptor, handshake, connections) ---
+  boost::asio::io_context& io() { return shared_->io; }
+  const std::shared_ptr<TcpShared>& shared() const { return shared_; }
+  Policy PolicyFor(EntityType type) const;
+
+  // Server side, after a peer passed authentication: finds the lossless session named by
+  // `auth.cookie` or creates a new one, and hands it the socket. Thread-safe.
+  void AttachAccepted(std::shared_ptr<boost::asio::ip::tcp::socket> socket,
+                      const std::string& peer_addr, const Hello& hello, const AuthReply& auth);
+  // A connection is gone for good: drop it from the tables. Thread-safe.
+  void Forget(const TcpConnection* conn);
+  // The acceptor tracks handshakes in progress so Shutdown can close them.
+  void TrackHandshake(std::weak_ptr<class ServerHandshake> hs);
+
+ private:
+  explicit TcpMessenger(std::shared_ptr<TcpShared> shared);
+  void StartAccept();
+
+  std::shared_ptr<TcpShared> shared_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  boost::asio::strand<boost::asio::io_context::executor_type> accept_strand_;
+  std::vector<std::thread> threads_;
+
+  mutable absl::Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_ ABSL_GUARDED_BY(mu_);
+  std::map<EntityType, Policy> policies_ ABSL_GUARDED_BY(mu_);
+  // Outgoing connections by peer address; accepted sessions by client cookie.
+  std::map<std::string, std::shared_ptr<TcpConnection>> outgoing_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::shared_ptr<TcpConnection>> sessions_ ABSL_GUARDED_BY(mu_);
+  // Accepted lossy sessions (never resumed), kept so Shutdown can close them.
+  std::map<const TcpConnection*, std::shared_ptr<TcpConnection>> lossy_ ABSL_GUARDED_BY(mu_);
+  // Every connection and handshake ever made (pruned as they go), for Shutdown.
+  std::vector<std::weak_ptr<TcpConnection>> all_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::weak_ptr<class ServerHandshake>> handshakes_ ABSL_GUARDED_BY(mu_);
+
+  friend class Acceptor;
+};
+
+}  // namespace msgr::tcp
+
+#endif  // MSGR_MSG_TCP_TCP_MESSENGER_H_

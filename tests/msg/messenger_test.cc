@@ -1,0 +1,440 @@
+// The messenger conformance suite: every backend registered in msg/messenger.h runs
+// these tests (INSTANTIATE_TEST_SUITE_P at the bottom lists them). Tests use only the
+// public contract; backend-specific setup lives in BackendOptions().
+#include "msg/messenger.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "tests/msg/messenger_test_util.h"
+
+namespace msgr {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::RecordingDispatcher;
+
+constexpr size_t kTestRing = 256 * 1024;
+
+// Per-backend knobs (the one place that knows backend names).
+void BackendOptions(const std::string& backend, MessengerOptions* o) {
+  if (backend == "rdma") o->backend_options["rdma_device"] = "soft";
+}
+
+std::string Pattern(size_t n, uint64_t seed) {
+  std::string s(n, '\0');
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t v = rng();
+    std::memcpy(&s[i], &v, std::min<size_t>(8, n - i));
+  }
+  return s;
+}
+
+class MessengerTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  MessengerOptions Options(EntityType type, uint64_t id) {
+    MessengerOptions o;
+    o.type = GetParam();
+    o.name = EntityName{type, id};
+    o.auth = AuthConfig::None();
+    o.keepalive_interval = absl::Milliseconds(200);
+    o.keepalive_timeout = absl::Seconds(5);
+    o.handshake_timeout = absl::Seconds(3);
+    o.reconnect_backoff_max = absl::Milliseconds(100);
+    o.ring_bytes = kTestRing;
+    BackendOptions(GetParam(), &o);
+    return o;
+  }
+
+  std::unique_ptr<Messenger> Make(const MessengerOptions& o, Dispatcher* d) {
+    auto m = Messenger::Create(o, d);
+    EXPECT_TRUE(m.ok()) << m.status();
+    if (!m.ok()) return nullptr;
+    return std::move(*m);
+  }
+
+  // A server bound on 127.0.0.1 (port picked by the OS); `addr_` is where it listens.
+  std::unique_ptr<Messenger> MakeServer(RecordingDispatcher* d,
+                                        std::function<void(MessengerOptions*)> tweak = nullptr) {
+    auto o = Options(EntityType::kOsd, 0);
+    if (tweak) tweak(&o);
+    auto m = Make(o, d);
+    auto a = m->Bind("127.0.0.1:0");
+    EXPECT_TRUE(a.ok()) << a.status();
+    addr_ = a.ok() ? *a : "";
+    return m;
+  }
+
+  std::string addr_;
+};
+
+TEST_P(MessengerTest, PingPong) {
+  RecordingDispatcher sd, cd;
+  sd.on_message = [](const ConnectionRef& c, const Message& m) {
+    ASSERT_TRUE(c->Send(Message{static_cast<uint16_t>(m.type + 1), "pong:" + m.payload}).ok());
+  };
+  auto server = MakeServer(&sd);
+  auto client = Make(Options(EntityType::kClient, 7), &cd);
+  auto conn = client->Connect(addr_, ConnectOptions{});
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE((*conn)->Send(Message{10, absl::StrCat("ping", i)}).ok());
+    ASSERT_TRUE(cd.WaitFor([&] { return cd.messages.size() == static_cast<size_t>(i + 1); }));
+    cd.Locked([&] {
+      EXPECT_EQ(cd.messages.back().type, 11);
+      EXPECT_EQ(cd.messages.back().payload, absl::StrCat("pong:ping", i));
+    });
+  }
+  EXPECT_TRUE((*conn)->is_connected());
+  EXPECT_EQ((*conn)->peer_name(), (EntityName{EntityType::kOsd, 0}));
+  ASSERT_TRUE(sd.WaitFor([&] { return sd.accepted.size() == 1; }));
+  sd.Locked([&] { EXPECT_EQ(sd.accepted[0]->peer_name(), (EntityName{EntityType::kClient, 7})); });
+
+  // Counters move on both ends (a write is counted when it completes: poll briefly).
+  for (int t = 0; t < 200 && server->counters().msgs_sent < 100; ++t) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  const MessengerCounters cc = client->counters();
+  const MessengerCounters sc = server->counters();
+  EXPECT_EQ(cc.msgs_sent, 100u);
+  EXPECT_EQ(cc.msgs_received, 100u);
+  EXPECT_EQ(sc.msgs_received, 100u);
+  EXPECT_EQ(sc.msgs_sent, 100u);
+  EXPECT_GT(cc.bytes_sent, 100u * 5);
+  EXPECT_GT(sc.bytes_received, 100u * 5);
+  EXPECT_EQ(cc.connections_open, 1u);
+  EXPECT_EQ(sc.connections_open, 1u);
+  EXPECT_EQ(cc.protocol_errors + cc.crc_errors + sc.protocol_errors + sc.crc_errors, 0u);
+}
+
+TEST_P(MessengerTest, TenThousandMessagesInOrder) {
+  RecordingDispatcher sd, cd;
+  auto server = MakeServer(&sd);
+  auto client = Make(Options(EntityType::kClient, 1), &cd);
+  auto conn = client->Connect(addr_, ConnectOptions{});
+  ASSERT_TRUE(conn.ok());
+  constexpr int kN = 10000;
+  for (int i = 0; i < kN; ++i) {
+    ASSERT_TRUE((*conn)->Send(Message{static_cast<uint16_t>(i & 0xffff), absl::StrCat(i)}).ok());
+  }
+  ASSERT_TRUE(sd.WaitFor([&] { return sd.messages.size() == kN; }, std::chrono::seconds(20)));
+  sd.Locked([&] {
+    for (int i = 0; i < kN; ++i) {
+      ASSERT_EQ(sd.messages[i].payload, absl::StrCat(i)) << "at " << i;
+      ASSERT_EQ(sd.messages[i].type, i & 0xffff);
+    }
+  });
+}
+
+TEST_P(MessengerTest, SixtyFourMiBMessage) {
+  RecordingDispatcher sd, cd;
+  auto server = MakeServer(&sd);
+  auto client = Make(Options(EntityType::kClient, 1), &cd);
+  auto conn = client->Connect(addr_, ConnectOptions{});
+  ASSERT_TRUE(conn.ok());
+  const std::string big = Pattern(64u << 20, 42);
+  ASSERT_TRUE((*conn)->Send(Message{3, big}).ok());
+  ASSERT_TRUE((*conn)->Send(Message{4, "after"}).ok());
+  ASSERT_TRUE(sd.WaitFor([&] { return sd.messages.size() == 2; }, std::chrono::seconds(30)));
+  sd.Locked([&] {
+    EXPECT_EQ(sd.messages[0].type, 3);
+    EXPECT_TRUE(sd.messages[0].payload == big) << "64 MiB payload differs";
+    EXPECT_EQ(sd.messages[1].payload, "after");
+  });
+}
+
+TEST_P(MessengerTest, RingRecordsWrapAroundByteIdentical) {
+  RecordingDispatcher sd, cd;
+  auto server = MakeServer(&sd);
+  auto client = Make(Options(EntityType::kClient, 9), &cd);
+  auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossless(), /*want_ring=*/true});
+  ASSERT_TRUE(conn.ok());
+  constexpr int kN = 1500;  // ~5.5 MiB through a 256 KiB ring: wraps ~20 times
+  std::mt19937 rng(1);
+  std::vector<std::string> sent;
+  for (int i = 0; i < kN; ++i) {
+    const size_t len = (i % 7 == 0) ? 1 : rng() % 8000 + 1;
+    sent.push_back(Pattern(len, i));
+    RecordDesc d{absl::StrCat("obj.", i), static_cast<uint64_t>(1000 + i),
+                 static_cast<uint64_t>(i) * 4096, 0};
+    ASSERT_TRUE((*conn)->WriteRecord(d, sent.back(), absl::Seconds(10)).ok()) << i;
+  }
+  ASSERT_TRUE(sd.WaitFor([&] { return !sd.drainers.empty(); }));
+  auto* drainer = sd.drainer();
+  for (int t = 0; t < 2000 && drainer->Count() < kN; ++t) std::this_thread::sleep_for(milliseconds(10));
+  ASSERT_EQ(drainer->Error(), "");
+  auto got = drainer->Records();
+  ASSERT_EQ(got.size(), static_cast<size_t>(kN));
+  for (int i = 0; i < kN; ++i) {
+    ASSERT_EQ(got[i].oid, absl::StrCat("obj.", i));
+    ASSERT_EQ(got[i].tid, static_cast<uint64_t>(1000 + i));
+    ASSERT_EQ(got[i].object_offset, static_cast<uint64_t>(i) * 4096);
+    ASSERT_EQ(got[i].client_id, 9u);
+    ASSERT_TRUE(got[i].payload == sent[i]) << "record " << i << " differs";
+  }
+  EXPECT_GT((*conn)->max_record_payload(), 0u);
+  EXPECT_EQ(client->counters().records_sent, static_cast<uint64_t>(kN));
+  EXPECT_EQ(server->counters().records_received, static_cast<uint64_t>(kN));
+  EXPECT_EQ(sd.Locked([&] { return sd.rings[0]->bytes(); }), kTestRing);
+}
+
+TEST_P(MessengerTest, RingCreditBackpressure) {
+  RecordingDispatcher sd, cd;
+  sd.release_rings = false;  // a consumer that reads but does not free space yet
+  auto server = MakeServer(&sd);
+  auto client = Make(Options(EntityType::kClient, 2), &cd);
+  auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossless(), true});
+  ASSERT_TRUE(conn.ok());
+  const std::string payload = Pattern(30000, 5);
+  int written = 0;
+  absl::Status s;
+  for (; written < 100; ++written) {
+    s = (*conn)->WriteRecord(RecordDesc{"o", static_cast<uint64_t>(written), 0, 0}, payload,
+                             absl::Milliseconds(300));
+    if (!s.ok()) break;
+  }
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_GE(written, 4);
+  EXPECT_LE(static_cast<size_t>(written) * payload.size(), kTestRing);
+  EXPECT_GE(client->counters().ring_credit_waits, 1u);
+  // Free the ring: the writer proceeds.
+  ASSERT_TRUE(sd.WaitFor([&] { return !sd.drainers.empty(); }));
+  sd.drainer()->SetRelease(true);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE((*conn)->WriteRecord(RecordDesc{"o", static_cast<uint64_t>(written + i), 0, 0},
+                                     payload, absl::Seconds(10))
+                    .ok());
+  }
+  for (int t = 0; t < 1000 && sd.drainer()->Count() < static_cast<size_t>(written + 20); ++t) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_EQ(sd.drainer()->Count(), static_cast<size_t>(written + 20));
+  EXPECT_EQ(sd.drainer()->Error(), "");
+}
+
+TEST_P(MessengerTest, LosslessSurvivesInjectedSocketFailures) {
+  RecordingDispatcher sd, cd;
+  sd.on_message = [](const ConnectionRef& c, const Message& m) {
+    ASSERT_TRUE(c->Send(Message{m.type, "echo" + m.payload}).ok());
+  };
+  auto server = MakeServer(&sd, [](MessengerOptions* o) { o->inject_socket_failures = 37; });
+  auto co = Options(EntityType::kClient, 3);
+  co.inject_socket_failures = 50;
+  auto client = Make(co, &cd);
+  auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossless(), true});
+  ASSERT_TRUE(conn.ok());
+  constexpr int kMsgs = 2000, kRecs = 1000;
+  std::vector<std::string> recs;
+  int m = 0, r = 0;
+  while (m < kMsgs || r < kRecs) {
+    for (int k = 0; k < 2 && m < kMsgs; ++k) {
+      ASSERT_TRUE((*conn)->Send(Message{1, absl::StrCat(m++)}).ok());
+    }
+    if (r < kRecs) {
+      recs.push_back(Pattern(100 + r * 7 % 3000, r));
+      ASSERT_TRUE((*conn)->WriteRecord(RecordDesc{absl::StrCat("r", r), static_cast<uint64_t>(r),
+                                                  0, 0},
+                                       recs.back(), absl::Seconds(10))
+                      .ok());
+      ++r;
+    }
+  }
+  ASSERT_TRUE(sd.WaitFor([&] { return sd.messages.size() >= kMsgs; }, std::chrono::seconds(30)));
+  ASSERT_TRUE(cd.WaitFor([&] { return cd.messages.size() >= kMsgs; }, std::chrono::seconds(30)));
+  auto* drainer = sd.drainer();
+  ASSERT_NE(drainer, nullptr);
+  for (int t = 0; t < 3000 && drainer->Count() < kRecs; ++t) std::this_thread::sleep_for(milliseconds(10));
+  std::this_thread::sleep_for(milliseconds(100));  // duplicates would show up now
+  sd.Locked([&] {
+    ASSERT_EQ(sd.messages.size(), static_cast<size_t>(kMsgs));
+    for (int i = 0; i < kMsgs; ++i) ASSERT_EQ(sd.messages[i].payload, absl::StrCat(i));
+    EXPECT_TRUE(sd.resets.empty());
+  });
+  cd.Locked([&] {
+    ASSERT_EQ(cd.messages.size(), static_cast<size_t>(kMsgs));
+    for (int i = 0; i < kMsgs; ++i) ASSERT_EQ(cd.messages[i].payload, absl::StrCat("echo", i));
+    EXPECT_TRUE(cd.resets.empty());
+    EXPECT_EQ(cd.remote_resets, 0);
+  });
+  auto got = drainer->Records();
+  ASSERT_EQ(got.size(), static_cast<size_t>(kRecs));
+  for (int i = 0; i < kRecs; ++i) {
+    ASSERT_EQ(got[i].oid, absl::StrCat("r", i));
+    ASSERT_TRUE(got[i].payload == recs[i]) << "record " << i;
+  }
+  EXPECT_EQ(drainer->Error(), "");
+  const auto cc = client->counters();
+  EXPECT_GT(cc.reconnects, 10u);
+  EXPECT_GT(cc.resends + server->counters().resends, 0u);
+  EXPECT_EQ(sd.Locked([&] { return sd.accepted.size(); }), 1u) << "one session throughout";
+}
+
+TEST_P(MessengerTest, LossyFaultResets) {
+  RecordingDispatcher sd, cd;
+  auto server = MakeServer(&sd);
+  server->SetPolicy(EntityType::kClient, Policy::Lossy());
+  auto co = Options(EntityType::kClient, 4);
+  co.inject_socket_failures = 5;
+  auto client = Make(co, &cd);
+  auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossy(), false});
+  ASSERT_TRUE(conn.ok());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE((*conn)->Send(Message{1, "x"}).ok());
+  ASSERT_TRUE(cd.WaitFor([&] { return cd.resets.size() == 1; }));
+  ASSERT_TRUE(sd.WaitFor([&] { return sd.resets.size() == 1; }));
+  EXPECT_FALSE((*conn)->is_connected());
+  EXPECT_FALSE((*conn)->Send(Message{1, "y"}).ok());
+  EXPECT_GE(client->counters().resets, 1u);
+  // Connect again gives a fresh connection.
+  auto conn2 = client->Connect(addr_, ConnectOptions{Policy::Lossy(), false});
+  ASSERT_TRUE(conn2.ok());
+  EXPECT_NE(conn2->get(), conn->get());
+}
+
+TEST_P(MessengerTest, MarkDownResetsBothEnds) {
+  RecordingDispatcher sd, cd;
+  auto server = MakeServer(&sd);
+  auto client = Make(Options(EntityType::kClient, 5), &cd);
+  auto conn = client->Connect(addr_, ConnectOptions{});
+  ASSERT_TRUE(conn.ok());
+  ASSERT_TRUE((*conn)->Send(Message{1, "hello"}).ok());
+  ASSERT_TRUE(sd.WaitFor([&] { return sd.messages.size() == 1; }));
+  (*conn)->MarkDown();
+  (*conn)->MarkDown();  // idempotent
+  ASSERT_TRUE(cd.WaitFor([&] { return cd.resets.size() == 1; }));
+  ASSERT_TRUE(sd.WaitFor([&] { return sd.resets.size() == 1; }));
+  EXPECT_EQ(cd.Locked([&] { return cd.resets[0].code(); }), absl::StatusCode::kCancelled);
+  EXPECT_EQ(sd.Locked([&] { return sd.resets[0].code(); }), absl::StatusCode::kUnavailable);
+  EXPECT_EQ((*conn)->Send(Message{1, "late"}).code(), absl::StatusCode::kFailedPrecondition);
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(cd.Locked([&] { return cd.resets.size(); }), 1u) << "OnReset exactly once";
+}
+
+TEST_P(MessengerTest, TrySendOverLimitIsResourceExhausted) {
+  // Nothing listens at the address (a messenger bound and shut down), so messages queue.
+  RecordingDispatcher sd, cd;
+  auto dead = MakeServer(&sd);
+  dead->Shutdown();
+  auto co = Options(EntityType::kClient, 6);
+  co.conn_max_msgs_in_flight = 8;
+  auto client = Make(co, &cd);
+  auto conn = client->Connect(addr_, ConnectOptions{});
+  ASSERT_TRUE(conn.ok());
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE((*conn)->TrySend(Message{1, "q"}).ok()) << i;
+  absl::Status s = (*conn)->TrySend(Message{1, "q"});
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  ASSERT_TRUE(cd.WaitFor([&] { return !cd.refused.empty(); }));
+  // Byte limit too.
+  auto co2 = Options(EntityType::kClient, 8);
+  co2.conn_max_bytes_in_flight = 1000;
+  RecordingDispatcher cd2;
+  auto client2 = Make(co2, &cd2);
+  auto conn2 = client2->Connect(addr_, ConnectOptions{});
+  ASSERT_TRUE((*conn2)->TrySend(Message{1, std::string(600, 'a')}).ok());
+  EXPECT_EQ((*conn2)->TrySend(Message{1, std::string(600, 'b')}).code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST_P(MessengerTest, KeepaliveTimeoutResetsSilentPeer) {
+  // The server's only worker blocks in a callback: it stops answering keepalives.
+  RecordingDispatcher sd, cd;
+  std::atomic<bool> release{false};
+  sd.on_message = [&](const ConnectionRef&, const Message& m) {
+    while (m.type == 99 && !release) std::this_thread::sleep_for(milliseconds(5));
+  };
+  auto server = MakeServer(&sd, [](MessengerOptions* o) { o->worker_threads = 1; });
+  auto co = Options(EntityType::kClient, 10);
+  co.keepalive_interval = absl::Milliseconds(100);
+  co.keepalive_timeout = absl::Milliseconds(600);
+  auto client = Make(co, &cd);
+  auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossy(), false});
+  ASSERT_TRUE(conn.ok());
+  ASSERT_TRUE((*conn)->Send(Message{1, "ok"}).ok());
+  std::this_thread::sleep_for(milliseconds(800));  // keepalives keep a live peer up
+  EXPECT_TRUE(cd.Locked([&] { return cd.resets.empty(); }));
+  ASSERT_TRUE((*conn)->Send(Message{99, "block"}).ok());
+  ASSERT_TRUE(cd.WaitFor([&] { return !cd.resets.empty(); }, std::chrono::seconds(5)));
+  EXPECT_EQ(cd.Locked([&] { return cd.resets[0].code(); }), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_GT(client->counters().keepalives_sent, 0u);
+  release = true;
+}
+
+// ------------------------------------------------------------------ authentication
+
+class AuthTest : public MessengerTest {
+ protected:
+  std::string WriteKeyring(const std::string& line) {
+    const char* dir = std::getenv("TEST_TMPDIR");
+    std::string path = absl::StrCat(dir ? dir : "/tmp", "/keyring.", counter_++);
+    std::ofstream(path) << "[client.admin]\n" << line << "\n";
+    return path;
+  }
+  int counter_ = 0;
+};
+
+TEST_P(AuthTest, KeyringFormats) {
+  auto a = AuthConfig::FromKeyringFile(WriteKeyring("key = AQBzaWxseSBrZXkgZm9yIHRlc3Q="));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->secret, std::string("\x01\x00silly key for test", 20));
+  auto h = AuthConfig::FromKeyringFile(WriteKeyring("key = 00112233"));
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->secret, std::string("\x00\x11\x22\x33", 4));
+  auto r = AuthConfig::FromKeyringFile(WriteKeyring("key = plain-secret"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->secret, "plain-secret");
+  EXPECT_FALSE(AuthConfig::FromKeyringFile(WriteKeyring("nokey here")).ok());
+  EXPECT_FALSE(AuthConfig::FromKeyringFile("/nonexistent/keyring").ok());
+}
+
+TEST_P(AuthTest, RightKeyAcceptedWrongOrNoKeyRefused) {
+  const AuthConfig good{AuthConfig::Mode::kSecret, "cluster-secret-1"};
+  const AuthConfig bad{AuthConfig::Mode::kSecret, "cluster-secret-2"};
+  RecordingDispatcher sd;
+  auto server = MakeServer(&sd, [&](MessengerOptions* o) { o->auth = good; });
+  struct Case {
+    AuthConfig auth;
+    bool ok;
+  };
+  for (const Case& c : {Case{good, true}, Case{bad, false}, Case{AuthConfig::None(), false}}) {
+    SCOPED_TRACE(c.auth.secret.empty() ? "no key" : c.auth.secret);
+    RecordingDispatcher cd;
+    auto co = Options(EntityType::kClient, 11);
+    co.auth = c.auth;
+    auto client = Make(co, &cd);
+    const size_t accepted_before = sd.Locked([&] { return sd.accepted.size(); });
+    auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossy(), false});
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE((*conn)->Send(Message{1, "secret data"}).ok());
+    if (c.ok) {
+      ASSERT_TRUE(sd.WaitFor([&] { return sd.messages.size() == 1; }));
+      EXPECT_TRUE((*conn)->is_connected());
+    } else {
+      ASSERT_TRUE(cd.WaitFor([&] { return !cd.refused.empty(); }));
+      const absl::Status why = cd.Locked([&] { return cd.refused[0]; });
+      EXPECT_TRUE(absl::IsUnauthenticated(why) || absl::IsPermissionDenied(why)) << why;
+      EXPECT_GE(client->counters().auth_failures, 1u);
+      std::this_thread::sleep_for(milliseconds(50));
+      EXPECT_EQ(sd.Locked([&] { return sd.accepted.size(); }), accepted_before)
+          << "a refused peer never reaches the dispatcher";
+      EXPECT_EQ(sd.Locked([&] { return sd.messages.size(); }), 1u);
+    }
+  }
+  EXPECT_GE(server->counters().auth_failures, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, MessengerTest, ::testing::Values("tcp"),
+                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Backends, AuthTest, ::testing::Values("tcp"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace msgr

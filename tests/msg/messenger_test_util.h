@@ -1,0 +1,188 @@
+// Test helpers for the messenger conformance suite: a recording Dispatcher and a ring
+// drainer (a poller thread built on RingConsumer). Only msg/messenger.h and the ring
+// contract are used, so every backend runs the same tests.
+#ifndef MSGR_TESTS_MSG_MESSENGER_TEST_UTIL_H_
+#define MSGR_TESTS_MSG_MESSENGER_TEST_UTIL_H_
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "msg/messenger.h"
+#include "msg/ring/ring.h"
+
+namespace msgr::testing {
+
+struct DrainedRecord {
+  std::string oid;
+  uint64_t tid = 0;
+  uint64_t object_offset = 0;
+  uint64_t client_id = 0;
+  std::string payload;
+};
+
+// Drains one receive ring on its own thread, like an OSD poller.
+class RingDrainer {
+ public:
+  RingDrainer(ConnectionRef conn, std::shared_ptr<RecvRing> ring, bool release)
+      : conn_(std::move(conn)), ring_(std::move(ring)), release_(release) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~RingDrainer() {
+    stop_ = true;
+    thread_.join();
+  }
+  void SetRelease(bool on) { release_ = on; }
+  std::vector<DrainedRecord> Records() {
+    std::lock_guard<std::mutex> l(mu_);
+    return records_;
+  }
+  size_t Count() {
+    std::lock_guard<std::mutex> l(mu_);
+    return records_.size();
+  }
+  std::string Error() {
+    std::lock_guard<std::mutex> l(mu_);
+    return error_;
+  }
+
+ private:
+  void Run() {
+    RingConsumer c(ring_->base(), ring_->bytes());
+    while (!stop_) {
+      RecordView v;
+      std::string err;
+      switch (c.Next(&v, &err)) {
+        case RingConsumer::Poll::kRecord: {
+          DrainedRecord r;
+          r.oid.assign(v.oid, v.header->oid_len);
+          r.tid = v.header->tid;
+          r.object_offset = v.header->object_offset;
+          r.client_id = v.header->client_id;
+          r.payload.assign(reinterpret_cast<const char*>(v.payload), v.header->payload_len);
+          std::lock_guard<std::mutex> l(mu_);
+          records_.push_back(std::move(r));
+          break;
+        }
+        case RingConsumer::Poll::kCorrupt: {
+          std::lock_guard<std::mutex> l(mu_);
+          error_ = err;
+          return;
+        }
+        case RingConsumer::Poll::kEmpty: {
+          pollfd p{ring_->wait_fd(), POLLIN, 0};
+          if (poll(&p, 1, 5) > 0) {
+            uint64_t n;
+            [[maybe_unused]] ssize_t r = read(ring_->wait_fd(), &n, sizeof(n));
+          }
+          break;
+        }
+      }
+      if (release_ && c.read_position() > c.released()) {
+        c.Release(c.read_position());
+        conn_->ReleaseRing(c.read_position());
+      }
+    }
+  }
+
+  ConnectionRef conn_;
+  std::shared_ptr<RecvRing> ring_;
+  std::atomic<bool> release_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::vector<DrainedRecord> records_;
+  std::string error_;
+  std::thread thread_;
+};
+
+// Records every callback; optional hooks run on the messenger's worker thread.
+class RecordingDispatcher : public Dispatcher {
+ public:
+  std::function<void(const ConnectionRef&, const Message&)> on_message;
+  bool drain_rings = true;
+  bool release_rings = true;
+
+  void OnAccept(const ConnectionRef& conn) override {
+    std::lock_guard<std::mutex> l(mu_);
+    accepted.push_back(conn);
+    cv_.notify_all();
+  }
+  void OnRingAttached(const ConnectionRef& conn, std::shared_ptr<RecvRing> ring) override {
+    std::lock_guard<std::mutex> l(mu_);
+    rings.push_back(ring);
+    if (drain_rings) drainers.push_back(std::make_unique<RingDrainer>(conn, ring, release_rings));
+    cv_.notify_all();
+  }
+  void OnMessage(const ConnectionRef& conn, Message m) override {
+    if (on_message) on_message(conn, m);
+    std::lock_guard<std::mutex> l(mu_);
+    messages.push_back(std::move(m));
+    cv_.notify_all();
+  }
+  void OnReset(const ConnectionRef& conn, const absl::Status& why) override {
+    std::lock_guard<std::mutex> l(mu_);
+    resets.push_back(why);
+    cv_.notify_all();
+  }
+  void OnRemoteReset(const ConnectionRef& conn) override {
+    std::lock_guard<std::mutex> l(mu_);
+    remote_resets++;
+    cv_.notify_all();
+  }
+  void OnConnectRefused(const ConnectionRef& conn, const absl::Status& why) override {
+    std::lock_guard<std::mutex> l(mu_);
+    refused.push_back(why);
+    cv_.notify_all();
+  }
+
+  // Waits until `pred` (called under the lock) holds; false on timeout.
+  bool WaitFor(const std::function<bool()>& pred,
+               std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, timeout, pred);
+  }
+  template <typename F>
+  auto Locked(F f) {
+    std::lock_guard<std::mutex> l(mu_);
+    return f();
+  }
+  RingDrainer* drainer(size_t i = 0) {
+    std::lock_guard<std::mutex> l(mu_);
+    return i < drainers.size() ? drainers[i].get() : nullptr;
+  }
+  void StopDrainers() {
+    std::vector<std::unique_ptr<RingDrainer>> d;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      d.swap(drainers);
+    }
+    d.clear();
+  }
+  ~RecordingDispatcher() override { StopDrainers(); }
+
+  // Guarded by the internal mutex: read them inside WaitFor predicates or Locked().
+  std::vector<ConnectionRef> accepted;
+  std::vector<std::shared_ptr<RecvRing>> rings;
+  std::vector<std::unique_ptr<RingDrainer>> drainers;
+  std::vector<Message> messages;
+  std::vector<absl::Status> resets;
+  std::vector<absl::Status> refused;
+  int remote_resets = 0;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+}  // namespace msgr::testing
+
+#endif  // MSGR_TESTS_MSG_MESSENGER_TEST_UTIL_H_

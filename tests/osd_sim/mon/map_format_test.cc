@@ -1,0 +1,80 @@
+// monctl's output formats and the tools' flag parser.
+#include "osd_sim/mon/map_format.h"
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "osd_sim/mon/cli_flags.h"
+
+namespace msgr::mon {
+namespace {
+
+v1::ClusterMap SampleMap() {
+  v1::ClusterMap map;
+  map.set_epoch(12);
+  map.set_pg_num(128);
+  map.set_fsid("f-1");
+  v1::OsdInfo* o = map.add_osds();
+  o->set_id(0);
+  o->set_addr("127.0.0.1:6800");
+  o->set_up(true);
+  o->set_in(true);
+  o->set_weight(1.5);
+  o->add_ms_types("tcp");
+  o->add_ms_types("rdma");
+  o->set_up_from(10);
+  o = map.add_osds();
+  o->set_id(1);
+  o->set_addr("127.0.0.1:6801");
+  o->set_weight(1);
+  return map;
+}
+
+TEST(MapFormatTest, JsonHasTheDocumentedFields) {
+  nlohmann::json j = nlohmann::json::parse(MapToJson(SampleMap()));
+  EXPECT_EQ(j["epoch"], 12);
+  EXPECT_EQ(j["pg_num"], 128);
+  EXPECT_EQ(j["fsid"], "f-1");
+  ASSERT_EQ(j["osds"].size(), 2u);
+  const auto& o = j["osds"][0];
+  EXPECT_EQ(o["id"], 0);
+  EXPECT_EQ(o["addr"], "127.0.0.1:6800");
+  EXPECT_EQ(o["up"], true);
+  EXPECT_EQ(o["in"], true);
+  EXPECT_DOUBLE_EQ(o["weight"].get<double>(), 1.5);
+  EXPECT_EQ(o["ms_types"], nlohmann::json({"tcp", "rdma"}));
+  EXPECT_EQ(j["osds"][1]["up"], false);
+  EXPECT_EQ(j["osds"][1]["in"], false);
+}
+
+TEST(MapFormatTest, TableSummarisesAndListsOsds) {
+  std::string t = MapToTable(SampleMap());
+  EXPECT_NE(t.find("epoch 12 pg_num 128"), std::string::npos) << t;
+  EXPECT_NE(t.find("osds: 2 total, 1 up, 1 in"), std::string::npos) << t;
+  EXPECT_NE(t.find("127.0.0.1:6800"), std::string::npos) << t;
+  EXPECT_NE(t.find("tcp,rdma"), std::string::npos) << t;
+  EXPECT_NE(t.find("down out"), std::string::npos) << t;
+}
+
+TEST(CliFlagsTest, ParsesBothFormsAndPositionals) {
+  const char* argv[] = {"x", "--mon", "h:1", "--timeout-ms=20", "out", "3"};
+  auto f = CliFlags::Parse(6, const_cast<char**>(argv), {"mon", "timeout-ms"});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->Get("mon"), "h:1");
+  EXPECT_EQ(*f->GetUint("timeout-ms", 0), 20u);
+  EXPECT_EQ(f->positional(), (std::vector<std::string>{"out", "3"}));
+}
+
+TEST(CliFlagsTest, RejectsUnknownFlagsMissingValuesAndBadNumbers) {
+  const char* a1[] = {"x", "--nope", "1"};
+  EXPECT_FALSE(CliFlags::Parse(3, const_cast<char**>(a1), {"mon"}).ok());
+  const char* a2[] = {"x", "--mon"};
+  auto f2 = CliFlags::Parse(2, const_cast<char**>(a2), {"mon"});
+  EXPECT_NE(f2.status().message().find("--mon needs a value"), std::string::npos);
+  const char* a3[] = {"x", "--pg-num", "12x"};
+  auto f3 = CliFlags::Parse(3, const_cast<char**>(a3), {"pg-num"});
+  ASSERT_TRUE(f3.ok());
+  EXPECT_FALSE(f3->GetUint("pg-num", 1).ok());
+}
+
+}  // namespace
+}  // namespace msgr::mon

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# End to end: the `mon` daemon and `monctl` as the cluster scripts use them.
+set -euo pipefail
+MON=$1
+MONCTL=$2
+TMP=${TEST_TMPDIR:-$(mktemp -d)}
+DATA=$TMP/mon-data
+ADDR_FILE=$TMP/mon.addr
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+start_mon() {
+  rm -f "$ADDR_FILE"
+  "$MON" --data-dir "$DATA" --addr-file "$ADDR_FILE" --grace-ms 300 --heartbeat-ms 100 \
+    --pg-num 32 2>>"$TMP/mon.log" &
+  MON_PID=$!
+  for _ in $(seq 100); do [[ -s $ADDR_FILE ]] && break; sleep 0.05; done
+  [[ -s $ADDR_FILE ]] || fail "mon did not write $ADDR_FILE"
+  ADDR=$(cat "$ADDR_FILE")
+}
+
+start_mon
+[[ $ADDR == 127.0.0.1:* ]] || fail "mon bound $ADDR, not loopback"
+"$MONCTL" --mon "$ADDR" status | grep -q "epoch 1 pg_num 32" || fail "status"
+json=$("$MONCTL" --mon "$ADDR" map-json)
+echo "$json" | grep -q '"pg_num": 32' || fail "map-json: $json"
+echo "$json" | grep -q '"osds": \[\]' || fail "map-json osds: $json"
+if "$MONCTL" --mon "$ADDR" out 7 2>"$TMP/err"; then fail "out of unknown id succeeded"; fi
+grep -q "osd.7 does not exist" "$TMP/err" || fail "unknown id message: $(cat "$TMP/err")"
+set +e; "$MONCTL" --mon "$ADDR" frobnicate 2>/dev/null; rc=$?; set -e
+[[ $rc -eq 2 ]] || fail "bad command exit $rc, want 2"
+
+kill -TERM "$MON_PID"
+wait "$MON_PID" || fail "mon exited non-zero on SIGTERM"
+grep -q "signal 15: shutting down" "$TMP/mon.log" || fail "no shutdown log"
+
+# Restart: same cluster, later epoch.
+start_mon
+"$MONCTL" --mon "$ADDR" status | grep -q "epoch 2 pg_num 32" || fail "epoch after restart"
+kill -INT "$MON_PID"
+wait "$MON_PID" || fail "mon exited non-zero on SIGINT"
+
+set +e; out=$("$MONCTL" --mon "$ADDR" --timeout-ms 300 status 2>&1); rc=$?; set -e
+[[ $rc -eq 1 ]] || fail "unreachable mon exit $rc"
+[[ $out == *"monitor at $ADDR unreachable after 300ms"* ]] || fail "unreachable msg: $out"
+echo "PASS"
