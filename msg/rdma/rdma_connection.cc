@@ -286,11 +286,34 @@ void RdmaConnection::HandleSideReadable(Link* link) {
         absl::MutexLock l(&mu_);
         if (link_.get() != link) return;
       }
-      Reset(absl::AbortedError(absl::StrCat("peer ", addr_, " closed the session: ", f.payload)),
+      Reset(absl::UnavailableError(
+                absl::StrCat("peer ", addr_, " closed the session: ", f.payload)),
             /*send_close=*/false);
       return;
     }
-    if (f.header.type != FrameType::kKeepalive && f.header.type != FrameType::kKeepaliveAck) {
+    if (f.header.type == FrameType::kKeepalive) {
+      // Answered from the dispatch worker: a peer whose dispatcher is stuck stops answering.
+      std::weak_ptr<Link> weak;
+      {
+        absl::MutexLock l(&mu_);
+        if (link_.get() != link) return;
+        weak = link_;
+      }
+      Dispatch([weak](const ConnectionRef&) {
+        if (auto l = weak.lock()) {
+          FrameHeader h;
+          h.type = FrameType::kKeepaliveAck;
+          (void)l->ch->WriteFrame(h, "", absl::Now() + absl::Milliseconds(100));
+        }
+      });
+      continue;
+    }
+    if (f.header.type == FrameType::kKeepaliveAck) {
+      absl::MutexLock l(&mu_);
+      if (link_.get() == link) last_keepalive_ack_ = absl::Now();
+      continue;
+    }
+    {
       shared_->counters.protocol_errors++;
       Fault(link, absl::InvalidArgumentError(absl::StrCat(
                       "unexpected ", FrameTypeName(f.header.type), " frame on side channel")));

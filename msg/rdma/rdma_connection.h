@@ -176,6 +176,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   bool had_session_ ABSL_GUARDED_BY(mu_) = false;
   bool accepted_ ABSL_GUARDED_BY(mu_) = false;  // OnAccept delivered
   uint64_t frames_sent_ ABSL_GUARDED_BY(mu_) = 0;  // for inject_socket_failures
+  absl::Time last_keepalive_ack_ ABSL_GUARDED_BY(mu_);  // connecting side
   std::shared_ptr<Link> retire_ ABSL_GUARDED_BY(mu_);  // faulted under mu_; see RetireDeferred
 
   // Messages.

@@ -240,8 +240,32 @@ void RdmaConnection::RunConnector() {
     const absl::Status s = ClientHandshake();
     if (s.ok()) {
       backoff = absl::ZeroDuration();
-      absl::MutexLock l(&mu_);
-      while (link_ != nullptr && !closed_ && !shared_->stopping) cv_.Wait(&mu_);
+      // Connected: send keepalives on the side channel until the link goes away; a peer
+      // that stops answering them (its dispatcher is stuck, or it hangs) is reset.
+      const MessengerOptions& o = shared_->options;
+      mu_.Lock();
+      last_keepalive_ack_ = absl::Now();
+      while (link_ != nullptr && !closed_ && !shared_->stopping) {
+        cv_.WaitWithTimeout(&mu_, o.keepalive_interval);
+        if (link_ == nullptr || closed_ || shared_->stopping) break;
+        if (absl::Now() - last_keepalive_ack_ > o.keepalive_timeout) {
+          mu_.Unlock();
+          Reset(absl::DeadlineExceededError(absl::StrCat(
+                    "peer ", addr_, " sent no keepalive ack within ",
+                    absl::FormatDuration(o.keepalive_timeout))),
+                /*send_close=*/true);
+          return;
+        }
+        std::shared_ptr<Link> link = link_;
+        mu_.Unlock();
+        FrameHeader h;
+        h.type = FrameType::kKeepalive;
+        if (link->ch->WriteFrame(h, "", absl::Now() + absl::Milliseconds(100)).ok()) {
+          shared_->counters.keepalives_sent++;
+        }
+        mu_.Lock();
+      }
+      mu_.Unlock();
       continue;
     }
     if (shared_->stopping || closed()) return;

@@ -22,6 +22,7 @@ MessengerCounters RdmaCounters::Snapshot() const {
   c.throttle_waits = throttle_waits;
   c.ring_credit_waits = ring_credit_waits;
   c.connections_open = connections_open;
+  c.keepalives_sent = keepalives_sent;
   return c;
 }
 

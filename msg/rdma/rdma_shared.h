@@ -35,6 +35,7 @@ struct RdmaCounters {
   std::atomic<uint64_t> crc_errors{0}, protocol_errors{0}, auth_failures{0};
   std::atomic<uint64_t> throttle_waits{0}, ring_credit_waits{0};
   std::atomic<uint64_t> connections_open{0};
+  std::atomic<uint64_t> keepalives_sent{0};
   // RDMA specifics (RdmaStats).
   std::atomic<uint64_t> registered_bytes{0};
   std::atomic<uint64_t> ring_credit_writes{0}, ring_credit_messages{0};

@@ -142,6 +142,7 @@ absl::Status SideChannel::WriteAll(const void* data, size_t len, absl::Time dead
 absl::Status SideChannel::WriteFrame(const FrameHeader& h, std::string_view payload,
                                      absl::Time deadline) {
   const std::string bytes = EncodeFrame(h, payload);
+  absl::MutexLock l(&write_mu_);
   return WriteAll(bytes.data(), bytes.size(), deadline);
 }
 

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "msg/frame.h"
 
@@ -34,6 +35,7 @@ class SideChannel {
   static absl::StatusOr<std::unique_ptr<SideChannel>> Connect(const std::string& addr,
                                                               absl::Duration timeout);
 
+  // Thread-safe against other writers (frames are never interleaved).
   absl::Status WriteFrame(const FrameHeader& h, std::string_view payload, absl::Time deadline);
   // Reads one verified frame (payload at most `max_payload` bytes).
   absl::Status ReadFrame(uint32_t max_payload, absl::Time deadline, DecodedFrame* out);
@@ -52,6 +54,7 @@ class SideChannel {
 
   int fd_;
   std::string peer_;
+  absl::Mutex write_mu_;
   FrameDecoder decoder_{kMaxControlPayload};
 };
 
