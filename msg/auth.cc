@@ -3,12 +3,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/string_view.h"
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "msg/messenger.h"
 

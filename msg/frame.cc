@@ -15,17 +15,28 @@ static_assert(kRingPrefixBytes == 40, "ring prefix layout is part of the wire co
 
 const char* FrameTypeName(FrameType t) {
   switch (t) {
-    case FrameType::kHello: return "HELLO";
-    case FrameType::kChallenge: return "CHALLENGE";
-    case FrameType::kAuth: return "AUTH";
-    case FrameType::kReady: return "READY";
-    case FrameType::kMessage: return "MESSAGE";
-    case FrameType::kRingRecord: return "RING_RECORD";
-    case FrameType::kAck: return "ACK";
-    case FrameType::kCredit: return "CREDIT";
-    case FrameType::kKeepalive: return "KEEPALIVE";
-    case FrameType::kKeepaliveAck: return "KEEPALIVE_ACK";
-    case FrameType::kClose: return "CLOSE";
+    case FrameType::kHello:
+      return "HELLO";
+    case FrameType::kChallenge:
+      return "CHALLENGE";
+    case FrameType::kAuth:
+      return "AUTH";
+    case FrameType::kReady:
+      return "READY";
+    case FrameType::kMessage:
+      return "MESSAGE";
+    case FrameType::kRingRecord:
+      return "RING_RECORD";
+    case FrameType::kAck:
+      return "ACK";
+    case FrameType::kCredit:
+      return "CREDIT";
+    case FrameType::kKeepalive:
+      return "KEEPALIVE";
+    case FrameType::kKeepaliveAck:
+      return "KEEPALIVE_ACK";
+    case FrameType::kClose:
+      return "CLOSE";
   }
   return "UNKNOWN";
 }
@@ -72,9 +83,10 @@ absl::Status DecodeFrameHeader(const uint8_t* in, uint32_t max_payload, FrameHea
   const uint32_t want_crc = LoadLe<uint32_t>(in + 44);
   const uint32_t got_crc = Crc32c(0, in, 44);
   if (want_crc != got_crc) {
-    return absl::DataLossError(absl::StrFormat("frame header crc mismatch (header says 0x%08x, "
-                                               "computed 0x%08x)",
-                                               want_crc, got_crc));
+    return absl::DataLossError(
+        absl::StrFormat("frame header crc mismatch (header says 0x%08x, "
+                        "computed 0x%08x)",
+                        want_crc, got_crc));
   }
   if (in[4] != kFrameVersion) {
     return absl::InvalidArgumentError(
@@ -98,9 +110,9 @@ absl::Status DecodeFrameHeader(const uint8_t* in, uint32_t max_payload, FrameHea
   }
   const bool sequenced = IsSequenced(h.type);
   if (sequenced != (h.seq != 0)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s frame with seq %d (data frames need seq > 0, control frames seq 0)",
-        FrameTypeName(h.type), h.seq));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s frame with seq %d (data frames need seq > 0, control frames seq 0)",
+                        FrameTypeName(h.type), h.seq));
   }
   const uint32_t limit = sequenced ? max_payload : kMaxControlPayload;
   uint32_t min_len = 0;
@@ -109,9 +121,9 @@ absl::Status DecodeFrameHeader(const uint8_t* in, uint32_t max_payload, FrameHea
     min_len = kRingPrefixBytes + 1;
   }
   if (h.payload_len > limit || h.payload_len < min_len) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s frame payload length %d outside [%d, %d]", FrameTypeName(h.type), h.payload_len,
-        min_len, limit));
+    return absl::InvalidArgumentError(absl::StrFormat("%s frame payload length %d outside [%d, %d]",
+                                                      FrameTypeName(h.type), h.payload_len, min_len,
+                                                      limit));
   }
   *out = h;
   return absl::OkStatus();
@@ -153,9 +165,8 @@ absl::Status DecodeRingPrefix(const FrameHeader& h, const uint8_t* in, RingPrefi
   p.oid_len = LoadLe<uint16_t>(in + 36);
   p.record_flags = LoadLe<uint16_t>(in + 38);
   if (p.oid_len == 0 || p.oid_len > kMaxOidBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("ring record seq %d: oid length %d outside [1, %d]", h.seq, p.oid_len,
-                        kMaxOidBytes));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "ring record seq %d: oid length %d outside [1, %d]", h.seq, p.oid_len, kMaxOidBytes));
   }
   if (uint64_t{kRingPrefixBytes} + p.oid_len + p.data_len != h.payload_len) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -46,9 +46,9 @@ enum class FrameType : uint8_t {
   kMessage = 10,     // msg_type = Message::type, payload = Message::payload
   kRingRecord = 11,  // RingPrefix | oid | payload, lands in the peer's receive ring
   // Control (seq 0, never resent).
-  kAck = 20,           // nothing but the header's ack_seq
-  kCredit = 21,        // aux = ring credit (kFrameFlagCredit set)
-  kKeepalive = 22,     // peer answers with kKeepaliveAck
+  kAck = 20,        // nothing but the header's ack_seq
+  kCredit = 21,     // aux = ring credit (kFrameFlagCredit set)
+  kKeepalive = 22,  // peer answers with kKeepaliveAck
   kKeepaliveAck = 23,
   kClose = 24,  // the session is over (MarkDown, auth failure); payload = reason text
 };
@@ -90,12 +90,12 @@ absl::Status VerifyPayloadCrc(const FrameHeader& h, const void* covered, size_t 
 // Prefix of a RING_RECORD payload. The sender's RingProducer placement is included so
 // the receiver can check that its mirror producer chose the same slot.
 struct RingPrefix {
-  uint64_t ring_seq = 0;       // the record's seq in the ring
+  uint64_t ring_seq = 0;  // the record's seq in the ring
   uint64_t tid = 0;
   uint64_t object_offset = 0;
-  uint32_t ring_offset = 0;    // slot offset in the ring
-  uint32_t data_len = 0;       // record payload bytes
-  uint32_t record_crc = 0;     // crc32c over oid then payload (RecordHeader::payload_crc)
+  uint32_t ring_offset = 0;  // slot offset in the ring
+  uint32_t data_len = 0;     // record payload bytes
+  uint32_t record_crc = 0;   // crc32c over oid then payload (RecordHeader::payload_crc)
   uint16_t oid_len = 0;
   uint16_t record_flags = 0;
 };

@@ -140,8 +140,8 @@ std::string EncodeReady(const Ready& m) {
 absl::StatusOr<Ready> DecodeReady(std::string_view b) {
   WireReader r(b);
   Ready m;
-  if (!r.Get(&m.flags) || !r.Get(&m.in_seq) || !r.Get(&m.ring_bytes) ||
-      !r.Get(&m.ring_credit) || r.remaining() != 0 || (m.flags & ~kReadyResumed) != 0) {
+  if (!r.Get(&m.flags) || !r.Get(&m.in_seq) || !r.Get(&m.ring_bytes) || !r.Get(&m.ring_credit) ||
+      r.remaining() != 0 || (m.flags & ~kReadyResumed) != 0) {
     return Bad("READY");
   }
   return m;

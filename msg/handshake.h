@@ -32,8 +32,8 @@ inline constexpr size_t kProofBytes = 32;  // HMAC-SHA256
 using Nonce = std::array<uint8_t, kNonceBytes>;
 
 // Feature bits exchanged in HELLO / CHALLENGE.
-inline constexpr uint64_t kFeatureRing = 1ull << 0;     // RING_RECORD frames and credits
-inline constexpr uint64_t kFeatureResume = 1ull << 1;   // lossless session resume
+inline constexpr uint64_t kFeatureRing = 1ull << 0;    // RING_RECORD frames and credits
+inline constexpr uint64_t kFeatureResume = 1ull << 1;  // lossless session resume
 inline constexpr uint64_t kFeaturesSupported = kFeatureRing | kFeatureResume;
 
 enum class AuthMode : uint8_t { kNone = 0, kSecret = 1 };
@@ -60,8 +60,8 @@ inline constexpr uint8_t kAuthHadSession = 1u << 2;  // the client was connected
 
 struct AuthReply {
   std::string proof;
-  uint64_t cookie = 0;   // client's session cookie (random, fixed for the session)
-  uint64_t in_seq = 0;   // last data frame seq the client received in this session
+  uint64_t cookie = 0;  // client's session cookie (random, fixed for the session)
+  uint64_t in_seq = 0;  // last data frame seq the client received in this session
   uint8_t flags = 0;
 };
 
@@ -70,9 +70,9 @@ inline constexpr uint8_t kReadyResumed = 1u << 0;
 
 struct Ready {
   uint8_t flags = 0;
-  uint64_t in_seq = 0;      // last data frame seq the server received in this session
-  uint64_t ring_bytes = 0;  // 0: no ring
-  uint64_t ring_credit = 0; // released position of the ring so far
+  uint64_t in_seq = 0;       // last data frame seq the server received in this session
+  uint64_t ring_bytes = 0;   // 0: no ring
+  uint64_t ring_credit = 0;  // released position of the ring so far
 };
 
 std::string EncodeHello(const Hello& m);

@@ -36,8 +36,8 @@ absl::StatusOr<std::unique_ptr<Messenger>> Messenger::Create(const MessengerOpti
     std::lock_guard<std::mutex> l(RegistryMutex());
     auto it = Registry().find(options.type);
     if (it == Registry().end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown messenger type '", options.type, "': use --ms-type=tcp or --ms-type=rdma"));
+      return absl::InvalidArgumentError(absl::StrCat("unknown messenger type '", options.type,
+                                                     "': use --ms-type=tcp or --ms-type=rdma"));
     }
     f = it->second;
   }

@@ -46,8 +46,7 @@ class WireWriter {
 
 class WireReader {
  public:
-  WireReader(const void* data, size_t len)
-      : p_(static_cast<const uint8_t*>(data)), left_(len) {}
+  WireReader(const void* data, size_t len) : p_(static_cast<const uint8_t*>(data)), left_(len) {}
   explicit WireReader(std::string_view s) : WireReader(s.data(), s.size()) {}
 
   template <typename T>

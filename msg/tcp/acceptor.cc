@@ -56,10 +56,10 @@ class ServerHandshake : public std::enable_shared_from_this<ServerHandshake> {
                          absl::FormatDuration(self->shared_->options.handshake_timeout))),
                      Counter::kProtocol, false);
         }));
-    AsyncReadFrame(socket_, strand_, [self = shared_from_this()](absl::Status s, FrameHeader h,
-                                                                 std::string p) {
-      self->OnHello(s, h, p);
-    });
+    AsyncReadFrame(socket_, strand_,
+                   [self = shared_from_this()](absl::Status s, FrameHeader h, std::string p) {
+                     self->OnHello(s, h, p);
+                   });
   }
 
   enum class Counter { kNone, kProtocol, kAuth };
@@ -91,11 +91,10 @@ class ServerHandshake : public std::enable_shared_from_this<ServerHandshake> {
     h.type = FrameType::kClose;
     const std::string reason =
         counter == Counter::kAuth ? "authentication failed" : std::string(why.message());
-    AsyncWriteBytes(socket_, strand_, EncodeFrame(h, reason),
-                    [socket = socket_](absl::Status) {
-                      boost::system::error_code ec;
-                      socket->close(ec);
-                    });
+    AsyncWriteBytes(socket_, strand_, EncodeFrame(h, reason), [socket = socket_](absl::Status) {
+      boost::system::error_code ec;
+      socket->close(ec);
+    });
   }
 
   // A read failed before or during a frame: EOF between frames is a plain close.
@@ -107,8 +106,8 @@ class ServerHandshake : public std::enable_shared_from_this<ServerHandshake> {
     if (done_ || shared_->stopping) return;
     if (!s.ok()) return Fail(s, ReadFailureCounter(s), false);
     if (fh.type != FrameType::kHello) {
-      return Fail(absl::InvalidArgumentError(absl::StrCat(
-                      "expected HELLO, got ", FrameTypeName(fh.type), " frame")),
+      return Fail(absl::InvalidArgumentError(
+                      absl::StrCat("expected HELLO, got ", FrameTypeName(fh.type), " frame")),
                   Counter::kProtocol, false);
     }
     auto h = DecodeHello(payload);
@@ -154,8 +153,8 @@ class ServerHandshake : public std::enable_shared_from_this<ServerHandshake> {
                   Counter::kAuth, false);
     }
     if (fh.type != FrameType::kAuth) {
-      return Fail(absl::InvalidArgumentError(absl::StrCat(
-                      "expected AUTH, got ", FrameTypeName(fh.type), " frame")),
+      return Fail(absl::InvalidArgumentError(
+                      absl::StrCat("expected AUTH, got ", FrameTypeName(fh.type), " frame")),
                   Counter::kProtocol, false);
     }
     auto a = DecodeAuth(payload);
@@ -168,8 +167,8 @@ class ServerHandshake : public std::enable_shared_from_this<ServerHandshake> {
                   Counter::kAuth, true);
     }
     if (a->cookie == 0) {
-      return Fail(absl::InvalidArgumentError("AUTH with a zero session cookie"),
-                  Counter::kProtocol, false);
+      return Fail(absl::InvalidArgumentError("AUTH with a zero session cookie"), Counter::kProtocol,
+                  false);
     }
     done_ = true;
     timer_.cancel();
@@ -218,18 +217,18 @@ void TcpMessenger::StartAccept() {
     acc = acceptor_.get();
   }
   auto socket = std::make_shared<asio::ip::tcp::socket>(shared_->io);
-  acc->async_accept(*socket, asio::bind_executor(accept_strand_, [this, socket](
-                                                                    boost::system::error_code ec) {
-    if (shared_->stopping) return;
-    if (ec) {
-      spdlog::warn("msgr tcp: accept failed: {}", ec.message());
-    } else {
-      auto hs = std::make_shared<ServerHandshake>(this, socket);
-      TrackHandshake(hs);
-      hs->Start();
-    }
-    StartAccept();
-  }));
+  acc->async_accept(
+      *socket, asio::bind_executor(accept_strand_, [this, socket](boost::system::error_code ec) {
+        if (shared_->stopping) return;
+        if (ec) {
+          spdlog::warn("msgr tcp: accept failed: {}", ec.message());
+        } else {
+          auto hs = std::make_shared<ServerHandshake>(this, socket);
+          TrackHandshake(hs);
+          hs->Start();
+        }
+        StartAccept();
+      }));
 }
 
 }  // namespace msgr::tcp

@@ -31,14 +31,13 @@ void TcpConnection::DoConnect() {
   timer_->async_wait(
       asio::bind_executor(strand_, [self = shared_from_this(), gen](boost::system::error_code ec) {
         if (ec || gen != self->gen_ || self->open_) return;
-        self->OnConnectFailed(
-            absl::DeadlineExceededError(absl::StrCat(
-                "handshake with ", self->PeerDesc(), " did not finish within ",
-                absl::FormatDuration(self->shared_->options.handshake_timeout))),
-            false);
+        self->OnConnectFailed(absl::DeadlineExceededError(absl::StrCat(
+                                  "handshake with ", self->PeerDesc(), " did not finish within ",
+                                  absl::FormatDuration(self->shared_->options.handshake_timeout))),
+                              false);
       }));
-  socket_->async_connect(*ep, asio::bind_executor(strand_, [self = shared_from_this(), gen](
-                                                               boost::system::error_code ec) {
+  socket_->async_connect(*ep, asio::bind_executor(strand_, [self = shared_from_this(),
+                                                            gen](boost::system::error_code ec) {
     if (gen != self->gen_) return;
     if (ec) {
       return self->OnConnectFailed(
@@ -84,10 +83,10 @@ void TcpConnection::OnChallenge(uint64_t gen, const FrameHeader& fh, const std::
   }
   if (fh.type != FrameType::kChallenge) {
     shared_->counters.protocol_errors++;
-    return OnConnectFailed(absl::InvalidArgumentError(absl::StrCat(
-                               "peer at ", addr, " sent ", FrameTypeName(fh.type),
-                               " where CHALLENGE was expected")),
-                           false);
+    return OnConnectFailed(
+        absl::InvalidArgumentError(absl::StrCat("peer at ", addr, " sent ", FrameTypeName(fh.type),
+                                                " where CHALLENGE was expected")),
+        false);
   }
   auto c = DecodeChallenge(payload);
   if (!c.ok()) {
@@ -101,12 +100,12 @@ void TcpConnection::OnChallenge(uint64_t gen, const FrameHeader& fh, const std::
     refuse = absl::UnauthenticatedError(absl::StrCat(
         c->name.ToString(), " at ", addr, " does not authenticate itself (no cluster key)"));
   } else if (!secret && c->auth == AuthMode::kSecret) {
-    refuse = absl::UnauthenticatedError(absl::StrCat(
-        c->name.ToString(), " at ", addr, " requires a cluster key and we have none"));
+    refuse = absl::UnauthenticatedError(
+        absl::StrCat(c->name.ToString(), " at ", addr, " requires a cluster key and we have none"));
   } else if (secret &&
              !ProofEquals(c->proof, ServerProof(auth.secret, nonce_, c->nonce, me, c->name))) {
-    refuse = absl::UnauthenticatedError(absl::StrCat(
-        c->name.ToString(), " at ", addr, " failed to prove it holds the cluster key"));
+    refuse = absl::UnauthenticatedError(absl::StrCat(c->name.ToString(), " at ", addr,
+                                                     " failed to prove it holds the cluster key"));
   }
   if (!refuse.ok()) {
     shared_->counters.auth_failures++;
@@ -144,8 +143,7 @@ void TcpConnection::OnReady(uint64_t gen, const FrameHeader& fh, const std::stri
   if (fh.type == FrameType::kClose) {
     shared_->counters.auth_failures++;
     return OnConnectFailed(
-        absl::PermissionDeniedError(absl::StrCat(who, " refused the connection: ", payload)),
-        true);
+        absl::PermissionDeniedError(absl::StrCat(who, " refused the connection: ", payload)), true);
   }
   if (fh.type != FrameType::kReady) {
     shared_->counters.protocol_errors++;

@@ -48,9 +48,9 @@ std::string TcpConnection::PeerDesc() const {
 
 absl::Status TcpConnection::Send(Message m) {
   if (m.payload.size() > shared_->options.max_message_bytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "message of %d bytes is over max_message_bytes (%d)", m.payload.size(),
-        shared_->options.max_message_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("message of %d bytes is over max_message_bytes (%d)", m.payload.size(),
+                        shared_->options.max_message_bytes));
   }
   auto f = std::make_shared<OutFrame>();
   f->type = FrameType::kMessage;
@@ -62,9 +62,9 @@ absl::Status TcpConnection::Send(Message m) {
 
 absl::Status TcpConnection::TrySend(Message m) {
   if (m.payload.size() > shared_->options.max_message_bytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "message of %d bytes is over max_message_bytes (%d)", m.payload.size(),
-        shared_->options.max_message_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("message of %d bytes is over max_message_bytes (%d)", m.payload.size(),
+                        shared_->options.max_message_bytes));
   }
   auto f = std::make_shared<OutFrame>();
   f->type = FrameType::kMessage;
@@ -166,9 +166,9 @@ absl::Status TcpConnection::WriteRecord(const RecordDesc& desc, std::string_view
       }
       if (absl::Now() >= deadline) {
         if (!producer_) {
-          return absl::DeadlineExceededError(absl::StrCat(
-              "no ring from ", peer_addr_, " within ", absl::FormatDuration(timeout),
-              " (handshake not finished)"));
+          return absl::DeadlineExceededError(absl::StrCat("no ring from ", peer_addr_, " within ",
+                                                          absl::FormatDuration(timeout),
+                                                          " (handshake not finished)"));
         }
         return absl::DeadlineExceededError(absl::StrFormat(
             "no ring credit from %s within %s: %d of %d ring bytes free, record needs %d "
@@ -209,9 +209,9 @@ void TcpConnection::MarkDown() {
   }
   if (shared_->stopping) return;
   asio::post(strand_, [self = shared_from_this()] {
-    self->Reset(absl::CancelledError(absl::StrCat("connection to ", self->PeerDesc(),
-                                                  " marked down")),
-                /*send_close=*/true);
+    self->Reset(
+        absl::CancelledError(absl::StrCat("connection to ", self->PeerDesc(), " marked down")),
+        /*send_close=*/true);
   });
 }
 
@@ -338,9 +338,10 @@ void TcpConnection::Fault(const absl::Status& why) {
                  why.ToString());
     ScheduleReconnect();
   } else {
-    spdlog::info("msgr tcp: lossless session with {} lost its socket ({}); waiting for the "
-                 "client to reconnect",
-                 PeerDesc(), why.ToString());
+    spdlog::info(
+        "msgr tcp: lossless session with {} lost its socket ({}); waiting for the "
+        "client to reconnect",
+        PeerDesc(), why.ToString());
     if (timer_) timer_->cancel();
   }
 }
@@ -382,9 +383,9 @@ void TcpConnection::OnKeepaliveTimer(uint64_t gen) {
   if (gen != gen_ || !open_ || reset_done_) return;
   const auto silent = Clock::now() - last_rx_;
   if (silent > absl::ToChronoNanoseconds(shared_->options.keepalive_timeout)) {
-    absl::Status why = absl::DeadlineExceededError(absl::StrCat(
-        "keepalive timeout: nothing from ", PeerDesc(), " for ",
-        absl::FormatDuration(absl::FromChrono(silent))));
+    absl::Status why = absl::DeadlineExceededError(
+        absl::StrCat("keepalive timeout: nothing from ", PeerDesc(), " for ",
+                     absl::FormatDuration(absl::FromChrono(silent))));
     spdlog::warn("msgr tcp: {}", why.ToString());
     Fault(why);
     return;
@@ -396,8 +397,8 @@ void TcpConnection::OnKeepaliveTimer(uint64_t gen) {
 }
 
 void TcpConnection::Attach(std::shared_ptr<asio::ip::tcp::socket> socket,
-                           const std::string& peer_addr, const Hello& hello,
-                           const AuthReply& auth, bool new_session) {
+                           const std::string& peer_addr, const Hello& hello, const AuthReply& auth,
+                           bool new_session) {
   asio::post(strand_, [self = shared_from_this(), socket, peer_addr, hello, auth, new_session] {
     if (self->reset_done_ || self->shared_->stopping) {
       boost::system::error_code ec;
@@ -478,9 +479,9 @@ void TcpConnection::OnEstablished(const Ready& ready, const EntityName& peer) {
     if (want_ring_) {
       if (!producer_ || remote_reset) producer_.emplace(ready.ring_bytes);
       producer_->OnCredit(ready.ring_credit);
-      max_record_payload_ = std::min<size_t>(
-          MaxRecordPayload(ready.ring_bytes),
-          shared_->options.max_message_bytes - kRingPrefixBytes - kMaxOidBytes);
+      max_record_payload_ =
+          std::min<size_t>(MaxRecordPayload(ready.ring_bytes),
+                           shared_->options.max_message_bytes - kRingPrefixBytes - kMaxOidBytes);
       cv_.SignalAll();
     }
   }
@@ -504,8 +505,7 @@ void TcpConnection::OnEstablished(const Ready& ready, const EntityName& peer) {
   }
   backoff_ = absl::ZeroDuration();
   last_rx_ = Clock::now();
-  spdlog::debug("msgr tcp: connected to {} ({} session)", PeerDesc(),
-                resumed ? "resumed" : "new");
+  spdlog::debug("msgr tcp: connected to {} ({} session)", PeerDesc(), resumed ? "resumed" : "new");
   StartRead();
   StartKeepalive();
   Flush();

@@ -1,8 +1,7 @@
 #include "msg/tcp/error.h"
 
-#include <cerrno>
-
 #include <boost/asio/error.hpp>
+#include <cerrno>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -17,12 +16,13 @@ absl::Status ErrorToStatus(const boost::system::error_code& ec, absl::string_vie
   if (!ec) return absl::OkStatus();
   const std::string msg = absl::StrCat(context, ": ", ec.message());
   namespace ae = boost::asio::error;
-  if (ec == ae::eof) return absl::UnavailableError(absl::StrCat(context, ": peer closed the socket"));
+  if (ec == ae::eof)
+    return absl::UnavailableError(absl::StrCat(context, ": peer closed the socket"));
   if (ec == ae::operation_aborted) return absl::CancelledError(msg);
   if (ec == ae::timed_out) return absl::DeadlineExceededError(msg);
-  if (ec == ae::connection_refused || ec == ae::connection_reset ||
-      ec == ae::connection_aborted || ec == ae::broken_pipe || ec == ae::network_unreachable ||
-      ec == ae::host_unreachable || ec == ae::not_connected || ec == ae::shut_down) {
+  if (ec == ae::connection_refused || ec == ae::connection_reset || ec == ae::connection_aborted ||
+      ec == ae::broken_pipe || ec == ae::network_unreachable || ec == ae::host_unreachable ||
+      ec == ae::not_connected || ec == ae::shut_down) {
     return absl::UnavailableError(msg);
   }
   if (ec == ae::address_in_use || ec == ae::address_family_not_supported ||

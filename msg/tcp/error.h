@@ -3,14 +3,13 @@
 #ifndef MSGR_MSG_TCP_ERROR_H_
 #define MSGR_MSG_TCP_ERROR_H_
 
-#include <string>
-#include "absl/strings/string_view.h"
-
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/system/error_code.hpp>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace msgr::tcp {
 

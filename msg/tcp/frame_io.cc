@@ -1,7 +1,6 @@
 #include "msg/tcp/frame_io.h"
 
 #include <array>
-
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
@@ -63,11 +62,11 @@ void AsyncReadFrame(SocketPtr socket, Strand strand,
 void AsyncWriteBytes(SocketPtr socket, Strand strand, std::string bytes,
                      std::function<void(absl::Status)> done) {
   auto buf = std::make_shared<std::string>(std::move(bytes));
-  asio::async_write(*socket, asio::buffer(*buf),
-                    asio::bind_executor(strand, [socket, buf, done](boost::system::error_code ec,
-                                                                    size_t) {
-                      done(ErrorToStatus(ec, "write"));
-                    }));
+  asio::async_write(
+      *socket, asio::buffer(*buf),
+      asio::bind_executor(strand, [socket, buf, done](boost::system::error_code ec, size_t) {
+        done(ErrorToStatus(ec, "write"));
+      }));
 }
 
 }  // namespace msgr::tcp

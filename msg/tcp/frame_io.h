@@ -4,13 +4,12 @@
 #ifndef MSGR_MSG_TCP_FRAME_IO_H_
 #define MSGR_MSG_TCP_FRAME_IO_H_
 
-#include <functional>
-#include <memory>
-#include <string>
-
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/strand.hpp>
+#include <functional>
+#include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "msg/frame.h"

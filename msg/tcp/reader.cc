@@ -30,13 +30,14 @@ void TcpConnection::OnReadError(const boost::system::error_code& ec, size_t got,
 }
 
 void TcpConnection::StartRead() {
-  asio::async_read(*socket_, asio::buffer(hdr_buf_),
-                   asio::bind_executor(strand_, [self = shared_from_this(), gen = gen_](
-                                                    boost::system::error_code ec, size_t n) {
-                     if (gen != self->gen_) return;
-                     if (ec) return self->OnReadError(ec, n, kFrameHeaderBytes, false);
-                     self->OnHeader(gen);
-                   }));
+  asio::async_read(
+      *socket_, asio::buffer(hdr_buf_),
+      asio::bind_executor(strand_, [self = shared_from_this(), gen = gen_, sock = socket_](
+                                       boost::system::error_code ec, size_t n) {
+        if (gen != self->gen_) return;
+        if (ec) return self->OnReadError(ec, n, kFrameHeaderBytes, false);
+        self->OnHeader(gen);
+      }));
 }
 
 void TcpConnection::OnHeader(uint64_t gen) {
@@ -60,8 +61,8 @@ void TcpConnection::OnHeader(uint64_t gen) {
           absl::StrCat("unexpected ", FrameTypeName(hdr_.type), " frame on an open session")));
     case FrameType::kRingRecord:
       asio::async_read(*socket_, asio::buffer(prefix_buf_),
-                       asio::bind_executor(strand_, [self, gen](boost::system::error_code ec,
-                                                                size_t n) {
+                       asio::bind_executor(strand_, [self, gen, sock = socket_](
+                                                        boost::system::error_code ec, size_t n) {
                          if (gen != self->gen_) return;
                          if (ec) return self->OnReadError(ec, n, kRingPrefixBytes, true);
                          self->OnRingPrefix(gen);
@@ -73,17 +74,17 @@ void TcpConnection::OnHeader(uint64_t gen) {
       if (hdr_.payload_len == 0) {
         return hdr_.type == FrameType::kMessage ? OnMessagePayload(gen) : OnControlPayload(gen);
       }
-      asio::async_read(
-          *socket_, asio::buffer(rx_payload_),
-          asio::bind_executor(strand_, [self, gen](boost::system::error_code ec, size_t n) {
-            if (gen != self->gen_) return;
-            if (ec) return self->OnReadError(ec, n, self->hdr_.payload_len, true);
-            if (self->hdr_.type == FrameType::kMessage) {
-              self->OnMessagePayload(gen);
-            } else {
-              self->OnControlPayload(gen);
-            }
-          }));
+      asio::async_read(*socket_, asio::buffer(rx_payload_),
+                       asio::bind_executor(strand_, [self, gen, sock = socket_](
+                                                        boost::system::error_code ec, size_t n) {
+                         if (gen != self->gen_) return;
+                         if (ec) return self->OnReadError(ec, n, self->hdr_.payload_len, true);
+                         if (self->hdr_.type == FrameType::kMessage) {
+                           self->OnMessagePayload(gen);
+                         } else {
+                           self->OnControlPayload(gen);
+                         }
+                       }));
       return;
     }
   }
@@ -121,9 +122,9 @@ void TcpConnection::OnControlPayload(uint64_t gen) {
       Kick();
       break;
     case FrameType::kClose:
-      return Reset(absl::UnavailableError(absl::StrCat(PeerDesc(), " closed the session: ",
-                                                       rx_payload_)),
-                   /*send_close=*/false);
+      return Reset(
+          absl::UnavailableError(absl::StrCat(PeerDesc(), " closed the session: ", rx_payload_)),
+          /*send_close=*/false);
     default:  // ACK, CREDIT, KEEPALIVE_ACK: the header said it all
       break;
   }
@@ -204,13 +205,14 @@ void TcpConnection::OnRingPrefix(uint64_t gen) {
   }
   // Straight from the socket into the slot, behind the (not yet written) header.
   uint8_t* dst = ring_->base() + placement_->offset + kRecordHeaderBytes;
-  asio::async_read(*socket_, asio::buffer(dst, body),
-                   asio::bind_executor(strand_, [self = shared_from_this(), gen, body](
-                                                    boost::system::error_code ec, size_t n) {
-                     if (gen != self->gen_) return;
-                     if (ec) return self->OnReadError(ec, n, body, true);
-                     self->OnRingData(gen);
-                   }));
+  asio::async_read(
+      *socket_, asio::buffer(dst, body),
+      asio::bind_executor(strand_, [self = shared_from_this(), gen, body, sock = socket_,
+                                    ring = ring_](boost::system::error_code ec, size_t n) {
+        if (gen != self->gen_) return;
+        if (ec) return self->OnReadError(ec, n, body, true);
+        self->OnRingData(gen);
+      }));
 }
 
 void TcpConnection::OnRingData(uint64_t gen) {
@@ -228,9 +230,8 @@ void TcpConnection::OnRingData(uint64_t gen) {
     WritePadRecord(base + placement_->pad_offset, placement_->pad_bytes, placement_->pad_seq);
   }
   RecordHeader h;
-  FillRecordHeader(&h, RecordType::kWrite, prefix_.record_flags, prefix_.ring_seq,
-                   prefix_.oid_len, prefix_.data_len, crc, hs_peer_.id, prefix_.tid,
-                   prefix_.object_offset);
+  FillRecordHeader(&h, RecordType::kWrite, prefix_.record_flags, prefix_.ring_seq, prefix_.oid_len,
+                   prefix_.data_len, crc, hs_peer_.id, prefix_.tid, prefix_.object_offset);
   PublishRecord(slot, h);
   ring_->Signal();
   mirror_saved_.reset();
@@ -245,14 +246,15 @@ void TcpConnection::DiscardBytes(uint64_t gen, size_t left) {
   if (left == 0) return StartRead();
   if (!scratch_) scratch_.reset(new char[kScratchBytes]);
   const size_t n = std::min(left, kScratchBytes);
-  asio::async_read(*socket_, asio::buffer(scratch_.get(), n),
-                   asio::bind_executor(strand_, [self = shared_from_this(), gen, left, n](
-                                                    boost::system::error_code ec, size_t got) {
-                     if (gen != self->gen_) return;
-                     if (ec) return self->OnReadError(ec, got, n, true);
-                     self->shared_->counters.bytes_received += n;
-                     self->DiscardBytes(gen, left - n);
-                   }));
+  asio::async_read(
+      *socket_, asio::buffer(scratch_.get(), n),
+      asio::bind_executor(strand_, [self = shared_from_this(), gen, left, n, sock = socket_](
+                                       boost::system::error_code ec, size_t got) {
+        if (gen != self->gen_) return;
+        if (ec) return self->OnReadError(ec, got, n, true);
+        self->shared_->counters.bytes_received += n;
+        self->DiscardBytes(gen, left - n);
+      }));
 }
 
 }  // namespace msgr::tcp

@@ -15,8 +15,8 @@ namespace msgr::tcp {
 
 absl::StatusOr<std::shared_ptr<TcpRecvRing>> TcpRecvRing::Create(size_t bytes) {
   if (!IsValidRingSize(bytes)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ring_bytes ", bytes, " must be a power of two and at least ", kMinRingBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ring_bytes ", bytes, " must be a power of two and at least ", kMinRingBytes));
   }
   auto* base = static_cast<uint8_t*>(std::aligned_alloc(kRingAlign, bytes));
   if (base == nullptr) {

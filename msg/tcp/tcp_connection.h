@@ -19,16 +19,15 @@
 
 #include <array>
 #include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <chrono>
 #include <deque>
 #include <memory>
 #include <optional>
 #include <string>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -46,12 +45,12 @@ namespace msgr::tcp {
 struct OutFrame {
   FrameType type = FrameType::kMessage;
   uint16_t msg_type = 0;
-  uint64_t seq = 0;           // 0 until first written
+  uint64_t seq = 0;  // 0 until first written
   bool sent_once = false;
-  std::string head;           // RING_RECORD: RingPrefix + oid; empty for messages
+  std::string head;  // RING_RECORD: RingPrefix + oid; empty for messages
   std::string payload;
-  uint32_t payload_crc = 0;   // frame payload_crc (message payload / ring prefix)
-  uint64_t ring_position = 0; // RING_RECORD: producer position after the record
+  uint32_t payload_crc = 0;    // frame payload_crc (message payload / ring prefix)
+  uint64_t ring_position = 0;  // RING_RECORD: producer position after the record
   size_t wire_bytes() const { return head.size() + payload.size(); }
 };
 using OutFramePtr = std::shared_ptr<OutFrame>;
@@ -61,8 +60,8 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   enum class Side { kClient, kServer };
 
   // Client side: `addr` is where we connect. Server side: `addr` is the peer's address.
-  TcpConnection(TcpMessenger* msgr, Side side, Policy policy, std::string addr,
-                bool want_ring, uint64_t cookie);
+  TcpConnection(TcpMessenger* msgr, Side side, Policy policy, std::string addr, bool want_ring,
+                uint64_t cookie);
   ~TcpConnection() override;
 
   // --- Connection ---
@@ -103,13 +102,13 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   absl::Status Enqueue(OutFramePtr f, bool block);
   void OnReadError(const boost::system::error_code& ec, size_t got, size_t want, bool mid_frame);
   void Kick();
-  void OnEstablished(const Ready& ready, const EntityName& peer);   // client side
+  void OnEstablished(const Ready& ready, const EntityName& peer);  // client side
   void SendHello(uint64_t gen);
   void OnChallenge(uint64_t gen, const FrameHeader& h, const std::string& payload);
   void OnReady(uint64_t gen, const FrameHeader& h, const std::string& payload);
-  absl::Status Requeue(uint64_t peer_in_seq);    // after a (re)connect; strand only
-  void Fault(const absl::Status& why);           // socket-level problem; strand only
-  void ProtocolFault(const absl::Status& why);   // counts crc/protocol error, then Fault
+  absl::Status Requeue(uint64_t peer_in_seq);            // after a (re)connect; strand only
+  void Fault(const absl::Status& why);                   // socket-level problem; strand only
+  void ProtocolFault(const absl::Status& why);           // counts crc/protocol error, then Fault
   void Reset(const absl::Status& why, bool send_close);  // gone for good; strand only
   void CloseSocket();
   void StartKeepalive();
@@ -134,8 +133,8 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   void DiscardBytes(uint64_t gen, size_t left);
   enum class SeqCheck { kNew, kDuplicate, kGap };
   SeqCheck CheckSeq(uint64_t seq);  // kGap: already faulted
-  std::string PeerDesc() const;  // "osd.0 at 127.0.0.1:6800"
-  void FrameReceived();          // data frame accepted: ack it soon
+  std::string PeerDesc() const;     // "osd.0 at 127.0.0.1:6800"
+  void FrameReceived();             // data frame accepted: ack it soon
 
   // writer.cc
   void Flush();
@@ -161,9 +160,9 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   uint64_t msgs_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<RingProducer> producer_ ABSL_GUARDED_BY(mu_);  // sender side of the ring
-  uint64_t credit_pos_ ABSL_GUARDED_BY(mu_) = 0;    // receiver: released by the owner
-  bool credit_dirty_ ABSL_GUARDED_BY(mu_) = false;  // receiver: credit not sent yet
-  std::string close_reason_ ABSL_GUARDED_BY(mu_);   // MarkDown: CLOSE frame to send
+  uint64_t credit_pos_ ABSL_GUARDED_BY(mu_) = 0;               // receiver: released by the owner
+  bool credit_dirty_ ABSL_GUARDED_BY(mu_) = false;             // receiver: credit not sent yet
+  std::string close_reason_ ABSL_GUARDED_BY(mu_);              // MarkDown: CLOSE frame to send
   bool markdown_ ABSL_GUARDED_BY(mu_) = false;
 
   std::atomic<bool> connected_{false};
@@ -172,17 +171,17 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
 
   // --- strand only ---
   std::shared_ptr<boost::asio::ip::tcp::socket> socket_;
-  std::unique_ptr<boost::asio::steady_timer> timer_;     // keepalive / reconnect / handshake
-  uint64_t gen_ = 0;            // socket generation
-  bool open_ = false;           // handshake done on the current socket
-  bool reset_done_ = false;     // OnReset delivered (or shut down): no more callbacks
+  std::unique_ptr<boost::asio::steady_timer> timer_;  // keepalive / reconnect / handshake
+  uint64_t gen_ = 0;                                  // socket generation
+  bool open_ = false;                                 // handshake done on the current socket
+  bool reset_done_ = false;  // OnReset delivered (or shut down): no more callbacks
   bool writing_ = false;
-  bool had_session_ = false;    // client: a handshake succeeded before
+  bool had_session_ = false;  // client: a handshake succeeded before
   bool need_ack_ = false;
   bool send_keepalive_ = false;
   bool send_keepalive_ack_ = false;
   std::optional<std::string> ready_payload_;  // server: READY to write first
-  uint64_t in_seq_ = 0;         // last data seq received in order
+  uint64_t in_seq_ = 0;                       // last data seq received in order
   uint64_t frames_on_socket_ = 0;  // data frames written on this socket (fault injection)
   absl::Duration backoff_ = absl::ZeroDuration();
   Clock::time_point last_rx_;
@@ -201,7 +200,6 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   // client handshake
   Nonce nonce_{};
   EntityName hs_peer_;
-
 };
 
 }  // namespace msgr::tcp

@@ -41,7 +41,7 @@ MessengerCounters TcpCounters::Snapshot() const {
 }
 
 absl::StatusOr<std::unique_ptr<Messenger>> TcpMessenger::Create(const MessengerOptions& options,
-                                                                 Dispatcher* dispatcher) {
+                                                                Dispatcher* dispatcher) {
   if (dispatcher == nullptr) return absl::InvalidArgumentError("dispatcher must not be null");
   if (options.worker_threads < 1) {
     return absl::InvalidArgumentError("worker_threads must be at least 1");
@@ -85,8 +85,8 @@ absl::StatusOr<ConnectionRef> TcpMessenger::Connect(const std::string& addr,
     if (shut_down_) return absl::FailedPreconditionError("messenger is shut down");
     auto it = outgoing_.find(addr);
     if (it != outgoing_.end()) return ConnectionRef(it->second);
-    conn = std::make_shared<TcpConnection>(this, TcpConnection::Side::kClient, options.policy,
-                                           addr, options.want_ring, NewCookie());
+    conn = std::make_shared<TcpConnection>(this, TcpConnection::Side::kClient, options.policy, addr,
+                                           options.want_ring, NewCookie());
     outgoing_[addr] = conn;
     all_.push_back(conn);
   }
@@ -125,12 +125,13 @@ void TcpMessenger::AttachAccepted(std::shared_ptr<asio::ip::tcp::socket> socket,
       // A client that restarted comes back with a new cookie: its old session, if it
       // has no socket, is over.
       for (auto& [cookie, s] : sessions_) {
-        if (s->standby() && hello.name.type == EntityType::kClient && s->peer_name() == hello.name) {
+        if (s->standby() && hello.name.type == EntityType::kClient &&
+            s->peer_name() == hello.name) {
           replaced.push_back(s);
         }
       }
-      conn = std::make_shared<TcpConnection>(this, TcpConnection::Side::kServer, policy,
-                                             peer_addr, want_ring, auth.cookie);
+      conn = std::make_shared<TcpConnection>(this, TcpConnection::Side::kServer, policy, peer_addr,
+                                             want_ring, auth.cookie);
       new_session = true;
       if (policy.lossless) {
         sessions_[auth.cookie] = conn;

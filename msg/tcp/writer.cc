@@ -124,11 +124,11 @@ void TcpConnection::Flush() {
   }
   b->data_frames = b->frames.size();
   writing_ = true;
-  asio::async_write(*socket_, b->bufs,
-                    asio::bind_executor(strand_, [self = shared_from_this(), gen = gen_, b](
-                                                     boost::system::error_code ec, size_t) {
-                      self->OnWritten(gen, b, ec);
-                    }));
+  asio::async_write(
+      *socket_, b->bufs,
+      asio::bind_executor(
+          strand_, [self = shared_from_this(), gen = gen_, b, sock = socket_](
+                       boost::system::error_code ec, size_t) { self->OnWritten(gen, b, ec); }));
 }
 
 void TcpConnection::OnWritten(uint64_t gen, const std::shared_ptr<WriteBatch>& b,
@@ -166,8 +166,8 @@ void TcpConnection::OnWritten(uint64_t gen, const std::shared_ptr<WriteBatch>& b
   if (inject > 0 && frames_on_socket_ >= inject) {
     spdlog::info("msgr tcp: injecting a socket failure on {} after {} frames", PeerDesc(),
                  frames_on_socket_);
-    return Fault(absl::UnavailableError(
-        absl::StrCat("injected socket failure after ", inject, " frames")));
+    return Fault(
+        absl::UnavailableError(absl::StrCat("injected socket failure after ", inject, " frames")));
   }
   Flush();
 }

@@ -117,9 +117,8 @@ TEST(FrameTest, RingRecordFrame) {
   absl::Status s;
   ASSERT_EQ(dec.Next(&out, &s), FrameDecoder::Result::kFrame) << s;
   RingPrefix q;
-  ASSERT_TRUE(DecodeRingPrefix(out.header, reinterpret_cast<const uint8_t*>(out.payload.data()),
-                               &q)
-                  .ok());
+  ASSERT_TRUE(
+      DecodeRingPrefix(out.header, reinterpret_cast<const uint8_t*>(out.payload.data()), &q).ok());
   EXPECT_EQ(q.tid, 9u);
   EXPECT_EQ(q.ring_offset, 128u);
   // corrupt the data: record crc catches it

@@ -171,7 +171,8 @@ TEST_P(MessengerTest, RingRecordsWrapAroundByteIdentical) {
   }
   ASSERT_TRUE(sd.WaitFor([&] { return !sd.drainers.empty(); }));
   auto* drainer = sd.drainer();
-  for (int t = 0; t < 2000 && drainer->Count() < kN; ++t) std::this_thread::sleep_for(milliseconds(10));
+  for (int t = 0; t < 2000 && drainer->Count() < kN; ++t)
+    std::this_thread::sleep_for(milliseconds(10));
   ASSERT_EQ(drainer->Error(), "");
   auto got = drainer->Records();
   ASSERT_EQ(got.size(), static_cast<size_t>(kN));
@@ -211,8 +212,9 @@ TEST_P(MessengerTest, RingCreditBackpressure) {
   ASSERT_TRUE(sd.WaitFor([&] { return !sd.drainers.empty(); }));
   sd.drainer()->SetRelease(true);
   for (int i = 0; i < 20; ++i) {
-    ASSERT_TRUE((*conn)->WriteRecord(RecordDesc{"o", static_cast<uint64_t>(written + i), 0, 0},
-                                     payload, absl::Seconds(10))
+    ASSERT_TRUE((*conn)
+                    ->WriteRecord(RecordDesc{"o", static_cast<uint64_t>(written + i), 0, 0},
+                                  payload, absl::Seconds(10))
                     .ok());
   }
   for (int t = 0; t < 1000 && sd.drainer()->Count() < static_cast<size_t>(written + 20); ++t) {
@@ -242,10 +244,11 @@ TEST_P(MessengerTest, LosslessSurvivesInjectedSocketFailures) {
     }
     if (r < kRecs) {
       recs.push_back(Pattern(100 + r * 7 % 3000, r));
-      ASSERT_TRUE((*conn)->WriteRecord(RecordDesc{absl::StrCat("r", r), static_cast<uint64_t>(r),
-                                                  0, 0},
-                                       recs.back(), absl::Seconds(10))
-                      .ok());
+      ASSERT_TRUE(
+          (*conn)
+              ->WriteRecord(RecordDesc{absl::StrCat("r", r), static_cast<uint64_t>(r), 0, 0},
+                            recs.back(), absl::Seconds(10))
+              .ok());
       ++r;
     }
   }
@@ -253,7 +256,8 @@ TEST_P(MessengerTest, LosslessSurvivesInjectedSocketFailures) {
   ASSERT_TRUE(cd.WaitFor([&] { return cd.messages.size() >= kMsgs; }, std::chrono::seconds(30)));
   auto* drainer = sd.drainer();
   ASSERT_NE(drainer, nullptr);
-  for (int t = 0; t < 3000 && drainer->Count() < kRecs; ++t) std::this_thread::sleep_for(milliseconds(10));
+  for (int t = 0; t < 3000 && drainer->Count() < kRecs; ++t)
+    std::this_thread::sleep_for(milliseconds(10));
   std::this_thread::sleep_for(milliseconds(100));  // duplicates would show up now
   sd.Locked([&] {
     ASSERT_EQ(sd.messages.size(), static_cast<size_t>(kMsgs));
@@ -431,9 +435,9 @@ TEST_P(AuthTest, RightKeyAcceptedWrongOrNoKeyRefused) {
   EXPECT_GE(server->counters().auth_failures, 1u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, MessengerTest, ::testing::Values("tcp"),
+INSTANTIATE_TEST_SUITE_P(Backends, MessengerTest, ::testing::Values("tcp", "rdma"),
                          [](const auto& info) { return info.param; });
-INSTANTIATE_TEST_SUITE_P(Backends, AuthTest, ::testing::Values("tcp"),
+INSTANTIATE_TEST_SUITE_P(Backends, AuthTest, ::testing::Values("tcp", "rdma"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
