@@ -249,12 +249,18 @@ void RdmaConnection::RunConnector() {
         cv_.WaitWithTimeout(&mu_, o.keepalive_interval);
         if (link_ == nullptr || closed_ || shared_->stopping) break;
         if (absl::Now() - last_keepalive_ack_ > o.keepalive_timeout) {
+          const absl::Status why = absl::DeadlineExceededError(
+              absl::StrCat("peer ", addr_, " sent no keepalive ack within ",
+                           absl::FormatDuration(o.keepalive_timeout)));
+          std::shared_ptr<Link> link = link_;
           mu_.Unlock();
-          Reset(absl::DeadlineExceededError(absl::StrCat(
-                    "peer ", addr_, " sent no keepalive ack within ",
-                    absl::FormatDuration(o.keepalive_timeout))),
-                /*send_close=*/true);
-          return;
+          if (!lossless_) {
+            Reset(why, /*send_close=*/true);
+            return;
+          }
+          Fault(link.get(), why);  // lossless: reconnect and resume
+          mu_.Lock();
+          break;
         }
         std::shared_ptr<Link> link = link_;
         mu_.Unlock();

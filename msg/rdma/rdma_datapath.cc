@@ -12,6 +12,8 @@
 //              region; the client reads it there (no message, no round trip).
 //   Doorbells  the OSD writes a sleep word there too; a client that sees it odd after
 //              publishing a record sets the doorbell flag on its next SEND.
+#include <poll.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -53,6 +55,7 @@ void RdmaConnection::HandleCompletions(Link* link, const verbs::Completion* wc, 
     if ((wc[i].wr_id & kRecvWrBit) == 0) max_wr = std::max(max_wr, wc[i].wr_id);
   }
   if (max_wr != 0) link->tp->OnSendCompleted(max_wr);
+  absl::Status qp_error;
   {
     absl::MutexLock l(&mu_);
     for (int i = 0; i < n; ++i) {
@@ -60,22 +63,28 @@ void RdmaConnection::HandleCompletions(Link* link, const verbs::Completion* wc, 
       const verbs::Completion& c = wc[i];
       const bool recv = (c.wr_id & kRecvWrBit) != 0;
       if (c.status != verbs::WcStatus::kSuccess) {
-        FaultLocked(link,
-                    absl::UnavailableError(absl::StrCat(
-                        "RDMA ", recv ? "receive" : "send", " completion failed: ",
-                        verbs::WcStatusName(c.status), " (vendor error ", c.vendor_err, ")")),
-                    &retire_);
+        qp_error = absl::UnavailableError(absl::StrCat(
+            "RDMA ", recv ? "receive" : "send", " completion failed: ",
+            verbs::WcStatusName(c.status), " (vendor error ", c.vendor_err, ")"));
         break;
       }
       if (recv) OnRecvLocked(link, c, &retire_);
     }
-    if (link_.get() == link) {
+    if (link_.get() == link && qp_error.ok()) {
       if (credit_dirty_) PostCreditLocked();
       CheckDoorbellLocked();
       FlushLocked();
     }
   }
   RetireDeferred();
+  if (!qp_error.ok()) {
+    // A peer that marks the session down sends CLOSE on the side channel before it
+    // destroys its QP: read it first, so the session ends (OnReset) instead of waiting
+    // for a reconnect that will not come.
+    pollfd p{link->ch->fd(), POLLIN, 0};
+    if (poll(&p, 1, 20) > 0) HandleSideReadable(link);
+    Fault(link, qp_error);
+  }
 }
 
 void RdmaConnection::OnRecvLocked(Link* link, const verbs::Completion& wc,

@@ -282,6 +282,7 @@ void RdmaMessenger::Shutdown() {
   }
   if (listener_) listener_->Stop();
   if (accept_thread_.joinable()) accept_thread_.join();
+  listener_.reset();  // close the socket: later connects are refused, not left hanging
   for (auto& c : conns) c->Stop();
   {
     absl::MutexLock l(&mu_);
