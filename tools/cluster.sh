@@ -77,7 +77,8 @@ load_conf() {
 }
 
 start_osd() {
-  local id=$1 pidf="$DIR/osd.$id.pid"
+  local id=$1
+  local pidf="$DIR/osd.$id.pid"
   if alive "$pidf"; then die "osd.$id already running (pid $(cat "$pidf"))"; fi
   mkdir -p "$DIR/osd.$id" "$DIR/run" "$DIR/log"
   local args=(--id "$id" --mon "$(cat "$DIR/mon.addr")" --data-dir "$DIR/osd.$id"

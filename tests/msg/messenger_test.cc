@@ -435,9 +435,9 @@ TEST_P(AuthTest, RightKeyAcceptedWrongOrNoKeyRefused) {
   EXPECT_GE(server->counters().auth_failures, 1u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, MessengerTest, ::testing::Values("tcp"),
+INSTANTIATE_TEST_SUITE_P(Backends, MessengerTest, ::testing::Values("tcp", "rdma"),
                          [](const auto& info) { return info.param; });
-INSTANTIATE_TEST_SUITE_P(Backends, AuthTest, ::testing::Values("tcp"),
+INSTANTIATE_TEST_SUITE_P(Backends, AuthTest, ::testing::Values("tcp", "rdma"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

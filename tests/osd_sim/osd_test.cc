@@ -276,7 +276,7 @@ TEST_P(OsdTest, WrongKeyIsRefused) {
   EXPECT_EQ(PerfDump()["osd"]["ops"], 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, OsdTest, ::testing::Values("tcp"),
+INSTANTIATE_TEST_SUITE_P(Backends, OsdTest, ::testing::Values("tcp", "rdma"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

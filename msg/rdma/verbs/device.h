@@ -279,7 +279,10 @@ struct QpConfig {
   bool signal_all = false;        // Every send WR completes, regardless of kSignaled.
   // RC transport knobs (ibverbs; the soft provider behaves as these defaults).
   uint8_t rnr_retry = 0;  // 0: no retry; the transport above never relies on RNR.
-  uint8_t retry_cnt = 7;
+  // Transport retries before kRetryExceeded (0..7). Not 7: Soft-RoCE (Linux rxe_comp.c)
+  // treats retry_cnt 7 like rnr_retry 7, as "retry forever", so a dead peer would never
+  // fail the QP there; on HCAs 6 costs one retry of `timeout`.
+  uint8_t retry_cnt = 6;
   uint8_t timeout = 14;   // 4.096 us * 2^timeout.
   uint8_t min_rnr_timer = 12;
   uint8_t max_rd_atomic = 1;

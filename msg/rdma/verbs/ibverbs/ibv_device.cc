@@ -68,6 +68,8 @@ absl::StatusOr<int> PickGidIndex(ibv_context* ctx, uint8_t port, int table_len, 
 
 }  // namespace
 
+const void* BoundIbvOpenDevice() { return reinterpret_cast<const void*>(&ibv_open_device); }
+
 std::vector<std::string> ListDevices() {
   std::vector<std::string> names;
   int n = 0;

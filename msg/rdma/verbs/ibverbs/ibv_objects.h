@@ -112,6 +112,8 @@ class IbvQp : public QueuePair {
   absl::Status Close() override;
 
  private:
+  absl::Status ValidateSendWr(const SendWr& wr) const;
+
   std::shared_ptr<PdCore> pd_;
   std::shared_ptr<CqCore> send_cq_;
   std::shared_ptr<CqCore> recv_cq_;

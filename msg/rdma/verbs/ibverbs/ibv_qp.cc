@@ -52,6 +52,32 @@ bool GidIsZero(const Gid& gid) {
 
 }  // namespace
 
+// Checked here rather than left to the driver: drivers reject these with different errnos
+// (mlx5 ENOMEM, rxe EINVAL) or, for some, not at all; the soft provider rejects the same
+// WRs with the same InvalidArgument. Limits are the ones the caller configured (the device
+// may have granted more; relying on that would not work on the other provider).
+absl::Status IbvQp::ValidateSendWr(const SendWr& wr) const {
+  if (wr.num_sge > config_.max_send_sge) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_sge ", wr.num_sge, " > max_send_sge ", config_.max_send_sge));
+  }
+  if (wr.num_sge > 0 && wr.sg_list == nullptr) {
+    return absl::InvalidArgumentError("num_sge > 0 but sg_list is null");
+  }
+  if (wr.flags & kInline) {
+    if (wr.opcode == WrOpcode::kRdmaRead) {
+      return absl::InvalidArgumentError("kInline is not allowed on RDMA READ");
+    }
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
+    if (total > max_inline_data_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("inline payload ", total, " > max_inline_data ", max_inline_data_));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<QueuePair>> IbvPd::CreateQp(const QpConfig& config) {
   auto* scq = dynamic_cast<IbvCq*>(config.send_cq);
   auto* rcq = dynamic_cast<IbvCq*>(config.recv_cq);
@@ -206,14 +232,24 @@ absl::Status IbvQp::PostSend(absl::Span<const SendWr> wrs, size_t* posted) {
   if (posted != nullptr) *posted = 0;
   if (!qp_) return absl::FailedPreconditionError("QP is closed");
   if (wrs.empty()) return absl::OkStatus();
+  // Only the WRs before the first malformed one are posted (as the driver would do).
+  size_t valid = 0;
+  absl::Status invalid;
+  for (; valid < wrs.size(); ++valid) {
+    invalid = ValidateSendWr(wrs[valid]);
+    if (!invalid.ok()) break;
+  }
+  if (valid == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("PostSend WR 0: ", invalid.message()));
+  }
   thread_local std::vector<ibv_send_wr> chain;
-  chain.resize(wrs.size());
-  for (size_t i = 0; i < wrs.size(); ++i) {
+  chain.resize(valid);
+  for (size_t i = 0; i < valid; ++i) {
     const SendWr& w = wrs[i];
     ibv_send_wr& v = chain[i];
     std::memset(&v, 0, sizeof(v));
     v.wr_id = w.wr_id;
-    v.next = i + 1 < wrs.size() ? &chain[i + 1] : nullptr;
+    v.next = i + 1 < valid ? &chain[i + 1] : nullptr;
     v.sg_list = const_cast<ibv_sge*>(reinterpret_cast<const ibv_sge*>(w.sg_list));
     v.num_sge = static_cast<int>(w.num_sge);
     v.opcode = ToIbvOpcode(w.opcode);
@@ -234,7 +270,11 @@ absl::Status IbvQp::PostSend(absl::Span<const SendWr> wrs, size_t* posted) {
     if (posted != nullptr) *posted = n;
     return ErrnoStatus(rc, absl::StrCat("ibv_post_send (WR ", n, " of ", wrs.size(), ")"));
   }
-  if (posted != nullptr) *posted = wrs.size();
+  if (posted != nullptr) *posted = valid;
+  if (valid < wrs.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PostSend WR ", valid, ": ", invalid.message()));
+  }
   return absl::OkStatus();
 }
 

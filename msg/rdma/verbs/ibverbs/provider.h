@@ -24,6 +24,11 @@ std::vector<std::string> ListDevices();
 absl::StatusOr<std::unique_ptr<Device>> OpenIbverbsDevice(absl::string_view name,
                                                           const DeviceOptions& options);
 
+// The address this provider's code calls for ibv_open_device. It must be libibverbs'
+// default version (IBVERBS_1.1), not the IBVERBS_1.0 compat wrapper, whose context the
+// rest of the library cannot use; a host test checks it (see ibverbs/BUILD, linkstatic).
+const void* BoundIbvOpenDevice();
+
 }  // namespace ibverbs
 }  // namespace verbs
 }  // namespace msgr

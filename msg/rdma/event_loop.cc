@@ -1,0 +1,186 @@
+#include "msg/rdma/event_loop.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "msg/rdma/side_channel.h"
+#include "spdlog/spdlog.h"
+
+namespace msgr::rdma {
+namespace {
+constexpr int kPollBatch = 32;
+constexpr int kSleepMs = 100;
+constexpr absl::Duration kSideCheckInterval = absl::Milliseconds(2);
+// epoll data: pointer to the client, low bit set for its side-channel fd.
+uint64_t Token(const LoopClient* c, bool side) {
+  return reinterpret_cast<uint64_t>(c) | (side ? 1 : 0);
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create(absl::Duration spin) {
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) return ErrnoStatus(errno, "epoll_create1");
+  const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake < 0) {
+    close(ep);
+    return ErrnoStatus(errno, "eventfd");
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 0;
+  epoll_ctl(ep, EPOLL_CTL_ADD, wake, &ev);
+  std::unique_ptr<EventLoop> loop(new EventLoop(ep, wake, spin));
+  loop->thread_ = std::thread([l = loop.get()] { l->Run(); });
+  return loop;
+}
+
+EventLoop::~EventLoop() {
+  Stop();
+  close(epoll_fd_);
+  close(wake_fd_);
+}
+
+absl::Status EventLoop::Add(std::shared_ptr<LoopClient> c) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = Token(c.get(), false);
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->loop_cq()->event_fd(), &ev) != 0) {
+    return ErrnoStatus(errno, "epoll_ctl(cq)");
+  }
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ev.data.u64 = Token(c.get(), true);
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->loop_side_fd(), &ev) != 0) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->loop_cq()->event_fd(), nullptr);
+    return ErrnoStatus(errno, "epoll_ctl(side channel)");
+  }
+  {
+    absl::MutexLock l(&mu_);
+    clients_[c.get()] = std::move(c);
+    ++version_;
+  }
+  Wake();
+  return absl::OkStatus();
+}
+
+void EventLoop::Remove(const LoopClient* c) {
+  std::shared_ptr<LoopClient> keep;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = clients_.find(c);
+    if (it == clients_.end()) return;
+    keep = std::move(it->second);
+    clients_.erase(it);
+    ++version_;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, keep->loop_cq()->event_fd(), nullptr);
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, keep->loop_side_fd(), nullptr);
+  }
+  // `keep` may be the last reference: the client is destroyed outside the lock.
+}
+
+void EventLoop::Stop() {
+  {
+    absl::MutexLock l(&mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  Wake();
+  if (thread_.joinable()) thread_.join();
+  std::map<const LoopClient*, std::shared_ptr<LoopClient>> drop;
+  {
+    absl::MutexLock l(&mu_);
+    drop.swap(clients_);
+  }
+}
+
+void EventLoop::Wake() {
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+bool EventLoop::PollAll(const std::vector<std::shared_ptr<LoopClient>>& clients) {
+  bool work = false;
+  verbs::Completion wc[kPollBatch];
+  for (const auto& c : clients) {
+    const int n = c->loop_cq()->Poll(wc, kPollBatch);
+    if (n > 0) {
+      c->OnCompletions(wc, n);
+      work = true;
+    } else if (n < 0) {
+      c->OnCqError();
+    }
+  }
+  return work;
+}
+
+void EventLoop::Run() {
+  std::vector<std::shared_ptr<LoopClient>> clients;
+  uint64_t seen_version = ~0ull;
+  absl::Time last_work = absl::Now();
+  absl::Time last_side_check = last_work;
+  epoll_event evs[64];
+  for (;;) {
+    {
+      absl::MutexLock l(&mu_);
+      if (stop_) break;
+      if (version_ != seen_version) {
+        clients.clear();
+        for (auto& [k, c] : clients_) clients.push_back(c);
+        seen_version = version_;
+      }
+    }
+    const absl::Time now = absl::Now();
+    int timeout_ms = 0;
+    if (PollAll(clients)) {
+      last_work = now;
+      if (now - last_side_check < kSideCheckInterval) continue;
+    } else if (now - last_work < spin_) {
+      if (now - last_side_check < kSideCheckInterval) continue;
+    } else {
+      // Going to sleep: arm every channel, then look once more.
+      for (const auto& c : clients) (void)c->loop_cq()->RequestNotify();
+      if (PollAll(clients)) {
+        last_work = absl::Now();
+        continue;
+      }
+      timeout_ms = kSleepMs;
+      {
+        absl::MutexLock l(&mu_);
+        if (stop_) break;
+        if (version_ != seen_version) continue;
+      }
+    }
+    last_side_check = now;
+    const int n = epoll_wait(epoll_fd_, evs, 64, timeout_ms);
+    {
+      absl::MutexLock l(&mu_);
+      if (stop_) break;
+    }
+    for (int i = 0; i < n; ++i) {
+      const uint64_t token = evs[i].data.u64;
+      if (token == 0) {
+        uint64_t v;
+        (void)!read(wake_fd_, &v, sizeof(v));
+        continue;
+      }
+      const auto* key = reinterpret_cast<const LoopClient*>(token & ~uint64_t{1});
+      std::shared_ptr<LoopClient> c;
+      {
+        absl::MutexLock l(&mu_);
+        auto it = clients_.find(key);
+        if (it != clients_.end()) c = it->second;
+      }
+      if (!c) continue;
+      if (token & 1) {
+        c->OnSideReadable();
+      } else {
+        c->loop_cq()->ConsumeEvents();
+        last_work = absl::Now();
+      }
+    }
+  }
+}
+
+}  // namespace msgr::rdma

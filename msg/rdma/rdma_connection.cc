@@ -1,0 +1,325 @@
+// RdmaConnection: public API, message queues and flow control, faults and resets.
+#include "msg/rdma/rdma_connection.h"
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace msgr::rdma {
+
+// ---------------------------------------------------------------- Link (loop thread)
+
+void Link::OnCompletions(const verbs::Completion* wc, int n) {
+  if (auto c = conn_.lock()) c->HandleCompletions(this, wc, n);
+}
+
+void Link::OnCqError() {
+  if (auto c = conn_.lock()) c->Fault(this, absl::InternalError("RDMA completion queue overrun"));
+}
+
+void Link::OnSideReadable() {
+  if (auto c = conn_.lock()) {
+    c->HandleSideReadable(this);
+  }
+}
+
+// ---------------------------------------------------------------- construction
+
+RdmaConnection::RdmaConnection(std::shared_ptr<RdmaShared> shared, std::string addr,
+                               const ConnectOptions& options)
+    : shared_(std::move(shared)),
+      id_(shared_->next_conn_id++),
+      outgoing_(true),
+      addr_(std::move(addr)),
+      lossless_(options.policy.lossless),
+      want_ring_(options.want_ring),
+      cookie_(NewCookie()) {}
+
+RdmaConnection::RdmaConnection(std::shared_ptr<RdmaShared> shared, EntityName peer,
+                               std::string addr, bool lossless, bool want_ring, uint64_t cookie)
+    : shared_(std::move(shared)),
+      id_(shared_->next_conn_id++),
+      outgoing_(false),
+      addr_(std::move(addr)),
+      lossless_(lossless),
+      want_ring_(want_ring),
+      cookie_(cookie) {
+  peer_name_ = peer;
+}
+
+RdmaConnection::~RdmaConnection() {
+  size_t bytes = 0;
+  if (ctrl_mr_) bytes += ctrl_mr_->length();
+  if (mirror_mr_) bytes += mirror_mr_->length();
+  if (ring_) bytes += ring_->bytes();
+  shared_->counters.registered_bytes -= bytes;
+  shared_->bytes_in_flight -= bytes_in_flight_;
+}
+
+EntityName RdmaConnection::peer_name() const {
+  absl::MutexLock l(&mu_);
+  return peer_name_;
+}
+
+bool RdmaConnection::is_connected() const {
+  absl::MutexLock l(&mu_);
+  return link_ != nullptr && !closed_;
+}
+
+bool RdmaConnection::closed() const {
+  absl::MutexLock l(&mu_);
+  return closed_;
+}
+
+size_t RdmaConnection::max_record_payload() const {
+  absl::MutexLock l(&mu_);
+  return max_record_payload_;
+}
+
+void RdmaConnection::Dispatch(std::function<void(const ConnectionRef&)> fn) {
+  if (shared_->stopping) return;
+  shared_->workers->Post(id_, [self = shared_from_this(), fn = std::move(fn)] {
+    if (self->shared_->stopping) return;
+    fn(self);
+  });
+}
+
+// ---------------------------------------------------------------- messages
+
+absl::Status RdmaConnection::Send(Message m) { return Enqueue(std::move(m), true); }
+absl::Status RdmaConnection::TrySend(Message m) { return Enqueue(std::move(m), false); }
+
+absl::Status RdmaConnection::Enqueue(Message m, bool block) {
+  const MessengerOptions& o = shared_->options;
+  if (m.payload.size() > o.max_message_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("message of ", m.payload.size(),
+                                                   " bytes exceeds max_message_bytes ",
+                                                   o.max_message_bytes));
+  }
+  absl::MutexLock l(&mu_);
+  bool waited = false;
+  for (;;) {
+    if (closed_ || shared_->stopping) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("connection to ", addr_, " is marked down"));
+    }
+    const bool over = (bytes_in_flight_ > 0 && bytes_in_flight_ + m.payload.size() >
+                                                   o.conn_max_bytes_in_flight) ||
+                      msgs_in_flight_ >= o.conn_max_msgs_in_flight ||
+                      (shared_->bytes_in_flight > 0 &&
+                       shared_->bytes_in_flight + m.payload.size() >
+                           o.messenger_max_bytes_in_flight);
+    if (!over) break;
+    if (!block) return absl::ResourceExhaustedError("over the connection's flow-control limit");
+    if (!waited) shared_->counters.throttle_waits++;
+    waited = true;
+    cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));  // messenger-wide limit: re-check
+  }
+  OutMsg out;
+  out.seq = ++out_seq_;
+  out.type = m.type;
+  out.payload = std::move(m.payload);
+  bytes_in_flight_ += out.payload.size();
+  shared_->bytes_in_flight += out.payload.size();
+  ++msgs_in_flight_;
+  unsent_.push_back(std::move(out));
+  FlushLocked();
+  return absl::OkStatus();
+}
+
+void RdmaConnection::AckLocked(uint64_t ack_seq) {
+  bool freed = false;
+  while (!unacked_.empty() && unacked_.front().seq <= ack_seq) {
+    bytes_in_flight_ -= unacked_.front().payload.size();
+    shared_->bytes_in_flight -= unacked_.front().payload.size();
+    --msgs_in_flight_;
+    unacked_.pop_front();
+    freed = true;
+  }
+  if (freed) cv_.SignalAll();
+}
+
+void RdmaConnection::RequeueLocked(uint64_t peer_in_seq) {
+  AckLocked(peer_in_seq);
+  // Messages the peer never got go first again, in order, from their first fragment.
+  for (auto& m : unsent_) m.sent = 0;
+  shared_->counters.resends += unacked_.size();
+  while (!unacked_.empty()) {
+    unacked_.back().sent = 0;
+    unsent_.push_front(std::move(unacked_.back()));
+    unacked_.pop_back();
+  }
+}
+
+void RdmaConnection::DropQueuesLocked() {
+  shared_->bytes_in_flight -= bytes_in_flight_;
+  bytes_in_flight_ = 0;
+  msgs_in_flight_ = 0;
+  unsent_.clear();
+  unacked_.clear();
+  cv_.SignalAll();
+}
+
+// ---------------------------------------------------------------- faults
+
+void RdmaConnection::Fault(Link* link, const absl::Status& why) {
+  std::shared_ptr<Link> retired;
+  {
+    absl::MutexLock l(&mu_);
+    FaultLocked(link, why, &retired);
+  }
+  Retire(std::move(retired));
+}
+
+void RdmaConnection::FaultLocked(Link* link, const absl::Status& why,
+                                 std::shared_ptr<Link>* retired) {
+  if (link_.get() != link || link == nullptr) return;  // an old incarnation
+  *retired = std::move(link_);
+  link_.reset();
+  (*retired)->tp->Kill();
+  shared_->counters.qp_faults++;
+  shared_->counters.connections_open--;
+  reasm_active_ = false;
+  reasm_.clear();
+  cv_.SignalAll();
+  if (closed_) return;
+  spdlog::info("msgr rdma: connection {} to {} ({}) faulted: {}", id_, addr_,
+               peer_name_.ToString(), why.ToString());
+  if (!lossless_) {
+    // Lossy: the session is over.
+    closed_ = true;
+    DropQueuesLocked();
+    shared_->counters.resets++;
+    if (ring_) ring_->Revoke();
+    auto self = shared_from_this();
+    shared_->workers->Post(id_, [self, why] {
+      if (!self->shared_->stopping) self->shared_->dispatcher->OnReset(self, why);
+    });
+  }
+}
+
+void RdmaConnection::Retire(std::shared_ptr<Link> link) {
+  if (!link) return;
+  link->ch->Shutdown();
+  if (shared_->loop) shared_->loop->Remove(link.get());
+  if (!outgoing_ && closed()) {
+    absl::MutexLock h(&shared_->hooks_mu);
+    if (shared_->forget_session) shared_->forget_session(this);
+  }
+}
+
+void RdmaConnection::Reset(const absl::Status& why, bool send_close) {
+  std::shared_ptr<Link> retired;
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return;
+    closed_ = true;
+    DropQueuesLocked();
+    if (link_ && send_close) {
+      FrameHeader h;
+      h.type = FrameType::kClose;
+      (void)link_->ch->WriteFrame(h, std::string(why.message()), absl::Now() + absl::Milliseconds(200));
+    }
+    if (link_) {
+      retired = std::move(link_);
+      link_.reset();
+      retired->tp->Kill();
+      shared_->counters.connections_open--;
+    }
+    if (ring_) ring_->Revoke();
+    shared_->counters.resets++;
+    spdlog::info("msgr rdma: connection {} to {} ({}) reset: {}", id_, addr_,
+                 peer_name_.ToString(), why.ToString());
+  }
+  Retire(std::move(retired));
+  if (!outgoing_) {
+    absl::MutexLock h(&shared_->hooks_mu);
+    if (shared_->forget_session) shared_->forget_session(this);
+  }
+  auto self = shared_from_this();
+  if (!shared_->stopping) {
+    shared_->workers->Post(id_, [self, why] {
+      if (!self->shared_->stopping) self->shared_->dispatcher->OnReset(self, why);
+    });
+  }
+}
+
+void RdmaConnection::MarkDown() {
+  Reset(absl::CancelledError(absl::StrCat("connection to ", addr_, " marked down")),
+        /*send_close=*/true);
+}
+
+void RdmaConnection::Stop() {
+  std::shared_ptr<Link> retired;
+  {
+    absl::MutexLock l(&mu_);
+    closed_ = true;
+    DropQueuesLocked();
+    if (link_) {
+      retired = std::move(link_);
+      link_.reset();
+      retired->tp->Kill();
+      shared_->counters.connections_open--;
+    }
+    if (ring_) ring_->Revoke();
+  }
+  Retire(std::move(retired));
+}
+
+void RdmaConnection::HandleSideReadable(Link* link) {
+  for (;;) {
+    DecodedFrame f;
+    absl::Status error;
+    const FrameDecoder::Result r = link->ch->ReadAvailable(&f, &error);
+    if (r == FrameDecoder::Result::kNeedMore) return;
+    if (r == FrameDecoder::Result::kError) {
+      {
+        absl::MutexLock l(&mu_);
+        if (link_.get() != link) return;
+      }
+      if (!absl::IsUnavailable(error)) shared_->counters.protocol_errors++;
+      Fault(link, absl::UnavailableError(
+                      absl::StrCat("side channel to ", addr_, " lost: ", error.message())));
+      return;
+    }
+    if (f.header.type == FrameType::kClose) {
+      {
+        absl::MutexLock l(&mu_);
+        if (link_.get() != link) return;
+      }
+      Reset(absl::UnavailableError(
+                absl::StrCat("peer ", addr_, " closed the session: ", f.payload)),
+            /*send_close=*/false);
+      return;
+    }
+    if (f.header.type == FrameType::kKeepalive) {
+      // Answered from the dispatch worker: a peer whose dispatcher is stuck stops answering.
+      std::weak_ptr<Link> weak;
+      {
+        absl::MutexLock l(&mu_);
+        if (link_.get() != link) return;
+        weak = link_;
+      }
+      Dispatch([weak](const ConnectionRef&) {
+        if (auto l = weak.lock()) {
+          FrameHeader h;
+          h.type = FrameType::kKeepaliveAck;
+          (void)l->ch->WriteFrame(h, "", absl::Now() + absl::Milliseconds(100));
+        }
+      });
+      continue;
+    }
+    if (f.header.type == FrameType::kKeepaliveAck) {
+      absl::MutexLock l(&mu_);
+      if (link_.get() == link) last_keepalive_ack_ = absl::Now();
+      continue;
+    }
+    {
+      shared_->counters.protocol_errors++;
+      Fault(link, absl::InvalidArgumentError(absl::StrCat(
+                      "unexpected ", FrameTypeName(f.header.type), " frame on side channel")));
+      return;
+    }
+  }
+}
+
+}  // namespace msgr::rdma

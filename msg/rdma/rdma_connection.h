@@ -1,0 +1,221 @@
+// RdmaConnection: one session with a peer over the "rdma" backend.
+//
+// A session outlives its transports: each (re)connect builds a Link -- a TCP side channel
+// plus a Transport (QP, CQ, buffer pools) -- and a fault retires it. The connecting side
+// reconnects lossless sessions and resumes them (messages by seq/ack, ring records from the
+// ring's next expected seq); the accepting side keeps the session until the client comes
+// back. Lossy sessions reset on any fault.
+//
+// Files: rdma_connection.cc (API, queues, faults), rdma_connection_setup.cc (handshake and
+// RDMA setup, both sides), rdma_datapath.cc (SEND/RECV, ring writes, credits, doorbells).
+//
+// Threads: public methods from any thread. The completion thread (EventLoop) runs
+// OnCompletions/OnSideReadable; Dispatcher callbacks run on shared_->workers, in order per
+// connection. Lock order: record_mu_ before mu_ before Transport's lock.
+#ifndef MSGR_MSG_RDMA_RDMA_CONNECTION_H_
+#define MSGR_MSG_RDMA_RDMA_CONNECTION_H_
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "msg/handshake.h"
+#include "msg/messenger.h"
+#include "msg/rdma/event_loop.h"
+#include "msg/rdma/rdma_recv_ring.h"
+#include "msg/rdma/rdma_shared.h"
+#include "msg/rdma/rdma_wire.h"
+#include "msg/rdma/side_channel.h"
+#include "msg/rdma/transport.h"
+#include "msg/ring/ring.h"
+
+namespace msgr::rdma {
+
+class RdmaConnection;
+
+// One incarnation: side channel + transport + what the peer told us at setup.
+class Link : public LoopClient {
+ public:
+  // `budget` (the messenger's registered-bytes counter) outlives the link.
+  Link(std::weak_ptr<RdmaConnection> conn, std::shared_ptr<Transport> tp,
+       std::unique_ptr<SideChannel> ch, std::atomic<uint64_t>* budget)
+      : conn_(std::move(conn)), tp(std::move(tp)), ch(std::move(ch)), budget_(budget) {
+    *budget_ += this->tp->registered_bytes();
+  }
+  ~Link() override { *budget_ -= tp->registered_bytes(); }
+  verbs::CompletionQueue* loop_cq() override { return tp->cq(); }
+  int loop_side_fd() override { return ch->fd(); }
+  void OnCompletions(const verbs::Completion* wc, int n) override;
+  void OnCqError() override;
+  void OnSideReadable() override;
+
+  std::weak_ptr<RdmaConnection> conn_;
+  std::shared_ptr<Transport> tp;
+  std::unique_ptr<SideChannel> ch;
+  // Peer geometry from setup.
+  uint32_t peer_recv_buffers = 0;
+  uint32_t frag_bytes = 0;           // message bytes per SEND
+  uint64_t ctrl_addr = 0;            // accepting side: the client's control region
+  uint32_t ctrl_rkey = 0;
+  uint64_t ring_addr = 0;            // connecting side: the peer's ring
+  uint32_t ring_rkey = 0;
+
+ private:
+  std::atomic<uint64_t>* budget_;
+};
+
+class RdmaConnection : public Connection, public std::enable_shared_from_this<RdmaConnection> {
+ public:
+  // Connecting side (starts no thread; RdmaMessenger runs RunConnector()).
+  RdmaConnection(std::shared_ptr<RdmaShared> shared, std::string addr,
+                 const ConnectOptions& options);
+  // Accepting side, for a peer that passed authentication.
+  RdmaConnection(std::shared_ptr<RdmaShared> shared, EntityName peer, std::string addr,
+                 bool lossless, bool want_ring, uint64_t cookie);
+  ~RdmaConnection() override;
+
+  // --- Connection ---
+  EntityName peer_name() const override;
+  std::string peer_addr() const override { return addr_; }
+  bool is_connected() const override;
+  absl::Status Send(Message m) override;
+  absl::Status TrySend(Message m) override;
+  absl::Status WriteRecord(const RecordDesc& desc, std::string_view payload,
+                           absl::Duration timeout) override;
+  size_t max_record_payload() const override;
+  void ReleaseRing(uint64_t position) override;
+  void MarkDown() override;
+
+  // --- backend internals ---
+  // Connecting side: connect, resume and reconnect until closed (runs on its own thread).
+  void RunConnector();
+  // Accepting side: the rest of the handshake for a peer whose AUTH passed. `resumed`
+  // tells whether this is an existing session.
+  void ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthReply& auth, bool resumed);
+  // Ends the session for good: OnReset(why) (unless the messenger is stopping).
+  void Reset(const absl::Status& why, bool send_close);
+  // Messenger shutdown: close without callbacks.
+  void Stop();
+  bool closed() const;
+  bool lossless() const { return lossless_; }
+  uint64_t cookie() const { return cookie_; }
+  uint64_t id() const { return id_; }
+
+  // Link callbacks (completion thread).
+  void HandleCompletions(Link* link, const verbs::Completion* wc, int n);
+  void HandleSideReadable(Link* link);
+  void Fault(Link* link, const absl::Status& why);
+
+ private:
+  struct OutMsg {
+    uint64_t seq = 0;
+    uint16_t type = 0;
+    std::string payload;
+    size_t sent = 0;  // bytes already posted (fragments)
+  };
+  struct SentRecord {  // a record the OSD has not released yet (client side)
+    uint64_t seq = 0;
+    size_t offset = 0;
+    uint32_t bytes = 0;  // header + oid + payload (what is written)
+    bool has_pad = false;
+    uint64_t pad_seq = 0;
+    size_t pad_offset = 0;
+    uint64_t end_position = 0;
+  };
+
+  absl::Status Enqueue(Message m, bool block);
+  absl::Status ClientHandshake();
+  absl::Status InstallLink(std::shared_ptr<Link> link) ABSL_LOCKS_EXCLUDED(mu_);
+  void FaultLocked(Link* link, const absl::Status& why, std::shared_ptr<Link>* retired)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Retire(std::shared_ptr<Link> link);  // outside mu_: loop removal, teardown
+  void Dispatch(std::function<void(const ConnectionRef&)> fn);
+
+  // Data path (rdma_datapath.cc).
+  void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool PostControlLocked(uint8_t flags) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnRecvLocked(Link* link, const verbs::Completion& wc, std::shared_ptr<Link>* retired)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AckLocked(uint64_t ack_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RequeueLocked(uint64_t peer_in_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropQueuesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyCreditLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckDoorbellLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PostRecordLocked(const SentRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Posts `r`, waiting (without mu_) for send-queue room until `deadline`.
+  absl::Status PostRecordWaiting(const SentRecord& r, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(record_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // After a resume: rewrites every unreleased record from `from_seq` on into its slot.
+  void ResendRecords(uint64_t from_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(record_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void RetireDeferred() ABSL_LOCKS_EXCLUDED(mu_);
+  void PostCreditLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetPeerSleeping(bool sleeping);
+  void CountFrameLocked(std::shared_ptr<Link>* retired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::shared_ptr<RdmaShared> shared_;
+  const uint64_t id_;
+  const bool outgoing_;
+  const std::string addr_;
+  const bool lossless_;
+  const bool want_ring_;
+  const uint64_t cookie_;
+
+  // Staging and posting of records (not the wait for credit); the mirror region only
+  // changes under it.
+  absl::Mutex record_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  EntityName peer_name_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Link> link_ ABSL_GUARDED_BY(mu_);  // null while disconnected
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool had_session_ ABSL_GUARDED_BY(mu_) = false;
+  bool accepted_ ABSL_GUARDED_BY(mu_) = false;  // OnAccept delivered
+  uint64_t frames_sent_ ABSL_GUARDED_BY(mu_) = 0;  // for inject_socket_failures
+  absl::Time last_keepalive_ack_ ABSL_GUARDED_BY(mu_);  // connecting side
+  std::shared_ptr<Link> retire_ ABSL_GUARDED_BY(mu_);  // faulted under mu_; see RetireDeferred
+
+  // Messages.
+  uint64_t out_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<OutMsg> unsent_ ABSL_GUARDED_BY(mu_);
+  std::deque<OutMsg> unacked_ ABSL_GUARDED_BY(mu_);
+  uint64_t bytes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t msgs_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t in_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string reasm_ ABSL_GUARDED_BY(mu_);
+  bool reasm_active_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t reasm_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint16_t reasm_type_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t send_credits_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t credits_owed_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t ack_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  bool doorbell_pending_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Ring, connecting side.
+  std::unique_ptr<verbs::MemoryRegion> ctrl_mr_;    // set once at construction
+  std::unique_ptr<verbs::MemoryRegion> mirror_mr_ ABSL_GUARDED_BY(mu_);  // staging
+  std::optional<RingProducer> producer_ ABSL_GUARDED_BY(mu_);
+  std::deque<SentRecord> records_ ABSL_GUARDED_BY(mu_);  // in seq order
+  uint64_t session_epoch_ ABSL_GUARDED_BY(mu_) = 0;      // bumped when the peer restarts
+  uint64_t posted_seq_ ABSL_GUARDED_BY(mu_) = 0;       // highest record seq posted
+  uint64_t doorbelled_word_ ABSL_GUARDED_BY(mu_) = 0;  // sleep word of the last doorbell
+  uint64_t doorbelled_seq_ ABSL_GUARDED_BY(mu_) = 0;   // posted_seq_ when it was sent
+  size_t max_record_payload_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Ring, accepting side.
+  std::shared_ptr<RdmaRecvRing> ring_ ABSL_GUARDED_BY(mu_);
+  uint64_t released_pos_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t released_seq_ ABSL_GUARDED_BY(mu_) = 1;  // seq of the record at released_pos_
+  bool credit_dirty_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t sleep_word_ ABSL_GUARDED_BY(mu_) = 0;    // odd: the poller sleeps
+
+  friend class RdmaMessenger;
+};
+
+}  // namespace msgr::rdma
+
+#endif  // MSGR_MSG_RDMA_RDMA_CONNECTION_H_

@@ -1,0 +1,432 @@
+// RdmaConnection: connection setup over the TCP side channel, both sides.
+//
+//   client                                        server
+//   HELLO / CHALLENGE / AUTH / READY   (msg/handshake.h, exactly as the TCP backend)
+//   kSetupClient: QP endpoint, control region, receive pool  -->
+//                                    (posts receives, connects its QP: RTR/RTS)
+//                                <-- kSetupServer: QP endpoint, ring (addr, rkey, size,
+//                                    next expected seq/position), receive pool
+//   (posts receives, connects its QP)
+//   kSetupReady                                   -->  (both sides may post now)
+//
+// The side channel then stays open: EOF on it is a fault, CLOSE ends the session.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "msg/rdma/rdma_connection.h"
+#include "spdlog/spdlog.h"
+
+namespace msgr::rdma {
+namespace {
+
+absl::Status Expect(const DecodedFrame& f, FrameType type, uint16_t msg_type, const char* what) {
+  if (f.header.type == FrameType::kClose) {
+    return absl::UnauthenticatedError(absl::StrCat("peer refused the connection: ", f.payload));
+  }
+  if (f.header.type != type || (type == FrameType::kMessage && f.header.msg_type != msg_type)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected ", what, ", got ", FrameTypeName(f.header.type), " frame"));
+  }
+  return absl::OkStatus();
+}
+
+FrameHeader Header(FrameType t, uint16_t msg_type = 0) {
+  FrameHeader h;
+  h.type = t;
+  h.msg_type = msg_type;
+  if (t == FrameType::kMessage) h.seq = 1;  // setup frames are never resent; the decoder
+                                             // wants seq > 0 on MESSAGE frames
+  return h;
+}
+
+}  // namespace
+
+absl::Status RdmaConnection::ClientHandshake() {
+  const MessengerOptions& o = shared_->options;
+  const absl::Time deadline = absl::Now() + o.handshake_timeout;
+  auto ch_or = SideChannel::Connect(addr_, o.handshake_timeout);
+  if (!ch_or.ok()) return ch_or.status();
+  std::unique_ptr<SideChannel> ch = std::move(*ch_or);
+  const bool secret = o.auth.mode == AuthConfig::Mode::kSecret;
+
+  Hello hello;
+  hello.name = o.name;
+  hello.features = kFeaturesSupported;
+  hello.auth = secret ? AuthMode::kSecret : AuthMode::kNone;
+  hello.nonce = NewNonce();
+  if (auto s = ch->WriteFrame(Header(FrameType::kHello), EncodeHello(hello), deadline); !s.ok()) {
+    return s;
+  }
+  DecodedFrame f;
+  if (auto s = ch->ReadFrame(kMaxControlPayload, deadline, &f); !s.ok()) return s;
+  if (auto s = Expect(f, FrameType::kChallenge, 0, "CHALLENGE"); !s.ok()) {
+    if (absl::IsUnauthenticated(s)) shared_->counters.auth_failures++;
+    return s;
+  }
+  auto challenge = DecodeChallenge(f.payload);
+  if (!challenge.ok()) return challenge.status();
+  if (secret && (challenge->auth != AuthMode::kSecret ||
+                 !ProofEquals(challenge->proof, ServerProof(o.auth.secret, hello.nonce,
+                                                            challenge->nonce, o.name,
+                                                            challenge->name)))) {
+    shared_->counters.auth_failures++;
+    (void)ch->WriteFrame(Header(FrameType::kClose), "authentication failed", deadline);
+    spdlog::warn("msgr rdma: {} at {} failed to prove it holds the cluster key",
+                 challenge->name.ToString(), addr_);
+    return absl::UnauthenticatedError(
+        absl::StrCat(addr_, " failed to prove it holds the cluster key"));
+  }
+  AuthReply auth;
+  if (secret) {
+    auth.proof = ClientProof(o.auth.secret, hello.nonce, challenge->nonce, o.name,
+                             challenge->name);
+  }
+  auth.cookie = cookie_;
+  {
+    absl::MutexLock l(&mu_);
+    auth.in_seq = in_seq_;
+    auth.flags = (want_ring_ ? kAuthWantRing : 0) | (lossless_ ? kAuthLossless : 0) |
+                 (had_session_ ? kAuthHadSession : 0);
+  }
+  if (auto s = ch->WriteFrame(Header(FrameType::kAuth), EncodeAuth(auth), deadline); !s.ok()) {
+    return s;
+  }
+  auto tp_or = Transport::Create(shared_->ctx, shared_->transport);
+  if (!tp_or.ok()) return tp_or.status();
+  std::shared_ptr<Transport> tp = *tp_or;
+  if (auto s = ch->ReadFrame(kMaxControlPayload, deadline, &f); !s.ok()) return s;
+  if (auto s = Expect(f, FrameType::kReady, 0, "READY"); !s.ok()) {
+    if (absl::IsUnauthenticated(s)) shared_->counters.auth_failures++;
+    return s;
+  }
+  auto ready = DecodeReady(f.payload);
+  if (!ready.ok()) return ready.status();
+  if (want_ring_ && !IsValidRingSize(ready->ring_bytes)) {
+    return absl::FailedPreconditionError(absl::StrCat("peer ", addr_, " gave no usable ring"));
+  }
+
+  // RDMA setup.
+  ClientSetup cs;
+  {
+    absl::MutexLock l(&mu_);
+    if (want_ring_ && !ctrl_mr_) {
+      auto ctrl = shared_->ctx->pd->AllocRegion(kCtrlRegionBytes,
+                                                verbs::kLocalWrite | verbs::kRemoteWrite);
+      if (!ctrl.ok()) return ctrl.status();
+      ctrl_mr_ = std::move(*ctrl);
+      shared_->counters.registered_bytes += ctrl_mr_->length();
+    }
+    if (ctrl_mr_) {
+      cs.ctrl_addr = reinterpret_cast<uint64_t>(ctrl_mr_->addr());
+      cs.ctrl_rkey = ctrl_mr_->rkey();
+      cs.ctrl_bytes = static_cast<uint32_t>(ctrl_mr_->length());
+    }
+  }
+  if (auto s = tp->PostAllRecvs(); !s.ok()) return s;
+  cs.endpoint = tp->qp()->local_endpoint().Serialize();
+  cs.recv_buffers = tp->config().recv_buffers;
+  cs.buffer_bytes = tp->config().buffer_bytes;
+  if (auto s = ch->WriteFrame(Header(FrameType::kMessage, kSetupClient), EncodeClientSetup(cs),
+                              deadline);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = ch->ReadFrame(kMaxControlPayload, deadline, &f); !s.ok()) return s;
+  if (auto s = Expect(f, FrameType::kMessage, kSetupServer, "RDMA setup"); !s.ok()) return s;
+  auto ss = DecodeServerSetup(f.payload);
+  if (!ss.ok()) return ss.status();
+  auto ep = verbs::QpEndpoint::Parse(ss->endpoint);
+  if (!ep.ok()) return ep.status();
+  if (auto s = tp->qp()->Connect(*ep); !s.ok()) return s;
+  if (auto s = ch->WriteFrame(Header(FrameType::kMessage, kSetupReady), "", deadline); !s.ok()) {
+    return s;
+  }
+
+  auto link = std::make_shared<Link>(weak_from_this(), tp, std::move(ch),
+                                     &shared_->counters.registered_bytes);
+  link->peer_recv_buffers = ss->recv_buffers;
+  link->frag_bytes = std::min(ss->buffer_bytes, cs.buffer_bytes) -
+                     static_cast<uint32_t>(kSendHeaderBytes);
+  link->ring_addr = ss->ring_addr;
+  link->ring_rkey = ss->ring_rkey;
+
+  const bool resumed = (ready->flags & kReadyResumed) != 0;
+  bool remote_reset = false;
+  absl::MutexLock rl(&record_mu_);
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_ || shared_->stopping) return absl::CancelledError("connection closed");
+    remote_reset = !resumed && had_session_;
+    peer_name_ = challenge->name;
+    if (remote_reset) {
+      // The peer lost the session: what it had not acknowledged is gone on its side.
+      for (auto& m : unacked_) {
+        bytes_in_flight_ -= m.payload.size();
+        shared_->bytes_in_flight -= m.payload.size();
+        --msgs_in_flight_;
+      }
+      unacked_.clear();
+      out_seq_ = 0;
+      for (auto& m : unsent_) {
+        m.seq = ++out_seq_;
+        m.sent = 0;
+      }
+      in_seq_ = 0;
+      records_.clear();
+      producer_.reset();
+      ++session_epoch_;
+    }
+    if (want_ring_) {
+      if (!producer_ || producer_->ring_bytes() != ss->ring_bytes) {
+        producer_.emplace(ss->ring_bytes);
+        records_.clear();
+        posted_seq_ = doorbelled_seq_ = 0;
+      }
+      if (!mirror_mr_ || mirror_mr_->length() < ss->ring_bytes) {
+        if (mirror_mr_) shared_->counters.registered_bytes -= mirror_mr_->length();
+        auto mirror = shared_->ctx->pd->AllocRegion(ss->ring_bytes, verbs::kLocalWrite);
+        if (!mirror.ok()) return mirror.status();
+        mirror_mr_ = std::move(*mirror);
+        shared_->counters.registered_bytes += mirror_mr_->length();
+      }
+      producer_->OnCredit(ready->ring_credit);
+      __atomic_store_n(reinterpret_cast<uint64_t*>(ctrl_mr_->data() + kCtrlSleepOffset),
+                       ss->sleep_word, __ATOMIC_RELEASE);
+      max_record_payload_ = std::min<size_t>(MaxRecordPayload(ss->ring_bytes),
+                                             shared_->options.max_message_bytes);
+    }
+    send_credits_ = ss->recv_buffers;
+    credits_owed_ = 0;
+    ack_sent_ = in_seq_;
+    if (resumed) RequeueLocked(ready->in_seq);
+    link_ = link;
+    shared_->counters.connections_open++;
+    if (had_session_) shared_->counters.reconnects++;
+    had_session_ = true;
+    if (auto s = shared_->loop->Add(link); !s.ok()) {
+      std::shared_ptr<Link> retired;
+      FaultLocked(link.get(), s, &retired);
+      return s;
+    }
+    FlushLocked();
+    cv_.SignalAll();
+    spdlog::info(
+        "msgr rdma: connection {} to {} ({}) {} on {}: registered {} KiB (transport {} KiB: "
+        "{}x{} B receive + send pools; ctrl {} B; staging mirror {} KiB), ring {} KiB",
+        id_, addr_, peer_name_.ToString(), resumed ? "resumed" : "established",
+        shared_->ctx->device->attr().name,
+        (tp->registered_bytes() + (ctrl_mr_ ? ctrl_mr_->length() : 0) +
+         (mirror_mr_ ? mirror_mr_->length() : 0)) >> 10,
+        tp->registered_bytes() >> 10, tp->config().recv_buffers, tp->config().buffer_bytes,
+        ctrl_mr_ ? ctrl_mr_->length() : 0, mirror_mr_ ? mirror_mr_->length() >> 10 : 0,
+        ss->ring_bytes >> 10);
+  }
+  if (want_ring_ && resumed) ResendRecords(ss->ring_next_seq);
+  RetireDeferred();
+  if (remote_reset) Dispatch([](const ConnectionRef& c) {
+    auto* self = static_cast<RdmaConnection*>(c.get());
+    self->shared_->dispatcher->OnRemoteReset(c);
+  });
+  return absl::OkStatus();
+}
+
+void RdmaConnection::RunConnector() {
+  absl::Duration backoff = absl::ZeroDuration();
+  for (;;) {
+    {
+      absl::MutexLock l(&mu_);
+      if (closed_ || shared_->stopping) return;
+    }
+    const absl::Status s = ClientHandshake();
+    if (s.ok()) {
+      backoff = absl::ZeroDuration();
+      // Connected: send keepalives on the side channel until the link goes away; a peer
+      // that stops answering them (its dispatcher is stuck, or it hangs) is reset.
+      const MessengerOptions& o = shared_->options;
+      mu_.Lock();
+      last_keepalive_ack_ = absl::Now();
+      while (link_ != nullptr && !closed_ && !shared_->stopping) {
+        cv_.WaitWithTimeout(&mu_, o.keepalive_interval);
+        if (link_ == nullptr || closed_ || shared_->stopping) break;
+        if (absl::Now() - last_keepalive_ack_ > o.keepalive_timeout) {
+          mu_.Unlock();
+          Reset(absl::DeadlineExceededError(absl::StrCat(
+                    "peer ", addr_, " sent no keepalive ack within ",
+                    absl::FormatDuration(o.keepalive_timeout))),
+                /*send_close=*/true);
+          return;
+        }
+        std::shared_ptr<Link> link = link_;
+        mu_.Unlock();
+        FrameHeader h;
+        h.type = FrameType::kKeepalive;
+        if (link->ch->WriteFrame(h, "", absl::Now() + absl::Milliseconds(100)).ok()) {
+          shared_->counters.keepalives_sent++;
+        }
+        mu_.Lock();
+      }
+      mu_.Unlock();
+      continue;
+    }
+    if (shared_->stopping || closed()) return;
+    spdlog::info("msgr rdma: connecting to {} failed: {}", addr_, s.ToString());
+    Dispatch([s](const ConnectionRef& c) {
+      static_cast<RdmaConnection*>(c.get())->shared_->dispatcher->OnConnectRefused(c, s);
+    });
+    if (!lossless_) {
+      Reset(s, /*send_close=*/false);
+      return;
+    }
+    backoff = std::min(std::max(backoff * 2, absl::Milliseconds(10)),
+                       shared_->options.reconnect_backoff_max);
+    absl::MutexLock l(&mu_);
+    const absl::Time until = absl::Now() + backoff;
+    while (!closed_ && !shared_->stopping && absl::Now() < until) {
+      cv_.WaitWithDeadline(&mu_, until);
+    }
+  }
+}
+
+void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthReply& auth,
+                                   bool resumed) {
+  const MessengerOptions& o = shared_->options;
+  const absl::Time deadline = absl::Now() + o.handshake_timeout;
+  auto fail = [&](const absl::Status& s) {
+    spdlog::warn("msgr rdma: setup with {} at {} failed: {}", peer_name().ToString(),
+                 ch ? ch->peer() : addr_, s.ToString());
+    if (!resumed) Reset(s, /*send_close=*/false);
+  };
+  auto tp_or = Transport::Create(shared_->ctx, shared_->transport);
+  if (!tp_or.ok()) return fail(tp_or.status());
+  std::shared_ptr<Transport> tp = *tp_or;
+
+  Ready ready;
+  ServerSetup ss;
+  {
+    std::shared_ptr<Link> old;
+    {
+      absl::MutexLock l(&mu_);
+      if (closed_) return;
+      if (link_) FaultLocked(link_.get(), absl::AbortedError("peer reconnected"), &old);
+      if (!ring_ && want_ring_) {
+        auto ring = RdmaRecvRing::Create(shared_->ctx, o.ring_bytes);
+        if (!ring.ok()) return fail(ring.status());
+        ring_ = *ring;
+        shared_->counters.registered_bytes += ring_->bytes();
+        std::weak_ptr<RdmaConnection> weak = weak_from_this();
+        ring_->set_sleep_hook([weak](bool sleeping) {
+          if (auto c = weak.lock()) c->SetPeerSleeping(sleeping);
+        });
+      }
+      ready.flags = resumed ? kReadyResumed : 0;
+      ready.in_seq = in_seq_;
+      ready.ring_bytes = ring_ ? ring_->bytes() : 0;
+      ready.ring_credit = released_pos_;
+      if (ring_) {
+        ss.ring_addr = reinterpret_cast<uint64_t>(ring_->region().addr());
+        ss.ring_rkey = ring_->region().rkey();
+        ss.ring_bytes = ring_->bytes();
+        ss.ring_next_seq = released_seq_;
+        ss.ring_next_pos = released_pos_;
+        // Records published after the released position stay; the client rewrites the
+        // rest into the same slots.
+        uint8_t* base = ring_->base();
+        const size_t mask = ring_->bytes() - 1;
+        while (ss.ring_next_pos - released_pos_ < ring_->bytes()) {
+          const uint8_t* slot = base + (ss.ring_next_pos & mask);
+          const auto* h = reinterpret_cast<const RecordHeader*>(slot);
+          if (LoadRecordSeq(slot) != ss.ring_next_seq || h->magic != kRecordMagic ||
+              RecordHeaderCrc(*h) != h->header_crc || h->record_bytes == 0 ||
+              h->record_bytes % kRingAlign != 0 ||
+              h->record_bytes > ring_->bytes() - (ss.ring_next_pos & mask)) {
+            break;
+          }
+          ss.ring_next_pos += h->record_bytes;
+          ++ss.ring_next_seq;
+        }
+      }
+      ss.sleep_word = sleep_word_;
+    }
+    Retire(std::move(old));
+  }
+  if (auto s = ch->WriteFrame(Header(FrameType::kReady), EncodeReady(ready), deadline); !s.ok()) {
+    return fail(s);
+  }
+  DecodedFrame f;
+  if (auto s = ch->ReadFrame(kMaxControlPayload, deadline, &f); !s.ok()) return fail(s);
+  if (auto s = Expect(f, FrameType::kMessage, kSetupClient, "RDMA setup"); !s.ok()) {
+    return fail(s);
+  }
+  auto cs = DecodeClientSetup(f.payload);
+  if (!cs.ok()) return fail(cs.status());
+  if (want_ring_ && cs->ctrl_bytes < kCtrlRegionBytes) {
+    return fail(absl::InvalidArgumentError("client control region too small"));
+  }
+  if (cs->recv_buffers < 4 || cs->buffer_bytes <= kSendHeaderBytes) {
+    return fail(absl::InvalidArgumentError("client receive pool too small"));
+  }
+  auto ep = verbs::QpEndpoint::Parse(cs->endpoint);
+  if (!ep.ok()) return fail(ep.status());
+  if (auto s = tp->PostAllRecvs(); !s.ok()) return fail(s);
+  if (auto s = tp->qp()->Connect(*ep); !s.ok()) return fail(s);
+  ss.endpoint = tp->qp()->local_endpoint().Serialize();
+  ss.recv_buffers = tp->config().recv_buffers;
+  ss.buffer_bytes = tp->config().buffer_bytes;
+  if (auto s = ch->WriteFrame(Header(FrameType::kMessage, kSetupServer), EncodeServerSetup(ss),
+                              deadline);
+      !s.ok()) {
+    return fail(s);
+  }
+  if (auto s = ch->ReadFrame(kMaxControlPayload, deadline, &f); !s.ok()) return fail(s);
+  if (auto s = Expect(f, FrameType::kMessage, kSetupReady, "RDMA ready"); !s.ok()) {
+    return fail(s);
+  }
+
+  auto link = std::make_shared<Link>(weak_from_this(), tp, std::move(ch),
+                                     &shared_->counters.registered_bytes);
+  link->peer_recv_buffers = cs->recv_buffers;
+  link->frag_bytes = std::min(cs->buffer_bytes, tp->config().buffer_bytes) -
+                     static_cast<uint32_t>(kSendHeaderBytes);
+  link->ctrl_addr = cs->ctrl_addr;
+  link->ctrl_rkey = cs->ctrl_rkey;
+  std::shared_ptr<RdmaRecvRing> ring;
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_ || shared_->stopping) return;
+    send_credits_ = cs->recv_buffers;
+    credits_owed_ = 0;
+    ack_sent_ = in_seq_;
+    if (resumed) RequeueLocked(auth.in_seq);
+    link_ = link;
+    shared_->counters.connections_open++;
+    if (resumed) shared_->counters.reconnects++;
+    if (auto s = shared_->loop->Add(link); !s.ok()) {
+      std::shared_ptr<Link> retired;
+      FaultLocked(link.get(), s, &retired);
+      return;
+    }
+    FlushLocked();
+    ring = ring_;
+    spdlog::info("msgr rdma: session {} with {} at {} {} on {}: registered {} KiB "
+                 "(transport {} KiB: {}x{} B receive + send pools; ring {} KiB)",
+                 id_, peer_name_.ToString(), addr_, resumed ? "resumed" : "accepted",
+                 shared_->ctx->device->attr().name,
+                 (tp->registered_bytes() + (ring_ ? ring_->bytes() : 0)) >> 10,
+                 tp->registered_bytes() >> 10, tp->config().recv_buffers,
+                 tp->config().buffer_bytes, ring_ ? ring_->bytes() >> 10 : 0);
+    const bool first = !accepted_;
+    accepted_ = true;
+    if (!first) ring.reset();
+    if (!first) {
+      if (ring_) ring_->Signal();
+      return;
+    }
+  }
+  Dispatch([ring](const ConnectionRef& c) {
+    Dispatcher* d = static_cast<RdmaConnection*>(c.get())->shared_->dispatcher;
+    d->OnAccept(c);
+    if (ring) d->OnRingAttached(c, ring);
+  });
+}
+
+}  // namespace msgr::rdma

@@ -1,0 +1,540 @@
+// RdmaConnection: the data path of an open link.
+//
+//   Messages   fragments through registered send buffers -> SEND -> the peer's receive
+//              pool; count-based credits (+ack) piggybacked on every SEND header, a
+//              control SEND when nothing carries them. The last credit is kept for a
+//              control SEND that returns at least half the pool, so credits never
+//              deadlock and RNR never happens.
+//   Records    staged in a registered mirror of the peer's ring (same offsets), then one
+//              RDMA WRITE of [header with seq 0 | oid | payload] and an ordered 8-byte
+//              RDMA WRITE of seq on the same QP (PAD record first when wrapped).
+//   Credits    the OSD RDMA-WRITEs its released ring position into the client's control
+//              region; the client reads it there (no message, no round trip).
+//   Doorbells  the OSD writes a sleep word there too; a client that sees it odd after
+//              publishing a record sets the doorbell flag on its next SEND.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "msg/rdma/rdma_connection.h"
+#include "spdlog/spdlog.h"
+
+namespace msgr::rdma {
+namespace {
+uint64_t LoadWord(const uint8_t* p) {
+  return __atomic_load_n(reinterpret_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE);
+}
+}  // namespace
+
+void RdmaConnection::RetireDeferred() {
+  std::shared_ptr<Link> r;
+  {
+    absl::MutexLock l(&mu_);
+    r = std::move(retire_);
+  }
+  Retire(std::move(r));
+}
+
+void RdmaConnection::CountFrameLocked(std::shared_ptr<Link>* retired) {
+  ++frames_sent_;
+  const uint32_t every = shared_->options.inject_socket_failures;
+  if (every != 0 && frames_sent_ % every == 0 && link_) {
+    FaultLocked(link_.get(), absl::UnavailableError("injected socket failure"), retired);
+  }
+}
+
+// ---------------------------------------------------------------- completions
+
+void RdmaConnection::HandleCompletions(Link* link, const verbs::Completion* wc, int n) {
+  uint64_t max_wr = 0;
+  for (int i = 0; i < n; ++i) {
+    if ((wc[i].wr_id & kRecvWrBit) == 0) max_wr = std::max(max_wr, wc[i].wr_id);
+  }
+  if (max_wr != 0) link->tp->OnSendCompleted(max_wr);
+  {
+    absl::MutexLock l(&mu_);
+    for (int i = 0; i < n; ++i) {
+      if (link_.get() != link) break;  // retired (now or earlier): ignore the rest
+      const verbs::Completion& c = wc[i];
+      const bool recv = (c.wr_id & kRecvWrBit) != 0;
+      if (c.status != verbs::WcStatus::kSuccess) {
+        FaultLocked(link,
+                    absl::UnavailableError(absl::StrCat(
+                        "RDMA ", recv ? "receive" : "send", " completion failed: ",
+                        verbs::WcStatusName(c.status), " (vendor error ", c.vendor_err, ")")),
+                    &retire_);
+        break;
+      }
+      if (recv) OnRecvLocked(link, c, &retire_);
+    }
+    if (link_.get() == link) {
+      if (credit_dirty_) PostCreditLocked();
+      CheckDoorbellLocked();
+      FlushLocked();
+    }
+  }
+  RetireDeferred();
+}
+
+void RdmaConnection::OnRecvLocked(Link* link, const verbs::Completion& wc,
+                                  std::shared_ptr<Link>* retired) {
+  shared_->counters.recvs_completed++;
+  const uint32_t idx = static_cast<uint32_t>(wc.wr_id & ~kRecvWrBit);
+  const uint8_t* buf = link->tp->recv_buffer(idx);
+  SendHeader h;
+  absl::Status bad = DecodeSendHeader(buf, wc.byte_len, &h);
+  if (bad.ok() && h.kind == SendKind::kFragment) {
+    if (h.total_len > shared_->options.max_message_bytes) {
+      bad = absl::InvalidArgumentError(absl::StrCat("message of ", h.total_len,
+                                                    " bytes exceeds max_message_bytes"));
+    } else if ((h.flags & kSendFirst) != 0) {
+      if (reasm_active_) bad = absl::InvalidArgumentError("message fragments interleaved");
+    } else if (!reasm_active_ || h.seq != reasm_seq_) {
+      bad = absl::InvalidArgumentError("message fragment without its first fragment");
+    }
+  }
+  if (!bad.ok()) {
+    if (absl::IsDataLoss(bad)) {
+      shared_->counters.crc_errors++;
+    } else {
+      shared_->counters.protocol_errors++;
+    }
+    FaultLocked(link, bad, retired);
+    return;
+  }
+  send_credits_ += h.credits;
+  if (h.ack_seq > 0) AckLocked(h.ack_seq);
+  if ((h.flags & kSendDoorbell) != 0) {
+    shared_->counters.doorbells_received++;
+    if (ring_) ring_->Signal();
+  }
+  if (h.kind == SendKind::kFragment) {
+    if ((h.flags & kSendFirst) != 0) {
+      reasm_active_ = true;
+      reasm_seq_ = h.seq;
+      reasm_type_ = h.msg_type;
+      reasm_.clear();
+      reasm_.reserve(h.total_len);
+    }
+    reasm_.append(reinterpret_cast<const char*>(buf + kSendHeaderBytes), h.frag_len);
+    if ((h.flags & kSendLast) != 0) {
+      reasm_active_ = false;
+      if (reasm_.size() != h.total_len) {
+        shared_->counters.protocol_errors++;
+        FaultLocked(link, absl::InvalidArgumentError("message length mismatch"), retired);
+        return;
+      }
+      if (h.seq <= in_seq_) {
+        shared_->counters.duplicates_dropped++;
+      } else {
+        in_seq_ = h.seq;
+        shared_->counters.msgs_received++;
+        shared_->counters.bytes_received += reasm_.size();
+        Message m;
+        m.type = reasm_type_;
+        m.payload = std::move(reasm_);
+        reasm_ = std::string();
+        auto shared = std::make_shared<Message>(std::move(m));
+        Dispatch([shared](const ConnectionRef& c) {
+          static_cast<RdmaConnection*>(c.get())->shared_->dispatcher->OnMessage(
+              c, std::move(*shared));
+        });
+      }
+    }
+  }
+  if (absl::Status s = link->tp->RepostRecv(idx); !s.ok()) {
+    FaultLocked(link, s, retired);
+    return;
+  }
+  ++credits_owed_;
+}
+
+// ---------------------------------------------------------------- SEND path
+
+bool RdmaConnection::PostControlLocked(uint8_t flags) {
+  Transport* tp = link_->tp.get();
+  const int b = tp->TakeSendBuffer();
+  if (b < 0) return false;
+  SendHeader h;
+  h.kind = SendKind::kControl;
+  h.flags = flags;
+  h.credits = credits_owed_;
+  h.ack_seq = in_seq_;
+  EncodeSendHeader(h, tp->send_buffer(b));
+  WrSpec w;
+  w.opcode = verbs::WrOpcode::kSend;
+  w.sge = tp->SendBufferSge(b, kSendHeaderBytes);
+  w.send_buffer = b;
+  w.signal = tp->free_send_buffers() < static_cast<int>(tp->config().send_buffers / 2);
+  auto r = tp->Post(absl::MakeConstSpan(&w, 1));
+  if (!r.ok()) {
+    tp->ReturnSendBuffer(b);
+    if (!absl::IsResourceExhausted(r.status())) FaultLocked(link_.get(), r.status(), &retire_);
+    return false;
+  }
+  --send_credits_;
+  credits_owed_ = 0;
+  ack_sent_ = in_seq_;
+  shared_->counters.control_sends++;
+  shared_->counters.sends_posted++;
+  if ((flags & kSendDoorbell) != 0) {
+    doorbell_pending_ = false;
+    shared_->counters.doorbells_sent++;
+  }
+  return true;
+}
+
+void RdmaConnection::FlushLocked() {
+  while (link_ && !closed_ && !unsent_.empty() && send_credits_ >= 2) {
+    Link* link = link_.get();
+    Transport* tp = link->tp.get();
+    OutMsg& m = unsent_.front();
+    const int b = tp->TakeSendBuffer();
+    if (b < 0) break;
+    const size_t frag = std::min<size_t>(link->frag_bytes, m.payload.size() - m.sent);
+    SendHeader h;
+    h.kind = SendKind::kFragment;
+    h.flags = (m.sent == 0 ? kSendFirst : 0) | (m.sent + frag == m.payload.size() ? kSendLast : 0) |
+              (doorbell_pending_ ? kSendDoorbell : 0);
+    h.msg_type = m.type;
+    h.credits = credits_owed_;
+    h.frag_len = static_cast<uint32_t>(frag);
+    h.seq = m.seq;
+    h.ack_seq = in_seq_;
+    h.total_len = static_cast<uint32_t>(m.payload.size());
+    uint8_t* p = tp->send_buffer(b);
+    EncodeSendHeader(h, p);
+    std::memcpy(p + kSendHeaderBytes, m.payload.data() + m.sent, frag);
+    WrSpec w;
+    w.opcode = verbs::WrOpcode::kSend;
+    w.sge = tp->SendBufferSge(b, static_cast<uint32_t>(kSendHeaderBytes + frag));
+    w.send_buffer = b;
+    w.signal = tp->free_send_buffers() < static_cast<int>(tp->config().send_buffers / 2);
+    auto r = tp->Post(absl::MakeConstSpan(&w, 1));
+    if (!r.ok()) {
+      tp->ReturnSendBuffer(b);
+      if (!absl::IsResourceExhausted(r.status())) FaultLocked(link, r.status(), &retire_);
+      break;
+    }
+    --send_credits_;
+    credits_owed_ = 0;
+    ack_sent_ = in_seq_;
+    shared_->counters.sends_posted++;
+    if ((h.flags & kSendDoorbell) != 0) {
+      doorbell_pending_ = false;
+      shared_->counters.doorbells_sent++;
+    }
+    m.sent += frag;
+    if (m.sent == m.payload.size()) {
+      shared_->counters.msgs_sent++;
+      shared_->counters.bytes_sent += m.payload.size();
+      if (lossless_) {
+        unacked_.push_back(std::move(m));
+      } else {
+        bytes_in_flight_ -= m.payload.size();
+        shared_->bytes_in_flight -= m.payload.size();
+        --msgs_in_flight_;
+        cv_.SignalAll();
+      }
+      unsent_.pop_front();
+      CountFrameLocked(&retire_);
+    }
+  }
+  if (!link_ || closed_) return;
+  const uint32_t half = link_->tp->config().recv_buffers / 2;
+  const bool owe_much = credits_owed_ >= half;
+  if (send_credits_ >= 2) {
+    if (doorbell_pending_ || owe_much || (lossless_ && in_seq_ > ack_sent_)) {
+      PostControlLocked(doorbell_pending_ ? kSendDoorbell : 0);
+    }
+  } else if (send_credits_ == 1 && owe_much) {
+    PostControlLocked(doorbell_pending_ ? kSendDoorbell : 0);
+  }
+}
+
+// ---------------------------------------------------------------- ring records (client)
+
+void RdmaConnection::ApplyCreditLocked() {
+  if (!ctrl_mr_ || !producer_) return;
+  const uint64_t released = LoadWord(ctrl_mr_->data() + kCtrlCreditOffset);
+  if (released > producer_->released() && !producer_->OnCredit(released)) return;
+  while (!records_.empty() && records_.front().end_position <= producer_->released()) {
+    records_.pop_front();
+  }
+}
+
+void RdmaConnection::CheckDoorbellLocked() {
+  if (!ctrl_mr_ || !link_ || posted_seq_ == 0) return;
+  // Dekker with the poller: our seq store (a CPU store on the soft provider) must be
+  // visible before we look at its sleep word; it orders its word store before its ring load.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const uint64_t w = LoadWord(ctrl_mr_->data() + kCtrlSleepOffset);
+  if ((w & 1) == 0) return;
+  // A doorbell only counts for records published before it was sent: the poller may have
+  // swallowed an earlier one while going to sleep under the same sleep word.
+  if (w == doorbelled_word_ && doorbelled_seq_ >= posted_seq_) return;
+  doorbelled_word_ = w;
+  doorbelled_seq_ = posted_seq_;
+  doorbell_pending_ = true;
+  FlushLocked();
+}
+
+absl::Status RdmaConnection::PostRecordLocked(const SentRecord& r) {
+  if (!link_) return absl::UnavailableError("not connected");
+  Link* link = link_.get();
+  WrSpec w[4];
+  size_t n = 0;
+  if (r.has_pad) {
+    w[n].sge = mirror_mr_->Slice(r.pad_offset, kRecordHeaderBytes);
+    w[n].remote_addr = link->ring_addr + r.pad_offset;
+    w[n++].rkey = link->ring_rkey;
+    w[n].word = true;
+    w[n].value = r.pad_seq;
+    w[n].remote_addr = link->ring_addr + r.pad_offset + offsetof(RecordHeader, seq);
+    w[n++].rkey = link->ring_rkey;
+  }
+  w[n].sge = mirror_mr_->Slice(r.offset, r.bytes);
+  w[n].remote_addr = link->ring_addr + r.offset;
+  w[n++].rkey = link->ring_rkey;
+  w[n].word = true;
+  w[n].value = r.seq;
+  w[n].remote_addr = link->ring_addr + r.offset + offsetof(RecordHeader, seq);
+  w[n].rkey = link->ring_rkey;
+  w[n++].signal = true;  // its completion proves the record landed: doorbell check
+  auto s = link->tp->Post(absl::MakeConstSpan(w, n));
+  if (!s.ok()) return s.status();
+  shared_->counters.record_writes_posted += n;
+  posted_seq_ = std::max(posted_seq_, r.seq);
+  return absl::OkStatus();
+}
+
+absl::Status RdmaConnection::PostRecordWaiting(const SentRecord& r, absl::Time deadline) {
+  for (;;) {
+    std::shared_ptr<Transport> tp;
+    {
+      absl::MutexLock l(&mu_);
+      if (!link_) return absl::UnavailableError("not connected");
+      absl::Status s = PostRecordLocked(r);
+      if (!absl::IsResourceExhausted(s)) {
+        if (s.ok()) CheckDoorbellLocked();
+        return s;
+      }
+      tp = link_->tp;
+    }
+    if (!tp->WaitForRoom(4, deadline)) {
+      return absl::DeadlineExceededError("RDMA send queue stayed full");
+    }
+  }
+}
+
+void RdmaConnection::ResendRecords(uint64_t from_seq) {
+  std::vector<SentRecord> todo;
+  {
+    absl::MutexLock l(&mu_);
+    for (SentRecord r : records_) {
+      if (r.seq < from_seq) continue;
+      if (r.has_pad && r.pad_seq < from_seq) r.has_pad = false;
+      todo.push_back(r);
+    }
+  }
+  for (const SentRecord& r : todo) {
+    if (!PostRecordWaiting(r, absl::Now() + shared_->options.handshake_timeout).ok()) break;
+    shared_->counters.resends++;
+  }
+  if (!todo.empty()) {
+    absl::MutexLock l(&mu_);
+    doorbell_pending_ = true;  // the poller may have gone to sleep meanwhile
+    FlushLocked();
+  }
+}
+
+absl::Status RdmaConnection::WriteRecord(const RecordDesc& desc, std::string_view payload,
+                                         absl::Duration timeout) {
+  if (!outgoing_ || !want_ring_) {
+    return absl::FailedPreconditionError("WriteRecord needs a connection opened with want_ring");
+  }
+  if (desc.oid.empty() || desc.oid.size() > kMaxOidBytes) {
+    return absl::InvalidArgumentError("record oid must be 1..256 bytes");
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  const size_t record_bytes = RecordBytes(desc.oid.size(), payload.size());
+  std::optional<RingPlacement> p;
+  uint64_t epoch = 0;
+  {
+    // Wait for credit without record_mu_, so that a reconnect can resume the session (and
+    // deliver the credit) meanwhile.
+    bool waited = false;
+    int spins = 0;
+    absl::MutexLock l(&mu_);
+    for (;;) {
+      if (closed_ || shared_->stopping) {
+        return absl::FailedPreconditionError(absl::StrCat("connection to ", addr_,
+                                                          " is marked down"));
+      }
+      if (!lossless_ && had_session_ && !link_) {
+        return absl::UnavailableError(absl::StrCat("connection to ", addr_, " is down"));
+      }
+      if (producer_) {
+        if (payload.size() > max_record_payload_) {
+          return absl::InvalidArgumentError(absl::StrCat("record payload of ", payload.size(),
+                                                         " bytes exceeds ",
+                                                         max_record_payload_));
+        }
+        ApplyCreditLocked();
+        p = producer_->Reserve(record_bytes);
+        if (p) break;
+      }
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "no ring credit from ", addr_, " within ", absl::FormatDuration(timeout)));
+      }
+      if (!waited) {
+        waited = true;
+        shared_->counters.ring_credit_waits++;
+      }
+      // Poll the credit word: spin briefly, then nap.
+      mu_.Unlock();
+      if (++spins < 100) {
+        std::this_thread::yield();
+      } else {
+        absl::SleepFor(absl::Microseconds(spins < 1000 ? 10 : 200));
+      }
+      mu_.Lock();
+    }
+    epoch = session_epoch_;
+  }
+  absl::MutexLock rl(&record_mu_);
+  uint8_t* mirror = nullptr;
+  {
+    absl::MutexLock l(&mu_);
+    if (epoch != session_epoch_) {
+      // The peer restarted while we waited: this slot belongs to its old ring.
+      return absl::UnavailableError(absl::StrCat("peer ", addr_, " restarted (session reset)"));
+    }
+    mirror = mirror_mr_->data();
+  }
+  // Stage the record in the mirror at its ring offset (the client-side copy). mirror_mr_
+  // only changes under record_mu_, which we hold.
+  SentRecord r;
+  r.seq = p->seq;
+  r.offset = p->offset;
+  r.bytes = static_cast<uint32_t>(kRecordHeaderBytes + desc.oid.size() + payload.size());
+  r.has_pad = p->has_pad;
+  r.pad_seq = p->pad_seq;
+  r.pad_offset = p->pad_offset;
+  r.end_position = p->end_position;
+  uint8_t* slot = mirror + p->offset;
+  uint8_t* oid = slot + kRecordHeaderBytes;
+  std::memcpy(oid, desc.oid.data(), desc.oid.size());
+  std::memcpy(oid + desc.oid.size(), payload.data(), payload.size());
+  RecordHeader h;
+  FillRecordHeader(&h, RecordType::kWrite, desc.flags, p->seq,
+                   static_cast<uint16_t>(desc.oid.size()), static_cast<uint32_t>(payload.size()),
+                   RecordPayloadCrc(oid, desc.oid.size(), oid + desc.oid.size(), payload.size()),
+                   shared_->options.name.id, desc.tid, desc.object_offset);
+  h.seq = 0;  // published by the second WRITE
+  std::memcpy(slot, &h, sizeof(h));
+  if (p->has_pad) {
+    RecordHeader pad;
+    FillRecordHeader(&pad, RecordType::kPad, 0, p->pad_seq, 0, 0, 0, 0, 0, 0);
+    pad.record_bytes = p->pad_bytes;
+    pad.header_crc = RecordHeaderCrc(pad);
+    pad.seq = 0;
+    std::memcpy(mirror + p->pad_offset, &pad, sizeof(pad));
+  }
+  {
+    absl::MutexLock l(&mu_);
+    if (epoch != session_epoch_) {
+      return absl::UnavailableError(absl::StrCat("peer ", addr_, " restarted (session reset)"));
+    }
+    auto at = records_.end();  // concurrent writers may post out of order: keep seq order
+    while (at != records_.begin() && std::prev(at)->seq > r.seq) --at;
+    records_.insert(at, r);
+    shared_->counters.records_sent++;
+    shared_->counters.record_bytes_sent += payload.size();
+  }
+  absl::Status s = PostRecordWaiting(r, std::max(deadline, absl::Now() + absl::Seconds(1)));
+  {
+    absl::MutexLock l(&mu_);
+    if (s.ok()) CountFrameLocked(&retire_);
+  }
+  RetireDeferred();
+  if (!s.ok() && !lossless_) return s;
+  return absl::OkStatus();  // lossless: rewritten into its slot after the reconnect
+}
+
+// ---------------------------------------------------------------- ring (OSD side)
+
+void RdmaConnection::ReleaseRing(uint64_t position) {
+  {
+    absl::MutexLock l(&mu_);
+    if (!ring_ || position <= released_pos_) return;
+    // Walk the released records' headers (never their payload) for seq and counters.
+    const uint8_t* base = ring_->base();
+    const size_t mask = ring_->bytes() - 1;
+    while (released_pos_ < position) {
+      const auto* h = reinterpret_cast<const RecordHeader*>(base + (released_pos_ & mask));
+      const uint64_t bytes = h->record_bytes;
+      if (bytes == 0 || bytes % kRingAlign != 0 || bytes > position - released_pos_) {
+        spdlog::error("msgr rdma: session {}: ReleaseRing({}) is not on a record boundary",
+                      id_, position);
+        released_pos_ = position;
+        break;
+      }
+      if (h->type == RecordType::kWrite) {
+        shared_->counters.records_received++;
+        shared_->counters.record_bytes_received += h->payload_len;
+      }
+      released_pos_ += bytes;
+      ++released_seq_;
+    }
+    credit_dirty_ = true;
+    PostCreditLocked();
+  }
+  RetireDeferred();
+}
+
+void RdmaConnection::PostCreditLocked() {
+  if (!link_ || !credit_dirty_ || link_->ctrl_rkey == 0) return;
+  WrSpec w;
+  w.word = true;
+  w.value = released_pos_;
+  w.remote_addr = link_->ctrl_addr + kCtrlCreditOffset;
+  w.rkey = link_->ctrl_rkey;
+  auto r = link_->tp->Post(absl::MakeConstSpan(&w, 1));
+  if (r.ok()) {
+    credit_dirty_ = false;
+    shared_->counters.ring_credit_writes++;
+  } else if (!absl::IsResourceExhausted(r.status())) {
+    FaultLocked(link_.get(), r.status(), &retire_);
+  }  // else: retried when completions make room
+}
+
+void RdmaConnection::SetPeerSleeping(bool sleeping) {
+  std::shared_ptr<Transport> tp;
+  uint64_t wr = 0;
+  {
+    absl::MutexLock l(&mu_);
+    if (sleeping == ((sleep_word_ & 1) != 0)) return;
+    ++sleep_word_;
+    if (!link_ || link_->ctrl_rkey == 0) return;
+    WrSpec w;
+    w.word = true;
+    w.value = sleep_word_;
+    w.remote_addr = link_->ctrl_addr + kCtrlSleepOffset;
+    w.rkey = link_->ctrl_rkey;
+    w.signal = sleeping;
+    auto r = link_->tp->Post(absl::MakeConstSpan(&w, 1));
+    if (!r.ok()) return;  // the poller's sleep is bounded; the next transition retries
+    shared_->counters.sleep_word_writes++;
+    wr = *r;
+    tp = link_->tp;
+  }
+  // The poller re-checks the ring after this returns: the word must have landed first.
+  if (sleeping) tp->WaitRetired(wr, absl::Now() + absl::Milliseconds(100));
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // see CheckDoorbellLocked
+}
+
+}  // namespace msgr::rdma

@@ -1,0 +1,308 @@
+// RdmaMessenger: device selection, listener and accepted sessions, Connect, Shutdown.
+#include "msg/rdma/rdma_messenger.h"
+
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "msg/rdma/event_loop.h"
+#include "spdlog/spdlog.h"
+
+namespace msgr::rdma {
+namespace {
+
+uint32_t OptionU32(const MessengerOptions& o, const std::string& key, uint32_t def) {
+  auto it = o.backend_options.find(key);
+  uint32_t v = 0;
+  if (it == o.backend_options.end() || !absl::SimpleAtoi(it->second, &v)) return def;
+  return v;
+}
+
+// Server half of the authenticated handshake (HELLO, CHALLENGE, AUTH), exactly as the TCP
+// backend refuses peers: logged reason, counted, CLOSE sent, never reaches a dispatcher.
+struct Authenticated {
+  Hello hello;
+  AuthReply auth;
+};
+
+absl::StatusOr<Authenticated> ServerAuthenticate(RdmaShared& shared, SideChannel& ch) {
+  const MessengerOptions& o = shared.options;
+  const absl::Time deadline = absl::Now() + o.handshake_timeout;
+  const bool secret = o.auth.mode == AuthConfig::Mode::kSecret;
+  Authenticated out;
+  std::string who = absl::StrCat("peer at ", ch.peer());
+  auto refuse = [&](const absl::Status& why, bool auth_failure, bool send_close = true) {
+    if (auth_failure) {
+      shared.counters.auth_failures++;
+      FrameHeader h;
+      h.type = FrameType::kClose;
+      if (send_close) (void)ch.WriteFrame(h, "authentication failed", deadline);
+    } else if (absl::IsDataLoss(why)) {
+      shared.counters.crc_errors++;
+    } else if (!absl::IsUnavailable(why)) {
+      shared.counters.protocol_errors++;
+    }
+    spdlog::warn("msgr rdma: refusing connection from {}: {}", who, why.ToString());
+    return why;
+  };
+  DecodedFrame f;
+  if (auto s = ch.ReadFrame(kMaxControlPayload, deadline, &f); !s.ok()) return refuse(s, false);
+  if (f.header.type != FrameType::kHello) {
+    return refuse(absl::InvalidArgumentError(
+                      absl::StrCat("expected HELLO, got ", FrameTypeName(f.header.type))),
+                  false);
+  }
+  auto hello = DecodeHello(f.payload);
+  if (!hello.ok()) return refuse(hello.status(), false);
+  out.hello = *hello;
+  who = absl::StrCat(hello->name.ToString(), " at ", ch.peer());
+  if (secret && hello->auth != AuthMode::kSecret) {
+    return refuse(absl::UnauthenticatedError("peer has no cluster key (authentication required)"),
+                  true);
+  }
+  if (!secret && hello->auth == AuthMode::kSecret) {
+    return refuse(absl::UnauthenticatedError(
+                      "peer wants to authenticate but this messenger has no cluster key"),
+                  true);
+  }
+  Challenge c;
+  c.name = o.name;
+  c.features = kFeaturesSupported;
+  c.auth = secret ? AuthMode::kSecret : AuthMode::kNone;
+  c.nonce = NewNonce();
+  if (secret) c.proof = ServerProof(o.auth.secret, hello->nonce, c.nonce, hello->name, c.name);
+  FrameHeader ch_h;
+  ch_h.type = FrameType::kChallenge;
+  if (auto s = ch.WriteFrame(ch_h, EncodeChallenge(c), deadline); !s.ok()) return refuse(s, false);
+  if (auto s = ch.ReadFrame(kMaxControlPayload, deadline, &f); !s.ok()) return refuse(s, false);
+  if (f.header.type == FrameType::kClose) {
+    // The client could not verify our proof (different cluster key).
+    return refuse(absl::UnauthenticatedError(absl::StrCat("peer refused our proof: ", f.payload)),
+                  true, /*send_close=*/false);
+  }
+  if (f.header.type != FrameType::kAuth) {
+    return refuse(absl::InvalidArgumentError(
+                      absl::StrCat("expected AUTH, got ", FrameTypeName(f.header.type))),
+                  false);
+  }
+  auto auth = DecodeAuth(f.payload);
+  if (!auth.ok()) return refuse(auth.status(), false);
+  if (secret && !ProofEquals(auth->proof, ClientProof(o.auth.secret, hello->nonce, c.nonce,
+                                                      hello->name, c.name))) {
+    return refuse(absl::UnauthenticatedError("bad proof: peer does not hold the cluster key"),
+                  true);
+  }
+  out.auth = *auth;
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const MessengerOptions& options,
+                                                                 Dispatcher* dispatcher) {
+  if (dispatcher == nullptr) return absl::InvalidArgumentError("dispatcher is required");
+  if (options.auth.mode == AuthConfig::Mode::kSecret && options.auth.secret.empty()) {
+    return absl::InvalidArgumentError("auth mode is secret but the cluster key is empty");
+  }
+  auto shared = std::make_shared<RdmaShared>();
+  shared->options = options;
+  shared->dispatcher = dispatcher;
+  std::string device;
+  if (auto it = options.backend_options.find("rdma_device"); it != options.backend_options.end()) {
+    device = it->second;
+  }
+  if (const char* env = std::getenv("MSGR_RDMA_DEVICE"); env != nullptr && *env != '\0') {
+    device = env;
+  }
+  auto dev = verbs::OpenDevice(device);
+  if (!dev.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "rdma messenger: cannot open RDMA device '", device.empty() ? "(auto)" : device,
+        "': ", dev.status().message(), " (use rdma_device=soft without RDMA hardware)"));
+  }
+  auto ctx = std::make_shared<DeviceContext>();
+  ctx->device = std::move(*dev);
+  auto pd = ctx->device->CreatePd();
+  if (!pd.ok()) return pd.status();
+  ctx->pd = std::move(*pd);
+  shared->ctx = ctx;
+  TransportConfig& t = shared->transport;
+  t.recv_buffers = OptionU32(options, "rdma_recv_buffers", t.recv_buffers);
+  t.buffer_bytes = OptionU32(options, "rdma_buffer_bytes", t.buffer_bytes);
+  t.send_buffers = OptionU32(options, "rdma_send_buffers", t.send_buffers);
+  t.sq_depth = OptionU32(options, "rdma_sq_depth", t.sq_depth);
+  t.signal_every = OptionU32(options, "rdma_signal_every", t.signal_every);
+  shared->cq_spin = absl::Microseconds(OptionU32(options, "rdma_cq_spin_us", 20));
+  auto loop = EventLoop::Create(shared->cq_spin);
+  if (!loop.ok()) return loop.status();
+  shared->loop = std::move(*loop);
+  shared->workers = std::make_unique<Workers>(std::max(1, options.worker_threads));
+  std::unique_ptr<RdmaMessenger> m(new RdmaMessenger(shared));
+  {
+    absl::MutexLock l(&shared->hooks_mu);
+    RdmaMessenger* raw = m.get();
+    shared->forget_session = [raw](const RdmaConnection* c) { raw->ForgetSession(c); };
+  }
+  spdlog::info("msgr rdma: {} messenger on device {} (provider {})", options.name.ToString(),
+               ctx->device->attr().name, ctx->device->attr().provider);
+  return std::unique_ptr<Messenger>(std::move(m));
+}
+
+RdmaMessenger::~RdmaMessenger() { Shutdown(); }
+
+const std::string& RdmaMessenger::device_name() const {
+  return shared_->ctx->device->attr().name;
+}
+
+absl::StatusOr<std::string> RdmaMessenger::Bind(const std::string& addr) {
+  absl::MutexLock l(&mu_);
+  if (shut_down_) return absl::FailedPreconditionError("messenger is shut down");
+  if (listener_) return absl::AlreadyExistsError("already bound to " + listener_->addr());
+  auto listener = Listener::Listen(addr);
+  if (!listener.ok()) return listener.status();
+  listener_ = std::move(*listener);
+  accept_thread_ = std::thread([this] { AcceptLoop(); });
+  return listener_->addr();
+}
+
+void RdmaMessenger::AcceptLoop() {
+  for (;;) {
+    auto ch = listener_->Accept();
+    if (!ch.ok()) {
+      if (!absl::IsCancelled(ch.status())) {
+        spdlog::error("msgr rdma: accept failed: {}", ch.status().ToString());
+      }
+      return;
+    }
+    auto holder = std::make_shared<std::unique_ptr<SideChannel>>(std::move(*ch));
+    StartThread([this, holder] { HandleAccepted(std::move(*holder)); });
+  }
+}
+
+void RdmaMessenger::StartThread(std::function<void()> fn) {
+  absl::MutexLock l(&mu_);
+  if (shut_down_) return;
+  for (auto it = tasks_.begin(); it != tasks_.end();) {
+    if (it->done->load()) {
+      it->thread.join();
+      it = tasks_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  tasks_.push_back(Task{std::thread([fn = std::move(fn), done] {
+                          fn();
+                          done->store(true);
+                        }),
+                        done});
+}
+
+void RdmaMessenger::HandleAccepted(std::unique_ptr<SideChannel> ch) {
+  auto a = ServerAuthenticate(*shared_, *ch);
+  if (!a.ok()) return;
+  const EntityName peer = a->hello.name;
+  bool lossless = (a->auth.flags & kAuthLossless) != 0;
+  const bool want_ring = (a->auth.flags & kAuthWantRing) != 0;
+  std::shared_ptr<RdmaConnection> conn, replaced;
+  bool resumed = false;
+  {
+    absl::MutexLock l(&mu_);
+    if (shut_down_) return;
+    if (auto it = policies_.find(peer.type); it != policies_.end()) {
+      lossless = it->second.lossless;
+    }
+    auto key = std::make_pair(static_cast<int>(peer.type), peer.id);
+    auto it = sessions_.find(key);
+    if (it != sessions_.end() && it->second->cookie() == a->auth.cookie &&
+        it->second->lossless() && !it->second->closed() &&
+        (a->auth.flags & kAuthHadSession) != 0) {
+      conn = it->second;
+      resumed = true;
+    } else {
+      if (it != sessions_.end()) replaced = it->second;
+      conn = std::make_shared<RdmaConnection>(shared_, peer, ch->peer(), lossless, want_ring,
+                                              a->auth.cookie);
+      sessions_[key] = conn;
+    }
+  }
+  if (replaced) {
+    replaced->Reset(absl::AbortedError(absl::StrCat(peer.ToString(), " started a new session")),
+                    /*send_close=*/false);
+  }
+  conn->ServeAccepted(std::move(ch), a->auth, resumed);
+}
+
+void RdmaMessenger::ForgetSession(const RdmaConnection* conn) {
+  absl::MutexLock l(&mu_);
+  for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+    if (it->second.get() == conn) {
+      sessions_.erase(it);
+      return;
+    }
+  }
+}
+
+absl::StatusOr<ConnectionRef> RdmaMessenger::Connect(const std::string& addr,
+                                                     const ConnectOptions& options) {
+  std::shared_ptr<RdmaConnection> conn;
+  {
+    absl::MutexLock l(&mu_);
+    if (shut_down_) return absl::FailedPreconditionError("messenger is shut down");
+    auto it = outgoing_.find(addr);
+    if (it != outgoing_.end() && !it->second->closed()) return ConnectionRef(it->second);
+    conn = std::make_shared<RdmaConnection>(shared_, addr, options);
+    outgoing_[addr] = conn;
+  }
+  StartThread([conn] { conn->RunConnector(); });
+  return ConnectionRef(conn);
+}
+
+void RdmaMessenger::SetPolicy(EntityType type, Policy policy) {
+  absl::MutexLock l(&mu_);
+  policies_[type] = policy;
+}
+
+void RdmaMessenger::Shutdown() {
+  std::list<Task> tasks;
+  std::vector<std::shared_ptr<RdmaConnection>> conns;
+  {
+    absl::MutexLock l(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    shared_->stopping = true;
+    for (auto& [k, c] : outgoing_) conns.push_back(c);
+    for (auto& [k, c] : sessions_) conns.push_back(c);
+    outgoing_.clear();
+    sessions_.clear();
+  }
+  {
+    absl::MutexLock h(&shared_->hooks_mu);
+    shared_->forget_session = nullptr;
+  }
+  if (listener_) listener_->Stop();
+  if (accept_thread_.joinable()) accept_thread_.join();
+  for (auto& c : conns) c->Stop();
+  {
+    absl::MutexLock l(&mu_);
+    tasks.swap(tasks_);
+  }
+  for (auto& t : tasks) t.thread.join();
+  shared_->workers->Stop();
+  shared_->loop->Stop();
+  conns.clear();
+}
+
+std::optional<RdmaStats> RdmaStatsOf(const Messenger& m) {
+  if (const auto* r = dynamic_cast<const RdmaMessenger*>(&m)) return r->stats();
+  return std::nullopt;
+}
+
+namespace {
+const bool registered = [] {
+  RegisterMessengerBackend("rdma", &RdmaMessenger::Create);
+  return true;
+}();
+}  // namespace
+
+}  // namespace msgr::rdma

@@ -1,0 +1,56 @@
+// RdmaRecvRing: the OSD-side receive ring of one RDMA session. The ring is a registered
+// region (kLocalWrite | kRemoteWrite) that the client fills with one-sided RDMA WRITEs; the
+// OSD's pollers read records straight out of it (RingConsumer), so no CPU on this side ever
+// copies a payload. The eventfd is signalled when the client rings the doorbell (the poller
+// was asleep) or the session changes.
+//
+// Thread-safety: base()/bytes()/wait_fd() are immutable. SetPollerSleeping is called by the
+// poller thread; it forwards to the owning connection, which publishes the poller's state
+// into the client's control region (see RdmaConnection::SetPeerSleeping). The connection
+// may be gone (weak reference): then it does nothing.
+#ifndef MSGR_MSG_RDMA_RDMA_RECV_RING_H_
+#define MSGR_MSG_RDMA_RDMA_RECV_RING_H_
+
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "msg/messenger.h"
+#include "msg/rdma/transport.h"
+#include "msg/rdma/verbs/device.h"
+
+namespace msgr::rdma {
+
+class RdmaRecvRing : public RecvRing {
+ public:
+  // Allocates and registers a ring of `bytes` (REQUIRES: IsValidRingSize(bytes)).
+  static absl::StatusOr<std::shared_ptr<RdmaRecvRing>> Create(std::shared_ptr<DeviceContext> ctx,
+                                                              size_t bytes);
+  ~RdmaRecvRing() override;
+
+  uint8_t* base() override { return mr_->data(); }
+  size_t bytes() const override { return bytes_; }
+  int wait_fd() const override { return event_fd_; }
+  void SetPollerSleeping(bool sleeping) override;
+
+  const verbs::MemoryRegion& region() const { return *mr_; }
+  // Wakes the poller (doorbell received, session event).
+  void Signal();
+  // Revokes the rkey (the session is over); memory stays mapped while this object lives.
+  void Revoke();
+  // Who to tell about the poller sleeping (set by the owning connection).
+  void set_sleep_hook(std::function<void(bool)> hook);
+
+ private:
+  RdmaRecvRing(std::shared_ptr<DeviceContext> ctx, size_t bytes) : ctx_(std::move(ctx)), bytes_(bytes) {}
+  std::shared_ptr<DeviceContext> ctx_;  // outlives mr_
+  size_t bytes_;
+  std::unique_ptr<verbs::MemoryRegion> mr_;
+  int event_fd_ = -1;
+  absl::Mutex mu_;
+  std::function<void(bool)> sleep_hook_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace msgr::rdma
+
+#endif  // MSGR_MSG_RDMA_RDMA_RECV_RING_H_

@@ -1,0 +1,91 @@
+// State shared by an RdmaMessenger and its connections (connections hold it by shared_ptr,
+// so a ConnectionRef kept after the messenger is gone never dangles), the counters, and the
+// per-connection ordered dispatch workers.
+//
+// Thread-safety: counters are atomics; Workers is thread-safe; the rest is immutable after
+// the messenger's Create except `stopping`.
+#ifndef MSGR_MSG_RDMA_RDMA_SHARED_H_
+#define MSGR_MSG_RDMA_RDMA_SHARED_H_
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "msg/messenger.h"
+#include "msg/rdma/rdma_stats.h"
+#include "msg/rdma/transport.h"
+
+namespace msgr::rdma {
+
+class EventLoop;
+class RdmaConnection;
+
+struct RdmaCounters {
+  std::atomic<uint64_t> msgs_sent{0}, msgs_received{0};
+  std::atomic<uint64_t> bytes_sent{0}, bytes_received{0};
+  std::atomic<uint64_t> records_sent{0}, records_received{0};
+  std::atomic<uint64_t> record_bytes_sent{0}, record_bytes_received{0};
+  std::atomic<uint64_t> resends{0}, duplicates_dropped{0};
+  std::atomic<uint64_t> resets{0}, reconnects{0};
+  std::atomic<uint64_t> crc_errors{0}, protocol_errors{0}, auth_failures{0};
+  std::atomic<uint64_t> throttle_waits{0}, ring_credit_waits{0};
+  std::atomic<uint64_t> connections_open{0};
+  std::atomic<uint64_t> keepalives_sent{0};
+  // RDMA specifics (RdmaStats).
+  std::atomic<uint64_t> registered_bytes{0};
+  std::atomic<uint64_t> ring_credit_writes{0}, ring_credit_messages{0};
+  std::atomic<uint64_t> sleep_word_writes{0}, doorbells_sent{0}, doorbells_received{0};
+  std::atomic<uint64_t> record_payload_bytes_copied_rx{0};
+  std::atomic<uint64_t> sends_posted{0}, recvs_completed{0}, control_sends{0};
+  std::atomic<uint64_t> record_writes_posted{0}, qp_faults{0};
+  MessengerCounters Snapshot() const;
+  RdmaStats Stats() const;
+};
+
+// Runs closures in order per key (connection) on a few threads.
+class Workers {
+ public:
+  explicit Workers(int threads);
+  ~Workers();  // Stop()
+  void Post(uint64_t key, std::function<void()> fn);
+  // Drops queued work and joins the threads. Idempotent.
+  void Stop();
+
+ private:
+  struct Queue {
+    absl::Mutex mu;
+    absl::CondVar cv;
+    std::deque<std::function<void()>> q ABSL_GUARDED_BY(mu);
+    bool stop ABSL_GUARDED_BY(mu) = false;
+  };
+  void Run(Queue* q);
+  std::vector<std::unique_ptr<Queue>> queues_;
+  std::vector<std::thread> threads_;
+};
+
+struct RdmaShared {
+  MessengerOptions options;
+  Dispatcher* dispatcher = nullptr;
+  RdmaCounters counters;
+  std::shared_ptr<DeviceContext> ctx;
+  TransportConfig transport;
+  absl::Duration cq_spin = absl::Microseconds(20);
+  std::atomic<bool> stopping{false};
+  std::atomic<uint64_t> bytes_in_flight{0};
+  std::unique_ptr<Workers> workers;
+  std::unique_ptr<EventLoop> loop;
+  std::atomic<uint64_t> next_conn_id{1};
+
+  // Set by the messenger while it lives: an accepted session ended for good.
+  absl::Mutex hooks_mu;
+  std::function<void(const RdmaConnection*)> forget_session ABSL_GUARDED_BY(hooks_mu);
+};
+
+}  // namespace msgr::rdma
+
+#endif  // MSGR_MSG_RDMA_RDMA_SHARED_H_

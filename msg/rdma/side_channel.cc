@@ -1,0 +1,265 @@
+#include "msg/rdma/side_channel.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace msgr::rdma {
+namespace {
+
+int MsUntil(absl::Time deadline) {
+  const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
+}
+
+absl::Status SplitHostPort(const std::string& addr, std::string* host, int* port) {
+  const size_t colon = addr.rfind(':');
+  if (colon == std::string::npos || !absl::SimpleAtoi(addr.substr(colon + 1), port) ||
+      *port < 0 || *port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address '", addr, "' is not host:port (e.g. 127.0.0.1:6800)"));
+  }
+  *host = addr.substr(0, colon);
+  if (host->empty()) *host = "0.0.0.0";
+  return absl::OkStatus();
+}
+
+absl::StatusOr<sockaddr_in> Resolve(const std::string& addr) {
+  std::string host;
+  int port = 0;
+  if (absl::Status s = SplitHostPort(addr, &host, &port); !s.ok()) return s;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &sa.sin_addr) == 1) return sa;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot resolve host '", host, "'"));
+  }
+  sa.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
+  freeaddrinfo(res);
+  return sa;
+}
+
+std::string FormatAddr(const sockaddr_in& sa) {
+  char buf[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof(buf));
+  return absl::StrCat(buf, ":", ntohs(sa.sin_port));
+}
+
+}  // namespace
+
+absl::Status ErrnoStatus(int err, std::string_view what) {
+  const std::string msg = absl::StrCat(std::string(what), ": ", std::strerror(err));
+  switch (err) {
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case EPIPE:
+    case ENETUNREACH:
+    case EHOSTUNREACH:
+      return absl::UnavailableError(msg);
+    case ETIMEDOUT:
+      return absl::DeadlineExceededError(msg);
+    case EADDRINUSE:
+      return absl::AlreadyExistsError(msg);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+SideChannel::SideChannel(int fd) : fd_(fd) {
+  const int one = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
+  sockaddr_in sa{};
+  socklen_t len = sizeof(sa);
+  if (getpeername(fd_, reinterpret_cast<sockaddr*>(&sa), &len) == 0) peer_ = FormatAddr(sa);
+}
+
+SideChannel::~SideChannel() { close(fd_); }
+
+absl::StatusOr<std::unique_ptr<SideChannel>> SideChannel::Connect(const std::string& addr,
+                                                                  absl::Duration timeout) {
+  auto sa = Resolve(addr);
+  if (!sa.ok()) return sa.status();
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return ErrnoStatus(errno, "socket");
+  auto ch = std::make_unique<SideChannel>(fd);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)) != 0) {
+    if (errno != EINPROGRESS) return ErrnoStatus(errno, absl::StrCat("connect to ", addr));
+    pollfd p{fd, POLLOUT, 0};
+    if (poll(&p, 1, MsUntil(absl::Now() + timeout)) <= 0) {
+      return absl::DeadlineExceededError(absl::StrCat("connect to ", addr, " timed out"));
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) return ErrnoStatus(err, absl::StrCat("connect to ", addr));
+  }
+  ch->peer_ = addr;
+  return ch;
+}
+
+absl::Status SideChannel::WriteAll(const void* data, size_t len, absl::Time deadline) {
+  const char* p = static_cast<const char*>(data);
+  while (len > 0) {
+    const ssize_t n = send(fd_, p, len, MSG_NOSIGNAL);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EINTR) return ErrnoStatus(errno, "side channel send");
+    pollfd pf{fd_, POLLOUT, 0};
+    const int ms = MsUntil(deadline);
+    if (ms == 0 || poll(&pf, 1, ms) == 0) {
+      return absl::DeadlineExceededError("side channel send timed out");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SideChannel::WriteFrame(const FrameHeader& h, std::string_view payload,
+                                     absl::Time deadline) {
+  const std::string bytes = EncodeFrame(h, payload);
+  absl::MutexLock l(&write_mu_);
+  return WriteAll(bytes.data(), bytes.size(), deadline);
+}
+
+absl::Status SideChannel::ReadSome(absl::Time deadline) {
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+    if (n > 0) {
+      decoder_.Append(buf, static_cast<size_t>(n));
+      return absl::OkStatus();
+    }
+    if (n == 0) return absl::UnavailableError("side channel closed by the peer");
+    if (errno != EAGAIN && errno != EINTR) return ErrnoStatus(errno, "side channel recv");
+    pollfd pf{fd_, POLLIN, 0};
+    const int ms = MsUntil(deadline);
+    if (ms == 0 || poll(&pf, 1, ms) == 0) {
+      return absl::DeadlineExceededError("side channel: peer sent nothing in time");
+    }
+  }
+}
+
+absl::Status SideChannel::ReadFrame(uint32_t max_payload, absl::Time deadline,
+                                    DecodedFrame* out) {
+  for (;;) {
+    absl::Status error;
+    switch (decoder_.Next(out, &error)) {
+      case FrameDecoder::Result::kFrame:
+        if (out->header.payload_len > max_payload) {
+          return absl::InvalidArgumentError("side channel frame too large");
+        }
+        return absl::OkStatus();
+      case FrameDecoder::Result::kError:
+        return error;
+      case FrameDecoder::Result::kNeedMore:
+        break;
+    }
+    if (absl::Status s = ReadSome(deadline); !s.ok()) return s;
+  }
+}
+
+FrameDecoder::Result SideChannel::ReadAvailable(DecodedFrame* out, absl::Status* error) {
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+    if (n > 0) {
+      decoder_.Append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) {
+      *error = absl::UnavailableError("side channel closed by the peer");
+      break;
+    }
+    if (errno == EAGAIN || errno == EINTR) break;
+    *error = ErrnoStatus(errno, "side channel recv");
+    break;
+  }
+  absl::Status decode_error;
+  const FrameDecoder::Result r = decoder_.Next(out, &decode_error);
+  if (r == FrameDecoder::Result::kFrame) return r;  // report EOF after the last frame
+  if (r == FrameDecoder::Result::kError) {
+    *error = decode_error;
+    return r;
+  }
+  return error->ok() ? FrameDecoder::Result::kNeedMore : FrameDecoder::Result::kError;
+}
+
+void SideChannel::Shutdown() { shutdown(fd_, SHUT_RDWR); }
+
+absl::StatusOr<std::unique_ptr<Listener>> Listener::Listen(const std::string& addr) {
+  auto sa = Resolve(addr);
+  if (!sa.ok()) return sa.status();
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoStatus(errno, "socket");
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)) != 0 ||
+      listen(fd, 128) != 0) {
+    const int err = errno;
+    close(fd);
+    return ErrnoStatus(err, absl::StrCat("bind/listen on ", addr));
+  }
+  sockaddr_in bound{};
+  socklen_t len = sizeof(bound);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake < 0) {
+    const int err = errno;
+    close(fd);
+    return ErrnoStatus(err, "eventfd");
+  }
+  return std::unique_ptr<Listener>(new Listener(fd, wake, FormatAddr(bound)));
+}
+
+Listener::~Listener() {
+  close(fd_);
+  close(wake_fd_);
+}
+
+absl::StatusOr<std::unique_ptr<SideChannel>> Listener::Accept() {
+  for (;;) {
+    pollfd p[2] = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "poll");
+    }
+    if (p[1].revents != 0) return absl::CancelledError("listener stopped");
+    const int fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) return std::make_unique<SideChannel>(fd);
+    if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
+      return ErrnoStatus(errno, "accept");
+    }
+  }
+}
+
+void Listener::Stop() {
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+}  // namespace msgr::rdma

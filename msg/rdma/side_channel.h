@@ -1,0 +1,81 @@
+// The TCP side channel of an RDMA connection ("TCP for control, RDMA for data"): the
+// authenticated handshake and the RDMA setup exchange run over it as msgr frames
+// (msg/frame.h); afterwards it stays open so that a peer that dies or closes is noticed at
+// once (EOF), and carries one last CLOSE frame on MarkDown.
+//
+// SideChannel wraps one connected socket with blocking, deadline-bounded frame I/O.
+// Thread-safety: one reader and one writer at a time (the setup thread during setup; then
+// the completion thread reads and any thread may write CLOSE under the owner's lock).
+#ifndef MSGR_MSG_RDMA_SIDE_CHANNEL_H_
+#define MSGR_MSG_RDMA_SIDE_CHANNEL_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "msg/frame.h"
+
+namespace msgr::rdma {
+
+// errno -> Status, the one place that does it for this backend.
+absl::Status ErrnoStatus(int err, std::string_view what);
+
+class SideChannel {
+ public:
+  // Takes ownership of a connected socket.
+  explicit SideChannel(int fd);
+  ~SideChannel();
+  SideChannel(const SideChannel&) = delete;
+  SideChannel& operator=(const SideChannel&) = delete;
+
+  // Connects to "host:port" within `timeout`.
+  static absl::StatusOr<std::unique_ptr<SideChannel>> Connect(const std::string& addr,
+                                                              absl::Duration timeout);
+
+  // Thread-safe against other writers (frames are never interleaved).
+  absl::Status WriteFrame(const FrameHeader& h, std::string_view payload, absl::Time deadline);
+  // Reads one verified frame (payload at most `max_payload` bytes).
+  absl::Status ReadFrame(uint32_t max_payload, absl::Time deadline, DecodedFrame* out);
+  // Non-blocking check after the fd polled readable: kUnavailable on EOF/error, else reads
+  // whatever is there and returns frames one by one (kNeedMore when none is complete).
+  FrameDecoder::Result ReadAvailable(DecodedFrame* out, absl::Status* error);
+
+  // Shuts the socket down (the peer sees EOF); the fd stays valid until destruction.
+  void Shutdown();
+  int fd() const { return fd_; }
+  const std::string& peer() const { return peer_; }
+
+ private:
+  absl::Status WriteAll(const void* data, size_t len, absl::Time deadline);
+  absl::Status ReadSome(absl::Time deadline);
+
+  int fd_;
+  std::string peer_;
+  absl::Mutex write_mu_;
+  FrameDecoder decoder_{kMaxControlPayload};
+};
+
+// A listening TCP socket. Accept() waits until a connection arrives or Stop() is called.
+class Listener {
+ public:
+  static absl::StatusOr<std::unique_ptr<Listener>> Listen(const std::string& addr);
+  ~Listener();
+  // The bound "host:port".
+  const std::string& addr() const { return addr_; }
+  // Returns the next connection, or kCancelled after Stop().
+  absl::StatusOr<std::unique_ptr<SideChannel>> Accept();
+  void Stop();
+
+ private:
+  Listener(int fd, int wake_fd, std::string addr) : fd_(fd), wake_fd_(wake_fd), addr_(addr) {}
+  int fd_;
+  int wake_fd_;
+  std::string addr_;
+};
+
+}  // namespace msgr::rdma
+
+#endif  // MSGR_MSG_RDMA_SIDE_CHANNEL_H_

@@ -1,0 +1,280 @@
+// End-to-end tests of the "rdma" messenger on the soft verbs provider (two messengers in
+// one process, or a forked child): messages, fragmentation, ring records placed by RDMA
+// WRITE with no receive-side copy, credits through the control region, doorbells, faults.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "gtest/gtest.h"
+#include "msg/messenger.h"
+#include "msg/rdma/rdma_stats.h"
+#include "tests/msg/rdma/rdma_test_util.h"
+
+namespace msgr::rdma {
+namespace {
+
+using testing::Drainer;
+using testing::Recorder;
+
+std::string Bytes(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  std::mt19937 rng(seed);
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+MessengerOptions Options(EntityType type, uint64_t id, const std::string& secret = "k3y") {
+  MessengerOptions o;
+  o.type = "rdma";
+  o.name = EntityName{type, id};
+  o.auth.mode = AuthConfig::Mode::kSecret;
+  o.auth.secret = secret;
+  o.backend_options["rdma_device"] = "soft";
+  o.ring_bytes = 256 * 1024;
+  return o;
+}
+
+struct Pair {
+  Recorder server_d, client_d;
+  std::unique_ptr<Messenger> server, client;
+  std::string addr;
+  void Start(MessengerOptions so, MessengerOptions co) {
+    auto s = Messenger::Create(so, &server_d);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server = std::move(*s);
+    auto a = server->Bind("127.0.0.1:0");
+    ASSERT_TRUE(a.ok()) << a.status();
+    addr = *a;
+    auto c = Messenger::Create(co, &client_d);
+    ASSERT_TRUE(c.ok()) << c.status();
+    client = std::move(*c);
+  }
+  ~Pair() {
+    if (client) client->Shutdown();
+    if (server) server->Shutdown();
+  }
+};
+
+TEST(RdmaMessenger, MessagesBothWaysAndLargeFragmentedMessage) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(p.Start(Options(EntityType::kOsd, 0), Options(EntityType::kClient, 1)));
+  p.server_d.set_echo(true);
+  auto conn = p.client->Connect(p.addr, ConnectOptions{});
+  ASSERT_TRUE(conn.ok());
+  std::vector<Message> sent;
+  for (int i = 0; i < 200; ++i) {
+    Message m{static_cast<uint16_t>(i), Bytes(static_cast<size_t>(i) * 97, i)};
+    sent.push_back(m);
+    ASSERT_TRUE((*conn)->Send(m).ok());
+  }
+  Message big{7, Bytes(9u << 20, 99)};  // 9 MiB: ~150 SEND fragments
+  sent.push_back(big);
+  ASSERT_TRUE((*conn)->Send(big).ok());
+  ASSERT_TRUE(p.client_d.WaitMessages(sent.size(), absl::Seconds(60)));
+  auto got = p.client_d.messages();
+  ASSERT_EQ(got.size(), sent.size());
+  for (size_t i = 0; i < sent.size(); ++i) {
+    EXPECT_EQ(got[i].type, sent[i].type);
+    EXPECT_TRUE(got[i].payload == sent[i].payload) << "message " << i;
+  }
+  EXPECT_EQ(p.server->counters().auth_failures, 0u);
+  auto st = RdmaStatsOf(*p.client);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_GT(st->registered_bytes, 0u);
+}
+
+TEST(RdmaMessenger, RingRecordsWrapByteIdenticalWithNoReceiveCopy) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(p.Start(Options(EntityType::kOsd, 0), Options(EntityType::kClient, 1)));
+  ConnectOptions co;
+  co.want_ring = true;
+  auto conn = p.client->Connect(p.addr, co);
+  ASSERT_TRUE(conn.ok());
+  ASSERT_TRUE(p.server_d.WaitRings(1));
+  auto [sconn, ring] = p.server_d.ring(0);
+  Drainer drain(sconn, ring, /*sleep=*/false);
+  std::vector<std::string> payloads;
+  const size_t kRecords = 300;  // ~3.5 laps of a 256 KiB ring
+  for (size_t i = 0; i < kRecords; ++i) {
+    payloads.push_back(Bytes(1000 + (i * 7919) % 5000, static_cast<uint32_t>(i)));
+    RecordDesc d;
+    d.oid = "obj." + std::to_string(i);
+    d.tid = i + 1;
+    ASSERT_TRUE((*conn)->WriteRecord(d, payloads.back(), absl::Seconds(10)).ok()) << i;
+  }
+  ASSERT_TRUE(drain.WaitRecords(kRecords)) << drain.error();
+  auto seen = drain.records();
+  for (size_t i = 0; i < kRecords; ++i) {
+    EXPECT_EQ(seen[i].oid, "obj." + std::to_string(i));
+    EXPECT_EQ(seen[i].tid, i + 1);
+    EXPECT_TRUE(seen[i].payload == payloads[i]) << "record " << i;
+    EXPECT_TRUE(seen[i].payload_in_ring) << "record " << i;
+  }
+  // Credits came back through the control region, not as messages.
+  absl::SleepFor(absl::Milliseconds(50));
+  auto ss = RdmaStatsOf(*p.server);
+  ASSERT_TRUE(ss.has_value());
+  EXPECT_GT(ss->ring_credit_writes, 0u);
+  EXPECT_EQ(ss->ring_credit_messages, 0u);
+  EXPECT_EQ(ss->record_payload_bytes_copied_rx, 0u);
+  EXPECT_EQ(p.server->counters().msgs_received, 0u);
+  EXPECT_EQ(p.server->counters().records_received, kRecords);
+  EXPECT_EQ(p.client->counters().msgs_sent, 0u);
+}
+
+TEST(RdmaMessenger, CreditBackpressureTimesOutThenResumes) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(p.Start(Options(EntityType::kOsd, 0), Options(EntityType::kClient, 1)));
+  ConnectOptions co;
+  co.want_ring = true;
+  auto conn = p.client->Connect(p.addr, co);
+  ASSERT_TRUE(p.server_d.WaitRings(1));
+  auto [sconn, ring] = p.server_d.ring(0);
+  const std::string payload = Bytes(60000, 1);
+  RecordDesc d;
+  d.oid = "o";
+  int written = 0;
+  absl::Status s;
+  while ((s = (*conn)->WriteRecord(d, payload, absl::Milliseconds(200))).ok()) ++written;
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  EXPECT_GE(written, 3);
+  EXPECT_LE(written, 5);  // a 256 KiB ring holds four 60 KB records
+  EXPECT_GE(p.client->counters().ring_credit_waits, 1u);
+  Drainer drain(sconn, ring, /*sleep=*/false);
+  ASSERT_TRUE(drain.WaitRecords(written));
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE((*conn)->WriteRecord(d, payload, absl::Seconds(5)).ok());
+  }
+  ASSERT_TRUE(drain.WaitRecords(written + 20)) << drain.error();
+}
+
+TEST(RdmaMessenger, DoorbellWakesSleepingPoller) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(p.Start(Options(EntityType::kOsd, 0), Options(EntityType::kClient, 1)));
+  ConnectOptions co;
+  co.want_ring = true;
+  auto conn = p.client->Connect(p.addr, co);
+  ASSERT_TRUE(p.server_d.WaitRings(1));
+  auto [sconn, ring] = p.server_d.ring(0);
+  Drainer drain(sconn, ring, /*sleep=*/true, absl::Microseconds(10));
+  RecordDesc d;
+  d.oid = "o";
+  for (int i = 0; i < 30; ++i) {
+    absl::SleepFor(absl::Milliseconds(20));  // the poller goes to sleep in between
+    const absl::Time t0 = absl::Now();
+    ASSERT_TRUE((*conn)->WriteRecord(d, "x" + std::to_string(i), absl::Seconds(5)).ok());
+    ASSERT_TRUE(drain.WaitRecords(static_cast<size_t>(i) + 1, absl::Seconds(5)))
+        << "lost wake-up at record " << i << ": doorbells sent "
+        << RdmaStatsOf(*p.client)->doorbells_sent << " received "
+        << RdmaStatsOf(*p.server)->doorbells_received << " sleep words "
+        << RdmaStatsOf(*p.server)->sleep_word_writes << " sleeps " << drain.sleeps()
+        << " " << drain.Debug() << " control sends c/s " << RdmaStatsOf(*p.client)->control_sends << "/"
+        << RdmaStatsOf(*p.server)->control_sends;
+    EXPECT_LT(absl::Now() - t0, absl::Seconds(2));
+  }
+  EXPECT_GE(drain.sleeps(), 10);
+  auto cs = RdmaStatsOf(*p.client);
+  auto ss = RdmaStatsOf(*p.server);
+  EXPECT_GE(cs->doorbells_sent, 10u);
+  EXPECT_GE(ss->doorbells_received, 10u);
+  EXPECT_GE(ss->sleep_word_writes, 20u);
+}
+
+TEST(RdmaMessenger, WrongKeyIsRefusedAndNeverDispatched) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(p.Start(Options(EntityType::kOsd, 0),
+                                  Options(EntityType::kClient, 1, "wrong")));
+  ConnectOptions co;
+  co.policy = Policy::Lossy();
+  auto conn = p.client->Connect(p.addr, co);
+  ASSERT_TRUE(conn.ok());
+  ASSERT_TRUE(p.client_d.WaitRefused(1));
+  EXPECT_TRUE(absl::IsUnauthenticated(p.client_d.refused()[0])) << p.client_d.refused()[0];
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(p.server_d.accepted(), 0u);
+  EXPECT_GE(p.server->counters().auth_failures, 1u);
+  EXPECT_FALSE((*conn)->is_connected());
+}
+
+TEST(RdmaMessenger, LosslessSurvivesInjectedFaults) {
+  Pair p;
+  MessengerOptions so = Options(EntityType::kOsd, 0), co = Options(EntityType::kClient, 1);
+  co.inject_socket_failures = 37;
+  ASSERT_NO_FATAL_FAILURE(p.Start(so, co));
+  p.server_d.set_echo(true);
+  ConnectOptions opts;
+  opts.want_ring = true;
+  auto conn = p.client->Connect(p.addr, opts);
+  ASSERT_TRUE(p.server_d.WaitRings(1));
+  auto [sconn, ring] = p.server_d.ring(0);
+  Drainer drain(sconn, ring, /*sleep=*/true);
+  const int kN = 300;
+  std::vector<std::string> payloads;
+  for (int i = 0; i < kN; ++i) {
+    payloads.push_back(Bytes(2000 + i, i));
+    RecordDesc d;
+    d.oid = "obj" + std::to_string(i);
+    d.tid = i + 1;
+    ASSERT_TRUE((*conn)->WriteRecord(d, payloads.back(), absl::Seconds(10)).ok());
+    ASSERT_TRUE((*conn)->Send(Message{1, std::to_string(i)}).ok());
+  }
+  ASSERT_TRUE(drain.WaitRecords(kN, absl::Seconds(60))) << drain.error();
+  ASSERT_TRUE(p.client_d.WaitMessages(kN, absl::Seconds(60)));
+  auto seen = drain.records();
+  ASSERT_EQ(seen.size(), static_cast<size_t>(kN));
+  for (int i = 0; i < kN; ++i) {
+    EXPECT_EQ(seen[i].tid, static_cast<uint64_t>(i + 1));
+    EXPECT_TRUE(seen[i].payload == payloads[i]);
+  }
+  auto echoed = p.client_d.messages();
+  for (int i = 0; i < kN; ++i) EXPECT_EQ(echoed[i].payload, std::to_string(i));
+  EXPECT_GE(p.client->counters().reconnects, 3u);
+}
+
+TEST(RdmaMessenger, PeerKilledMidWriteServerKeepsServing) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(p.Start(Options(EntityType::kOsd, 0), Options(EntityType::kClient, 1)));
+  const std::string addr = p.addr;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Recorder d;
+    auto m = Messenger::Create(Options(EntityType::kClient, 7), &d);
+    if (!m.ok()) _exit(2);
+    ConnectOptions co;
+    co.want_ring = true;
+    auto c = (*m)->Connect(addr, co);
+    const std::string payload(50000, 'k');
+    RecordDesc rd;
+    rd.oid = "victim";
+    for (;;) (void)(*c)->WriteRecord(rd, payload, absl::Seconds(1));
+  }
+  ASSERT_TRUE(p.server_d.WaitRings(1));
+  auto [vconn, vring] = p.server_d.ring(0);
+  {
+    Drainer victim(vconn, vring, /*sleep=*/false);
+    ASSERT_TRUE(victim.WaitRecords(20));
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+  }
+  // Another client is served normally.
+  ConnectOptions co;
+  co.want_ring = true;
+  auto conn = p.client->Connect(p.addr, co);
+  ASSERT_TRUE(p.server_d.WaitRings(2));
+  auto [sconn, ring] = p.server_d.ring(1);
+  Drainer drain(sconn, ring, /*sleep=*/false);
+  RecordDesc d;
+  d.oid = "survivor";
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE((*conn)->WriteRecord(d, Bytes(3000, i), absl::Seconds(5)).ok());
+  }
+  ASSERT_TRUE(drain.WaitRecords(50)) << drain.error();
+  EXPECT_FALSE(vconn->is_connected());
+}
+
+}  // namespace
+}  // namespace msgr::rdma

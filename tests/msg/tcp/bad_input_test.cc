@@ -1,0 +1,339 @@
+// Bad input on the TCP backend: raw sockets send garbage, bad magic, bad crcs, truncated
+// or oversized frames, or never finish the handshake. Each time that connection must be
+// closed with a logged reason naming the peer and the problem, the right counter must
+// move, and a well-behaved client connected at the same time must keep working.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "msg/frame.h"
+#include "msg/handshake.h"
+#include "msg/messenger.h"
+#include "tests/msg/messenger_test_util.h"
+
+namespace msgr {
+namespace {
+
+using testing::RecordingDispatcher;
+
+class RawSocket {
+ public:
+  explicit RawSocket(int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    sockaddr_in me{};
+    socklen_t len = sizeof(me);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&me), &len);
+    local_port_ = ntohs(me.sin_port);
+  }
+  ~RawSocket() { close(fd_); }
+  void Send(const std::string& b) {
+    ASSERT_EQ(send(fd_, b.data(), b.size(), MSG_NOSIGNAL), static_cast<ssize_t>(b.size()));
+  }
+  void ShutdownWrite() { shutdown(fd_, SHUT_WR); }
+  // Reads exactly n bytes (or fails after 3 s).
+  std::string Read(size_t n) {
+    std::string out;
+    while (out.size() < n) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 3000) <= 0) break;
+      char buf[4096];
+      ssize_t r = recv(fd_, buf, std::min(sizeof(buf), n - out.size()), 0);
+      if (r <= 0) break;
+      out.append(buf, r);
+    }
+    return out;
+  }
+  // True when the peer closed the connection within `ms` (any pending bytes are drained).
+  bool ClosedByPeer(int ms) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      char buf[4096];
+      ssize_t r = recv(fd_, buf, sizeof(buf), 0);
+      if (r <= 0) return true;
+    }
+    return false;
+  }
+  int local_port() const { return local_port_; }
+
+ private:
+  int fd_ = -1;
+  int local_port_ = 0;
+};
+
+std::string HelloFrame() {
+  Hello h;
+  h.name = EntityName{EntityType::kClient, 66};
+  h.features = kFeaturesSupported;
+  h.nonce = NewNonce();
+  FrameHeader fh;
+  fh.type = FrameType::kHello;
+  return EncodeFrame(fh, EncodeHello(h));
+}
+
+class BadInputTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    log_sink_ = std::make_shared<spdlog::sinks::ostream_sink_mt>(log_);
+    old_logger_ = spdlog::default_logger();
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", log_sink_));
+    MessengerOptions o;
+    o.name = EntityName{EntityType::kOsd, 1};
+    o.auth = AuthConfig::None();
+    o.handshake_timeout = absl::Milliseconds(400);
+    o.ring_bytes = 64 * 1024;
+    o.max_message_bytes = 1 << 20;
+    sd_.on_message = [](const ConnectionRef& c, const Message& m) {
+      (void)c->Send(Message{m.type, m.payload});
+    };
+    server_ = std::move(*Messenger::Create(o, &sd_));
+    addr_ = *server_->Bind("127.0.0.1:0");
+    ASSERT_TRUE(absl::SimpleAtoi(addr_.substr(addr_.rfind(':') + 1), &port_));
+    MessengerOptions co;
+    co.name = EntityName{EntityType::kClient, 2};
+    co.auth = AuthConfig::None();
+    client_ = std::move(*Messenger::Create(co, &cd_));
+    good_ = *client_->Connect(addr_, ConnectOptions{});
+    GoodClientWorks();
+  }
+  void TearDown() override {
+    GoodClientWorks();
+    client_.reset();
+    server_.reset();
+    spdlog::set_default_logger(old_logger_);
+  }
+
+  // The well-behaved client still gets its echo.
+  void GoodClientWorks() {
+    const size_t before = cd_.Locked([&] { return cd_.messages.size(); });
+    ASSERT_TRUE(good_->Send(Message{5, absl::StrCat("ping", before)}).ok());
+    ASSERT_TRUE(cd_.WaitFor([&] { return cd_.messages.size() == before + 1; }));
+  }
+
+  // Waits for a log line that names the raw peer (its port) and contains `what`.
+  bool Logged(const RawSocket& raw, const std::string& what) {
+    const std::string peer = absl::StrCat("127.0.0.1:", raw.local_port());
+    for (int i = 0; i < 100; ++i) {
+      {
+        std::lock_guard<std::mutex> l(log_mu_);
+        std::istringstream in(log_.str());
+        std::string line;
+        while (std::getline(in, line)) {
+          if (line.find(peer) != std::string::npos && line.find(what) != std::string::npos) {
+            return true;
+          }
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "no log line with '" << peer << "' and '" << what << "' in:\n" << log_.str();
+    return false;
+  }
+
+  // Completes the handshake by hand (no auth) so data frames can be abused.
+  void Handshake(RawSocket* raw) {
+    raw->Send(HelloFrame());
+    std::string ch = raw->Read(kFrameHeaderBytes);
+    FrameHeader h;
+    ASSERT_TRUE(DecodeFrameHeader(reinterpret_cast<const uint8_t*>(ch.data()), 4096, &h).ok());
+    raw->Read(h.payload_len);
+    AuthReply a;
+    a.cookie = 12345;
+    a.flags = kAuthLossless;
+    FrameHeader ah;
+    ah.type = FrameType::kAuth;
+    raw->Send(EncodeFrame(ah, EncodeAuth(a)));
+    std::string rd = raw->Read(kFrameHeaderBytes);
+    ASSERT_TRUE(DecodeFrameHeader(reinterpret_cast<const uint8_t*>(rd.data()), 4096, &h).ok());
+    ASSERT_EQ(h.type, FrameType::kReady);
+    raw->Read(h.payload_len);
+  }
+
+  std::mutex log_mu_;  // ostream_sink_mt locks its own writes; reads are best effort
+  std::ostringstream log_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> log_sink_;
+  std::shared_ptr<spdlog::logger> old_logger_;
+  RecordingDispatcher sd_, cd_;
+  std::unique_ptr<Messenger> server_, client_;
+  ConnectionRef good_;
+  std::string addr_;
+  int port_ = 0;
+};
+
+TEST_F(BadInputTest, Garbage) {
+  const uint64_t before = server_->counters().protocol_errors;
+  RawSocket raw(port_);
+  raw.Send(std::string(100, '\x5a'));
+  EXPECT_TRUE(raw.ClosedByPeer(3000));
+  EXPECT_TRUE(Logged(raw, "bad frame magic"));
+  EXPECT_GT(server_->counters().protocol_errors, before);
+}
+
+TEST_F(BadInputTest, BadMagic) {
+  const uint64_t before = server_->counters().protocol_errors;
+  RawSocket raw(port_);
+  std::string f = HelloFrame();
+  f[3] = 'X';
+  raw.Send(f);
+  EXPECT_TRUE(raw.ClosedByPeer(3000));
+  EXPECT_TRUE(Logged(raw, "bad frame magic"));
+  EXPECT_GT(server_->counters().protocol_errors, before);
+}
+
+TEST_F(BadInputTest, BadHeaderCrc) {
+  const uint64_t before = server_->counters().crc_errors;
+  RawSocket raw(port_);
+  std::string f = HelloFrame();
+  f[8] ^= 1;  // seq byte: header crc no longer matches
+  raw.Send(f);
+  EXPECT_TRUE(raw.ClosedByPeer(3000));
+  EXPECT_TRUE(Logged(raw, "header crc mismatch"));
+  EXPECT_GT(server_->counters().crc_errors, before);
+}
+
+TEST_F(BadInputTest, BadPayloadCrc) {
+  const uint64_t before = server_->counters().crc_errors;
+  RawSocket raw(port_);
+  std::string f = HelloFrame();
+  f.back() ^= 1;
+  raw.Send(f);
+  EXPECT_TRUE(raw.ClosedByPeer(3000));
+  EXPECT_TRUE(Logged(raw, "payload crc mismatch"));
+  EXPECT_GT(server_->counters().crc_errors, before);
+}
+
+TEST_F(BadInputTest, TruncatedFrameThenClose) {
+  const uint64_t before = server_->counters().protocol_errors;
+  RawSocket raw(port_);
+  raw.Send(HelloFrame().substr(0, 20));
+  raw.ShutdownWrite();
+  EXPECT_TRUE(raw.ClosedByPeer(3000));
+  EXPECT_TRUE(Logged(raw, "truncated frame"));
+  EXPECT_GT(server_->counters().protocol_errors, before);
+}
+
+TEST_F(BadInputTest, LengthOverLimitDuringHandshake) {
+  const uint64_t before = server_->counters().protocol_errors;
+  RawSocket raw(port_);
+  FrameHeader h;
+  h.type = FrameType::kHello;
+  h.payload_len = 0xffffffffu;  // declared, never sent: must be refused from the header
+  std::string hdr(kFrameHeaderBytes, '\0');
+  EncodeFrameHeader(h, reinterpret_cast<uint8_t*>(hdr.data()));
+  raw.Send(hdr);
+  EXPECT_TRUE(raw.ClosedByPeer(3000));
+  EXPECT_TRUE(Logged(raw, "payload length 4294967295 outside"));
+  EXPECT_GT(server_->counters().protocol_errors, before);
+}
+
+TEST_F(BadInputTest, HandshakeNeverFinishes) {
+  const uint64_t before = server_->counters().protocol_errors;
+  RawSocket raw(port_);
+  raw.Send(HelloFrame());  // then silence: no AUTH
+  EXPECT_TRUE(raw.ClosedByPeer(3000));
+  EXPECT_TRUE(Logged(raw, "handshake did not finish"));
+  EXPECT_GT(server_->counters().protocol_errors, before);
+}
+
+TEST_F(BadInputTest, OversizedMessageAfterHandshake) {
+  RawSocket raw(port_);
+  Handshake(&raw);
+  ASSERT_TRUE(sd_.WaitFor([&] { return sd_.accepted.size() == 2; }));
+  const uint64_t before = server_->counters().protocol_errors;
+  FrameHeader h;
+  h.type = FrameType::kMessage;
+  h.seq = 1;
+  h.payload_len = 0xfffffff0u;  // 4 GiB declared: refused before any allocation
+  std::string hdr(kFrameHeaderBytes, '\0');
+  EncodeFrameHeader(h, reinterpret_cast<uint8_t*>(hdr.data()));
+  raw.Send(hdr);
+  EXPECT_TRUE(raw.ClosedByPeer(3000));
+  EXPECT_TRUE(Logged(raw, "MESSAGE frame payload length 4294967280 outside"));
+  EXPECT_GT(server_->counters().protocol_errors, before);
+  EXPECT_EQ(sd_.Locked([&] { return sd_.messages.size(); }), 1u) << "only the good client's";
+}
+
+TEST_F(BadInputTest, BadMessageCrcAfterHandshake) {
+  RawSocket raw(port_);
+  Handshake(&raw);
+  const uint64_t before = server_->counters().crc_errors;
+  FrameHeader h;
+  h.type = FrameType::kMessage;
+  h.seq = 1;
+  std::string f = EncodeFrame(h, "some payload");
+  f.back() ^= 0x40;
+  raw.Send(f);
+  EXPECT_TRUE(raw.ClosedByPeer(3000));
+  EXPECT_TRUE(Logged(raw, "payload crc mismatch"));
+  EXPECT_GT(server_->counters().crc_errors, before);
+  EXPECT_EQ(sd_.Locked([&] { return sd_.messages.size(); }), 1u) << "corrupt message dispatched";
+}
+
+TEST_F(BadInputTest, RingOverrunIsAProtocolError) {
+  RawSocket raw(port_);
+  // Ask for a ring: AUTH with kAuthWantRing, then send records without waiting for credit.
+  raw.Send(HelloFrame());
+  std::string ch = raw.Read(kFrameHeaderBytes);
+  FrameHeader h;
+  ASSERT_TRUE(DecodeFrameHeader(reinterpret_cast<const uint8_t*>(ch.data()), 4096, &h).ok());
+  raw.Read(h.payload_len);
+  AuthReply a;
+  a.cookie = 999;
+  a.flags = kAuthLossless | kAuthWantRing;
+  FrameHeader ah;
+  ah.type = FrameType::kAuth;
+  raw.Send(EncodeFrame(ah, EncodeAuth(a)));
+  std::string rd = raw.Read(kFrameHeaderBytes);
+  ASSERT_TRUE(DecodeFrameHeader(reinterpret_cast<const uint8_t*>(rd.data()), 4096, &h).ok());
+  auto ready = DecodeReady(raw.Read(h.payload_len));
+  ASSERT_TRUE(ready.ok());
+  ASSERT_EQ(ready->ring_bytes, 64u * 1024);
+  const uint64_t before = server_->counters().protocol_errors;
+  // 16 KiB records into a 64 KiB ring that nobody drains, ignoring credit: the fourth
+  // does not fit and the receiver must refuse it rather than overwrite unread records.
+  sd_.StopDrainers();
+  const std::string data(16 * 1024, 'r');
+  uint64_t pos = 0;
+  for (uint64_t i = 1; i <= 6; ++i) {
+    RingPrefix p;
+    p.ring_seq = i;
+    p.ring_offset = static_cast<uint32_t>(pos % (64 * 1024));
+    p.oid_len = 1;
+    p.data_len = static_cast<uint32_t>(data.size());
+    p.record_crc = RecordPayloadCrc("o", 1, data.data(), data.size());
+    pos += RecordBytes(1, data.size());
+    std::string payload(kRingPrefixBytes, '\0');
+    EncodeRingPrefix(p, reinterpret_cast<uint8_t*>(payload.data()));
+    payload += "o" + data;
+    FrameHeader rh;
+    rh.type = FrameType::kRingRecord;
+    rh.seq = i;
+    raw.Send(EncodeFrame(rh, payload));
+  }
+  EXPECT_TRUE(raw.ClosedByPeer(3000));
+  EXPECT_TRUE(Logged(raw, "ring overrun"));
+  EXPECT_GT(server_->counters().protocol_errors, before);
+}
+
+}  // namespace
+}  // namespace msgr
