@@ -120,6 +120,7 @@ set terminal $term size 800,500
 set output '$OUT/latency_cdf.$ext'
 set title 'write latency CDF'
 set logscale x
+set format x '%g'
 set xlabel 'latency (us)'
 set ylabel 'fraction of ops'
 set yrange [0:1]

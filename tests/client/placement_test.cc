@@ -91,7 +91,9 @@ TEST(PlacementTest, AddingAnOsdOnlyTakesPgsForItself) {
   PlacementMap after = PlacementMap::Build(2, 4096, EqualOsds(5));
   for (uint32_t pg = 0; pg < 4096; ++pg) {
     int a = after.OsdOfPg(pg);
-    if (a != 4) EXPECT_EQ(a, before.OsdOfPg(pg)) << "pg " << pg;
+    if (a != 4) {
+      EXPECT_EQ(a, before.OsdOfPg(pg)) << "pg " << pg;
+    }
   }
 }
 
