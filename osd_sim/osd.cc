@@ -117,6 +117,10 @@ absl::Status Osd::Init() {
     pollers_.push_back(std::move(*p));
   }
 
+  for (int i = 0; i < std::max(1, options_.read_threads); ++i) {
+    read_threads_.emplace_back([this] { ReadLoop(); });
+  }
+
   mon::v1::BootOsdRequest boot;
   boot.set_id(options_.id);
   boot.set_weight(options_.weight);
@@ -169,6 +173,14 @@ void Osd::Stop() {
   mon_.reset();  // stop heartbeats first: the monitor marks us down after its grace
   for (auto& m : messengers_) m->Shutdown();
   pollers_.clear();  // waits for in-flight records
+  {
+    std::lock_guard<std::mutex> l(read_mu_);
+    read_stop_ = true;
+    read_queue_.clear();
+  }
+  read_cv_.notify_all();
+  for (auto& t : read_threads_) t.join();
+  read_threads_.clear();
   messengers_.clear();
   admin_.reset();
   store_.reset();  // final flush
@@ -194,6 +206,29 @@ void Osd::OnRingAttached(const ConnectionRef& conn, std::shared_ptr<RecvRing> ri
 }
 
 void Osd::OnMessage(const ConnectionRef& conn, Message m) {
+  {
+    std::lock_guard<std::mutex> l(read_mu_);
+    if (read_stop_) return;
+    read_queue_.emplace_back(conn, std::move(m));
+  }
+  read_cv_.notify_one();
+}
+
+void Osd::ReadLoop() {
+  for (;;) {
+    std::pair<ConnectionRef, Message> item;
+    {
+      std::unique_lock<std::mutex> l(read_mu_);
+      read_cv_.wait(l, [&] { return read_stop_ || !read_queue_.empty(); });
+      if (read_stop_) return;
+      item = std::move(read_queue_.front());
+      read_queue_.pop_front();
+    }
+    ServeRead(item.first, std::move(item.second));
+  }
+}
+
+void Osd::ServeRead(const ConnectionRef& conn, Message m) {
   if (m.type != kRead) {
     spdlog::warn("osd.{}: unexpected message type {:#x} from {}; ignored", options_.id, m.type,
                  conn->peer_addr());
@@ -207,8 +242,6 @@ void Osd::OnMessage(const ConnectionRef& conn, Message m) {
   ++reads_;
   ReadReply reply;
   reply.tid = req->tid;
-  // Reads run on the messenger's worker thread: they are for verification, not the
-  // measured path, and the store's Read is a few pread calls.
   auto data = store_->Read(req->oid);
   if (data.ok()) {
     reply.data = std::move(*data);

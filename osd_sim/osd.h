@@ -13,7 +13,11 @@
 #define MSGR_OSD_SIM_OSD_H_
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -37,6 +41,7 @@ struct OsdOptions {
   store::Durability durability = store::Durability::kDurable;
   uint64_t capacity_bytes = 0;                // 0: until the disk is full
   int pollers = 1;
+  int read_threads = 2;                       // serve reads off the messenger's threads
   std::vector<int> poller_cpus;               // pin poller i to poller_cpus[i % size]
   absl::Duration poller_spin = absl::Microseconds(50);
   size_t ring_bytes = kDefaultRingBytes;
@@ -74,6 +79,10 @@ class Osd : public Dispatcher, public RecordSink {
   explicit Osd(const OsdOptions& options);
   absl::Status Init();
   Poller* PickPoller();
+  // Reads run on their own threads: a reply may block on the connection's flow control,
+  // which must never happen on a messenger worker (it would stop the acks that free it).
+  void ReadLoop();
+  void ServeRead(const ConnectionRef& conn, Message m);
 
   const OsdOptions options_;
   std::unique_ptr<store::ObjectStore> store_;
@@ -85,6 +94,12 @@ class Osd : public Dispatcher, public RecordSink {
   std::atomic<uint64_t> next_poller_{0};
   std::atomic<uint64_t> reads_{0}, read_errors_{0}, rings_attached_{0}, resets_{0};
   std::atomic<bool> stopped_{false};
+
+  std::mutex read_mu_;
+  std::condition_variable read_cv_;
+  std::deque<std::pair<ConnectionRef, Message>> read_queue_;  // guarded by read_mu_
+  bool read_stop_ = false;                                    // guarded by read_mu_
+  std::vector<std::thread> read_threads_;
   absl::Time started_ = absl::Now();
 };
 

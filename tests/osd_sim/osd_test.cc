@@ -207,6 +207,26 @@ TEST_P(OsdTest, ManyWritesWrapTheRingAndAllReadBack) {
   }
 }
 
+TEST_P(OsdTest, ManyLargeReadsInFlightDoNotStallTheOsd) {
+  // 300 x 400 KB replies exceed the OSD's per-connection send window (64 MiB): replies
+  // must wait for the client's acks without blocking the thread that processes them.
+  StartOsd();
+  ConnectClient();
+  for (uint64_t i = 0; i < 4; ++i) {
+    const std::string oid = absl::StrCat("big-", i);
+    ASSERT_TRUE(Write(oid, Pattern(oid, 400000), i + 1).ok());
+  }
+  for (uint64_t t = 0; t < 300; ++t) {
+    ASSERT_TRUE(conn_->Send(Encode(ReadRequest{100 + t, absl::StrCat("big-", t % 4)})).ok());
+  }
+  for (uint64_t t = 0; t < 300; ++t) {
+    auto r = dispatcher_.WaitRead(100 + t);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->data.size(), 400000u);
+  }
+  ASSERT_TRUE(Write("after-reads", "still serving", 99).ok());
+}
+
 TEST_P(OsdTest, AcknowledgedWritesSurviveRestart) {
   StartOsd();
   ConnectClient();
