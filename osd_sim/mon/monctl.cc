@@ -1,11 +1,14 @@
 // `monctl`: operator commands against a running monitor.
 //
 //   monctl --mon HOST:PORT [--timeout-ms 5000] status | out ID | in ID | map-json
+//   monctl --mon HOST:PORT [--wait-s 30] wait ID up|down   (follows WatchMap)
 //
 // Exit status: 0 done, 1 the monitor refused or is unreachable (message on stderr),
 // 2 bad usage.
+#include <condition_variable>
 #include <cstdio>
 #include <iostream>
+#include <mutex>
 
 #include "absl/strings/numbers.h"
 #include "client/mon_client/mon_client.h"
@@ -21,6 +24,8 @@ constexpr char kUsage[] =
     "  map-json    the cluster map as JSON (epoch, pg_num, fsid, osds[...])\n"
     "  out ID      mark osd ID out (its PGs move to other OSDs)\n"
     "  in ID       mark osd ID in\n"
+    "  wait ID up|down   follow the map (WatchMap) until osd ID is up / down;\n"
+    "              prints the epoch; exit 1 after --wait-s seconds (default 30)\n"
     "  --timeout-ms N   give up on an unreachable monitor after N ms (default 5000)\n";
 
 int Usage(const std::string& why) {
@@ -33,11 +38,36 @@ int Error(const absl::Status& s) {
   return 1;
 }
 
+// Follows WatchMap until osd `id` is in the wanted state (it need not exist yet).
+int WaitFor(msgr::mon::MonClient* client, uint32_t id, bool want_up, absl::Duration limit) {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t epoch = 0;
+  absl::Status s = client->Watch([&](const msgr::mon::v1::ClusterMap& map) {
+    for (const auto& o : map.osds()) {
+      if (o.id() == id && o.up() == want_up) {
+        std::lock_guard<std::mutex> l(mu);
+        epoch = map.epoch();
+        cv.notify_all();
+      }
+    }
+  });
+  if (!s.ok()) return Error(s);
+  std::unique_lock<std::mutex> l(mu);
+  if (!cv.wait_for(l, absl::ToChronoMilliseconds(limit), [&] { return epoch != 0; })) {
+    std::cerr << "monctl: osd." << id << " not " << (want_up ? "up" : "down") << " after "
+              << absl::FormatDuration(limit) << "\n";
+    return 1;
+  }
+  std::cout << "osd." << id << " " << (want_up ? "up" : "down") << " at epoch " << epoch << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::off);  // errors are reported on stderr by us
-  auto flags = msgr::mon::CliFlags::Parse(argc, argv, {"mon", "timeout-ms"});
+  auto flags = msgr::mon::CliFlags::Parse(argc, argv, {"mon", "timeout-ms", "wait-s"});
   if (!flags.ok()) return Usage(std::string(flags.status().message()));
   if (flags->Has("help")) {
     std::fputs(kUsage, stdout);
@@ -52,6 +82,17 @@ int main(int argc, char** argv) {
   const std::string& cmd = args[0];
   const bool mark = cmd == "out" || cmd == "in";
   uint32_t id = 0;
+  if (cmd == "wait") {
+    if (args.size() != 3 || !absl::SimpleAtoi(args[1], &id) ||
+        (args[2] != "up" && args[2] != "down")) {
+      return Usage("wait wants an OSD id and up or down");
+    }
+    auto wait_s = flags->GetUint("wait-s", 30);
+    if (!wait_s.ok()) return Usage(std::string(wait_s.status().message()));
+    auto client = msgr::mon::MonClient::Create(mon, absl::Milliseconds(*timeout_ms));
+    if (!client.ok()) return Error(client.status());
+    return WaitFor(client->get(), id, args[2] == "up", absl::Seconds(*wait_s));
+  }
   if (mark) {
     if (args.size() != 2 || !absl::SimpleAtoi(args[1], &id)) {
       return Usage(cmd + " wants one numeric OSD id");

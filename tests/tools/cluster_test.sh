@@ -58,6 +58,14 @@ v = json.load(open(sys.argv[1]))["verify"]
 assert v["checked"] == int(sys.argv[2]) and v["mismatches"] == 0, v
 PY
 
+# A killed OSD is marked down, and every watcher sees it through WatchMap; it comes back up
+# under the same id.
+MONCTL=("$RUNFILES/osd_sim/mon/monctl" --mon "$MON")
+bash "$TOOLS/cluster.sh" stop-osd --dir "$DIR" --id 2 --kill
+"${MONCTL[@]}" --wait-s 20 wait 2 down || fail "killed osd.2 not marked down via WatchMap"
+bash "$TOOLS/cluster.sh" start-osd --dir "$DIR" --id 2 || fail "osd.2 did not restart"
+"${MONCTL[@]}" --wait-s 20 wait 2 up || fail "restarted osd.2 not up via WatchMap"
+
 # Garbage on an OSD's messenger port: that connection is dropped, the OSD keeps serving.
 addr=$("$RUNFILES/osd_sim/mon/monctl" --mon "$MON" map-json \
   | python3 -c "import json,sys; print([o['addr'] for o in json.load(sys.stdin)['osds'] if o['id']==0][0])")
