@@ -6,32 +6,54 @@
 #   * garbage sent to an OSD's port does not take it down;
 #   * `perf dump` on the admin socket reports the writes;
 #   * `stop` leaves no process behind.
-# MS_TYPE (env, default tcp) picks the messenger backend.
+#
+#   cluster_test.sh [--ms-type tcp|rdma] [--rdma-device soft|IBDEV] [--seconds N]
+# (or env MS_TYPE / RDMA_DEVICE / BENCH_SECONDS). Under `bazel test` the binaries come from
+# the runfiles; run by hand (or in the Soft-RoCE VM) it uses bazel-bin and tools/.
 set -euo pipefail
-MS_TYPE=${MS_TYPE:-tcp}
-RUNFILES=${TEST_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)/bazel-bin}/msgr
-[[ -d "$RUNFILES" ]] || RUNFILES=$(cd "$(dirname "$0")/../.." && pwd)/bazel-bin
+MS_TYPE=${MS_TYPE:-tcp} RDMA_DEVICE=${RDMA_DEVICE:-soft} BENCH_SECONDS=${BENCH_SECONDS:-8}
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --ms-type) MS_TYPE=$2; shift 2 ;;
+    --rdma-device) RDMA_DEVICE=$2; shift 2 ;;
+    --seconds) BENCH_SECONDS=$2; shift 2 ;;
+    *) echo "usage: $0 [--ms-type tcp|rdma] [--rdma-device DEV] [--seconds N]" >&2; exit 2 ;;
+  esac
+done
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+if [[ -n "${TEST_SRCDIR:-}" ]]; then
+  RUNFILES=$TEST_SRCDIR/msgr
+  TOOLS=$RUNFILES/tools
+else
+  RUNFILES=$ROOT/bazel-bin
+  TOOLS=$ROOT/tools
+fi
 export MSGR_BIN=$RUNFILES MSGR_REBUILD=0
-TOOLS=$RUNFILES/tools
 # Unix socket paths must stay short: the cluster lives under /tmp, not TEST_TMPDIR.
 DIR=$(mktemp -d /tmp/msgr-cluster-test.XXXXXX)
 fail() { echo "FAIL: $*" >&2; tail -n 20 "$DIR"/log/*.log >&2 || true; exit 1; }
 cleanup() { bash "$TOOLS/cluster.sh" stop --dir "$DIR" >/dev/null 2>&1 || true; rm -rf "$DIR"; }
 trap cleanup EXIT
 
-bash "$TOOLS/cluster.sh" start --dir "$DIR" --osds 3 --ms-type "$MS_TYPE" --grace-ms 2000 \
-  --rdma-device soft || fail "cluster did not start"
+bash "$TOOLS/cluster.sh" start --dir "$DIR" --osds 3 --ms-type "$MS_TYPE" --grace-ms 3000 \
+  --rdma-device "$RDMA_DEVICE" || fail "cluster did not start"
 MON=$(cat "$DIR/mon.addr")
+if [[ "$MS_TYPE" == rdma ]]; then
+  # The OSDs must really run on the requested device (soft HCA, or ibverbs in the VM).
+  want=$([[ "$RDMA_DEVICE" == soft ]] && echo "device soft" || echo "device ${MSGR_RDMA_DEVICE:-$RDMA_DEVICE} (provider ibverbs)")
+  grep -q "messenger on $want" "$DIR/log/osd.0.log" || fail "osd.0 not on $want"
+  grep -h "messenger on device" "$DIR/log/osd.0.log"
+fi
 status=$(bash "$TOOLS/cluster.sh" status --dir "$DIR")
 echo "$status"
 grep -q "3 up, 3 in" <<<"$status" || fail "status does not show 3 OSDs up and in"
 
 # Writes while osd.1 is killed and restarted.
-BENCH=(bash "$TOOLS/bench.sh" --mon "$MON" --ms-type "$MS_TYPE" --rdma-device soft -b 16K -t 8
+BENCH=(bash "$TOOLS/bench.sh" --mon "$MON" --ms-type "$MS_TYPE" --rdma-device "$RDMA_DEVICE" -b 16K -t 8
        --cluster-dir "$DIR" --prefix kill --quiet)
-"${BENCH[@]}" --seconds 8 --acked-log "$DIR/acked.log" --json "$DIR/bench.json" &
+"${BENCH[@]}" --seconds "$BENCH_SECONDS" --acked-log "$DIR/acked.log" --json "$DIR/bench.json" &
 bench_pid=$!
-sleep 2
+sleep $((BENCH_SECONDS / 4))
 bash "$TOOLS/cluster.sh" stop-osd --dir "$DIR" --id 1 --kill
 sleep 1
 bash "$TOOLS/cluster.sh" start-osd --dir "$DIR" --id 1 || fail "osd.1 did not restart"
@@ -49,7 +71,7 @@ for k in ("p50", "p99", "p999", "max"):
     assert j["lat_us"][k] > 0, k
 PY
 verify_json="$DIR/verify.json"
-bash "$TOOLS/bench.sh" verify --mon "$MON" --ms-type "$MS_TYPE" --rdma-device soft \
+bash "$TOOLS/bench.sh" verify --mon "$MON" --ms-type "$MS_TYPE" --rdma-device "$RDMA_DEVICE" \
   --oids "$DIR/acked.log" --json "$verify_json" --auth "$DIR/keyring" \
   || fail "verify of acknowledged objects failed"
 python3 - "$verify_json" "$acked" <<'PY' || fail "not every acknowledged object verified"
