@@ -244,11 +244,10 @@ TEST_P(MessengerTest, LosslessSurvivesInjectedSocketFailures) {
     }
     if (r < kRecs) {
       recs.push_back(Pattern(100 + r * 7 % 3000, r));
-      ASSERT_TRUE(
-          (*conn)
-              ->WriteRecord(RecordDesc{absl::StrCat("r", r), static_cast<uint64_t>(r), 0, 0},
-                            recs.back(), absl::Seconds(10))
-              .ok());
+      const absl::Status ws =
+          (*conn)->WriteRecord(RecordDesc{absl::StrCat("r", r), static_cast<uint64_t>(r), 0, 0},
+                               recs.back(), absl::Seconds(30));
+      ASSERT_TRUE(ws.ok()) << "record " << r << ": " << ws;
       ++r;
     }
   }
