@@ -4,6 +4,8 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/post.hpp>
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "msg/crc32c.h"
@@ -12,6 +14,14 @@
 namespace msgr::tcp {
 
 namespace asio = boost::asio;
+
+namespace {
+// Longest a released ring range waits for a frame to carry its credit. Short next to
+// any credit wait a sender would notice; long enough to gather many releases.
+constexpr std::chrono::microseconds kCreditDelay{200};
+// Releasing 1/kCreditBatchDivisor of the ring since the last credit sends one at once.
+constexpr size_t kCreditBatchDivisor = 8;
+}  // namespace
 
 TcpConnection::TcpConnection(TcpMessenger* msgr, Side side, Policy policy, std::string addr,
                              bool want_ring, uint64_t cookie)
@@ -156,10 +166,10 @@ absl::Status TcpConnection::WriteRecord(const RecordDesc& desc, std::string_view
           pre.record_crc = record_crc;
           pre.oid_len = static_cast<uint16_t>(desc.oid.size());
           pre.record_flags = desc.flags;
-          f->head.resize(kRingPrefixBytes);
-          EncodeRingPrefix(pre, reinterpret_cast<uint8_t*>(f->head.data()));
-          f->head.append(desc.oid);
-          f->payload_crc = Crc32c(0, f->head.data(), kRingPrefixBytes);
+          EncodeRingPrefix(pre, f->head());
+          std::memcpy(f->head() + kRingPrefixBytes, desc.oid.data(), desc.oid.size());
+          f->head_len = static_cast<uint16_t>(kRingPrefixBytes + desc.oid.size());
+          f->payload_crc = Crc32c(0, f->head(), kRingPrefixBytes);
           f->ring_position = p->end_position;
           break;
         }
@@ -188,14 +198,39 @@ absl::Status TcpConnection::WriteRecord(const RecordDesc& desc, std::string_view
   return absl::OkStatus();
 }
 
+// Owners release per record; a CREDIT frame per record would double the packet rate.
+// The credit rides on the next frame we write anyway (the reader's ACKs included); a
+// standalone CREDIT goes out at once when a big share of the ring came free since the
+// last credit (the sender may be waiting for it), else after kCreditDelay at most.
 void TcpConnection::ReleaseRing(uint64_t position) {
+  bool kick = false, arm = false;
   {
     absl::MutexLock l(&mu_);
     if (closed_ || position <= credit_pos_) return;
     credit_pos_ = position;
     credit_dirty_ = true;
+    if (position - credit_sent_ >= credit_batch_) {
+      credit_due_ = kick = true;
+    } else if (!credit_timer_armed_) {
+      credit_timer_armed_ = arm = true;
+    }
   }
-  Kick();
+  if (kick) Kick();
+  if (arm) asio::post(strand_, [self = shared_from_this()] { self->ArmCreditTimer(); });
+}
+
+void TcpConnection::ArmCreditTimer() {
+  if (!credit_timer_) credit_timer_ = std::make_unique<asio::steady_timer>(msgr_->io());
+  credit_timer_->expires_after(kCreditDelay);
+  credit_timer_->async_wait(
+      asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec) {
+        {
+          absl::MutexLock l(&self->mu_);
+          self->credit_timer_armed_ = false;
+          if (self->credit_dirty_) self->credit_due_ = true;
+        }
+        if (!ec) self->Flush();
+      }));
 }
 
 void TcpConnection::MarkDown() {
@@ -307,6 +342,10 @@ void TcpConnection::CloseSocket() {
   writing_ = false;
   connected_ = false;
   frames_on_socket_ = 0;
+  ack_sent_ = 0;  // the next socket's first frame acks again (harmless if redundant)
+  ack_due_ = false;
+  rx_buf_.Clear();
+  rx_phase_ = RxPhase::kHeader;
   ready_payload_.reset();
   send_keepalive_ = send_keepalive_ack_ = false;
   if (mirror_saved_) {  // a record was being read into the ring: forget its slot
@@ -417,6 +456,7 @@ void TcpConnection::Attach(std::shared_ptr<asio::ip::tcp::socket> socket,
       self->peer_addr_ = peer_addr;
       self->peer_name_ = hello.name;
       credit = self->credit_pos_;
+      self->credit_sent_ = credit;  // READY carries it
     }
     if (new_session && self->want_ring_) {
       auto ring = TcpRecvRing::Create(self->shared_->options.ring_bytes);
@@ -426,6 +466,8 @@ void TcpConnection::Attach(std::shared_ptr<asio::ip::tcp::socket> socket,
       }
       self->ring_ = *ring;
       self->mirror_.emplace(self->ring_->bytes());
+      absl::MutexLock l(&self->mu_);
+      self->credit_batch_ = self->ring_->bytes() / kCreditBatchDivisor;
     }
     if (!new_session) {
       if (absl::Status s = self->Requeue(auth.in_seq); !s.ok()) {
@@ -523,6 +565,7 @@ void TcpConnection::DestroyIo() {
   reset_done_ = true;
   CloseSocket();
   timer_.reset();
+  credit_timer_.reset();
   ring_.reset();
 }
 
