@@ -15,14 +15,6 @@ namespace msgr::tcp {
 
 namespace asio = boost::asio;
 
-namespace {
-// Longest a released ring range waits for a frame to carry its credit. Short next to
-// any credit wait a sender would notice; long enough to gather many releases.
-constexpr std::chrono::microseconds kCreditDelay{200};
-// Releasing 1/kCreditBatchDivisor of the ring since the last credit sends one at once.
-constexpr size_t kCreditBatchDivisor = 8;
-}  // namespace
-
 TcpConnection::TcpConnection(TcpMessenger* msgr, Side side, Policy policy, std::string addr,
                              bool want_ring, uint64_t cookie)
     : msgr_(msgr),
@@ -198,41 +190,6 @@ absl::Status TcpConnection::WriteRecord(const RecordDesc& desc, std::string_view
   return absl::OkStatus();
 }
 
-// Owners release per record; a CREDIT frame per record would double the packet rate.
-// The credit rides on the next frame we write anyway (the reader's ACKs included); a
-// standalone CREDIT goes out at once when a big share of the ring came free since the
-// last credit (the sender may be waiting for it), else after kCreditDelay at most.
-void TcpConnection::ReleaseRing(uint64_t position) {
-  bool kick = false, arm = false;
-  {
-    absl::MutexLock l(&mu_);
-    if (closed_ || position <= credit_pos_) return;
-    credit_pos_ = position;
-    credit_dirty_ = true;
-    if (position - credit_sent_ >= credit_batch_) {
-      credit_due_ = kick = true;
-    } else if (!credit_timer_armed_) {
-      credit_timer_armed_ = arm = true;
-    }
-  }
-  if (kick) Kick();
-  if (arm) asio::post(strand_, [self = shared_from_this()] { self->ArmCreditTimer(); });
-}
-
-void TcpConnection::ArmCreditTimer() {
-  if (!credit_timer_) credit_timer_ = std::make_unique<asio::steady_timer>(msgr_->io());
-  credit_timer_->expires_after(kCreditDelay);
-  credit_timer_->async_wait(
-      asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec) {
-        {
-          absl::MutexLock l(&self->mu_);
-          self->credit_timer_armed_ = false;
-          if (self->credit_dirty_) self->credit_due_ = true;
-        }
-        if (!ec) self->Flush();
-      }));
-}
-
 void TcpConnection::MarkDown() {
   {
     absl::MutexLock l(&mu_);
@@ -279,35 +236,6 @@ void TcpConnection::DropQueuesLocked() {
   msgs_in_flight_ = 0;
   out_queue_.clear();
   sent_.clear();
-}
-
-absl::Status TcpConnection::ProcessAck(uint64_t ack_seq) {
-  absl::MutexLock l(&mu_);
-  if (ack_seq > out_seq_) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("peer acknowledged seq %d but we only sent up to %d", ack_seq, out_seq_));
-  }
-  bool any = false;
-  while (!sent_.empty() && sent_.front()->seq <= ack_seq) {
-    ReleaseAccountingLocked(*sent_.front());
-    sent_.pop_front();
-    any = true;
-  }
-  if (any) cv_.SignalAll();
-  return absl::OkStatus();
-}
-
-absl::Status TcpConnection::ProcessCredit(uint64_t released) {
-  absl::MutexLock l(&mu_);
-  if (!producer_) {
-    return absl::InvalidArgumentError("ring credit on a connection without a ring");
-  }
-  if (!producer_->OnCredit(released)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "ring credit %d is beyond what we produced (%d)", released, producer_->produced()));
-  }
-  cv_.SignalAll();
-  return absl::OkStatus();
 }
 
 absl::Status TcpConnection::Requeue(uint64_t peer_in_seq) {
@@ -565,7 +493,7 @@ void TcpConnection::DestroyIo() {
   reset_done_ = true;
   CloseSocket();
   timer_.reset();
-  credit_timer_.reset();
+  flow_timer_.reset();
   ring_.reset();
 }
 

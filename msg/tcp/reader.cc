@@ -8,9 +8,11 @@
 // its destination (the ring slot, or the message string) with one async_read, and never
 // passes through the buffer. Only what one buffered recv happened to bring in is copied.
 //
-// Acks: every frame we write carries ack_seq. A standalone ACK is written only when the
-// socket has nothing more for us right now (recv says EAGAIN) or after kMaxReadsPerTurn
-// reads in a row, so a burst of N frames costs one ACK, not N.
+// Acks: every frame we write carries ack_seq. The reader considers a standalone ACK only
+// when the socket has nothing more for us right now (recv says EAGAIN) or after
+// kMaxReadsPerTurn reads in a row, and then writes it only if kAckEveryFrames frames
+// are unacknowledged, else within a short delay (AckReceived, acks_credits.cc): a
+// stream of N records costs about N / kAckEveryFrames ACKs, not N.
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/bind_executor.hpp>
@@ -247,11 +249,6 @@ void TcpConnection::SignalRing() {
   if (!ring_signal_) return;
   ring_signal_ = false;
   if (ring_) ring_->Signal();
-}
-
-void TcpConnection::AckReceived() {
-  if (in_seq_ != ack_sent_) ack_due_ = true;
-  if (ack_due_) Flush();
 }
 
 bool TcpConnection::OnControlPayload() {
