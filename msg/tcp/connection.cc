@@ -4,6 +4,8 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/post.hpp>
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "msg/crc32c.h"
@@ -156,10 +158,10 @@ absl::Status TcpConnection::WriteRecord(const RecordDesc& desc, std::string_view
           pre.record_crc = record_crc;
           pre.oid_len = static_cast<uint16_t>(desc.oid.size());
           pre.record_flags = desc.flags;
-          f->head.resize(kRingPrefixBytes);
-          EncodeRingPrefix(pre, reinterpret_cast<uint8_t*>(f->head.data()));
-          f->head.append(desc.oid);
-          f->payload_crc = Crc32c(0, f->head.data(), kRingPrefixBytes);
+          EncodeRingPrefix(pre, f->head());
+          std::memcpy(f->head() + kRingPrefixBytes, desc.oid.data(), desc.oid.size());
+          f->head_len = static_cast<uint16_t>(kRingPrefixBytes + desc.oid.size());
+          f->payload_crc = Crc32c(0, f->head(), kRingPrefixBytes);
           f->ring_position = p->end_position;
           break;
         }
@@ -186,16 +188,6 @@ absl::Status TcpConnection::WriteRecord(const RecordDesc& desc, std::string_view
   }
   Kick();
   return absl::OkStatus();
-}
-
-void TcpConnection::ReleaseRing(uint64_t position) {
-  {
-    absl::MutexLock l(&mu_);
-    if (closed_ || position <= credit_pos_) return;
-    credit_pos_ = position;
-    credit_dirty_ = true;
-  }
-  Kick();
 }
 
 void TcpConnection::MarkDown() {
@@ -246,35 +238,6 @@ void TcpConnection::DropQueuesLocked() {
   sent_.clear();
 }
 
-absl::Status TcpConnection::ProcessAck(uint64_t ack_seq) {
-  absl::MutexLock l(&mu_);
-  if (ack_seq > out_seq_) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("peer acknowledged seq %d but we only sent up to %d", ack_seq, out_seq_));
-  }
-  bool any = false;
-  while (!sent_.empty() && sent_.front()->seq <= ack_seq) {
-    ReleaseAccountingLocked(*sent_.front());
-    sent_.pop_front();
-    any = true;
-  }
-  if (any) cv_.SignalAll();
-  return absl::OkStatus();
-}
-
-absl::Status TcpConnection::ProcessCredit(uint64_t released) {
-  absl::MutexLock l(&mu_);
-  if (!producer_) {
-    return absl::InvalidArgumentError("ring credit on a connection without a ring");
-  }
-  if (!producer_->OnCredit(released)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "ring credit %d is beyond what we produced (%d)", released, producer_->produced()));
-  }
-  cv_.SignalAll();
-  return absl::OkStatus();
-}
-
 absl::Status TcpConnection::Requeue(uint64_t peer_in_seq) {
   absl::MutexLock l(&mu_);
   if (peer_in_seq > out_seq_) {
@@ -307,6 +270,10 @@ void TcpConnection::CloseSocket() {
   writing_ = false;
   connected_ = false;
   frames_on_socket_ = 0;
+  ack_sent_ = 0;  // the next socket's first frame acks again (harmless if redundant)
+  ack_due_ = false;
+  rx_buf_.Clear();
+  rx_phase_ = RxPhase::kHeader;
   ready_payload_.reset();
   send_keepalive_ = send_keepalive_ack_ = false;
   if (mirror_saved_) {  // a record was being read into the ring: forget its slot
@@ -417,6 +384,7 @@ void TcpConnection::Attach(std::shared_ptr<asio::ip::tcp::socket> socket,
       self->peer_addr_ = peer_addr;
       self->peer_name_ = hello.name;
       credit = self->credit_pos_;
+      self->credit_sent_ = credit;  // READY carries it
     }
     if (new_session && self->want_ring_) {
       auto ring = TcpRecvRing::Create(self->shared_->options.ring_bytes);
@@ -426,6 +394,8 @@ void TcpConnection::Attach(std::shared_ptr<asio::ip::tcp::socket> socket,
       }
       self->ring_ = *ring;
       self->mirror_.emplace(self->ring_->bytes());
+      absl::MutexLock l(&self->mu_);
+      self->credit_batch_ = self->ring_->bytes() / kCreditBatchDivisor;
     }
     if (!new_session) {
       if (absl::Status s = self->Requeue(auth.in_seq); !s.ok()) {
@@ -523,6 +493,7 @@ void TcpConnection::DestroyIo() {
   reset_done_ = true;
   CloseSocket();
   timer_.reset();
+  flow_timer_.reset();
   ring_.reset();
 }
 

@@ -1,13 +1,28 @@
-// TcpConnection's reader: one frame at a time, header first. Message payloads are read
-// into the string handed to the Dispatcher; ring-record payloads are read straight from
-// the socket into their slot in the receive ring, then verified and published.
+// TcpConnection's reader. Bytes come off the socket into a per-connection ReadBuffer
+// (one recv usually brings many small frames) and are parsed there: header, then for
+// RING_RECORD the 40-byte prefix, then the frame body (oid + record payload, or the
+// message / control payload), which is copied to its destination.
+//
+// Zero copy for large bodies: when a body still needs at least kDirectReadMinBytes after
+// the bytes already buffered were copied, the rest is read from the socket straight into
+// its destination (the ring slot, or the message string) with one async_read, and never
+// passes through the buffer. Only what one buffered recv happened to bring in is copied.
+//
+// Acks: every frame we write carries ack_seq. The reader considers a standalone ACK only
+// when the socket has nothing more for us right now (recv says EAGAIN) or after
+// kMaxReadsPerTurn reads in a row, and then writes it only if kAckEveryFrames frames
+// are unacknowledged, else within a short delay (AckReceived, acks_credits.cc): a
+// stream of N records costs about N / kAckEveryFrames ACKs, not N.
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "msg/tcp/error.h"
 #include "msg/tcp/frame_io.h"
 #include "msg/tcp/tcp_connection.h"
 
@@ -16,7 +31,17 @@ namespace msgr::tcp {
 namespace asio = boost::asio;
 
 namespace {
-constexpr size_t kScratchBytes = 64 * 1024;  // duplicate record payloads are read into this
+// A body with at least this many bytes still to come after the buffered ones is read
+// straight into its destination. Smaller remainders go through the buffer: one recv for
+// the rest of this frame and whatever follows it beats a dedicated recv per frame, and
+// copying < 32 KiB is cheap next to the syscall it saves. See also msg/PROTOCOL.md.
+constexpr size_t kDirectReadMinBytes = 32 * 1024;
+static_assert(kDirectReadMinBytes <= kReadBufferBytes / 2,
+              "a buffered recv must be able to hold any body that is not read directly");
+static_assert(kReadBufferBytes >= kFrameHeaderBytes + kRingPrefixBytes);
+// Synchronous recvs per strand turn; then the reader acks, and yields to the writer and
+// other handlers of this connection before going on.
+constexpr int kMaxReadsPerTurn = 16;
 }  // namespace
 
 void TcpConnection::OnReadError(const boost::system::error_code& ec, size_t got, size_t want,
@@ -29,72 +54,183 @@ void TcpConnection::OnReadError(const boost::system::error_code& ec, size_t got,
   }
 }
 
+void TcpConnection::OnBufferedReadError(const boost::system::error_code& ec) {
+  switch (rx_phase_) {
+    case RxPhase::kHeader:
+      return OnReadError(ec, rx_buf_.size(), kFrameHeaderBytes, false);
+    case RxPhase::kRingPrefix:
+      return OnReadError(ec, rx_buf_.size(), kRingPrefixBytes, true);
+    case RxPhase::kBody:
+      return OnReadError(ec, rx_body_done_, rx_body_len_, true);
+  }
+}
+
 void TcpConnection::StartRead() {
+  rx_buf_.Clear();
+  rx_phase_ = RxPhase::kHeader;
+  // Non-blocking so that ReadLoop can try a recv and learn "nothing more" (EAGAIN) -- the
+  // moment to acknowledge what arrived.
+  boost::system::error_code ec;
+  socket_->non_blocking(true, ec);
+  if (ec) return Fault(ErrorToStatus(ec, absl::StrCat("set non-blocking for ", PeerDesc())));
+  // Not ReadLoop() here: a read error would fault the session inside our caller, which
+  // still has setup to do (it starts the keepalive timer that shares timer_ with the
+  // reconnect backoff).
+  WaitReadable(gen_);
+}
+
+void TcpConnection::WaitReadable(uint64_t gen) {
+  socket_->async_wait(asio::ip::tcp::socket::wait_read,
+                      asio::bind_executor(strand_, [self = shared_from_this(), gen,
+                                                    sock = socket_](boost::system::error_code ec) {
+                        if (gen != self->gen_ || self->reset_done_) return;
+                        if (ec) return self->OnBufferedReadError(ec);
+                        self->ReadLoop(gen);
+                      }));
+}
+
+void TcpConnection::ReadLoop(uint64_t gen) {
+  for (int reads = 0;; ++reads) {
+    const bool more = ParseBuffered(gen);
+    SignalRing();  // once per parsed batch, not per record (an eventfd write each)
+    if (!more) return;
+    // Everything buffered is used; the current frame (or the next one) needs more bytes.
+    if (reads == kMaxReadsPerTurn) {
+      AckReceived();
+      asio::post(strand_, [self = shared_from_this(), gen] {
+        if (gen == self->gen_ && !self->reset_done_) self->ReadLoop(gen);
+      });
+      return;
+    }
+    size_t room = 0;
+    uint8_t* tail = rx_buf_.PrepareRead(&room);
+    boost::system::error_code ec;
+    const size_t n = socket_->read_some(asio::buffer(tail, room), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+      AckReceived();  // the peer has nothing more in flight for now: one ack for all of it
+      if (gen != gen_ || reset_done_) return;  // defensive: Flush only starts a write
+      return WaitReadable(gen);
+    }
+    if (ec) return OnBufferedReadError(ec);
+    rx_buf_.Commit(n);
+  }
+}
+
+bool TcpConnection::ParseBuffered(uint64_t gen) {
+  for (;;) {
+    if (gen != gen_ || reset_done_) return false;
+    switch (rx_phase_) {
+      case RxPhase::kHeader:
+        if (rx_buf_.size() < kFrameHeaderBytes) return true;
+        if (!OnHeader()) return false;
+        break;
+      case RxPhase::kRingPrefix:
+        if (rx_buf_.size() < kRingPrefixBytes) return true;
+        if (!OnRingPrefix()) return false;
+        break;
+      case RxPhase::kBody: {
+        const size_t take = std::min(rx_buf_.size(), rx_body_len_ - rx_body_done_);
+        if (rx_body_dst_ != nullptr && take > 0) {
+          std::memcpy(rx_body_dst_ + rx_body_done_, rx_buf_.data(), take);
+        }
+        rx_buf_.Consume(take);
+        rx_body_done_ += take;
+        if (rx_body_done_ == rx_body_len_) {
+          rx_phase_ = RxPhase::kHeader;
+          if (!OnBody(gen)) return false;
+          break;
+        }
+        const size_t rest = rx_body_len_ - rx_body_done_;
+        if (rx_body_dst_ != nullptr && rest >= kDirectReadMinBytes) {
+          ReadBodyDirect(gen, rest);
+          return false;
+        }
+        return true;  // a small rest (or a discarded duplicate): through the buffer
+      }
+    }
+  }
+}
+
+void TcpConnection::ReadBodyDirect(uint64_t gen, size_t rest) {
+  // The buffer is empty here (its bytes went to the destination), so the socket's next
+  // `rest` bytes are exactly the rest of this body.
   asio::async_read(
-      *socket_, asio::buffer(hdr_buf_),
-      asio::bind_executor(strand_, [self = shared_from_this(), gen = gen_, sock = socket_](
-                                       boost::system::error_code ec, size_t n) {
-        if (gen != self->gen_) return;
-        if (ec) return self->OnReadError(ec, n, kFrameHeaderBytes, false);
-        self->OnHeader(gen);
+      *socket_, asio::buffer(rx_body_dst_ + rx_body_done_, rest),
+      asio::bind_executor(strand_, [self = shared_from_this(), gen, rest, sock = socket_,
+                                    ring = ring_](boost::system::error_code ec, size_t n) {
+        if (gen != self->gen_ || self->reset_done_) return;
+        self->rx_body_done_ += n;
+        if (ec) return self->OnReadError(ec, self->rx_body_done_, self->rx_body_len_, true);
+        self->ReadLoop(gen);  // the body is complete: ParseBuffered finishes it
       }));
 }
 
-void TcpConnection::OnHeader(uint64_t gen) {
+void TcpConnection::SetBody(uint8_t* dst, size_t len, BodyKind kind) {
+  rx_phase_ = RxPhase::kBody;
+  rx_body_dst_ = dst;
+  rx_body_len_ = len;
+  rx_body_done_ = 0;
+  rx_body_kind_ = kind;
+}
+
+bool TcpConnection::OnHeader() {
   const uint32_t limit = shared_->options.max_message_bytes;
-  if (absl::Status s = DecodeFrameHeader(hdr_buf_.data(), limit, &hdr_); !s.ok()) {
-    return ProtocolFault(s);
+  if (absl::Status s = DecodeFrameHeader(rx_buf_.data(), limit, &hdr_); !s.ok()) {
+    ProtocolFault(s);
+    return false;
   }
+  rx_buf_.Consume(kFrameHeaderBytes);
   last_rx_ = Clock::now();
   shared_->counters.bytes_received += kFrameHeaderBytes;
-  if (absl::Status s = ProcessAck(hdr_.ack_seq); !s.ok()) return ProtocolFault(s);
-  if (hdr_.flags & kFrameFlagCredit) {
-    if (absl::Status s = ProcessCredit(hdr_.aux); !s.ok()) return ProtocolFault(s);
+  if (absl::Status s = ProcessAck(hdr_.ack_seq); !s.ok()) {
+    ProtocolFault(s);
+    return false;
   }
-  auto self = shared_from_this();
+  if (hdr_.flags & kFrameFlagCredit) {
+    if (absl::Status s = ProcessCredit(hdr_.aux); !s.ok()) {
+      ProtocolFault(s);
+      return false;
+    }
+  }
   switch (hdr_.type) {
     case FrameType::kHello:
     case FrameType::kChallenge:
     case FrameType::kAuth:
     case FrameType::kReady:
-      return ProtocolFault(absl::InvalidArgumentError(
+      ProtocolFault(absl::InvalidArgumentError(
           absl::StrCat("unexpected ", FrameTypeName(hdr_.type), " frame on an open session")));
+      return false;
     case FrameType::kRingRecord:
-      asio::async_read(*socket_, asio::buffer(prefix_buf_),
-                       asio::bind_executor(strand_, [self, gen, sock = socket_](
-                                                        boost::system::error_code ec, size_t n) {
-                         if (gen != self->gen_) return;
-                         if (ec) return self->OnReadError(ec, n, kRingPrefixBytes, true);
-                         self->OnRingPrefix(gen);
-                       }));
-      return;
+      rx_phase_ = RxPhase::kRingPrefix;
+      return true;
     case FrameType::kMessage:
-    default: {
+    default:
       rx_payload_.resize(hdr_.payload_len);
-      if (hdr_.payload_len == 0) {
-        return hdr_.type == FrameType::kMessage ? OnMessagePayload(gen) : OnControlPayload(gen);
-      }
-      asio::async_read(*socket_, asio::buffer(rx_payload_),
-                       asio::bind_executor(strand_, [self, gen, sock = socket_](
-                                                        boost::system::error_code ec, size_t n) {
-                         if (gen != self->gen_) return;
-                         if (ec) return self->OnReadError(ec, n, self->hdr_.payload_len, true);
-                         if (self->hdr_.type == FrameType::kMessage) {
-                           self->OnMessagePayload(gen);
-                         } else {
-                           self->OnControlPayload(gen);
-                         }
-                       }));
-      return;
-    }
+      SetBody(reinterpret_cast<uint8_t*>(rx_payload_.data()), hdr_.payload_len,
+              hdr_.type == FrameType::kMessage ? BodyKind::kMessage : BodyKind::kControl);
+      return true;
   }
+}
+
+bool TcpConnection::OnBody(uint64_t gen) {
+  switch (rx_body_kind_) {
+    case BodyKind::kRing:
+      return OnRingData();
+    case BodyKind::kDiscard:
+      shared_->counters.bytes_received += rx_body_len_;
+      return true;
+    case BodyKind::kMessage:
+      return OnMessagePayload(gen);
+    case BodyKind::kControl:
+      return OnControlPayload();
+  }
+  return false;
 }
 
 TcpConnection::SeqCheck TcpConnection::CheckSeq(uint64_t seq) {
   if (seq <= in_seq_) {
     shared_->counters.duplicates_dropped++;
-    need_ack_ = true;  // the peer resent because it missed our ack
-    Kick();
+    ack_due_ = true;  // the peer resent because it missed our ack
     return SeqCheck::kDuplicate;
   }
   if (seq != in_seq_ + 1) {
@@ -106,14 +242,19 @@ TcpConnection::SeqCheck TcpConnection::CheckSeq(uint64_t seq) {
 }
 
 void TcpConnection::FrameReceived() {
-  in_seq_ = hdr_.seq;
-  need_ack_ = true;
-  Kick();  // deferred: more frames read in the meantime share one ack
+  in_seq_ = hdr_.seq;  // acknowledged by the next frame we write (AckReceived)
 }
 
-void TcpConnection::OnControlPayload(uint64_t gen) {
+void TcpConnection::SignalRing() {
+  if (!ring_signal_) return;
+  ring_signal_ = false;
+  if (ring_) ring_->Signal();
+}
+
+bool TcpConnection::OnControlPayload() {
   if (absl::Status s = VerifyPayloadCrc(hdr_, rx_payload_.data(), rx_payload_.size()); !s.ok()) {
-    return ProtocolFault(s);
+    ProtocolFault(s);
+    return false;
   }
   shared_->counters.bytes_received += rx_payload_.size();
   switch (hdr_.type) {
@@ -122,25 +263,26 @@ void TcpConnection::OnControlPayload(uint64_t gen) {
       Kick();
       break;
     case FrameType::kClose:
-      return Reset(
-          absl::UnavailableError(absl::StrCat(PeerDesc(), " closed the session: ", rx_payload_)),
-          /*send_close=*/false);
+      Reset(absl::UnavailableError(absl::StrCat(PeerDesc(), " closed the session: ", rx_payload_)),
+            /*send_close=*/false);
+      return false;
     default:  // ACK, CREDIT, KEEPALIVE_ACK: the header said it all
       break;
   }
-  StartRead();
+  return true;
 }
 
-void TcpConnection::OnMessagePayload(uint64_t gen) {
+bool TcpConnection::OnMessagePayload(uint64_t gen) {
   if (absl::Status s = VerifyPayloadCrc(hdr_, rx_payload_.data(), rx_payload_.size()); !s.ok()) {
-    return ProtocolFault(s);
+    ProtocolFault(s);
+    return false;
   }
   shared_->counters.bytes_received += rx_payload_.size();
   switch (CheckSeq(hdr_.seq)) {
     case SeqCheck::kGap:
-      return;
+      return false;
     case SeqCheck::kDuplicate:
-      return StartRead();
+      return true;
     case SeqCheck::kNew:
       break;
   }
@@ -151,34 +293,41 @@ void TcpConnection::OnMessagePayload(uint64_t gen) {
   if (!reset_done_ && !shared_->stopping) {
     shared_->dispatcher->OnMessage(shared_from_this(), std::move(m));
   }
-  if (gen == gen_ && !reset_done_) StartRead();
+  return gen == gen_ && !reset_done_;  // the callback may have closed the connection
 }
 
-void TcpConnection::OnRingPrefix(uint64_t gen) {
-  if (absl::Status s = VerifyPayloadCrc(hdr_, prefix_buf_.data(), prefix_buf_.size()); !s.ok()) {
-    return ProtocolFault(s);
+bool TcpConnection::OnRingPrefix() {
+  const uint8_t* pre = rx_buf_.data();
+  if (absl::Status s = VerifyPayloadCrc(hdr_, pre, kRingPrefixBytes); !s.ok()) {
+    ProtocolFault(s);
+    return false;
   }
-  if (absl::Status s = DecodeRingPrefix(hdr_, prefix_buf_.data(), &prefix_); !s.ok()) {
-    return ProtocolFault(s);
+  if (absl::Status s = DecodeRingPrefix(hdr_, pre, &prefix_); !s.ok()) {
+    ProtocolFault(s);
+    return false;
   }
+  rx_buf_.Consume(kRingPrefixBytes);
   shared_->counters.bytes_received += kRingPrefixBytes;
   const size_t body = size_t{prefix_.oid_len} + prefix_.data_len;
   switch (CheckSeq(hdr_.seq)) {
     case SeqCheck::kGap:
-      return;
+      return false;
     case SeqCheck::kDuplicate:
-      return DiscardBytes(gen, body);
+      SetBody(nullptr, body, BodyKind::kDiscard);
+      return true;
     case SeqCheck::kNew:
       break;
   }
   if (!ring_) {
-    return ProtocolFault(
+    ProtocolFault(
         absl::InvalidArgumentError("RING_RECORD frame on a session without a receive ring"));
+    return false;
   }
   if (prefix_.data_len > MaxRecordPayload(ring_->bytes())) {
-    return ProtocolFault(absl::InvalidArgumentError(
+    ProtocolFault(absl::InvalidArgumentError(
         absl::StrFormat("ring record of %d payload bytes is over the ring's limit %d",
                         prefix_.data_len, MaxRecordPayload(ring_->bytes()))));
+    return false;
   }
   {
     absl::MutexLock l(&mu_);
@@ -190,41 +339,37 @@ void TcpConnection::OnRingPrefix(uint64_t gen) {
     const size_t free = mirror_->free_bytes();
     mirror_ = mirror_saved_;
     mirror_saved_.reset();
-    return ProtocolFault(absl::InvalidArgumentError(absl::StrFormat(
+    ProtocolFault(absl::InvalidArgumentError(absl::StrFormat(
         "ring overrun: record ring seq %d needs %d bytes, only %d free (the sender ignored "
         "its credit)",
         prefix_.ring_seq, RecordBytes(prefix_.oid_len, prefix_.data_len), free)));
+    return false;
   }
   if (placement_->offset != prefix_.ring_offset || placement_->seq != prefix_.ring_seq) {
     const auto p = *placement_;
     mirror_ = mirror_saved_;
     mirror_saved_.reset();
-    return ProtocolFault(absl::InvalidArgumentError(absl::StrFormat(
+    ProtocolFault(absl::InvalidArgumentError(absl::StrFormat(
         "ring slot mismatch: sender put ring seq %d at offset %d, we computed seq %d at %d",
         prefix_.ring_seq, prefix_.ring_offset, p.seq, p.offset)));
+    return false;
   }
-  // Straight from the socket into the slot, behind the (not yet written) header.
-  uint8_t* dst = ring_->base() + placement_->offset + kRecordHeaderBytes;
-  asio::async_read(
-      *socket_, asio::buffer(dst, body),
-      asio::bind_executor(strand_, [self = shared_from_this(), gen, body, sock = socket_,
-                                    ring = ring_](boost::system::error_code ec, size_t n) {
-        if (gen != self->gen_) return;
-        if (ec) return self->OnReadError(ec, n, body, true);
-        self->OnRingData(gen);
-      }));
+  // oid + payload go into the slot behind the (not yet written) record header.
+  SetBody(ring_->base() + placement_->offset + kRecordHeaderBytes, body, BodyKind::kRing);
+  return true;
 }
 
-void TcpConnection::OnRingData(uint64_t gen) {
+bool TcpConnection::OnRingData() {
   uint8_t* base = ring_->base();
   uint8_t* slot = base + placement_->offset;
   const uint8_t* oid = slot + kRecordHeaderBytes;
   const uint32_t crc =
       RecordPayloadCrc(oid, prefix_.oid_len, oid + prefix_.oid_len, prefix_.data_len);
   if (crc != prefix_.record_crc) {
-    return ProtocolFault(absl::DataLossError(absl::StrFormat(
+    ProtocolFault(absl::DataLossError(absl::StrFormat(
         "ring record ring seq %d (tid %d) payload crc mismatch (sender 0x%08x, received 0x%08x)",
         prefix_.ring_seq, prefix_.tid, prefix_.record_crc, crc)));
+    return false;
   }
   if (placement_->has_pad) {
     WritePadRecord(base + placement_->pad_offset, placement_->pad_bytes, placement_->pad_seq);
@@ -233,28 +378,13 @@ void TcpConnection::OnRingData(uint64_t gen) {
   FillRecordHeader(&h, RecordType::kWrite, prefix_.record_flags, prefix_.ring_seq, prefix_.oid_len,
                    prefix_.data_len, crc, hs_peer_.id, prefix_.tid, prefix_.object_offset);
   PublishRecord(slot, h);
-  ring_->Signal();
+  ring_signal_ = true;  // SignalRing() after this batch
   mirror_saved_.reset();
   shared_->counters.records_received++;
   shared_->counters.record_bytes_received += prefix_.data_len;
   shared_->counters.bytes_received += size_t{prefix_.oid_len} + prefix_.data_len;
   FrameReceived();
-  StartRead();
-}
-
-void TcpConnection::DiscardBytes(uint64_t gen, size_t left) {
-  if (left == 0) return StartRead();
-  if (!scratch_) scratch_.reset(new char[kScratchBytes]);
-  const size_t n = std::min(left, kScratchBytes);
-  asio::async_read(
-      *socket_, asio::buffer(scratch_.get(), n),
-      asio::bind_executor(strand_, [self = shared_from_this(), gen, left, n, sock = socket_](
-                                       boost::system::error_code ec, size_t got) {
-        if (gen != self->gen_) return;
-        if (ec) return self->OnReadError(ec, got, n, true);
-        self->shared_->counters.bytes_received += n;
-        self->DiscardBytes(gen, left - n);
-      }));
+  return true;
 }
 
 }  // namespace msgr::tcp

@@ -1,7 +1,8 @@
-// TcpConnection's writer: one async_write at a time, each carrying a batch of frames as
-// one buffer sequence (headers encoded here, payloads referenced in place). Every header
-// carries the current ack_seq, and the ring credit when it changed, so explicit ACK and
-// CREDIT frames are only written when there is nothing else to carry them.
+// TcpConnection's writer: one async_write (one writev per up to 64 buffers) at a time,
+// each carrying a batch of frames as one buffer sequence (headers encoded here, payloads
+// referenced in place). Every header carries the current ack_seq, and the ring credit
+// when it changed, so explicit ACK and CREDIT frames are only written when there is
+// nothing else to carry them, and then only when due (ack_due_, credit_due_).
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/bind_executor.hpp>
@@ -21,14 +22,25 @@ constexpr size_t kMaxBatchFrames = 256;
 constexpr size_t kMaxBatchBytes = 4 << 20;  // more frames than this wait for the next write
 }  // namespace
 
+// One async_write's worth of frames. Reused from write to write (spare_batch_), so the
+// vectors keep their capacity and a steady stream allocates nothing here.
 struct WriteBatch {
-  std::vector<std::array<uint8_t, kFrameHeaderBytes>> headers;
+  std::vector<std::array<uint8_t, kFrameHeaderBytes>> headers;  // control frames only
   std::vector<std::string> control_payloads;
   std::vector<OutFramePtr> frames;
   std::vector<asio::const_buffer> bufs;
   size_t data_frames = 0;
   size_t bytes = 0;
   bool close_after = false;
+
+  void Clear() {
+    headers.clear();
+    control_payloads.clear();
+    frames.clear();
+    bufs.clear();
+    data_frames = bytes = 0;
+    close_after = false;
+  }
 };
 
 namespace {
@@ -45,9 +57,12 @@ void AddControl(WriteBatch* b, FrameHeader h, std::string payload) {
 
 void TcpConnection::Flush() {
   if (writing_ || !open_ || !socket_) return;
-  auto b = std::make_shared<WriteBatch>();
-  b->headers.reserve(kMaxBatchFrames + 8);
-  b->control_payloads.reserve(8);
+  std::shared_ptr<WriteBatch> b = std::move(spare_batch_);
+  if (b) {
+    b->Clear();
+  } else {
+    b = std::make_shared<WriteBatch>();
+  }
   FrameHeader base;
   base.ack_seq = in_seq_;
   const uint32_t inject = shared_->options.inject_socket_failures;
@@ -60,11 +75,33 @@ void TcpConnection::Flush() {
       close_reason_.clear();
       b->close_after = true;
     } else if (!reset_done_) {
+      size_t max_data = kMaxBatchFrames;
+      if (inject > 0) max_data = std::min<size_t>(max_data, inject - frames_on_socket_);
+      while (!out_queue_.empty() && b->frames.size() < max_data &&
+             (b->frames.empty() || b->bytes + out_queue_.front()->wire_bytes() <= kMaxBatchBytes)) {
+        OutFramePtr f = std::move(out_queue_.front());
+        out_queue_.pop_front();
+        if (f->seq == 0) f->seq = ++out_seq_;
+        if (policy_.lossless) sent_.push_back(f);
+        b->bytes += f->wire_bytes();
+        b->frames.push_back(std::move(f));
+      }
+      const bool control = ready_payload_ || send_keepalive_ack_ || send_keepalive_;
+      // A standalone ACK/CREDIT only when one is due (batched, see tcp_connection.h);
+      // otherwise ack and credit wait for the next frame that goes out anyway.
+      const bool credit_frame = credit_dirty_ && credit_due_;
+      const bool standalone = b->frames.empty() && !control && (ack_due_ || credit_frame);
+      if (!control && b->frames.empty() && !standalone) {
+        spare_batch_ = std::move(b);
+        return;
+      }
       if (credit_dirty_) {
         base.flags |= kFrameFlagCredit;
         base.aux = credit_pos_;
+        credit_sent_ = credit_pos_;
         credit_dirty_ = false;
       }
+      credit_due_ = false;
       if (ready_payload_) {
         FrameHeader h = base;
         h.type = FrameType::kReady;
@@ -83,28 +120,21 @@ void TcpConnection::Flush() {
         AddControl(b.get(), h, "");
         send_keepalive_ = false;
       }
-      size_t max_data = kMaxBatchFrames;
-      if (inject > 0) max_data = std::min<size_t>(max_data, inject - frames_on_socket_);
-      while (!out_queue_.empty() && b->frames.size() < max_data &&
-             (b->frames.empty() || b->bytes + out_queue_.front()->wire_bytes() <= kMaxBatchBytes)) {
-        OutFramePtr f = std::move(out_queue_.front());
-        out_queue_.pop_front();
-        if (f->seq == 0) f->seq = ++out_seq_;
-        if (policy_.lossless) sent_.push_back(f);
-        b->bytes += f->wire_bytes();
-        b->frames.push_back(std::move(f));
-      }
-      const bool credit = (base.flags & kFrameFlagCredit) != 0;
-      if (b->headers.empty() && b->frames.empty() && (need_ack_ || credit)) {
+      if (standalone) {
         FrameHeader h = base;
-        h.type = credit ? FrameType::kCredit : FrameType::kAck;
+        h.type = (base.flags & kFrameFlagCredit) ? FrameType::kCredit : FrameType::kAck;
         AddControl(b.get(), h, "");
       }
     }
   }
-  if (b->headers.empty() && b->frames.empty()) return;
-  need_ack_ = false;
-  // Buffers: control frames (header + payload) first, then data frames.
+  if (b->headers.empty() && b->frames.empty()) {
+    spare_batch_ = std::move(b);
+    return;
+  }
+  ack_due_ = false;
+  ack_sent_ = in_seq_;
+  // Buffers: control frames (header + payload) first, then data frames (header, ring
+  // prefix and oid in one buffer; the payload in place).
   for (size_t i = 0; i < b->headers.size(); ++i) {
     b->bufs.emplace_back(asio::buffer(b->headers[i]));
     if (!b->control_payloads[i].empty()) b->bufs.emplace_back(asio::buffer(b->control_payloads[i]));
@@ -116,10 +146,10 @@ void TcpConnection::Flush() {
     h.msg_type = f->msg_type;
     h.payload_len = static_cast<uint32_t>(f->wire_bytes());
     h.payload_crc = f->payload_crc;
-    b->headers.emplace_back();
-    EncodeFrameHeader(h, b->headers.back().data());
-    b->bufs.emplace_back(asio::buffer(b->headers.back()));
-    if (!f->head.empty()) b->bufs.emplace_back(asio::buffer(f->head));
+    // Safe to rewrite in place: a frame is in at most one write, and a write of a closed
+    // socket (the frame is being resent) no longer reads its buffers.
+    EncodeFrameHeader(h, f->wire.data());
+    b->bufs.emplace_back(asio::buffer(f->wire.data(), kFrameHeaderBytes + f->head_len));
     if (!f->payload.empty()) b->bufs.emplace_back(asio::buffer(f->payload));
   }
   b->data_frames = b->frames.size();
@@ -141,7 +171,7 @@ void TcpConnection::OnWritten(uint64_t gen, const std::shared_ptr<WriteBatch>& b
   }
   if (b->close_after) return CloseSocket();
   auto& c = shared_->counters;
-  size_t bytes = b->headers.size() * kFrameHeaderBytes;
+  size_t bytes = (b->headers.size() + b->frames.size()) * kFrameHeaderBytes;
   for (const auto& p : b->control_payloads) bytes += p.size();
   {
     absl::MutexLock l(&mu_);
@@ -161,8 +191,10 @@ void TcpConnection::OnWritten(uint64_t gen, const std::shared_ptr<WriteBatch>& b
     if (!policy_.lossless && !b->frames.empty()) cv_.SignalAll();
   }
   c.bytes_sent += bytes;
-  const uint32_t inject = shared_->options.inject_socket_failures;
   frames_on_socket_ += b->data_frames;
+  b->Clear();  // drop frame references now (lossy: their memory can go)
+  spare_batch_ = b;
+  const uint32_t inject = shared_->options.inject_socket_failures;
   if (inject > 0 && frames_on_socket_ >= inject) {
     spdlog::info("msgr tcp: injecting a socket failure on {} after {} frames", PeerDesc(),
                  frames_on_socket_);
