@@ -2,29 +2,6 @@
 
 namespace msgr::rdma {
 
-MessengerCounters RdmaCounters::Snapshot() const {
-  MessengerCounters c;
-  c.msgs_sent = msgs_sent;
-  c.msgs_received = msgs_received;
-  c.bytes_sent = bytes_sent;
-  c.bytes_received = bytes_received;
-  c.records_sent = records_sent;
-  c.records_received = records_received;
-  c.record_bytes_sent = record_bytes_sent;
-  c.record_bytes_received = record_bytes_received;
-  c.resends = resends;
-  c.duplicates_dropped = duplicates_dropped;
-  c.resets = resets;
-  c.reconnects = reconnects;
-  c.crc_errors = crc_errors;
-  c.protocol_errors = protocol_errors;
-  c.auth_failures = auth_failures;
-  c.throttle_waits = throttle_waits;
-  c.ring_credit_waits = ring_credit_waits;
-  c.connections_open = connections_open;
-  c.keepalives_sent = keepalives_sent;
-  return c;
-}
 
 RdmaStats RdmaCounters::Stats() const {
   RdmaStats s;

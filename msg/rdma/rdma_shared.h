@@ -17,6 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "msg/messenger.h"
+#include "msg/messenger_counters.h"
 #include "msg/rdma/rdma_stats.h"
 #include "msg/rdma/transport.h"
 
@@ -25,17 +26,8 @@ namespace msgr::rdma {
 class EventLoop;
 class RdmaConnection;
 
-struct RdmaCounters {
-  std::atomic<uint64_t> msgs_sent{0}, msgs_received{0};
-  std::atomic<uint64_t> bytes_sent{0}, bytes_received{0};
-  std::atomic<uint64_t> records_sent{0}, records_received{0};
-  std::atomic<uint64_t> record_bytes_sent{0}, record_bytes_received{0};
-  std::atomic<uint64_t> resends{0}, duplicates_dropped{0};
-  std::atomic<uint64_t> resets{0}, reconnects{0};
-  std::atomic<uint64_t> crc_errors{0}, protocol_errors{0}, auth_failures{0};
-  std::atomic<uint64_t> throttle_waits{0}, ring_credit_waits{0};
-  std::atomic<uint64_t> connections_open{0};
-  std::atomic<uint64_t> keepalives_sent{0};
+// The common counters plus what only the RDMA backend counts (RdmaStats).
+struct RdmaCounters : LiveMessengerCounters {
   // RDMA specifics (RdmaStats).
   std::atomic<uint64_t> registered_bytes{0};
   std::atomic<uint64_t> ring_credit_writes{0}, ring_credit_messages{0};
@@ -43,7 +35,6 @@ struct RdmaCounters {
   std::atomic<uint64_t> record_payload_bytes_copied_rx{0};
   std::atomic<uint64_t> sends_posted{0}, recvs_completed{0}, control_sends{0};
   std::atomic<uint64_t> record_writes_posted{0}, qp_faults{0};
-  MessengerCounters Snapshot() const;
   RdmaStats Stats() const;
 };
 

@@ -28,26 +28,15 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "msg/handshake.h"
+#include "msg/messenger_counters.h"
 #include "msg/messenger.h"
 
 namespace msgr::tcp {
 
 class TcpConnection;
 
-// Counters as atomics; Snapshot() gives the MessengerCounters view.
-struct TcpCounters {
-  std::atomic<uint64_t> msgs_sent{0}, msgs_received{0};
-  std::atomic<uint64_t> bytes_sent{0}, bytes_received{0};
-  std::atomic<uint64_t> records_sent{0}, records_received{0};
-  std::atomic<uint64_t> record_bytes_sent{0}, record_bytes_received{0};
-  std::atomic<uint64_t> resends{0}, duplicates_dropped{0};
-  std::atomic<uint64_t> resets{0}, reconnects{0};
-  std::atomic<uint64_t> crc_errors{0}, protocol_errors{0}, auth_failures{0};
-  std::atomic<uint64_t> throttle_waits{0}, ring_credit_waits{0};
-  std::atomic<uint64_t> keepalives_sent{0};
-  std::atomic<uint64_t> connections_open{0};
-  MessengerCounters Snapshot() const;
-};
+// All of the TCP backend's counters are the common ones (Snapshot() gives the view).
+using TcpCounters = LiveMessengerCounters;
 
 // State shared by the messenger and its connections; connections hold it by shared_ptr
 // so that a ConnectionRef kept after the messenger is gone never dangles.
