@@ -14,7 +14,7 @@ PACKAGES=(
   libibverbs-dev librdmacm-dev ibverbs-providers ibverbs-utils rdma-core
   libisal-dev libssl-dev nlohmann-json3-dev libspdlog-dev
   # tools: fuzzing, charts, process inspection
-  clang libfuzzer-14-dev gnuplot-nox procps iproute2 python3
+  clang libfuzzer-14-dev gnuplot-nox procps iproute2 python3 fio
 )
 # The Soft-RoCE VM (tools/rxe_vm.sh) needs these; MSGR_SKIP_VM_PACKAGES=1 skips them.
 VM_PACKAGES=(qemu-system-x86 busybox-static cpio kmod)
