@@ -8,6 +8,7 @@
 #   --out DIR     raw results (bench JSON, google-benchmark JSON, fio JSON, perf dumps,
 #                 uptime per section); default /tmp/bm.<pid>
 #   --only LIST   comma list of sections: mem,durable,store,msgr,idle (default all)
+#   --report      only print the table from an earlier --out DIR (no measurement)
 #
 # Sections (ratios are what matter; every comparison is made inside one section):
 #   mem      3 OSDs, --ms-type both, memory mode, --auth none: tcp vs rdma(soft), 4 KiB -t 1
@@ -32,7 +33,8 @@ while [[ $# -gt 0 ]]; do
     --out) OUT=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
     --only) ONLY=$2; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --report) ONLY="" BUILD=0; shift ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_matrix.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -41,7 +43,7 @@ mkdir -p "$OUT"
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 log() { echo "[$(date +%T)] $*" >&2; }
 load() { echo "$1 $(uptime | sed 's/.*load average: //')" >> "$OUT/load.txt"; }
-: > "$OUT/load.txt"
+[[ -z "$ONLY" ]] || : > "$OUT/load.txt"
 
 BIN="$ROOT/bazel-bin"
 if [[ $BUILD == 1 ]]; then
@@ -140,8 +142,13 @@ if want durable; then
     fio --name=seq --rw=write --bs=4M --size=512M --direct=1 --ioengine=psync \
       --filename=/var/tmp/bm_fio.$$ --output-format=json > "$OUT/fio.r$r.json" 2>/dev/null
     rm -f /var/tmp/bm_fio.$$
+    # the same, but durable like the store: fdatasync after every 4 MiB write
+    fio --name=seqsync --rw=write --bs=4M --size=256M --direct=1 --ioengine=psync --fdatasync=1 \
+      --filename=/var/tmp/bm_fio.$$ --output-format=json > "$OUT/fiosync.r$r.json" 2>/dev/null
+    rm -f /var/tmp/bm_fio.$$
     "$BIN/osd_sim/store/store_benchmark" --benchmark_filter='BM_WriteFdatasync' \
-      --benchmark_min_time=1 --benchmark_format=json > "$OUT/fdatasync.r$r.json" 2>/dev/null
+      --benchmark_min_time=1 --benchmark_out="$OUT/fdatasync.r$r.json" \
+      --benchmark_out_format=json > /dev/null 2>&1
   done
   perf_dump "$DUR" dur
   tools/cluster.sh stop --dir "$DUR" >/dev/null 2>&1 || true
@@ -157,7 +164,7 @@ if want store; then
   done
   "$BIN/osd_sim/store/store_benchmark" --benchmark_min_time=0.5 \
     --benchmark_repetitions="$REPS" --benchmark_report_aggregates_only=true \
-    --benchmark_format=json > "$OUT/store.json" 2> "$OUT/store.err"
+    --benchmark_out="$OUT/store.json" --benchmark_out_format=json > "$OUT/store.txt" 2>&1
 fi
 
 if want msgr; then
@@ -165,7 +172,7 @@ if want msgr; then
   log "msgr: tcp_benchmark + ring_throughput_benchmark"
   "$BIN/tests/msg/tcp/tcp_benchmark" --benchmark_min_time=0.5 \
     --benchmark_repetitions="$REPS" --benchmark_report_aggregates_only=true \
-    --benchmark_format=json > "$OUT/tcp.json" 2> "$OUT/tcp.err"
+    --benchmark_out="$OUT/tcp.json" --benchmark_out_format=json > "$OUT/tcp.txt" 2>&1
   if ! want mem; then
     for r in $(seq 1 "$REPS"); do
       "$BIN/tests/msg/rdma/ring_throughput_benchmark" 1 > "$OUT/ring.r$r.txt" 2>&1 || true
@@ -222,6 +229,8 @@ if os.path.exists(f"{out}/idle.txt"):
 if "durable" in load:
     fio = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / 1e6
                for p in glob.glob(f"{out}/fio.r*.json")])
+    fiosync = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / 1e6
+                   for p in glob.glob(f"{out}/fiosync.r*.json")])
     fds = {}
     for p in glob.glob(f"{out}/fdatasync.r*.json"):
         for b in json.load(open(p))["benchmarks"]:
@@ -237,10 +246,12 @@ if "durable" in load:
     t4m = bench("dur.tcp.4m.t16", "mb_per_s")
     r4m = bench("dur.rdma.4m.t16", "mb_per_s")
     print(f"| fio seq 4 MiB O_DIRECT psync (MB/s) | {f(fio)} | | |")
+    print(f"| fio seq 4 MiB O_DIRECT psync + fdatasync each write (MB/s) | {f(fiosync)} | | |")
     fd4m = fd("BM_WriteFdatasync/4194304/real_time", "bytes_per_second")
     print(f"| pwrite+fdatasync loop 4 MiB (MB/s) | {f(None if fd4m is None else fd4m / 1e6)} | | |")
     print(f"| pwrite+fdatasync loop 4 KiB (ops/s) | {f(fd('BM_WriteFdatasync/4096/real_time', 'items_per_second'))} | | |")
     print(f"| cluster 4 MiB / fio | {f(ratio(t4m, fio), '{:.0%}')} | {f(ratio(r4m, fio), '{:.0%}')} | |")
+    print(f"| cluster 4 MiB / fio+fdatasync | {f(ratio(t4m, fiosync), '{:.0%}')} | {f(ratio(r4m, fiosync), '{:.0%}')} | |")
 if os.path.exists(f"{out}/store.json"):
     fio = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / 1e6
                for p in glob.glob(f"{out}/store.fio.r*.json")])

@@ -2,7 +2,7 @@
 // 4 KiB and 4 MiB, durable and buffered, from 1 and 8 threads. Each op returns once
 // the write is durable per the mode (the log: Append + WaitDurable).
 // BM_LogPipelined is what the OSD does: one thread appends with a DurableCallback and
-// keeps up to range(1) appends in flight (256 for 4 KiB, 16 for 4 MiB), so group commit
+// keeps up to range(1) appends in flight (256 and 1024 for 4 KiB, 16 for 4 MiB), so group commit
 // batches them. BM_WriteFdatasync is the baseline: a plain pwrite + fdatasync loop on one
 // preallocated-by-writing file (sequential, same sizes).
 //
@@ -233,7 +233,7 @@ BENCHMARK_TEMPLATE(BM_FilePerObject, Durability::kBuffered)->Apply(Args);
 BENCHMARK_TEMPLATE(BM_Log, Durability::kMemory)->Apply(Args);
 
 void PipelinedArgs(benchmark::internal::Benchmark* b) {
-  b->Args({4 << 10, 256})->Args({4 << 20, 16})->UseRealTime()->Unit(benchmark::kMicrosecond);
+  b->Args({4 << 10, 256})->Args({4 << 10, 1024})->Args({4 << 20, 16})->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 BENCHMARK_TEMPLATE(BM_LogPipelined, Durability::kDurable)->Apply(PipelinedArgs);
 BENCHMARK_TEMPLATE(BM_LogPipelined, Durability::kBuffered)->Apply(PipelinedArgs);
