@@ -160,6 +160,8 @@ if want store; then
   for r in $(seq 1 "$REPS"); do
     fio --name=seq --rw=write --bs=4M --size=512M --direct=1 --ioengine=psync \
       --filename=/var/tmp/bm_fio.$$ --output-format=json > "$OUT/store.fio.r$r.json" 2>/dev/null
+    fio --name=seqsync --rw=write --bs=4M --size=256M --direct=1 --ioengine=psync --fdatasync=1 \
+      --filename=/var/tmp/bm_fio.$$ --output-format=json > "$OUT/store.fiosync.r$r.json" 2>/dev/null
     rm -f /var/tmp/bm_fio.$$
   done
   "$BIN/osd_sim/store/store_benchmark" --benchmark_min_time=0.5 \
@@ -256,7 +258,10 @@ if os.path.exists(f"{out}/store.json"):
     fio = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / 1e6
                for p in glob.glob(f"{out}/store.fio.r*.json")])
     print(f"\n## 3. store only (store_benchmark, medians of {len(glob.glob(out + '/store.fio.r*.json'))})   load {load.get('store','')}")
-    print(f"fio seq 4 MiB O_DIRECT (same session): {f(fio)} MB/s\n")
+    fiosync = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / 1e6
+                   for p in glob.glob(f"{out}/store.fiosync.r*.json")])
+    print(f"fio seq 4 MiB O_DIRECT (same session): {f(fio)} MB/s; "
+          f"with --fdatasync=1: {f(fiosync)} MB/s\n")
     print("| case | records/s | MB/s | vs fio | appends/flush | flush us |\n|---|---|---|---|---|---|")
     for b in json.load(open(f"{out}/store.json"))["benchmarks"]:
         if b.get("aggregate_name") != "median":
