@@ -1,0 +1,295 @@
+#!/usr/bin/env bash
+# Every figure in docs/BENCHMARKS.md in one run, printed as one table (medians of --reps).
+#
+#   tools/bench_matrix.sh [--seconds S] [--reps N] [--out DIR] [--no-build] [--only LIST]
+#
+#   --seconds S   length of each cluster bench run (default 3)
+#   --reps N      repetitions of every measurement; the table shows medians (default 3)
+#   --out DIR     raw results (bench JSON, google-benchmark JSON, fio JSON, perf dumps,
+#                 uptime per section); default /tmp/bm.<pid>
+#   --only LIST   comma list of sections: mem,durable,store,msgr,idle (default all)
+#   --report      only print the table from an earlier --out DIR (no measurement)
+#
+# Sections (ratios are what matter; every comparison is made inside one section):
+#   mem      3 OSDs, --ms-type both, memory mode, --auth none: tcp vs rdma(soft), 4 KiB -t 1
+#            p50, 4 KiB -t 16 IOPS, 4 MiB -t 16 MB/s, OSD CPU-s/GB; single-thread memcpy
+#            4 MiB (from ring_throughput_benchmark, run right after, same session)
+#   idle     the same cluster left idle: CPU of mon + OSDs over 10 s from /proc
+#   durable  3 OSDs, durable: 4 KiB -t 16 IOPS, 4 MiB -t 16 MB/s per backend; fio sequential
+#            4 MiB O_DIRECT writes; a pwrite+fdatasync loop (store_benchmark)
+#   store    store_benchmark: 4 KiB / 4 MiB per mode, sync threads and pipelined (256 / 16
+#            in flight with callbacks: what the OSD does), file-per-object, fdatasync loop
+#   msgr     tcp_benchmark (messenger vs raw TCP) and ring_throughput_benchmark
+# Needs fio (Debian package `fio`). Clusters live in /tmp/bmm.<pid> and /tmp/bmd.<pid>
+# (short paths: Unix sockets) and are always stopped on exit. Takes ~6-8 minutes.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+SECONDS_PER=3 REPS=3 OUT="" BUILD=1 ONLY="mem,idle,durable,store,msgr"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --seconds) SECONDS_PER=$2; shift 2 ;;
+    --reps) REPS=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --no-build) BUILD=0; shift ;;
+    --only) ONLY=$2; shift 2 ;;
+    --report) ONLY="" BUILD=0; shift ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench_matrix.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+OUT=${OUT:-/tmp/bm.$$}
+mkdir -p "$OUT"
+want() { [[ ",$ONLY," == *",$1,"* ]]; }
+log() { echo "[$(date +%T)] $*" >&2; }
+load() { echo "$1 $(uptime | sed 's/.*load average: //')" >> "$OUT/load.txt"; }
+[[ -z "$ONLY" ]] || : > "$OUT/load.txt"
+
+BIN="$ROOT/bazel-bin"
+if [[ $BUILD == 1 ]]; then
+  log "building (bazel build -c opt)"
+  bazel build -c opt //osd_sim:osd //osd_sim/mon:mon //osd_sim/mon:monctl \
+    //osd_sim/tools:msgr_admin //client/bench:bench //osd_sim/store:store_benchmark \
+    //tests/msg/tcp:tcp_benchmark //tests/msg/rdma:ring_throughput_benchmark >&2
+fi
+export MSGR_REBUILD=0
+if want durable && ! command -v fio >/dev/null; then
+  echo "bench_matrix.sh: fio not found (apt-get install -y fio)" >&2; exit 1
+fi
+
+MEM=/tmp/bmm.$$ DUR=/tmp/bmd.$$
+cleanup() {
+  for d in "$MEM" "$DUR"; do
+    [[ -f "$d/mon.pid" ]] && tools/cluster.sh stop --dir "$d" >/dev/null 2>&1 || true
+    rm -rf "$d"
+  done
+  rm -f /var/tmp/bm_fio.$$
+}
+trap cleanup EXIT
+
+# bench_one DIR TYPE SIZE T TAG: one tools/bench.sh run -> $OUT/TAG.json
+bench_one() {
+  local dir=$1 type=$2 size=$3 t=$4 tag=$5 extra=()
+  [[ $type == rdma ]] && extra=(--rdma-device soft)
+  tools/bench.sh --mon "$(cat "$dir/mon.addr")" --ms-type "$type" -b "$size" -t "$t" \
+    --seconds "$SECONDS_PER" --json "$OUT/$tag.json" --cluster-dir "$dir" --auth none \
+    --prefix "$tag" "${extra[@]}" > "$OUT/$tag.log" 2>&1 ||
+    log "bench $tag failed (see $OUT/$tag.log)"
+}
+
+perf_dump() {  # perf_dump DIR TAG
+  local i
+  for i in 0 1 2; do
+    "$BIN/osd_sim/tools/msgr_admin" "$1/run/osd.$i.asok" perf dump > "$OUT/$2.osd$i.perf.json" \
+      2>/dev/null || true
+  done
+}
+
+# cpu_ticks PID...: utime+stime (clock ticks) summed over the processes
+cpu_ticks() {
+  local s=0 p
+  for p in "$@"; do
+    s=$((s + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+  done
+  echo $s
+}
+
+if want mem || want idle; then
+  log "mem: starting 3 OSDs, both, memory, auth none in $MEM"
+  tools/cluster.sh start --dir "$MEM" --osds 3 --ms-type both --durability memory \
+    --auth none --rdma-device soft > "$OUT/mem.cluster.log" 2>&1
+  if want mem; then
+    load mem
+    for r in $(seq 1 "$REPS"); do
+      for type in tcp rdma; do
+        log "mem rep $r $type"
+        bench_one "$MEM" $type 4K 1 "mem.$type.4k.t1.r$r"
+        bench_one "$MEM" $type 4K 16 "mem.$type.4k.t16.r$r"
+        bench_one "$MEM" $type 4M 16 "mem.$type.4m.t16.r$r"
+      done
+    done
+    perf_dump "$MEM" mem
+    log "mem: memcpy + ring records (ring_throughput_benchmark)"
+    for r in $(seq 1 "$REPS"); do
+      "$BIN/tests/msg/rdma/ring_throughput_benchmark" 1 > "$OUT/ring.r$r.txt" 2>&1 || true
+    done
+  fi
+  if want idle; then
+    sleep 3  # let the pollers back off
+    load idle
+    pids=$(cat "$MEM"/mon.pid "$MEM"/osd.*.pid)
+    # shellcheck disable=SC2086
+    a=$(cpu_ticks $pids); sleep 10
+    # shellcheck disable=SC2086
+    b=$(cpu_ticks $pids)
+    echo "$(( b - a )) $(getconf CLK_TCK)" > "$OUT/idle.txt"
+  fi
+  tools/cluster.sh stop --dir "$MEM" >/dev/null 2>&1 || true
+fi
+
+if want durable; then
+  log "durable: starting 3 OSDs, both, durable, auth none in $DUR"
+  tools/cluster.sh start --dir "$DUR" --osds 3 --ms-type both --durability durable \
+    --auth none --rdma-device soft > "$OUT/dur.cluster.log" 2>&1
+  load durable
+  for r in $(seq 1 "$REPS"); do
+    for type in tcp rdma; do
+      log "durable rep $r $type"
+      bench_one "$DUR" $type 4K 16 "dur.$type.4k.t16.r$r"
+      bench_one "$DUR" $type 4M 16 "dur.$type.4m.t16.r$r"
+    done
+    log "durable rep $r fio + fdatasync loop"
+    fio --name=seq --rw=write --bs=4M --size=512M --direct=1 --ioengine=psync \
+      --filename=/var/tmp/bm_fio.$$ --output-format=json > "$OUT/fio.r$r.json" 2>/dev/null
+    rm -f /var/tmp/bm_fio.$$
+    # the same, but durable like the store: fdatasync after every 4 MiB write
+    fio --name=seqsync --rw=write --bs=4M --size=256M --direct=1 --ioengine=psync --fdatasync=1 \
+      --filename=/var/tmp/bm_fio.$$ --output-format=json > "$OUT/fiosync.r$r.json" 2>/dev/null
+    rm -f /var/tmp/bm_fio.$$
+    "$BIN/osd_sim/store/store_benchmark" --benchmark_filter='BM_WriteFdatasync' \
+      --benchmark_min_time=1 --benchmark_out="$OUT/fdatasync.r$r.json" \
+      --benchmark_out_format=json > /dev/null 2>&1
+  done
+  perf_dump "$DUR" dur
+  tools/cluster.sh stop --dir "$DUR" >/dev/null 2>&1 || true
+fi
+
+if want store; then
+  load store
+  log "store: store_benchmark x$REPS (+ fio once per rep, same session)"
+  for r in $(seq 1 "$REPS"); do
+    fio --name=seq --rw=write --bs=4M --size=512M --direct=1 --ioengine=psync \
+      --filename=/var/tmp/bm_fio.$$ --output-format=json > "$OUT/store.fio.r$r.json" 2>/dev/null
+    fio --name=seqsync --rw=write --bs=4M --size=256M --direct=1 --ioengine=psync --fdatasync=1 \
+      --filename=/var/tmp/bm_fio.$$ --output-format=json > "$OUT/store.fiosync.r$r.json" 2>/dev/null
+    rm -f /var/tmp/bm_fio.$$
+  done
+  "$BIN/osd_sim/store/store_benchmark" --benchmark_min_time=0.5 \
+    --benchmark_repetitions="$REPS" --benchmark_report_aggregates_only=true \
+    --benchmark_out="$OUT/store.json" --benchmark_out_format=json > "$OUT/store.txt" 2>&1
+fi
+
+if want msgr; then
+  load msgr
+  log "msgr: tcp_benchmark + ring_throughput_benchmark"
+  "$BIN/tests/msg/tcp/tcp_benchmark" --benchmark_min_time=0.5 \
+    --benchmark_repetitions="$REPS" --benchmark_report_aggregates_only=true \
+    --benchmark_out="$OUT/tcp.json" --benchmark_out_format=json > "$OUT/tcp.txt" 2>&1
+  if ! want mem; then
+    for r in $(seq 1 "$REPS"); do
+      "$BIN/tests/msg/rdma/ring_throughput_benchmark" 1 > "$OUT/ring.r$r.txt" 2>&1 || true
+    done
+  fi
+fi
+
+python3 - "$OUT" <<'EOF'
+import glob, json, os, re, statistics, sys
+out = sys.argv[1]
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+def f(x, fmt="{:,.0f}"):
+    return "-" if x is None else fmt.format(x)
+def ratio(a, b):
+    return None if a is None or b in (None, 0) else a / b
+def bench(tag, key):
+    vals = []
+    for p in sorted(glob.glob(f"{out}/{tag}.r*.json")):
+        try:
+            j = json.load(open(p))
+        except Exception:
+            continue
+        v = j
+        for k in key.split("."):
+            v = v.get(k) if isinstance(v, dict) else None
+        vals.append(v)
+    return med(vals)
+load = dict(l.split(" ", 1) for l in open(f"{out}/load.txt").read().splitlines() if l)
+print(f"# msgr bench matrix  ({out}; medians of runs; load = uptime 1/5/15 min at section start)")
+memcpy = med([float(m.group(1)) for p in glob.glob(f"{out}/ring.r*.txt")
+              for m in re.finditer(r"memcpy\s+4194304 B:\s+([\d.]+) MB/s", open(p).read())])
+if "mem" in load:
+    print(f"\n## 1. cluster, 3 OSDs, memory mode, auth none   load {load['mem']}")
+    print(f"| metric | tcp | rdma (soft) | rdma/tcp |\n|---|---|---|---|")
+    rows = [("4 KiB -t 1 p50 latency (us)", "4k.t1", "lat_us.p50", "{:,.1f}"),
+            ("4 KiB -t 1 p99 latency (us)", "4k.t1", "lat_us.p99", "{:,.1f}"),
+            ("4 KiB -t 16 IOPS", "4k.t16", "iops", "{:,.0f}"),
+            ("4 KiB -t 16 p50 latency (us)", "4k.t16", "lat_us.p50", "{:,.1f}"),
+            ("4 MiB -t 16 MB/s", "4m.t16", "mb_per_s", "{:,.0f}"),
+            ("4 MiB -t 16 OSD CPU-s/GB", "4m.t16", "cpu_s_per_gb.osds", "{:,.2f}"),
+            ("4 KiB -t 16 OSD CPU-s/GB", "4k.t16", "cpu_s_per_gb.osds", "{:,.2f}"),
+            ("4 MiB -t 16 client CPU-s/GB", "4m.t16", "cpu_s_per_gb.client", "{:,.2f}")]
+    for name, case, key, fmt in rows:
+        t, r = bench(f"mem.tcp.{case}", key), bench(f"mem.rdma.{case}", key)
+        print(f"| {name} | {f(t, fmt)} | {f(r, fmt)} | {f(ratio(r, t), '{:.2f}x')} |")
+    r4m = bench("mem.rdma.4m.t16", "mb_per_s")
+    print(f"| single-thread memcpy 4 MiB (MB/s) | {f(memcpy)} | rdma 4 MiB = {f(ratio(r4m, memcpy), '{:.0%}')} of memcpy | |")
+if os.path.exists(f"{out}/idle.txt"):
+    ticks, hz = map(int, open(f"{out}/idle.txt").read().split())
+    print(f"\n## 5. idle cluster (mon + 3 OSDs), 10 s   load {load.get('idle','')}")
+    print(f"CPU used: {ticks / hz:.2f} s in 10 s = {ticks / hz / 10:.1%} of one core")
+if "durable" in load:
+    fio = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / 1e6
+               for p in glob.glob(f"{out}/fio.r*.json")])
+    fiosync = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / 1e6
+                   for p in glob.glob(f"{out}/fiosync.r*.json")])
+    fds = {}
+    for p in glob.glob(f"{out}/fdatasync.r*.json"):
+        for b in json.load(open(p))["benchmarks"]:
+            fds.setdefault(b["name"], []).append(b)
+    def fd(name, k): return med([b[k] for b in fds.get(name, [])])
+    print(f"\n## 2. cluster, 3 OSDs, durable mode, auth none   load {load['durable']}")
+    print(f"| metric | tcp | rdma (soft) | rdma/tcp |\n|---|---|---|---|")
+    for name, case, key in [("4 KiB -t 16 IOPS", "4k.t16", "iops"),
+                            ("4 KiB -t 16 p50 latency (us)", "4k.t16", "lat_us.p50"),
+                            ("4 MiB -t 16 MB/s", "4m.t16", "mb_per_s")]:
+        t, r = bench(f"dur.tcp.{case}", key), bench(f"dur.rdma.{case}", key)
+        print(f"| {name} | {f(t)} | {f(r)} | {f(ratio(r, t), '{:.2f}x')} |")
+    t4m = bench("dur.tcp.4m.t16", "mb_per_s")
+    r4m = bench("dur.rdma.4m.t16", "mb_per_s")
+    print(f"| fio seq 4 MiB O_DIRECT psync (MB/s) | {f(fio)} | | |")
+    print(f"| fio seq 4 MiB O_DIRECT psync + fdatasync each write (MB/s) | {f(fiosync)} | | |")
+    fd4m = fd("BM_WriteFdatasync/4194304/real_time", "bytes_per_second")
+    print(f"| pwrite+fdatasync loop 4 MiB (MB/s) | {f(None if fd4m is None else fd4m / 1e6)} | | |")
+    print(f"| pwrite+fdatasync loop 4 KiB (ops/s) | {f(fd('BM_WriteFdatasync/4096/real_time', 'items_per_second'))} | | |")
+    print(f"| cluster 4 MiB / fio | {f(ratio(t4m, fio), '{:.0%}')} | {f(ratio(r4m, fio), '{:.0%}')} | |")
+    print(f"| cluster 4 MiB / fio+fdatasync | {f(ratio(t4m, fiosync), '{:.0%}')} | {f(ratio(r4m, fiosync), '{:.0%}')} | |")
+if os.path.exists(f"{out}/store.json"):
+    fio = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / 1e6
+               for p in glob.glob(f"{out}/store.fio.r*.json")])
+    print(f"\n## 3. store only (store_benchmark, medians of {len(glob.glob(out + '/store.fio.r*.json'))})   load {load.get('store','')}")
+    fiosync = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / 1e6
+                   for p in glob.glob(f"{out}/store.fiosync.r*.json")])
+    print(f"fio seq 4 MiB O_DIRECT (same session): {f(fio)} MB/s; "
+          f"with --fdatasync=1: {f(fiosync)} MB/s\n")
+    print("| case | records/s | MB/s | vs fio | appends/flush | flush us |\n|---|---|---|---|---|---|")
+    for b in json.load(open(f"{out}/store.json"))["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        mbs = b.get("bytes_per_second", 0) / 1e6
+        print(f"| {b['run_name']} | {f(b.get('items_per_second'))} | {f(mbs)} | "
+              f"{f(ratio(mbs, fio), '{:.0%}')} | {f(b.get('appends_per_flush'), '{:.1f}')} | "
+              f"{f(b.get('flush_us'), '{:,.0f}')} |")
+if os.path.exists(f"{out}/tcp.json"):
+    print(f"\n## 4. messenger only   load {load.get('msgr','')}")
+    rows = {}
+    for b in json.load(open(f"{out}/tcp.json"))["benchmarks"]:
+        if b.get("aggregate_name") == "median":
+            name, size = b["run_name"].split("/")[:2]
+            rows.setdefault(size, {})[name] = b.get("bytes_per_second", 0) / 1e6
+    print("| record size | messenger MB/s | raw TCP MB/s | messenger/raw |\n|---|---|---|---|")
+    for size, d in sorted(rows.items(), key=lambda x: int(x[0])):
+        m, r = d.get("BM_MessengerRingRecords"), d.get("BM_RawTcp")
+        print(f"| {int(size) // 1024} KiB | {f(m)} | {f(r)} | {f(ratio(m, r), '{:.0%}')} |")
+ring = {}
+for p in glob.glob(f"{out}/ring.r*.txt"):
+    for m in re.finditer(r"^(\w+)\s+(\d+) B records:\s+([\d.]+) MB/s\s+(\d+) records/s", open(p).read(), re.M):
+        ring.setdefault((m.group(1), int(m.group(2))), []).append((float(m.group(3)), float(m.group(4))))
+if ring:
+    print("\nring_throughput_benchmark (1 s per case; one ring, one drainer):")
+    print("| backend | size | MB/s | records/s | vs memcpy 4 MiB |\n|---|---|---|---|---|")
+    for (t, s), v in sorted(ring.items(), key=lambda x: (x[0][1], x[0][0])):
+        mb = med([x[0] for x in v])
+        print(f"| {t} | {s // 1024} KiB | {f(mb)} | {f(med([x[1] for x in v]))} | {f(ratio(mb, memcpy), '{:.0%}')} |")
+    print(f"| memcpy | 4 MiB | {f(memcpy)} | | |")
+EOF
