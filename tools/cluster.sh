@@ -3,7 +3,8 @@
 #
 #   tools/cluster.sh start --dir DIR [--osds N] [--ms-type tcp|rdma|both]
 #                          [--durability durable|buffered|memory] [--auth secret|none]
-#                          [--pollers N] [--poller-cpus LIST] [--capacity BYTES]
+#                          [--pollers N] [--poller-cpus LIST] [--poller-spin-us US]
+#                          [--capacity BYTES]
 #                          [--ring-bytes BYTES] [--rdma-device soft|IBDEV] [--grace-ms MS]
 #   tools/cluster.sh stop --dir DIR
 #   tools/cluster.sh status --dir DIR
@@ -25,6 +26,7 @@ usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 CMD=${1:-}; [[ -n "$CMD" ]] || usage; shift
 DIR="" OSDS=3 MS_TYPE=tcp DURABILITY=durable AUTH=secret POLLERS=1 POLLER_CPUS="" ID=""
+POLLER_SPIN_US=""
 CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" GRACE_MS=3000 KILL=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -35,6 +37,7 @@ while [[ $# -gt 0 ]]; do
     --auth) AUTH=$2; shift 2 ;;
     --pollers) POLLERS=$2; shift 2 ;;
     --poller-cpus) POLLER_CPUS=$2; shift 2 ;;
+    --poller-spin-us) POLLER_SPIN_US=$2; shift 2 ;;
     --capacity) CAPACITY=$2; shift 2 ;;
     --ring-bytes) RING_BYTES=$2; shift 2 ;;
     --rdma-device) RDMA_DEVICE=$2; shift 2 ;;
@@ -85,6 +88,7 @@ start_osd() {
               --run-dir "$DIR/run" --ms-type "$MS_TYPE" --durability "$DURABILITY"
               --pollers "$POLLERS" --capacity "$CAPACITY")
   [[ -n "$POLLER_CPUS" ]] && args+=(--poller-cpus "$POLLER_CPUS")
+  [[ -n "$POLLER_SPIN_US" ]] && args+=(--poller-spin-us "$POLLER_SPIN_US")
   [[ -n "$RING_BYTES" ]] && args+=(--ring-bytes "$RING_BYTES")
   [[ -n "$RDMA_DEVICE" ]] && args+=(--rdma-device "$RDMA_DEVICE")
   if [[ "$AUTH" == secret ]]; then args+=(--keyring "$DIR/keyring"); else args+=(--auth none); fi
@@ -127,6 +131,7 @@ DURABILITY=$DURABILITY
 AUTH=$AUTH
 POLLERS=$POLLERS
 POLLER_CPUS="$POLLER_CPUS"
+POLLER_SPIN_US="$POLLER_SPIN_US"
 CAPACITY=$CAPACITY
 RING_BYTES="$RING_BYTES"
 RDMA_DEVICE="$RDMA_DEVICE"

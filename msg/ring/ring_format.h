@@ -35,7 +35,9 @@ inline constexpr size_t kRingAlign = 64;                // record alignment, one
 inline constexpr size_t kRecordHeaderBytes = 64;
 inline constexpr size_t kMaxOidBytes = 256;
 inline constexpr size_t kMinRingBytes = 64 * 1024;
-inline constexpr size_t kDefaultRingBytes = 8 * 1024 * 1024;
+// 32 MiB: room for several 4 MiB writes in flight per connection (with 8 MiB the ring
+// held one, and 4 MiB writes stalled on credits; see docs/BENCHMARKS.md).
+inline constexpr size_t kDefaultRingBytes = 32 * 1024 * 1024;
 
 enum class RecordType : uint8_t {
   kPad = 1,    // skip to offset 0; no oid, no payload
