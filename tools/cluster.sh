@@ -24,7 +24,7 @@ BIN="${MSGR_BIN:-$ROOT/bazel-bin}"
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-CMD=${1:-}; [[ -n "$CMD" ]] || usage; shift
+CMD=${1:-}; [[ -n "$CMD" && "$CMD" != -h && "$CMD" != --help ]] || usage; shift
 DIR="" OSDS=3 MS_TYPE=tcp DURABILITY=durable AUTH=secret POLLERS=1 POLLER_CPUS="" ID=""
 POLLER_SPIN_US=""
 CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" GRACE_MS=3000 KILL=0
