@@ -1,5 +1,6 @@
 #include "osd_sim/osd.h"
 
+#include <pthread.h>
 #include <sys/uio.h>
 
 #include "absl/strings/str_cat.h"
@@ -119,6 +120,7 @@ absl::Status Osd::Init() {
 
   for (int i = 0; i < std::max(1, options_.read_threads); ++i) {
     read_threads_.emplace_back([this] { ReadLoop(); });
+    pthread_setname_np(read_threads_.back().native_handle(), "osd-read");
   }
 
   mon::v1::BootOsdRequest boot;
