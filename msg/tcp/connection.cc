@@ -48,21 +48,13 @@ std::string TcpConnection::PeerDesc() const {
 
 // ---------------------------------------------------------------- public API
 
-absl::Status TcpConnection::Send(Message m) {
-  if (m.payload.size() > shared_->options.max_message_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("message of %d bytes is over max_message_bytes (%d)", m.payload.size(),
-                        shared_->options.max_message_bytes));
-  }
-  auto f = std::make_shared<OutFrame>();
-  f->type = FrameType::kMessage;
-  f->msg_type = m.type;
-  f->payload = std::move(m.payload);
-  f->payload_crc = Crc32c(0, f->payload.data(), f->payload.size());
-  return Enqueue(std::move(f), /*block=*/true);
-}
+absl::Status TcpConnection::Send(Message m) { return EnqueueMessage(std::move(m), /*block=*/true); }
 
 absl::Status TcpConnection::TrySend(Message m) {
+  return EnqueueMessage(std::move(m), /*block=*/false);
+}
+
+absl::Status TcpConnection::EnqueueMessage(Message m, bool block) {
   if (m.payload.size() > shared_->options.max_message_bytes) {
     return absl::InvalidArgumentError(
         absl::StrFormat("message of %d bytes is over max_message_bytes (%d)", m.payload.size(),
@@ -73,7 +65,7 @@ absl::Status TcpConnection::TrySend(Message m) {
   f->msg_type = m.type;
   f->payload = std::move(m.payload);
   f->payload_crc = Crc32c(0, f->payload.data(), f->payload.size());
-  return Enqueue(std::move(f), /*block=*/false);
+  return Enqueue(std::move(f), block);
 }
 
 absl::Status TcpConnection::Enqueue(OutFramePtr f, bool block) {

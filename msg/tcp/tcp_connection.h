@@ -118,6 +118,8 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   using Clock = std::chrono::steady_clock;
 
   // connection.cc: state machine.
+  // Checks the size, frames `m` (payload crc) and queues it (Send: block; TrySend: not).
+  absl::Status EnqueueMessage(Message m, bool block);
   absl::Status Enqueue(OutFramePtr f, bool block);
   void OnReadError(const boost::system::error_code& ec, size_t got, size_t want, bool mid_frame);
   void Kick();
