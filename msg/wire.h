@@ -39,6 +39,11 @@ class WireWriter {
     Put<uint16_t>(static_cast<uint16_t>(b.size()));
     PutBytes(b);
   }
+  // A u32 length then the bytes (for payloads that may exceed 64 KiB).
+  void PutString32(std::string_view b) {
+    Put(static_cast<uint32_t>(b.size()));
+    PutBytes(b);
+  }
 
  private:
   std::string* out_;
@@ -67,6 +72,12 @@ class WireReader {
   // A u16 length then at most `max` bytes.
   bool GetString16(size_t max, std::string* out) {
     uint16_t n;
+    if (!Get(&n) || n > max) return false;
+    return GetBytes(n, out);
+  }
+  // A u32 length then at most `max` bytes.
+  bool GetString32(size_t max, std::string* out) {
+    uint32_t n;
     if (!Get(&n) || n > max) return false;
     return GetBytes(n, out);
   }
