@@ -190,9 +190,6 @@ std::function<void()> Objecter::FinishLocked(const OpRef& op,
 
 void Objecter::OnMessage(const ConnectionRef& conn, Message m) {
   switch (m.type) {
-    case osd::kWriteAck:
-      HandleWriteAck(m);
-      break;
     case osd::kReadReply:
       HandleReadReply(m);
       break;

@@ -8,6 +8,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "client/objecter.h"
+
+#include <sched.h>
 #include "client/objecter_op.h"
 #include "osd_sim/osd_protocol.h"
 #include "spdlog/spdlog.h"
@@ -51,8 +53,18 @@ absl::Status Objecter::Write(std::string oid, std::shared_ptr<const std::string>
     result = std::move(s);
     n.Notify();
   });
-  n.WaitForNotification();
+  SpinWait(n);
   return result;
+}
+
+void Objecter::SpinWait(const absl::Notification& n) {
+  if (options_.sync_spin > absl::ZeroDuration()) {
+    const absl::Time until = absl::Now() + options_.sync_spin;
+    while (!n.HasBeenNotified() && absl::Now() < until) {
+      if (!messenger_->Poll()) sched_yield();  // on 2 cores, let the completer run
+    }
+  }
+  n.WaitForNotification();
 }
 
 absl::StatusOr<std::string> Objecter::Read(std::string oid) {
@@ -62,7 +74,7 @@ absl::StatusOr<std::string> Objecter::Read(std::string oid) {
     result = std::move(r);
     n.Notify();
   });
-  n.WaitForNotification();
+  SpinWait(n);
   return result;
 }
 
@@ -278,16 +290,11 @@ bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const Connect
   return true;
 }
 
-void Objecter::HandleWriteAck(const Message& m) {
-  auto ack = osd::DecodeWriteAck(m);
-  if (!ack.ok()) {
-    spdlog::warn("client: bad write ack: {}", ack.status().ToString());
-    return;
-  }
+void Objecter::OnRecordsAcked(const ConnectionRef& conn, absl::Span<const RecordAck> acks) {
   std::vector<std::function<void()>> done;
   {
     absl::MutexLock l(&mu_);
-    for (const auto& e : ack->entries) {
+    for (const RecordAck& e : acks) {
       auto it = by_tid_.find(e.tid);
       if (it == by_tid_.end()) {
         ++counters_.stale_acks;  // an older attempt, or an op already finished
@@ -306,7 +313,8 @@ void Objecter::HandleWriteAck(const Message& m) {
         }
         done.push_back(FinishLocked(
             op, absl::Status(e.code, absl::StrCat("write of ", op->oid, " failed on osd.",
-                                                  op->target, ": ", e.error))));
+                                                  op->target, ": ",
+                                                  osd::DescribeWriteFailure(e.code)))));
       } else if (op->tids.empty() && op->sent_all) {
         done.push_back(FinishLocked(op, std::string()));
       }

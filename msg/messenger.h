@@ -13,6 +13,10 @@
 //     socket into the slot by the TCP backend, placed there by one-sided RDMA WRITEs by
 //     the RDMA backend. The receiver's pollers drain the ring and return space with
 //     Connection::ReleaseRing(); the sender never writes past the space it was given.
+//     Releasing a record also acknowledges it: the sender's Dispatcher::OnRecordsAcked
+//     learns each record's verdict from the ring credit itself (no message per record;
+//     failures travel as a reserved message that the credit never overtakes, see
+//     msg/record_acks.h).
 //
 // Policies (per peer entity type):
 //   lossless  every frame has a sequence number and is acknowledged (piggybacked); after
@@ -40,6 +44,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "msg/ring/ring_format.h"
 
 namespace msgr {
@@ -59,11 +64,19 @@ struct Policy {
   static Policy Lossy() { return Policy{false}; }
 };
 
-// A message: a 16-bit type chosen by the owner (the messenger reserves none of them),
-// and an opaque payload the owner encodes. The messenger never interprets either.
+// A message: a 16-bit type chosen by the owner (below kReservedMessageTypes; the
+// messenger keeps the types above for itself), and an opaque payload the owner encodes.
+// The messenger never interprets the owner's messages.
 struct Message {
   uint16_t type = 0;
   std::string payload;
+};
+inline constexpr uint16_t kReservedMessageTypes = 0xff00;
+
+// The receiver's verdict on one ring record.
+struct RecordAck {
+  uint64_t tid = 0;                               // RecordDesc::tid
+  absl::StatusCode code = absl::StatusCode::kOk;  // kOk: the record is done
 };
 
 // Authentication of both ends during the handshake (HMAC-SHA256 challenge-response
@@ -175,9 +188,13 @@ class Connection {
   // Largest payload one record may carry on this connection (0 before the handshake).
   virtual size_t max_record_payload() const = 0;
 
-  // Receiver side of the ring path: everything before ring position `position` is
-  // free again; the backend returns it to the sender as credit (piggybacked).
-  virtual void ReleaseRing(uint64_t position) = 0;
+  // Receiver side of the ring path: every record before ring position `position` is
+  // done and its space free again. The backend returns the space to the sender as credit
+  // at once (piggybacked on TCP, an 8-byte RDMA WRITE on rdma), and the credit is also the
+  // acknowledgement: those records succeeded, except the ones listed in `failed` (tid and
+  // code, e.g. kResourceExhausted for a full store). REQUIRES: positions only grow and
+  // fall on record boundaries; `failed` names records in the newly released range.
+  virtual void ReleaseRing(uint64_t position, absl::Span<const RecordAck> failed) = 0;
 
   // Closes the connection and discards anything queued; no more callbacks for it
   // after OnReset. Idempotent.
@@ -199,6 +216,12 @@ class Dispatcher {
   virtual void OnRingAttached(const ConnectionRef& conn, std::shared_ptr<RecvRing> ring) {}
   // A message arrived. The owner takes the message.
   virtual void OnMessage(const ConnectionRef& conn, Message m) = 0;
+  // Sender side of the ring path: the peer released these records, in write order, each
+  // with its verdict. Every record of a session is acknowledged exactly once (a resumed
+  // session keeps its records; records of a session the peer lost are never acknowledged:
+  // OnRemoteReset). May run on a backend's polling thread or inside Messenger::Poll():
+  // must be quick and must not block (no Send, no WriteRecord).
+  virtual void OnRecordsAcked(const ConnectionRef& conn, absl::Span<const RecordAck> acks) {}
   // The connection is gone for good (lossy fault, MarkDown, keepalive timeout,
   // protocol error); `why` says why. Queued messages were dropped.
   virtual void OnReset(const ConnectionRef& conn, const absl::Status& why) = 0;
@@ -235,6 +258,13 @@ class Messenger {
 
   // Sets the policy for peers of `type` that connect to us.
   virtual void SetPolicy(EntityType type, Policy policy) = 0;
+
+  // Polling mode for a caller that is waiting for acknowledgements and would rather spin
+  // than sleep (a futex wake-up costs more than a small write): runs one round of the
+  // backend's completion work on the calling thread, delivering whatever has arrived
+  // (OnRecordsAcked may run inside). Returns true if it found anything. A backend whose
+  // completions only its own threads can reap returns false at once (tcp).
+  virtual bool Poll() { return false; }
 
   virtual MessengerCounters counters() const = 0;
   virtual const MessengerOptions& options() const = 0;

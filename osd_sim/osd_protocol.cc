@@ -19,19 +19,6 @@ bool ValidCode(uint32_t c) {
 
 }  // namespace
 
-Message Encode(const WriteAck& m) {
-  std::string out;
-  WireWriter w(&out);
-  w.Put(m.map_epoch);
-  w.Put(static_cast<uint32_t>(m.entries.size()));
-  for (const auto& e : m.entries) {
-    w.Put(e.tid);
-    w.Put(static_cast<uint32_t>(e.code));
-    w.PutString32(std::string_view(e.error).substr(0, kMaxErrorBytes));
-  }
-  return Message{kWriteAck, std::move(out)};
-}
-
 Message Encode(const ReadRequest& m) {
   std::string out;
   WireWriter w(&out);
@@ -48,27 +35,6 @@ Message Encode(const ReadReply& m) {
   w.PutString32(std::string_view(m.error).substr(0, kMaxErrorBytes));
   w.PutString32(m.data);
   return Message{kReadReply, std::move(out)};
-}
-
-absl::StatusOr<WriteAck> DecodeWriteAck(const Message& m) {
-  if (m.type != kWriteAck) return Malformed("write-ack");
-  WireReader r(m.payload);
-  WriteAck a;
-  uint32_t n;
-  if (!r.Get(&a.map_epoch) || !r.Get(&n) || n > m.payload.size() / 16) {
-    return Malformed("write-ack");
-  }
-  a.entries.resize(n);
-  for (auto& e : a.entries) {
-    uint32_t code;
-    if (!r.Get(&e.tid) || !r.Get(&code) || !ValidCode(code) ||
-        !r.GetString32(kMaxErrorBytes, &e.error)) {
-      return Malformed("write-ack");
-    }
-    e.code = static_cast<absl::StatusCode>(code);
-  }
-  if (r.remaining() != 0) return Malformed("write-ack");
-  return a;
 }
 
 absl::StatusOr<ReadRequest> DecodeReadRequest(const Message& m) {
@@ -94,6 +60,20 @@ absl::StatusOr<ReadReply> DecodeReadReply(const Message& m) {
   }
   p.code = static_cast<absl::StatusCode>(code);
   return p;
+}
+
+std::string DescribeWriteFailure(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kResourceExhausted:
+      return "the OSD is full (out of disk space or over its configured capacity)";
+    case absl::StatusCode::kDataLoss:
+      return "the OSD's store failed to write or flush (I/O error; see its log)";
+    case absl::StatusCode::kInvalidArgument:
+      return "the OSD rejected the record (see its log)";
+    default:
+      return absl::StrCat("the OSD failed the write: ", absl::StatusCodeToString(code),
+                          " (see its log)");
+  }
 }
 
 }  // namespace msgr::osd

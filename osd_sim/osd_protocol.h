@@ -1,6 +1,7 @@
 // Messages between clients and OSDs (above the messenger). Object writes do not appear
-// here: they travel as receive-ring records (msg/ring/ring_format.h) and are answered
-// with a WriteAck. Everything else is a small Message whose payload is encoded below
+// here: they travel as receive-ring records (msg/ring/ring_format.h) and are acknowledged
+// by the messenger itself (ring credit = ack, failures with a status code: see
+// Connection::ReleaseRing and Dispatcher::OnRecordsAcked). Everything else is a small Message whose payload is encoded below
 // (fixed little-endian fields, then length-prefixed strings). Decoders reject short or
 // oversized input with an error instead of reading past the end.
 #ifndef MSGR_OSD_SIM_OSD_PROTOCOL_H_
@@ -17,20 +18,8 @@
 namespace msgr::osd {
 
 enum MsgType : uint16_t {
-  kWriteAck = 0x100,   // OSD -> client: ring records are durable (or failed)
   kRead = 0x101,       // client -> OSD: read a whole object
   kReadReply = 0x102,  // OSD -> client
-};
-
-// One ack may cover many records (group commit): each tid with its own status.
-struct WriteAck {
-  struct Entry {
-    uint64_t tid = 0;
-    absl::StatusCode code = absl::StatusCode::kOk;
-    std::string error;  // empty when ok
-  };
-  uint64_t map_epoch = 0;  // OSD's map epoch when it acked
-  std::vector<Entry> entries;
 };
 
 struct ReadRequest {
@@ -45,13 +34,15 @@ struct ReadReply {
   std::string data;
 };
 
-Message Encode(const WriteAck& m);
 Message Encode(const ReadRequest& m);
 Message Encode(const ReadReply& m);
 
-absl::StatusOr<WriteAck> DecodeWriteAck(const Message& m);
 absl::StatusOr<ReadRequest> DecodeReadRequest(const Message& m);
 absl::StatusOr<ReadReply> DecodeReadReply(const Message& m);
+
+// What a client tells its user when an OSD failed a write with `code` (the OSD logs the
+// details): e.g. kResourceExhausted -> "... is full ...".
+std::string DescribeWriteFailure(absl::StatusCode code);
 
 }  // namespace msgr::osd
 

@@ -191,35 +191,24 @@ bool Poller::PollRing(RingState* r) {
 }
 
 void Poller::Complete(RingState* r) {
-  WriteAck ack;
   uint64_t release_to = 0;
+  failed_.clear();
   while (!r->pending.empty() && r->pending.front()->done.load(std::memory_order_acquire)) {
     auto& p = r->pending.front();
-    WriteAck::Entry e;
-    e.tid = p->tid;
-    e.code = p->status.code();
     if (!p->status.ok()) {
-      e.error = std::string(p->status.message());
       ++counters_.write_errors;
+      spdlog::warn("osd poller {}: write tid {} from {} failed: {}", index_, p->tid,
+                   r->conn->peer_addr(), p->status.ToString());
+      failed_.push_back(RecordAck{p->tid, p->status.code()});
     }
-    ack.entries.push_back(std::move(e));
     release_to = p->end_position;
     r->pending.pop_front();
   }
-  if (ack.entries.empty()) return;
-  // Space first, so the client's credit arrives no later than the ack.
+  if (release_to == 0) return;
+  // One call frees the space and acknowledges every record before `release_to`.
   r->consumer.Release(release_to);
-  r->conn->ReleaseRing(release_to);
-  const absl::Status s = r->conn->TrySend(Encode(ack));
-  if (s.ok()) {
-    ++counters_.acks_sent;
-  } else if (!absl::IsResourceExhausted(s)) {
-    spdlog::debug("osd poller {}: ack to {} not sent: {}", index_, r->conn->peer_addr(),
-                  s.ToString());
-  } else {
-    (void)r->conn->Send(Encode(ack));  // over the flow-control limit: wait for room
-    ++counters_.acks_sent;
-  }
+  r->conn->ReleaseRing(release_to, failed_);
+  ++counters_.acks_sent;
 }
 
 void Poller::Sleep() {

@@ -8,9 +8,9 @@
 //      a logged reason, records before it stay valid and are still acknowledged,
 //   2. hands the record, still in ring memory, to the RecordSink (the store writes it
 //      from there: the OSD never copies the payload),
-//   3. when the sink says the record is durable, releases its ring space in order
-//      (Connection::ReleaseRing -> credit to the client) and acknowledges the tid
-//      (one WriteAck message per ring per batch).
+//   3. when the sink says the record is durable, releases its ring space in order with
+//      Connection::ReleaseRing, which is also the acknowledgement (one call per ring per
+//      batch; failures are named with their status code).
 //
 // Thread-safety: AddRing/RemoveRing/counters may be called from any thread; the poller
 // thread does all ring access. RecordSink completions may arrive on any thread.
@@ -97,6 +97,7 @@ class Poller {
   PollerCounters snapshot_ ABSL_GUARDED_BY(mu_);
 
   std::vector<std::unique_ptr<RingState>> rings_;  // poller thread only
+  std::vector<RecordAck> failed_;                  // poller thread only: Complete's scratch
   PollerCounters counters_;                        // poller thread only
   std::atomic<bool> stop_{false};
   std::atomic<size_t> ring_count_{0};

@@ -3,6 +3,8 @@
 // completion channel, polls once more (to close the race) and sleeps in epoll on the
 // channels, the side-channel sockets (EOF = the peer is gone, or a CLOSE frame) and a wake
 // eventfd. Busy polling would cost a core on this 2-core machine, hence the short spin.
+// While a client awaits one-sided writes (acknowledgements arrive as an RDMA WRITE of the
+// ring credit, which raises no completion here) the loop naps briefly instead of sleeping.
 //
 // Thread-safety: Add/Remove/Stop from any thread; handlers run on the loop thread.
 #ifndef MSGR_MSG_RDMA_EVENT_LOOP_H_
@@ -34,6 +36,12 @@ class LoopClient {
   virtual void OnCqError() = 0;
   // loop_side_fd() is readable (data, EOF or error).
   virtual void OnSideReadable() = 0;
+  // Called on every polling round: memory the peer writes one-sidedly (ring credit, which
+  // acknowledges records). Returns true if it found work.
+  virtual bool OnPoll() { return false; }
+  // True while the client waits for such one-sided writes: the loop then never sleeps
+  // for long (it naps kAwaitNap between rounds once its spin is over).
+  virtual bool awaiting() const { return false; }
 };
 
 class EventLoop {

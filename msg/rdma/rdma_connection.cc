@@ -16,6 +16,16 @@ void Link::OnCqError() {
   if (auto c = conn_.lock()) c->Fault(this, absl::InternalError("RDMA completion queue overrun"));
 }
 
+bool Link::OnPoll() {
+  auto c = conn_.lock();
+  return c && c->PollAcks();
+}
+
+bool Link::awaiting() const {
+  auto c = conn_.lock();
+  return c && c->awaiting_acks();
+}
+
 void Link::OnSideReadable() {
   if (auto c = conn_.lock()) {
     c->HandleSideReadable(this);
@@ -90,6 +100,10 @@ absl::Status RdmaConnection::TrySend(Message m) { return Enqueue(std::move(m), f
 
 absl::Status RdmaConnection::Enqueue(Message m, bool block) {
   const MessengerOptions& o = shared_->options;
+  if (m.type >= kReservedMessageTypes) {
+    return absl::InvalidArgumentError(absl::StrCat("message type ", m.type,
+                                                   " is reserved for the messenger"));
+  }
   if (m.payload.size() > o.max_message_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("message of ", m.payload.size(),
                                                    " bytes exceeds max_message_bytes ",
@@ -114,6 +128,12 @@ absl::Status RdmaConnection::Enqueue(Message m, bool block) {
     waited = true;
     cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));  // messenger-wide limit: re-check
   }
+  EnqueueLocked(std::move(m));
+  FlushLocked();
+  return absl::OkStatus();
+}
+
+void RdmaConnection::EnqueueLocked(Message m) {
   OutMsg out;
   out.seq = ++out_seq_;
   out.type = m.type;
@@ -122,13 +142,12 @@ absl::Status RdmaConnection::Enqueue(Message m, bool block) {
   shared_->bytes_in_flight += out.payload.size();
   ++msgs_in_flight_;
   unsent_.push_back(std::move(out));
-  FlushLocked();
-  return absl::OkStatus();
 }
 
 void RdmaConnection::AckLocked(uint64_t ack_seq) {
-  bool freed = false;
+  bool freed = false, lifted = false;
   while (!unacked_.empty() && unacked_.front().seq <= ack_seq) {
+    if (unacked_.front().type == kRecordNackType) lifted |= nack_barrier_.LiftOldest();
     bytes_in_flight_ -= unacked_.front().payload.size();
     shared_->bytes_in_flight -= unacked_.front().payload.size();
     --msgs_in_flight_;
@@ -136,6 +155,10 @@ void RdmaConnection::AckLocked(uint64_t ack_seq) {
     freed = true;
   }
   if (freed) cv_.SignalAll();
+  if (lifted) {
+    credit_dirty_ = true;
+    PostCreditLocked();
+  }
 }
 
 void RdmaConnection::RequeueLocked(uint64_t peer_in_seq) {

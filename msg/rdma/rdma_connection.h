@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "msg/handshake.h"
 #include "msg/messenger.h"
+#include "msg/record_acks.h"
 #include "msg/rdma/event_loop.h"
 #include "msg/rdma/rdma_recv_ring.h"
 #include "msg/rdma/rdma_shared.h"
@@ -52,6 +53,8 @@ class Link : public LoopClient {
   void OnCompletions(const verbs::Completion* wc, int n) override;
   void OnCqError() override;
   void OnSideReadable() override;
+  bool OnPoll() override;
+  bool awaiting() const override;
 
   std::weak_ptr<RdmaConnection> conn_;
   std::shared_ptr<Transport> tp;
@@ -87,7 +90,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   absl::Status WriteRecord(const RecordDesc& desc, std::string_view payload,
                            absl::Duration timeout) override;
   size_t max_record_payload() const override;
-  void ReleaseRing(uint64_t position) override;
+  void ReleaseRing(uint64_t position, absl::Span<const RecordAck> failed) override;
   void MarkDown() override;
 
   // --- backend internals ---
@@ -109,6 +112,13 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   void HandleCompletions(Link* link, const verbs::Completion* wc, int n);
   void HandleSideReadable(Link* link);
   void Fault(Link* link, const absl::Status& why);
+  // Client side of the ring: looks at the credit word the OSD writes into our control
+  // region and delivers the acknowledgements it implies (msg/record_acks.h). Cheap when
+  // nothing changed (one load, no lock). Returns true if it delivered any.
+  bool PollAcks();
+  // True while records are written and not acknowledged (the completion loop keeps
+  // polling their credit word).
+  bool awaiting_acks() const { return awaiting_acks_.load(std::memory_order_relaxed); }
 
  private:
   struct OutMsg {
@@ -128,6 +138,9 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   };
 
   absl::Status Enqueue(Message m, bool block);
+  void EnqueueLocked(Message m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands acknowledgements gathered under mu_ to the dispatcher, in order (outside mu_).
+  void DeliverAcks() ABSL_LOCKS_EXCLUDED(mu_, ack_mu_);
   absl::Status ClientHandshake();
   absl::Status InstallLink(std::shared_ptr<Link> link) ABSL_LOCKS_EXCLUDED(mu_);
   void FaultLocked(Link* link, const absl::Status& why, std::shared_ptr<Link>* retired)
@@ -168,6 +181,8 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // Staging and posting of records (not the wait for credit); the mirror region only
   // changes under it.
   absl::Mutex record_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Serializes OnRecordsAcked deliveries so they arrive in order.
+  absl::Mutex ack_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
   EntityName peer_name_ ABSL_GUARDED_BY(mu_);
@@ -205,12 +220,17 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   uint64_t doorbelled_word_ ABSL_GUARDED_BY(mu_) = 0;  // sleep word of the last doorbell
   uint64_t doorbelled_seq_ ABSL_GUARDED_BY(mu_) = 0;   // posted_seq_ when it was sent
   size_t max_record_payload_ ABSL_GUARDED_BY(mu_) = 0;
+  SentRecords sent_records_ ABSL_GUARDED_BY(mu_);         // written, not acknowledged
+  std::vector<RecordAck> acks_ready_ ABSL_GUARDED_BY(mu_);  // for DeliverAcks
+  std::atomic<uint64_t> credit_seen_{0};   // last credit word value applied
+  std::atomic<bool> awaiting_acks_{false};
 
   // Ring, accepting side.
   std::shared_ptr<RdmaRecvRing> ring_ ABSL_GUARDED_BY(mu_);
   uint64_t released_pos_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t released_seq_ ABSL_GUARDED_BY(mu_) = 1;  // seq of the record at released_pos_
   bool credit_dirty_ ABSL_GUARDED_BY(mu_) = false;
+  NackBarrier nack_barrier_ ABSL_GUARDED_BY(mu_);  // credit held behind unacked nacks
   uint64_t sleep_word_ ABSL_GUARDED_BY(mu_) = 0;    // odd: the poller sleeps
 
   friend class RdmaMessenger;

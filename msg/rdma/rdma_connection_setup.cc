@@ -173,6 +173,7 @@ absl::Status RdmaConnection::ClientHandshake() {
       }
       in_seq_ = 0;
       records_.clear();
+      sent_records_.Clear();
       producer_.reset();
       ++session_epoch_;
     }
@@ -180,6 +181,7 @@ absl::Status RdmaConnection::ClientHandshake() {
       if (!producer_ || producer_->ring_bytes() != ss->ring_bytes) {
         producer_.emplace(ss->ring_bytes);
         records_.clear();
+        sent_records_.Clear();
         posted_seq_ = doorbelled_seq_ = 0;
       }
       if (!mirror_mr_ || mirror_mr_->length() < ss->ring_bytes) {
@@ -190,6 +192,7 @@ absl::Status RdmaConnection::ClientHandshake() {
         shared_->counters.registered_bytes += mirror_mr_->length();
       }
       producer_->OnCredit(ready->ring_credit);
+      sent_records_.OnCredit(ready->ring_credit, &acks_ready_);
       __atomic_store_n(reinterpret_cast<uint64_t*>(ctrl_mr_->data() + kCtrlSleepOffset),
                        ss->sleep_word, __ATOMIC_RELEASE);
       max_record_payload_ = std::min<size_t>(MaxRecordPayload(ss->ring_bytes),
@@ -223,6 +226,7 @@ absl::Status RdmaConnection::ClientHandshake() {
   }
   if (want_ring_ && resumed) ResendRecords(ss->ring_next_seq);
   RetireDeferred();
+  DeliverAcks();
   if (remote_reset) Dispatch([](const ConnectionRef& c) {
     auto* self = static_cast<RdmaConnection*>(c.get());
     self->shared_->dispatcher->OnRemoteReset(c);
@@ -327,7 +331,7 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
       ready.flags = resumed ? kReadyResumed : 0;
       ready.in_seq = in_seq_;
       ready.ring_bytes = ring_ ? ring_->bytes() : 0;
-      ready.ring_credit = released_pos_;
+      ready.ring_credit = nack_barrier_.Clamp(released_pos_);
       if (ring_) {
         ss.ring_addr = reinterpret_cast<uint64_t>(ring_->region().addr());
         ss.ring_rkey = ring_->region().rkey();

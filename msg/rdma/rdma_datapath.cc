@@ -9,7 +9,9 @@
 //              RDMA WRITE of [header with seq 0 | oid | payload] and an ordered 8-byte
 //              RDMA WRITE of seq on the same QP (PAD record first when wrapped).
 //   Credits    the OSD RDMA-WRITEs its released ring position into the client's control
-//              region; the client reads it there (no message, no round trip).
+//              region; the client reads it there (no message, no round trip). The credit
+//              is also the acknowledgement of the records it covers (msg/record_acks.h):
+//              the client's completion loop, or a caller in Messenger::Poll, polls it.
 //   Doorbells  the OSD writes a sleep word there too; a client that sees it odd after
 //              publishing a record sets the doorbell flag on its next SEND.
 #include <poll.h>
@@ -77,6 +79,7 @@ void RdmaConnection::HandleCompletions(Link* link, const verbs::Completion* wc, 
     }
   }
   RetireDeferred();
+  DeliverAcks();
   if (!qp_error.ok()) {
     // A peer that marks the session down sends CLOSE on the side channel before it
     // destroys its QP: read it first, so the session ends (OnReset) instead of waiting
@@ -137,6 +140,15 @@ void RdmaConnection::OnRecvLocked(Link* link, const verbs::Completion& wc,
       }
       if (h.seq <= in_seq_) {
         shared_->counters.duplicates_dropped++;
+      } else if (reasm_type_ == kRecordNackType) {  // the messenger's own (record_acks.h)
+        in_seq_ = h.seq;
+        auto failed = DecodeRecordNack(reasm_);
+        if (!failed.ok()) {
+          shared_->counters.protocol_errors++;
+          FaultLocked(link, failed.status(), retired);
+          return;
+        }
+        sent_records_.OnNack(*failed, &acks_ready_);
       } else {
         in_seq_ = h.seq;
         shared_->counters.msgs_received++;
@@ -269,9 +281,38 @@ void RdmaConnection::ApplyCreditLocked() {
   if (!ctrl_mr_ || !producer_) return;
   const uint64_t released = LoadWord(ctrl_mr_->data() + kCtrlCreditOffset);
   if (released > producer_->released() && !producer_->OnCredit(released)) return;
+  credit_seen_.store(released, std::memory_order_relaxed);
   while (!records_.empty() && records_.front().end_position <= producer_->released()) {
     records_.pop_front();
   }
+  sent_records_.OnCredit(producer_->released(), &acks_ready_);
+  awaiting_acks_.store(sent_records_.size() > 0, std::memory_order_relaxed);
+}
+
+bool RdmaConnection::PollAcks() {
+  if (!awaiting_acks() || !ctrl_mr_) return false;
+  if (LoadWord(ctrl_mr_->data() + kCtrlCreditOffset) ==
+      credit_seen_.load(std::memory_order_relaxed)) {
+    return false;
+  }
+  {
+    absl::MutexLock l(&mu_);
+    ApplyCreditLocked();
+  }
+  DeliverAcks();
+  return true;
+}
+
+void RdmaConnection::DeliverAcks() {
+  absl::MutexLock d(&ack_mu_);
+  std::vector<RecordAck> acks;
+  {
+    absl::MutexLock l(&mu_);
+    if (acks_ready_.empty()) return;
+    acks.swap(acks_ready_);
+  }
+  if (shared_->stopping) return;
+  shared_->dispatcher->OnRecordsAcked(shared_from_this(), acks);
 }
 
 void RdmaConnection::CheckDoorbellLocked() {
@@ -393,7 +434,11 @@ absl::Status RdmaConnection::WriteRecord(const RecordDesc& desc, std::string_vie
         }
         ApplyCreditLocked();
         p = producer_->Reserve(record_bytes);
-        if (p) break;
+        if (p) {
+          sent_records_.Add(desc.tid, p->end_position);
+          awaiting_acks_.store(true, std::memory_order_relaxed);
+          break;
+        }
       }
       if (absl::Now() >= deadline) {
         return absl::DeadlineExceededError(absl::StrCat(
@@ -470,16 +515,23 @@ absl::Status RdmaConnection::WriteRecord(const RecordDesc& desc, std::string_vie
     if (s.ok()) CountFrameLocked(&retire_);
   }
   RetireDeferred();
+  DeliverAcks();  // what our ApplyCreditLocked gathered while reserving
   if (!s.ok() && !lossless_) return s;
   return absl::OkStatus();  // lossless: rewritten into its slot after the reconnect
 }
 
 // ---------------------------------------------------------------- ring (OSD side)
 
-void RdmaConnection::ReleaseRing(uint64_t position) {
+void RdmaConnection::ReleaseRing(uint64_t position, absl::Span<const RecordAck> failed) {
   {
     absl::MutexLock l(&mu_);
     if (!ring_ || position <= released_pos_) return;
+    if (!failed.empty()) {
+      // Failures first, as a lossless message; the credit waits for its ack.
+      if (lossless_) nack_barrier_.Add(released_pos_);
+      EnqueueLocked(EncodeRecordNack(failed));
+      FlushLocked();
+    }
     // Walk the released records' headers (never their payload) for seq and counters.
     const uint8_t* base = ring_->base();
     const size_t mask = ring_->bytes() - 1;
@@ -509,7 +561,7 @@ void RdmaConnection::PostCreditLocked() {
   if (!link_ || !credit_dirty_ || link_->ctrl_rkey == 0) return;
   WrSpec w;
   w.word = true;
-  w.value = released_pos_;
+  w.value = nack_barrier_.Clamp(released_pos_);
   w.remote_addr = link_->ctrl_addr + kCtrlCreditOffset;
   w.rkey = link_->ctrl_rkey;
   auto r = link_->tp->Post(absl::MakeConstSpan(&w, 1));

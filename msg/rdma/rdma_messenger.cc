@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "msg/rdma/event_loop.h"
 #include "spdlog/spdlog.h"
@@ -261,6 +262,20 @@ absl::StatusOr<ConnectionRef> RdmaMessenger::Connect(const std::string& addr,
 void RdmaMessenger::SetPolicy(EntityType type, Policy policy) {
   absl::MutexLock l(&mu_);
   policies_[type] = policy;
+}
+
+bool RdmaMessenger::Poll() {
+  // Only our own connections carry records whose acks can be polled.
+  absl::InlinedVector<std::shared_ptr<RdmaConnection>, 8> conns;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [addr, c] : outgoing_) {
+      if (c->awaiting_acks()) conns.push_back(c);
+    }
+  }
+  bool any = false;
+  for (const auto& c : conns) any |= c->PollAcks();
+  return any;
 }
 
 void RdmaMessenger::Shutdown() {

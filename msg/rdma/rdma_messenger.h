@@ -43,6 +43,7 @@ class RdmaMessenger : public Messenger {
   absl::StatusOr<ConnectionRef> Connect(const std::string& addr,
                                         const ConnectOptions& options) override;
   void SetPolicy(EntityType type, Policy policy) override;
+  bool Poll() override;
   MessengerCounters counters() const override { return shared_->counters.Snapshot(); }
   const MessengerOptions& options() const override { return shared_->options; }
   void Shutdown() override;

@@ -5,6 +5,7 @@
 #include <boost/asio/post.hpp>
 
 #include "absl/strings/str_format.h"
+#include "msg/crc32c.h"
 #include "msg/tcp/tcp_connection.h"
 
 namespace msgr::tcp {
@@ -17,25 +18,38 @@ namespace {
 constexpr std::chrono::microseconds kFlowDelay{200};
 }  // namespace
 
-// Owners release per record; a CREDIT frame per record would double the packet rate.
-// The credit rides on the next frame we write anyway (the reader's ACKs included); a
-// standalone CREDIT goes out at once when a big share of the ring came free since the
-// last credit (the sender may be waiting for it), else after kFlowDelay at most.
-void TcpConnection::ReleaseRing(uint64_t position) {
-  bool kick = false, arm = false;
+// The credit is the acknowledgement (msg/record_acks.h): it goes out at once, on the
+// next frame we write or as a standalone CREDIT. Owners release per batch of records,
+// so this is one frame per batch, not per record. Failures go first, as a lossless
+// nack message, and the credit stays behind them until the peer acknowledged it.
+void TcpConnection::ReleaseRing(uint64_t position, absl::Span<const RecordAck> failed) {
+  OutFramePtr nack;
+  if (!failed.empty()) {
+    nack = std::make_shared<OutFrame>();
+    Message m = EncodeRecordNack(failed);
+    nack->msg_type = m.type;
+    nack->payload = std::move(m.payload);
+    nack->payload_crc = Crc32c(0, nack->payload.data(), nack->payload.size());
+  }
   {
     absl::MutexLock l(&mu_);
-    if (closed_ || position <= credit_pos_) return;
-    credit_pos_ = position;
-    credit_dirty_ = true;
-    if (position - credit_sent_ >= credit_batch_) {
-      credit_due_ = kick = true;
-    } else if (!flow_timer_armed_) {
-      flow_timer_armed_ = arm = true;
+    if (closed_ || position <= released_pos_) return;
+    if (nack) {
+      if (policy_.lossless) nack_barrier_.Add(released_pos_);
+      const uint64_t size = nack->wire_bytes();  // accounted like any message
+      msgs_in_flight_++;
+      bytes_in_flight_ += size;
+      shared_->bytes_in_flight += size;
+      out_queue_.push_back(std::move(nack));
+    }
+    released_pos_ = position;
+    const uint64_t credit = nack_barrier_.Clamp(released_pos_);
+    if (credit > credit_pos_) {
+      credit_pos_ = credit;
+      credit_dirty_ = credit_due_ = true;
     }
   }
-  if (kick) Kick();
-  if (arm) asio::post(strand_, [self = shared_from_this()] { self->ArmFlowTimer(); });
+  Kick();
 }
 
 // Called by the reader when it ran out of bytes (or yields): frames received since the
@@ -70,32 +84,67 @@ void TcpConnection::ArmFlowTimer() {
 }
 
 absl::Status TcpConnection::ProcessAck(uint64_t ack_seq) {
-  absl::MutexLock l(&mu_);
+  absl::ReleasableMutexLock l(&mu_);
   if (ack_seq > out_seq_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("peer acknowledged seq %d but we only sent up to %d", ack_seq, out_seq_));
   }
-  bool any = false;
+  bool any = false, lifted = false;
   while (!sent_.empty() && sent_.front()->seq <= ack_seq) {
-    ReleaseAccountingLocked(*sent_.front());
+    const OutFrame& f = *sent_.front();
+    if (f.type == FrameType::kMessage && f.msg_type == kRecordNackType && !nack_barrier_.empty()) {
+      lifted |= nack_barrier_.LiftOldest();
+    }
+    ReleaseAccountingLocked(f);
     sent_.pop_front();
     any = true;
   }
   if (any) cv_.SignalAll();
+  if (lifted) {
+    const uint64_t credit = nack_barrier_.Clamp(released_pos_);
+    if (credit > credit_pos_) {
+      credit_pos_ = credit;
+      credit_dirty_ = credit_due_ = true;
+      l.Release();
+      Kick();
+    }
+  }
   return absl::OkStatus();
 }
 
 absl::Status TcpConnection::ProcessCredit(uint64_t released) {
-  absl::MutexLock l(&mu_);
-  if (!producer_) {
-    return absl::InvalidArgumentError("ring credit on a connection without a ring");
+  std::vector<RecordAck> acks;
+  {
+    absl::MutexLock l(&mu_);
+    if (!producer_) {
+      return absl::InvalidArgumentError("ring credit on a connection without a ring");
+    }
+    if (!producer_->OnCredit(released)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "ring credit %d is beyond what we produced (%d)", released, producer_->produced()));
+    }
+    cv_.SignalAll();
+    sent_records_.OnCredit(released, &acks);
   }
-  if (!producer_->OnCredit(released)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "ring credit %d is beyond what we produced (%d)", released, producer_->produced()));
-  }
-  cv_.SignalAll();
+  DeliverAcks(acks);
   return absl::OkStatus();
+}
+
+absl::Status TcpConnection::ProcessRecordNack(const std::string& payload) {
+  auto failed = DecodeRecordNack(payload);
+  if (!failed.ok()) return failed.status();
+  std::vector<RecordAck> acks;
+  {
+    absl::MutexLock l(&mu_);
+    sent_records_.OnNack(*failed, &acks);
+  }
+  DeliverAcks(acks);
+  return absl::OkStatus();
+}
+
+void TcpConnection::DeliverAcks(const std::vector<RecordAck>& acks) {
+  if (acks.empty() || reset_done_ || shared_->stopping) return;
+  shared_->dispatcher->OnRecordsAcked(shared_from_this(), acks);
 }
 
 }  // namespace msgr::tcp

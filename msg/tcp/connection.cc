@@ -55,6 +55,10 @@ absl::Status TcpConnection::TrySend(Message m) {
 }
 
 absl::Status TcpConnection::EnqueueMessage(Message m, bool block) {
+  if (m.type >= kReservedMessageTypes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("message type %#x is reserved for the messenger", m.type));
+  }
   if (m.payload.size() > shared_->options.max_message_bytes) {
     return absl::InvalidArgumentError(
         absl::StrFormat("message of %d bytes is over max_message_bytes (%d)", m.payload.size(),
@@ -155,6 +159,7 @@ absl::Status TcpConnection::WriteRecord(const RecordDesc& desc, std::string_view
           f->head_len = static_cast<uint16_t>(kRingPrefixBytes + desc.oid.size());
           f->payload_crc = Crc32c(0, f->head(), kRingPrefixBytes);
           f->ring_position = p->end_position;
+          sent_records_.Add(desc.tid, p->end_position);
           break;
         }
       }
@@ -386,8 +391,6 @@ void TcpConnection::Attach(std::shared_ptr<asio::ip::tcp::socket> socket,
       }
       self->ring_ = *ring;
       self->mirror_.emplace(self->ring_->bytes());
-      absl::MutexLock l(&self->mu_);
-      self->credit_batch_ = self->ring_->bytes() / kCreditBatchDivisor;
     }
     if (!new_session) {
       if (absl::Status s = self->Requeue(auth.in_seq); !s.ok()) {
@@ -424,6 +427,7 @@ void TcpConnection::OnEstablished(const Ready& ready, const EntityName& peer) {
   const bool resumed = (ready.flags & kReadyResumed) != 0;
   const bool remote_reset = !resumed && had_session_;
   hs_peer_ = peer;
+  std::vector<RecordAck> resume_acks;  // records the READY's credit acknowledges
   {
     absl::MutexLock l(&mu_);
     peer_name_ = peer;
@@ -437,10 +441,12 @@ void TcpConnection::OnEstablished(const Ready& ready, const EntityName& peer) {
         if (f->type == FrameType::kMessage) keep.push_back(std::move(f));
       }
       out_queue_.swap(keep);
+      sent_records_.Clear();
     }
     if (want_ring_) {
       if (!producer_ || remote_reset) producer_.emplace(ready.ring_bytes);
       producer_->OnCredit(ready.ring_credit);
+      sent_records_.OnCredit(ready.ring_credit, &resume_acks);
       max_record_payload_ =
           std::min<size_t>(MaxRecordPayload(ready.ring_bytes),
                            shared_->options.max_message_bytes - kRingPrefixBytes - kMaxOidBytes);
@@ -471,6 +477,7 @@ void TcpConnection::OnEstablished(const Ready& ready, const EntityName& peer) {
   StartRead();
   StartKeepalive();
   Flush();
+  DeliverAcks(resume_acks);
   if (remote_reset && !shared_->stopping) shared_->dispatcher->OnRemoteReset(shared_from_this());
 }
 

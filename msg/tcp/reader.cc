@@ -287,6 +287,13 @@ bool TcpConnection::OnMessagePayload(uint64_t gen) {
       break;
   }
   FrameReceived();
+  if (hdr_.msg_type == kRecordNackType) {  // the messenger's own (msg/record_acks.h)
+    if (absl::Status s = ProcessRecordNack(rx_payload_); !s.ok()) {
+      ProtocolFault(s);
+      return false;
+    }
+    return gen == gen_ && !reset_done_;
+  }
   shared_->counters.msgs_received++;
   Message m{hdr_.msg_type, std::move(rx_payload_)};
   rx_payload_ = std::string();

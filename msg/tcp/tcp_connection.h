@@ -36,6 +36,7 @@
 #include "msg/frame.h"
 #include "msg/handshake.h"
 #include "msg/messenger.h"
+#include "msg/record_acks.h"
 #include "msg/ring/ring.h"
 #include "msg/tcp/read_buffer.h"
 #include "msg/tcp/recv_ring.h"
@@ -46,10 +47,6 @@ namespace msgr::tcp {
 // Per-connection receive buffer (reader.cc): big enough that one recv brings in dozens
 // of 4 KiB records, small enough to keep per connection.
 inline constexpr size_t kReadBufferBytes = 128 * 1024;
-// A receiver that released 1/kCreditBatchDivisor of its ring since the last credit it
-// sent writes a CREDIT at once (the sender may be waiting); smaller releases wait a
-// little for a frame to ride on (acks_credits.cc).
-inline constexpr size_t kCreditBatchDivisor = 8;
 // After a burst, this many unacknowledged frames get a standalone ACK at once; fewer
 // wait up to kFlowDelay for a frame to ride on (acks_credits.cc).
 inline constexpr uint64_t kAckEveryFrames = 32;
@@ -92,7 +89,7 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   absl::Status WriteRecord(const RecordDesc& desc, std::string_view payload,
                            absl::Duration timeout) override;
   size_t max_record_payload() const override { return max_record_payload_.load(); }
-  void ReleaseRing(uint64_t position) override;
+  void ReleaseRing(uint64_t position, absl::Span<const RecordAck> failed) override;
   void MarkDown() override;
 
   // --- backend internals ---
@@ -136,6 +133,9 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   void OnKeepaliveTimer(uint64_t gen);
   absl::Status ProcessAck(uint64_t ack_seq);
   absl::Status ProcessCredit(uint64_t released);
+  // A kRecordNackType message arrived (client side): report the failures.
+  absl::Status ProcessRecordNack(const std::string& payload);
+  void DeliverAcks(const std::vector<RecordAck>& acks);  // outside mu_
   void DropQueuesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseAccountingLocked(const OutFrame& f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmFlowTimer();  // strand only: ack / credit wait at most kFlowDelay
@@ -193,10 +193,12 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   uint64_t msgs_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<RingProducer> producer_ ABSL_GUARDED_BY(mu_);  // sender side of the ring
-  uint64_t credit_pos_ ABSL_GUARDED_BY(mu_) = 0;               // receiver: released by the owner
+  SentRecords sent_records_ ABSL_GUARDED_BY(mu_);  // sender: written, not acknowledged
+  uint64_t released_pos_ ABSL_GUARDED_BY(mu_) = 0;  // receiver: released by the owner
+  NackBarrier nack_barrier_ ABSL_GUARDED_BY(mu_);   // receiver: credit held behind nacks
+  uint64_t credit_pos_ ABSL_GUARDED_BY(mu_) = 0;    // receiver: credit we may advertise
   bool credit_dirty_ ABSL_GUARDED_BY(mu_) = false;             // receiver: credit not sent yet
   uint64_t credit_sent_ ABSL_GUARDED_BY(mu_) = 0;              // receiver: last credit written
-  uint64_t credit_batch_ ABSL_GUARDED_BY(mu_) = 0;  // receiver: release this much -> CREDIT now
   bool credit_due_ ABSL_GUARDED_BY(mu_) = false;    // receiver: standalone CREDIT wanted
   bool flow_timer_armed_ ABSL_GUARDED_BY(mu_) = false;
   std::string close_reason_ ABSL_GUARDED_BY(mu_);              // MarkDown: CLOSE frame to send

@@ -66,7 +66,7 @@ struct FakeCluster::Osd {
   bool hold = false;
   std::map<std::string, std::string> objects;
   FakeOsdStats stats;
-  std::vector<std::pair<std::weak_ptr<Connection>, osd::WriteAck>> held;
+  std::vector<std::pair<std::weak_ptr<Connection>, RecordAck>> held;
   std::vector<std::weak_ptr<Connection>> conns;
 };
 
@@ -83,7 +83,7 @@ class FakeConnection : public Connection, public std::enable_shared_from_this<Fa
   size_t max_record_payload() const override {
     return FakeCluster::Get().max_record_payload();
   }
-  void ReleaseRing(uint64_t) override {}
+  void ReleaseRing(uint64_t, absl::Span<const RecordAck>) override {}
   void MarkDown() override { down_ = true; }
 
   absl::Status TrySend(Message m) override { return Send(std::move(m)); }
@@ -116,7 +116,7 @@ class FakeConnection : public Connection, public std::enable_shared_from_this<Fa
     if (payload.size() > max_record_payload()) return absl::InvalidArgumentError("too big");
     auto o = FakeCluster::Get().Find(addr_);
     if (!o) return absl::OkStatus();
-    osd::WriteAck ack;
+    RecordAck ack{desc.tid, absl::StatusCode::kOk};
     {
       std::lock_guard<std::mutex> l(o->mu);
       if (!o->alive) return absl::OkStatus();
@@ -128,15 +128,21 @@ class FakeConnection : public Connection, public std::enable_shared_from_this<Fa
       obj.replace(desc.object_offset, payload.size(), payload);
       ++o->stats.records;
       o->stats.flags.push_back(desc.flags);
-      ack.entries.push_back({desc.tid, absl::StatusCode::kOk, ""});
       if (o->hold) {
         o->held.emplace_back(shared_from_this(), std::move(ack));
         ++o->stats.acks_held;
         return absl::OkStatus();
       }
     }
-    Deliver(osd::Encode(ack));
+    DeliverAck(ack);
     return absl::OkStatus();
+  }
+
+  void DeliverAck(RecordAck ack) {
+    auto self = shared_from_this();
+    worker_->Post([self, ack] {
+      if (!self->down_) self->dispatcher_->OnRecordsAcked(self, absl::MakeConstSpan(&ack, 1));
+    });
   }
 
   void Deliver(Message m) {
@@ -247,14 +253,14 @@ void FakeCluster::HoldAcks(const std::string& addr, bool hold) {
 
 void FakeCluster::ReleaseAcks(const std::string& addr) {
   auto o = Find(addr);
-  std::vector<std::pair<std::weak_ptr<Connection>, osd::WriteAck>> held;
+  std::vector<std::pair<std::weak_ptr<Connection>, RecordAck>> held;
   {
     std::lock_guard<std::mutex> l(o->mu);
     held.swap(o->held);
     o->stats.acks_held = 0;
   }
   for (auto& [weak, ack] : held) {
-    if (auto c = weak.lock()) static_cast<FakeConnection*>(c.get())->Deliver(osd::Encode(ack));
+    if (auto c = weak.lock()) static_cast<FakeConnection*>(c.get())->DeliverAck(ack);
   }
 }
 

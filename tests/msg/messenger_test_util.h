@@ -92,7 +92,7 @@ class RingDrainer {
       }
       if (release_ && c.read_position() > c.released()) {
         c.Release(c.read_position());
-        conn_->ReleaseRing(c.read_position());
+        conn_->ReleaseRing(c.read_position(), {});
       }
     }
   }

@@ -5,20 +5,6 @@
 namespace msgr::osd {
 namespace {
 
-TEST(OsdProtocolTest, WriteAckRoundTrip) {
-  WriteAck a;
-  a.map_epoch = 9;
-  a.entries.push_back({1, absl::StatusCode::kOk, ""});
-  a.entries.push_back({2, absl::StatusCode::kResourceExhausted, "store full"});
-  auto d = DecodeWriteAck(Encode(a));
-  ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_EQ(d->map_epoch, 9u);
-  ASSERT_EQ(d->entries.size(), 2u);
-  EXPECT_EQ(d->entries[1].tid, 2u);
-  EXPECT_EQ(d->entries[1].code, absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(d->entries[1].error, "store full");
-}
-
 TEST(OsdProtocolTest, ReadRoundTrip) {
   auto q = DecodeReadRequest(Encode(ReadRequest{5, "obj"}));
   ASSERT_TRUE(q.ok());
@@ -37,10 +23,15 @@ TEST(OsdProtocolTest, TruncatedAndGarbageInputIsRejected) {
   }
   Message trailing{m.type, m.payload + "x"};
   EXPECT_FALSE(DecodeReadReply(trailing).ok());
-  Message ack{kWriteAck, std::string(12, '\xff')};  // absurd entry count
-  EXPECT_FALSE(DecodeWriteAck(ack).ok());
   EXPECT_FALSE(DecodeReadRequest(Encode(ReadRequest{1, ""})).ok()) << "empty oid";
-  EXPECT_FALSE(DecodeReadRequest(Message{kWriteAck, ""}).ok()) << "wrong type";
+  EXPECT_FALSE(DecodeReadRequest(Message{kReadReply, ""}).ok()) << "wrong type";
+}
+
+TEST(OsdProtocolTest, WriteFailuresAreDescribedForUsers) {
+  EXPECT_NE(DescribeWriteFailure(absl::StatusCode::kResourceExhausted).find("full"),
+            std::string::npos);
+  EXPECT_NE(DescribeWriteFailure(absl::StatusCode::kInternal).find("INTERNAL"),
+            std::string::npos);
 }
 
 }  // namespace

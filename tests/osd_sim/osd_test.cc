@@ -46,13 +46,19 @@ std::string Pattern(const std::string& oid, size_t len) {
 // Collects acks and read replies for the test's client messenger.
 class ClientSide : public Dispatcher {
  public:
+  void OnRecordsAcked(const ConnectionRef&, absl::Span<const RecordAck> acks) override {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const RecordAck& a : acks) {
+      EXPECT_EQ(acks_.count(a.tid), 0u) << "tid " << a.tid << " acknowledged twice";
+      acks_[a.tid] = a.code == absl::StatusCode::kOk
+                         ? absl::OkStatus()
+                         : absl::Status(a.code, DescribeWriteFailure(a.code));
+    }
+    cv_.notify_all();
+  }
   void OnMessage(const ConnectionRef&, Message m) override {
     std::lock_guard<std::mutex> l(mu_);
-    if (m.type == kWriteAck) {
-      auto a = DecodeWriteAck(m);
-      ASSERT_TRUE(a.ok()) << a.status();
-      for (auto& e : a->entries) acks_[e.tid] = absl::Status(e.code, e.error);
-    } else if (m.type == kReadReply) {
+    if (m.type == kReadReply) {
       auto r = DecodeReadReply(m);
       ASSERT_TRUE(r.ok()) << r.status();
       reads_[r->tid] = *r;

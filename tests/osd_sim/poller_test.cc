@@ -48,26 +48,35 @@ class FakeConnection : public Connection {
   std::string peer_addr() const override { return "127.0.0.1:1"; }
   bool is_connected() const override { return true; }
   absl::Status Send(Message m) override { return TrySend(std::move(m)); }
-  absl::Status TrySend(Message m) override {
-    auto ack = DecodeWriteAck(m);
-    std::lock_guard<std::mutex> l(mu);
-    if (ack.ok()) {
-      for (auto& e : ack->entries) acked[e.tid] = e.code;
-    }
-    return absl::OkStatus();
-  }
+  absl::Status TrySend(Message m) override { return absl::OkStatus(); }
   absl::Status WriteRecord(const RecordDesc&, std::string_view, absl::Duration) override {
     return absl::UnimplementedError("test");
   }
   size_t max_record_payload() const override { return 0; }
-  void ReleaseRing(uint64_t position) override {
+  // What a sender's messenger concludes: every record in the released range is acked,
+  // with the code named in `failed` or kOk.
+  void ReleaseRing(uint64_t position, absl::Span<const RecordAck> failed) override {
     std::lock_guard<std::mutex> l(mu);
-    EXPECT_GE(position, released) << "credits must be monotonic";
+    EXPECT_GT(position, released) << "credits must grow";
+    ASSERT_NE(ring, nullptr);
+    for (uint64_t pos = released; pos < position;) {
+      const auto* h = reinterpret_cast<const RecordHeader*>(ring->base() + pos % ring->bytes());
+      ASSERT_GT(h->record_bytes, 0u);
+      if (h->type == RecordType::kWrite) {
+        absl::StatusCode code = absl::StatusCode::kOk;
+        for (const RecordAck& f : failed) {
+          if (f.tid == h->tid) code = f.code;
+        }
+        acked[h->tid] = code;
+      }
+      pos += h->record_bytes;
+    }
     released = position;
   }
   void MarkDown() override { marked_down = true; }
 
   std::mutex mu;
+  RecvRing* ring = nullptr;  // to walk the released records' headers
   std::map<uint64_t, absl::StatusCode> acked;
   uint64_t released = 0;
   std::atomic<bool> marked_down{false};
@@ -131,6 +140,7 @@ TEST(PollerTest, AcksOnlyAfterDurableAndReleasesSpaceInOrder) {
   ASSERT_TRUE(poller.ok()) << poller.status();
   auto conn = std::make_shared<FakeConnection>();
   auto ring = std::make_shared<TestRing>();
+  conn->ring = ring.get();
   (*poller)->AddRing(conn, ring);
   RingProducer prod(kRingBytes);
   for (uint64_t t = 1; t <= 5; ++t) Produce(&prod, ring.get(), "obj", "payload-" + std::to_string(t), t);
@@ -165,6 +175,7 @@ TEST(PollerTest, StoreErrorIsAckedAsErrorAndSpaceStillReturned) {
   ASSERT_TRUE(poller.ok());
   auto conn = std::make_shared<FakeConnection>();
   auto ring = std::make_shared<TestRing>();
+  conn->ring = ring.get();
   (*poller)->AddRing(conn, ring);
   RingProducer prod(kRingBytes);
   Produce(&prod, ring.get(), "ok", "a", 1);
@@ -186,6 +197,7 @@ TEST(PollerTest, CorruptRecordDropsConnectionButEarlierRecordsAreAcked) {
   ASSERT_TRUE(poller.ok());
   auto conn = std::make_shared<FakeConnection>();
   auto ring = std::make_shared<TestRing>();
+  conn->ring = ring.get();
   (*poller)->AddRing(conn, ring);
   RingProducer prod(kRingBytes);
   Produce(&prod, ring.get(), "good", "first", 1);
@@ -210,6 +222,7 @@ TEST(PollerTest, IdlePollerSleepsInsteadOfSpinning) {
   ASSERT_TRUE(poller.ok());
   auto conn = std::make_shared<FakeConnection>();
   auto ring = std::make_shared<TestRing>();
+  conn->ring = ring.get();
   (*poller)->AddRing(conn, ring);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto c = (*poller)->counters();

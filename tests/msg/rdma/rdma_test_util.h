@@ -164,7 +164,7 @@ class Drainer {
       s.payload_in_ring = v.payload >= base && v.payload + v.header->payload_len <=
                                                    base + ring_->bytes();
       consumer_.Release(v.end_position);
-      conn_->ReleaseRing(v.end_position);
+      conn_->ReleaseRing(v.end_position, {});
       absl::MutexLock l(&mu_);
       seen_.push_back(std::move(s));
     }

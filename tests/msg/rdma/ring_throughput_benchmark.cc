@@ -66,7 +66,7 @@ void Run(const std::string& type, size_t size, double seconds) {
       auto r = c.Next(&v, &err);
       if (r == RingConsumer::Poll::kRecord) {
         c.Release(v.end_position);
-        sconn->ReleaseRing(v.end_position);
+        sconn->ReleaseRing(v.end_position, {});
         got++;
       } else if (r == RingConsumer::Poll::kCorrupt) {
         std::printf("corrupt: %s\n", err.c_str());
