@@ -89,10 +89,18 @@ absl::Status TcpConnection::ProcessAck(uint64_t ack_seq) {
     return absl::InvalidArgumentError(
         absl::StrFormat("peer acknowledged seq %d but we only sent up to %d", ack_seq, out_seq_));
   }
+  if (PopAckedLocked(ack_seq)) {
+    l.Release();
+    Kick();
+  }
+  return absl::OkStatus();
+}
+
+bool TcpConnection::PopAckedLocked(uint64_t ack_seq) {
   bool any = false, lifted = false;
   while (!sent_.empty() && sent_.front()->seq <= ack_seq) {
     const OutFrame& f = *sent_.front();
-    if (f.type == FrameType::kMessage && f.msg_type == kRecordNackType && !nack_barrier_.empty()) {
+    if (f.type == FrameType::kMessage && f.msg_type == kRecordNackType) {
       lifted |= nack_barrier_.LiftOldest();
     }
     ReleaseAccountingLocked(f);
@@ -100,16 +108,12 @@ absl::Status TcpConnection::ProcessAck(uint64_t ack_seq) {
     any = true;
   }
   if (any) cv_.SignalAll();
-  if (lifted) {
-    const uint64_t credit = nack_barrier_.Clamp(released_pos_);
-    if (credit > credit_pos_) {
-      credit_pos_ = credit;
-      credit_dirty_ = credit_due_ = true;
-      l.Release();
-      Kick();
-    }
-  }
-  return absl::OkStatus();
+  if (!lifted) return false;
+  const uint64_t credit = nack_barrier_.Clamp(released_pos_);
+  if (credit <= credit_pos_) return false;
+  credit_pos_ = credit;  // the held-back credit may go now
+  credit_dirty_ = credit_due_ = true;
+  return true;
 }
 
 absl::Status TcpConnection::ProcessCredit(uint64_t released) {

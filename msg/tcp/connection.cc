@@ -241,10 +241,7 @@ absl::Status TcpConnection::Requeue(uint64_t peer_in_seq) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "peer says it received seq %d but we only sent up to %d", peer_in_seq, out_seq_));
   }
-  while (!sent_.empty() && sent_.front()->seq <= peer_in_seq) {
-    ReleaseAccountingLocked(*sent_.front());
-    sent_.pop_front();
-  }
+  PopAckedLocked(peer_in_seq);
   shared_->counters.resends += sent_.size();
   out_queue_.insert(out_queue_.begin(), sent_.begin(), sent_.end());
   sent_.clear();

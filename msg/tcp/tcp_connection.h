@@ -137,6 +137,9 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   absl::Status ProcessRecordNack(const std::string& payload);
   void DeliverAcks(const std::vector<RecordAck>& acks);  // outside mu_
   void DropQueuesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets frames the peer acknowledged (up to `ack_seq`); lifts nack holds. Returns
+  // true if held-back credit is now due (the caller kicks the writer).
+  bool PopAckedLocked(uint64_t ack_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseAccountingLocked(const OutFrame& f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmFlowTimer();  // strand only: ack / credit wait at most kFlowDelay
 

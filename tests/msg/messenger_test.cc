@@ -282,6 +282,58 @@ TEST_P(MessengerTest, LosslessSurvivesInjectedSocketFailures) {
   EXPECT_EQ(sd.Locked([&] { return sd.accepted.size(); }), 1u) << "one session throughout";
 }
 
+// The ring credit is the acknowledgement: every record is acknowledged exactly once, in
+// write order, with the receiver's verdict -- also when failures and socket faults mix
+// (a failure must never be overtaken by the credit that would read as success).
+TEST_P(MessengerTest, RecordAcksExactlyOnceWithFailuresAcrossFaults) {
+  RecordingDispatcher sd, cd;
+  auto server = MakeServer(&sd, [](MessengerOptions* o) { o->inject_socket_failures = 41; });
+  auto co = Options(EntityType::kClient, 3);
+  co.inject_socket_failures = 53;
+  auto client = Make(co, &cd);
+  auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossless(), true});
+  ASSERT_TRUE(conn.ok());
+  constexpr uint64_t kRecs = 1500;
+  auto should_fail = [](uint64_t tid) { return tid % 7 == 3; };
+  for (uint64_t t = 1; t <= kRecs; ++t) {
+    const std::string oid = absl::StrCat(should_fail(t) ? "fail-" : "ok-", t);
+    // Messages in between give the fault injection frames to count on both sides.
+    if (t % 3 == 0) ASSERT_TRUE((*conn)->Send(Message{1, absl::StrCat(t)}).ok());
+    const absl::Status ws = (*conn)->WriteRecord(RecordDesc{oid, t, 0, 0},
+                                                 Pattern(64 + t * 13 % 2000, t), absl::Seconds(30));
+    ASSERT_TRUE(ws.ok()) << "record " << t << ": " << ws;
+  }
+  ASSERT_TRUE(cd.WaitFor([&] { return cd.record_acks.size() >= kRecs; }, std::chrono::seconds(30)))
+      << cd.Locked([&] { return cd.record_acks.size(); }) << " of " << kRecs << " acked";
+  std::this_thread::sleep_for(milliseconds(100));  // a duplicate ack would show up now
+  cd.Locked([&] {
+    ASSERT_EQ(cd.record_acks.size(), kRecs);
+    std::vector<int> seen(kRecs + 1, 0);
+    for (const RecordAck& a : cd.record_acks) {
+      ASSERT_GE(a.tid, 1u);
+      ASSERT_LE(a.tid, kRecs);
+      ++seen[a.tid];
+      EXPECT_EQ(a.code, should_fail(a.tid) ? absl::StatusCode::kResourceExhausted
+                                           : absl::StatusCode::kOk)
+          << "tid " << a.tid;
+    }
+    for (uint64_t t = 1; t <= kRecs; ++t) ASSERT_EQ(seen[t], 1) << "tid " << t;
+    EXPECT_TRUE(cd.resets.empty());
+    EXPECT_EQ(cd.remote_resets, 0);
+  });
+  EXPECT_GT(client->counters().reconnects, 3u) << "the faults really happened";
+}
+
+TEST_P(MessengerTest, ReservedMessageTypesAreRefused) {
+  RecordingDispatcher sd, cd;
+  auto server = MakeServer(&sd);
+  auto client = Make(Options(EntityType::kClient, 4), &cd);
+  auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossless(), false});
+  ASSERT_TRUE(conn.ok());
+  const absl::Status s = (*conn)->Send(Message{kReservedMessageTypes + 1, "x"});
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+}
+
 TEST_P(MessengerTest, LossyFaultResets) {
   RecordingDispatcher sd, cd;
   auto server = MakeServer(&sd);

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -30,7 +31,8 @@ struct DrainedRecord {
   std::string payload;
 };
 
-// Drains one receive ring on its own thread, like an OSD poller.
+// Drains one receive ring on its own thread, like an OSD poller. Records whose oid
+// starts with "fail" are released as failed (kResourceExhausted), like a full store.
 class RingDrainer {
  public:
   // keep: copy records out for the test to inspect (off for benchmarks: count only).
@@ -61,6 +63,9 @@ class RingDrainer {
       std::string err;
       switch (c.Next(&v, &err)) {
         case RingConsumer::Poll::kRecord: {
+          if (std::string_view(v.oid, v.header->oid_len).substr(0, 4) == "fail") {
+            failed_.push_back(RecordAck{v.header->tid, absl::StatusCode::kResourceExhausted});
+          }
           if (!keep_) {
             count_++;
             break;
@@ -92,7 +97,8 @@ class RingDrainer {
       }
       if (release_ && c.read_position() > c.released()) {
         c.Release(c.read_position());
-        conn_->ReleaseRing(c.read_position(), {});
+        conn_->ReleaseRing(c.read_position(), failed_);
+        failed_.clear();
       }
     }
   }
@@ -105,6 +111,7 @@ class RingDrainer {
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::vector<DrainedRecord> records_;
+  std::vector<RecordAck> failed_;  // drainer thread only
   std::string error_;
   std::thread thread_;
 };
@@ -138,6 +145,11 @@ class RecordingDispatcher : public Dispatcher {
   void OnReset(const ConnectionRef& conn, const absl::Status& why) override {
     std::lock_guard<std::mutex> l(mu_);
     resets.push_back(why);
+    cv_.notify_all();
+  }
+  void OnRecordsAcked(const ConnectionRef& conn, absl::Span<const RecordAck> acks) override {
+    std::lock_guard<std::mutex> l(mu_);
+    record_acks.insert(record_acks.end(), acks.begin(), acks.end());
     cv_.notify_all();
   }
   void OnRemoteReset(const ConnectionRef& conn) override {
@@ -181,6 +193,7 @@ class RecordingDispatcher : public Dispatcher {
   std::vector<std::shared_ptr<RecvRing>> rings;
   std::vector<std::unique_ptr<RingDrainer>> drainers;
   std::vector<Message> messages;
+  std::vector<RecordAck> record_acks;  // in delivery order
   std::vector<absl::Status> resets;
   std::vector<absl::Status> refused;
   int remote_resets = 0;
