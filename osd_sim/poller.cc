@@ -34,6 +34,10 @@ struct Poller::RingState {
 
 namespace {
 
+// The poller whose thread this is (null elsewhere): a store completion that runs inline
+// on the poller's own thread needs no eventfd wake-up.
+thread_local const Poller* tls_poller = nullptr;
+
 uint64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -96,6 +100,7 @@ void Poller::AddRing(const ConnectionRef& conn, std::shared_ptr<RecvRing> ring) 
     std::lock_guard<std::mutex> l(mu_);
     to_add_.emplace_back(conn, std::move(ring));
   }
+  control_pending_.store(true);
   Wake();
 }
 
@@ -104,6 +109,7 @@ void Poller::RemoveRings(const Connection* conn) {
     std::lock_guard<std::mutex> l(mu_);
     to_remove_.push_back(conn);
   }
+  control_pending_.store(true);
   Wake();
 }
 
@@ -184,7 +190,7 @@ bool Poller::PollRing(RingState* r) {
     sink_->Persist(rec, [this, p](absl::Status s) {
       p->status = std::move(s);
       p->done.store(true, std::memory_order_release);
-      Wake();
+      if (tls_poller != this) Wake();
     });
   }
   return found;
@@ -236,11 +242,12 @@ void Poller::Sleep() {
 }
 
 void Poller::Run() {
+  tls_poller = this;
   const uint64_t spin_ns = static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.spin));
   uint64_t idle_since = NowNs();
   uint64_t last_publish = idle_since;
   while (!stop_.load(std::memory_order_relaxed)) {
-    ApplyControl();
+    if (control_pending_.exchange(false)) ApplyControl();
     bool work = false;
     for (auto& r : rings_) {
       if (PollRing(r.get())) work = true;
@@ -268,6 +275,10 @@ void Poller::Run() {
       std::lock_guard<std::mutex> l(mu_);
       snapshot_ = counters_;
       last_publish = now;
+      // Rings marked for removal are erased once their records are done.
+      for (const auto& r : rings_) {
+        if (r->removing) control_pending_.store(true);
+      }
     }
   }
   // Shutdown: wait (bounded) for records the store still holds, so their ring memory

@@ -100,6 +100,7 @@ class Poller {
   std::vector<RecordAck> failed_;                  // poller thread only: Complete's scratch
   PollerCounters counters_;                        // poller thread only
   std::atomic<bool> stop_{false};
+  std::atomic<bool> control_pending_{false};  // to_add_/to_remove_ changed
   std::atomic<size_t> ring_count_{0};
   std::thread thread_;
 };

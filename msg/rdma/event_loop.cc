@@ -1,10 +1,11 @@
-#include <algorithm>
 #include "msg/rdma/event_loop.h"
 
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "msg/rdma/side_channel.h"
@@ -37,7 +38,10 @@ absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create(absl::Duration spin
   ev.data.u64 = 0;
   epoll_ctl(ep, EPOLL_CTL_ADD, wake, &ev);
   std::unique_ptr<EventLoop> loop(new EventLoop(ep, wake, spin));
-  loop->thread_ = std::thread([l = loop.get()] { l->Run(); });
+  loop->thread_ = std::thread([l = loop.get()] {
+    pthread_setname_np(pthread_self(), "ms-rdma-cq");
+    l->Run();
+  });
   return loop;
 }
 

@@ -1,5 +1,7 @@
 #include "msg/rdma/rdma_shared.h"
 
+#include <pthread.h>
+
 namespace msgr::rdma {
 
 
@@ -23,7 +25,10 @@ RdmaStats RdmaCounters::Stats() const {
 Workers::Workers(int threads) {
   if (threads < 1) threads = 1;
   for (int i = 0; i < threads; ++i) queues_.push_back(std::make_unique<Queue>());
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i] { Run(queues_[i].get()); });
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i] {
+      pthread_setname_np(pthread_self(), "ms-rdma-disp");
+      Run(queues_[i].get());
+    });
 }
 
 Workers::~Workers() { Stop(); }

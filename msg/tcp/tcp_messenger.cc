@@ -1,5 +1,6 @@
 #include "msg/tcp/tcp_messenger.h"
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/post.hpp>
@@ -46,7 +47,10 @@ TcpMessenger::TcpMessenger(std::shared_ptr<TcpShared> shared)
       work_(asio::make_work_guard(shared_->io)),
       accept_strand_(asio::make_strand(shared_->io)) {
   for (int i = 0; i < shared_->options.worker_threads; ++i) {
-    threads_.emplace_back([this] { shared_->io.run(); });
+    threads_.emplace_back([this] {
+      pthread_setname_np(pthread_self(), "ms-tcp-io");
+      shared_->io.run();
+    });
   }
 }
 

@@ -1,5 +1,6 @@
 #include "msg/rdma/verbs/soft/soft_device.h"
 
+#include <pthread.h>
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -402,7 +403,10 @@ SoftDevice::SoftDevice(std::shared_ptr<DeviceCore> core) : core_(std::move(core)
   attr_.max_mr = kMaxRegions;
   port_.port_num = 1;
   port_.active_mtu = 4096;
-  service_ = std::thread([c = core_.get()] { c->ServiceLoop(); });
+  service_ = std::thread([c = core_.get()] {
+    pthread_setname_np(pthread_self(), "soft-hca");
+    c->ServiceLoop();
+  });
 }
 
 SoftDevice::~SoftDevice() {
