@@ -327,6 +327,11 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
         ring_->set_sleep_hook([weak](bool sleeping) {
           if (auto c = weak.lock()) c->SetPeerSleeping(sleeping);
         });
+      } else if (ring_ && resumed) {
+        // A new QP gets a new key: anything still in flight from the old one, or a stale
+        // copy of the key, now finds the ring closed (PROTOCOL.md, "Faults").
+        if (absl::Status s = ring_->Reregister(); !s.ok()) return fail(s);
+        shared_->counters.ring_reregistrations++;
       }
       ready.flags = resumed ? kReadyResumed : 0;
       ready.in_seq = in_seq_;

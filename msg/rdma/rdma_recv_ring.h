@@ -38,6 +38,9 @@ class RdmaRecvRing : public RecvRing {
   void Signal();
   // Revokes the rkey (the session is over); memory stays mapped while this object lives.
   void Revoke();
+  // New keys for the same ring (the session resumed on a new QP): the old rkey is dead,
+  // the records in the ring stay. REQUIRES: no concurrent region() readers.
+  absl::Status Reregister() { return mr_->Reregister(); }
   // Who to tell about the poller sleeping (set by the owning connection).
   void set_sleep_hook(std::function<void(bool)> hook);
 

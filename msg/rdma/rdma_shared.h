@@ -34,7 +34,7 @@ struct RdmaCounters : LiveMessengerCounters {
   std::atomic<uint64_t> sleep_word_writes{0}, doorbells_sent{0}, doorbells_received{0};
   std::atomic<uint64_t> record_payload_bytes_copied_rx{0};
   std::atomic<uint64_t> sends_posted{0}, recvs_completed{0}, control_sends{0};
-  std::atomic<uint64_t> record_writes_posted{0}, qp_faults{0};
+  std::atomic<uint64_t> record_writes_posted{0}, qp_faults{0}, ring_reregistrations{0};
   RdmaStats Stats() const;
 };
 

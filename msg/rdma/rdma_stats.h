@@ -22,6 +22,7 @@ struct RdmaStats {
   uint64_t sends_posted = 0, recvs_completed = 0, control_sends = 0;
   uint64_t record_writes_posted = 0;   // RDMA WRITE work requests for ring records
   uint64_t qp_faults = 0;              // QP errors / lost side channels handled
+  uint64_t ring_reregistrations = 0;   // OSD: rings given new keys when a session resumed
 };
 
 std::optional<RdmaStats> RdmaStatsOf(const Messenger& m);

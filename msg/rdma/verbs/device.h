@@ -220,6 +220,11 @@ class MemoryRegion {
   // Memory owned by the region stays mapped until the object is destroyed. Idempotent.
   virtual absl::Status Deregister() = 0;
   virtual bool registered() const = 0;
+  // Registers the same memory again under new keys and revokes the old ones (what a
+  // connection does when it is re-established: writes still in flight from the old QP,
+  // or a stale peer, find the old rkey dead). The contents are untouched. REQUIRES: not
+  // called concurrently with lkey()/rkey() readers.
+  virtual absl::Status Reregister() = 0;
 
  protected:
   MemoryRegion() = default;

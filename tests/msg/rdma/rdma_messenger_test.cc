@@ -231,6 +231,9 @@ TEST(RdmaMessenger, LosslessSurvivesInjectedFaults) {
   auto echoed = p.client_d.messages();
   for (int i = 0; i < kN; ++i) EXPECT_EQ(echoed[i].payload, std::to_string(i));
   EXPECT_GE(p.client->counters().reconnects, 3u);
+  // Every resumed session re-registered the ring under a new key (records kept).
+  EXPECT_GE(RdmaStatsOf(*p.server)->ring_reregistrations, 3u);
+  EXPECT_EQ(RdmaStatsOf(*p.server)->ring_reregistrations, p.server->counters().reconnects);
 }
 
 TEST(RdmaMessenger, PeerKilledMidWriteServerKeepsServing) {

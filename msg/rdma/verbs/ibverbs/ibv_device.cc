@@ -202,6 +202,18 @@ absl::Status IbvMr::Deregister() {
   return absl::OkStatus();
 }
 
+absl::Status IbvMr::Reregister() {
+  if (!mr_) return absl::FailedPreconditionError("region is deregistered");
+  // Register the memory a second time before dropping the old MR, so the pages stay
+  // pinned throughout; the old keys die with the old MR.
+  MrPtr fresh(ibv_reg_mr(pd_->pd.get(), addr_, length_, ToIbvAccess(access_)));
+  if (!fresh) return ErrnoStatus(errno, absl::StrCat("ibv_reg_mr(", length_, " bytes) again"));
+  mr_ = std::move(fresh);
+  lkey_ = mr_->lkey;
+  rkey_ = mr_->rkey;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<MemoryRegion>> IbvPd::AllocRegion(size_t bytes, uint32_t access,
                                                                  bool huge_pages) {
   if (bytes == 0) return absl::InvalidArgumentError("AllocRegion of 0 bytes");

@@ -76,6 +76,7 @@ class IbvMr : public MemoryRegion {
   IbvMr(std::shared_ptr<PdCore> pd, std::unique_ptr<Mapping> mem, MrPtr mr, uint32_t access);
   absl::Status Deregister() override;
   bool registered() const override { return mr_ != nullptr; }
+  absl::Status Reregister() override;
 
  private:
   std::shared_ptr<PdCore> pd_;

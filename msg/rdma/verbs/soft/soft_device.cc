@@ -351,6 +351,27 @@ absl::Status SoftMr::Deregister() {
   return absl::OkStatus();
 }
 
+absl::Status SoftMr::Reregister() {
+  if (!registered_.load()) return absl::FailedPreconditionError("soft: region is deregistered");
+  // The new registration needs its own descriptor of the shared memory (peers map it
+  // through the fd); Deregister closes the old one.
+  int fd = -1;
+  if (owns_memory_) {
+    uint64_t uid = 0;
+    fd = pd_->dev->DupRegionFd(lkey_, &uid);
+    if (fd < 0) return absl::InternalError("soft: cannot duplicate the region's memfd");
+  }
+  pd_->dev->DeregisterRegion(lkey_);
+  absl::StatusOr<uint32_t> key = pd_->dev->RegisterRegion(pd_->id, addr_, length_, access_, fd);
+  if (!key.ok()) {
+    registered_.store(false);
+    if (fd >= 0) ::close(fd);
+    return key.status();
+  }
+  lkey_ = rkey_ = *key;
+  return absl::OkStatus();
+}
+
 // ---------------------------------------------------------------------------------------
 // PD and device.
 

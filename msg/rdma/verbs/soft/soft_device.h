@@ -122,6 +122,7 @@ class SoftMr : public MemoryRegion {
   ~SoftMr() override;
   absl::Status Deregister() override;
   bool registered() const override { return registered_.load(); }
+  absl::Status Reregister() override;
 
  private:
   explicit SoftMr(std::shared_ptr<PdCore> pd) : pd_(std::move(pd)) {}

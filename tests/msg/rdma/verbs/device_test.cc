@@ -434,6 +434,34 @@ TEST_P(DeviceTest, DeregisteredRegionIsRemoteAccessError) {
   ExpectRemoteAccessError(old_rkey, reinterpret_cast<uint64_t>(dst->addr()), 4096, *dst);
 }
 
+TEST_P(DeviceTest, ReregisteredRegionKeepsDataAndKillsOldKey) {
+  auto dst = Alloc(64 * 1024, kLocalWrite | kRemoteWrite);
+  auto src = Alloc(8192, kLocalWrite);
+  ASSERT_TRUE(dst && src);
+  Fill(src->data(), 8192, 5);
+  auto write = [&](uint32_t rkey, size_t src_off, size_t dst_off) {
+    Sge sge = src->Slice(src_off, 4096);
+    SendWr wr;
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.flags = kSignaled;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.remote_addr = reinterpret_cast<uint64_t>(dst->addr()) + dst_off;
+    wr.rkey = rkey;
+    EXPECT_TRUE(PostOne(a_.qp.get(), wr).ok());
+    return WaitOne(a_.scq.get()).status;
+  };
+  ASSERT_EQ(write(dst->rkey(), 0, 0), WcStatus::kSuccess);
+  const uint32_t old_rkey = dst->rkey();
+  ASSERT_TRUE(dst->Reregister().ok());
+  EXPECT_TRUE(dst->registered());
+  EXPECT_NE(dst->rkey(), old_rkey);
+  EXPECT_EQ(std::memcmp(dst->data(), src->data(), 4096), 0) << "contents survive";
+  ASSERT_EQ(write(dst->rkey(), 4096, 4096), WcStatus::kSuccess) << "the new key works";
+  EXPECT_EQ(std::memcmp(dst->data() + 4096, src->data() + 4096, 4096), 0);
+  ExpectRemoteAccessError(old_rkey, reinterpret_cast<uint64_t>(dst->addr()), 4096, *dst);
+}
+
 TEST_P(DeviceTest, SendWithoutPostedReceiveFails) {
   auto src = Alloc(4096, kLocalWrite);
   ASSERT_TRUE(src);
