@@ -1,6 +1,7 @@
 #include "osd_sim/osd.h"
 
 #include <pthread.h>
+#include <unistd.h>
 #include <sys/uio.h>
 
 #include "absl/strings/str_cat.h"
@@ -95,6 +96,15 @@ absl::Status Osd::Init() {
   so.dir = options_.data_dir;
   so.mode = options_.durability;
   so.capacity_bytes = options_.capacity_bytes;
+  if (so.mode == store::Durability::kMemory && so.capacity_bytes == 0) {
+    // Memory mode keeps every object in RAM: without a cap a long benchmark run takes the
+    // machine down (the kernel's OOM killer picks an OSD). An eighth of RAM per OSD; past
+    // it writes fail with "store full" and the OSD keeps serving.
+    so.capacity_bytes = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 8;
+    spdlog::info("{}: memory mode without --capacity: capping the store at {} MiB (1/8 of RAM)",
+                 me, so.capacity_bytes >> 20);
+  }
   auto st = store::ObjectStore::Open(so);
   if (!st.ok()) {
     return absl::Status(st.status().code(),

@@ -39,7 +39,7 @@ struct OsdOptions {
   std::vector<std::string> ms_types = {"tcp"};  // messengers to serve: "tcp", "rdma"
   std::string bind_host = "127.0.0.1";
   store::Durability durability = store::Durability::kDurable;
-  uint64_t capacity_bytes = 0;                // 0: until the disk is full
+  uint64_t capacity_bytes = 0;  // 0: until the disk is full (memory mode: 1/8 of RAM)
   int pollers = 1;
   int read_threads = 2;                       // serve reads off the messenger's threads
   std::vector<int> poller_cpus;               // pin poller i to poller_cpus[i % size]
