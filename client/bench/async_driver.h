@@ -30,7 +30,11 @@
 namespace msgr::bench {
 
 // Default of --spin-us: how long the driver polls for a completion before it sleeps.
-inline constexpr std::chrono::microseconds kDefaultSpin{50};
+// 0 (never spin) because spinning lost on the 2-core machines we run on: the spinning
+// driver takes the core the messenger worker and the OSDs' pollers need (tcp 4K -t 1:
+// 2.8-3.3k IOPS without spin vs 1.4-2.8k with 50 us; -t 16: 15-17k vs 11-12k; medians
+// of 3, load 7). Spinning may pay off with idle cores: measure with --spin-us.
+inline constexpr std::chrono::microseconds kDefaultSpin{0};
 
 // Handed to `start`; the op's callback calls Done() exactly once. Cheap to copy.
 class OpToken {

@@ -198,9 +198,9 @@ in flight (default 16; reads for verify), timing each from submission to its cal
   --osd-pids, --cluster-dir   OSD processes to measure CPU for (DIR/osd.*.pid)
   --op-timeout S   per-op timeout (default 30)   --mon-timeout S  (default 10)
   --rdma-device    soft|IBDEV for --ms-type rdma  --ms-threads N  messenger worker threads
-  --spin-us US     after submitting, poll up to US microseconds for a completion before
-                   sleeping (default 50; 0 = never spin). A futex wake-up costs 20-30 us
-                   on a 2-core machine: spinning helps -t 1 latency, costs one core
+  --spin-us US     poll up to US microseconds for a completion before sleeping (default 0
+                   = never spin). Saves a futex wake-up (20-30 us) per wait when a core is
+                   idle; on 2 busy cores it starves the messenger and OSDs (it lost here)
   --quiet          no per-second progress lines
 verify reads back every object id listed in FILE (one per line) and checks its pattern.
 Exit status: 0 ok, 1 failed ops, mismatches or setup errors, 2 bad arguments.

@@ -46,7 +46,7 @@ struct BenchArgs {
   bool quiet = false;                // no per-second progress lines
   // How long the driver thread polls for a completion before sleeping (0 = never spin).
   // Same default as kDefaultSpin (async_driver.h).
-  int spin_us = 50;
+  int spin_us = 0;
 };
 
 // "4096", "4K", "4k", "64KiB", "4M", "4MB", "1G": binary multiples. Must be > 0.

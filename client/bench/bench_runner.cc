@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "absl/time/clock.h"
 #include "client/bench/cpu_usage.h"
 #include "client/bench/pattern.h"
 

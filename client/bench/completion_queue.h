@@ -2,10 +2,11 @@
 // driver thread: callbacks Push() a finished op and return at once; the driver Wait()s for
 // them, first spinning for a bounded time and only then sleeping on a condition variable.
 //
-// Why spin: on a 2-core machine a futex wake-up costs 20-30 us, more than a loopback op's
-// network share, so at low concurrency the driver polls an atomic counter for up to `spin`
-// before it sleeps. Push() signals the condition variable only when the driver really
-// sleeps, so a completion that lands while the driver spins costs no system call.
+// Why spin: a futex wake-up costs 20-30 us on our machines, more than a loopback op's
+// network share, so the driver may poll an atomic counter for up to `spin` before it
+// sleeps (it pays only when a core is otherwise idle: see kDefaultSpin). Push() signals
+// the condition variable only when the driver really sleeps, so a completion that lands
+// while the driver spins costs no system call.
 //
 // Thread-safety: Push() from any number of threads (also inline from inside the driver's
 // own submit call); Wait() from one thread at a time. Push() never blocks beyond a short
