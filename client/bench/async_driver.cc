@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+
 namespace msgr::bench {
 
 void OpToken::Done(absl::Status status, std::string data) const {
@@ -15,6 +17,15 @@ void OpToken::Done(absl::Status status, std::string data) const {
   c.data = std::move(data);
   c.submitted = submitted_;
   q_->Push(std::move(c));
+}
+
+std::string DriverSummary(const DriverStats& s) {
+  double pct = s.seconds > 0 ? 100 * s.start_seconds / s.seconds : 0;
+  return absl::StrFormat(
+      "driver: ops %d, max in flight %d, in start %.0f%% of the run, handoff to driver p50 "
+      "%.1f us p99 %.1f us, waits %d (spin hits %d, sleeps %d)",
+      s.completed, s.max_in_flight, pct, s.handoff.Percentile(0.5) / 1e3,
+      s.handoff.Percentile(0.99) / 1e3, s.queue.waits, s.queue.spin_hits, s.queue.sleeps);
 }
 
 DriverStats RunDriver(const DriverOptions& o, const DriverHooks& hooks) {
@@ -30,6 +41,7 @@ DriverStats RunDriver(const DriverOptions& o, const DriverHooks& hooks) {
                     : kNever;
   Clock::time_point next_tick = hooks.tick ? t0 + o.tick : kNever;
   Clock::time_point first_start{}, last_done{};
+  Clock::duration start_time{};
   int tick = 0;
   int in_flight = 0;
   bool stopping = false;  // no more ops will be started
@@ -55,6 +67,7 @@ DriverStats RunDriver(const DriverOptions& o, const DriverHooks& hooks) {
       ++st.started;
       st.max_in_flight = std::max(st.max_in_flight, in_flight);
       hooks.start(n, OpToken(q, n, now));  // may complete inline (Push from this thread)
+      start_time += Clock::now() - now;
     }
     if (in_flight == 0) break;  // stopping (a non-stopping refill leaves >= 1 in flight)
 
@@ -67,7 +80,10 @@ DriverStats RunDriver(const DriverOptions& o, const DriverHooks& hooks) {
     Clock::time_point deadline = std::min(next_tick, stopping ? kNever : stop_at);
     batch.clear();
     if (q->Wait(&batch, deadline, o.spin) == 0) continue;
+    const Clock::time_point taken = Clock::now();
     for (Completion& c : batch) {
+      st.handoff.Record(static_cast<uint64_t>(std::max<int64_t>(
+          0, std::chrono::duration_cast<std::chrono::nanoseconds>(taken - c.completed).count())));
       --in_flight;
       ++st.completed;
       last_done = std::max(last_done, c.completed);
@@ -77,6 +93,7 @@ DriverStats RunDriver(const DriverOptions& o, const DriverHooks& hooks) {
   }
   st.seconds = st.started > 0 ? std::chrono::duration<double>(last_done - first_start).count()
                               : 0;
+  st.start_seconds = std::chrono::duration<double>(start_time).count();
   st.queue = q->counters();
   return st;
 }

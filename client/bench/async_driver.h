@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "client/bench/completion_queue.h"
+#include "client/bench/latency_histogram.h"
 
 namespace msgr::bench {
 
@@ -71,8 +72,15 @@ struct DriverStats {
   uint64_t started = 0, completed = 0;
   int max_in_flight = 0;      // highest number of ops in flight at once
   double seconds = 0;         // first start to last completion
+  double start_seconds = 0;   // spent inside `start` (async calls blocking on credit...)
+  // Per op, from its callback to the driver taking it (wake-up and scheduling delay):
+  // the time its slot stays empty, ops not really in flight.
+  LatencyHistogram handoff;   // nanoseconds
   CompletionQueueCounters queue;
 };
+
+// One line for humans: "driver: ops N, max in flight T, in start X% of the run, ..."
+std::string DriverSummary(const DriverStats& s);
 
 // Runs until the count or time limit stops new ops and every started op has completed.
 // REQUIRES: o.concurrency >= 1, o.count > 0 || o.seconds > 0, hooks.start/complete set.

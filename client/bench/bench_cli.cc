@@ -135,6 +135,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
       return kExitUsage;
     }
     report.run = std::move(*run);
+    err << "bench: " << DriverSummary(report.run.driver) << "\n";
 
     auto after = SampleCpu(pids);
     double osd_cpu = 0;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -74,6 +75,12 @@ TEST(AsyncDriverTest, CountModeKeepsExactlyTInFlightAndStartsExactlyN) {
     EXPECT_EQ(*ids.begin(), 0u);
     EXPECT_EQ(*ids.rbegin(), 199u);
     EXPECT_GT(st.seconds, 0);
+    EXPECT_EQ(st.handoff.count(), 200u);  // one callback-to-driver delay per op
+    EXPECT_GE(st.start_seconds, 0);
+    EXPECT_LE(st.start_seconds, st.seconds);
+    std::string line = DriverSummary(st);
+    EXPECT_NE(line.find("ops 200, max in flight " + std::to_string(t)), std::string::npos)
+        << line;
   }
 }
 
