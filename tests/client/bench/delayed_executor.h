@@ -53,8 +53,9 @@ class DelayedExecutor {
         cv_.wait(l);
         continue;
       }
-      if (Clock::now() < q_.top().due) {
-        cv_.wait_until(l, q_.top().due);
+      const Clock::time_point due = q_.top().due;  // a copy: After() may reallocate q_
+      if (Clock::now() < due) {
+        cv_.wait_until(l, due);
         continue;
       }
       auto f = std::move(const_cast<Item&>(q_.top()).f);
