@@ -4,9 +4,12 @@
 #   tools/bench.sh --mon HOST:PORT --ms-type tcp|rdma -b SIZE -t CONCURRENCY --seconds S
 #                  [--count N] [--json FILE] [--acked-log FILE] [--verify]
 #                  [--auth none|KEYRING] [--prefix P] [--osd-pids PID,...] [--cluster-dir DIR]
+#                  [--spin-us US]
 #   tools/bench.sh verify --mon HOST:PORT [--ms-type tcp|rdma] --oids FILE [--json FILE]
 #   tools/bench.sh --help                      (every flag)
 #
+# One thread keeps CONCURRENCY asynchronous writes in flight; --spin-us US makes it poll
+# for completions that long before sleeping (default 0: on 2 busy cores spinning lost).
 # Builds the optimised binaries first (bazel build -c opt //client/bench:bench //osd_sim/...;
 # a no-op when nothing changed), then runs bazel-bin/client/bench/bench with the arguments.
 # MSGR_REBUILD=0 skips the build when the binary exists; MSGR_BIN points at another bin dir.

@@ -3,7 +3,8 @@
 //   bench --mon HOST:PORT [--ms-type tcp|rdma] [-b SIZE] [-t CONCURRENCY] [--seconds S]
 //         [--count N] [--json FILE] [--acked-log FILE] [--verify] [--auth none|KEYRING]
 //         [--prefix P] [--osd-pids PID,...] [--cluster-dir DIR] [--op-timeout S]
-//         [--mon-timeout S] [--rdma-device soft|IBDEV] [--ms-threads N] [--quiet]
+//         [--mon-timeout S] [--rdma-device soft|IBDEV] [--ms-threads N] [--spin-us US]
+//         [--quiet]
 //   bench verify --mon HOST:PORT [--ms-type tcp|rdma] --oids FILE [--json FILE] [-t N] ...
 //
 // Parsing is pure (no I/O): errors are INVALID_ARGUMENT with a message naming the flag;
@@ -43,6 +44,9 @@ struct BenchArgs {
   std::string rdma_device;
   int ms_threads = 0;                // messenger worker threads (0 = the client's default)
   bool quiet = false;                // no per-second progress lines
+  // How long the driver thread polls for a completion before sleeping (0 = never spin).
+  // Same default as kDefaultSpin (async_driver.h).
+  int spin_us = 0;
 };
 
 // "4096", "4K", "4k", "64KiB", "4M", "4MB", "1G": binary multiples. Must be > 0.

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <set>
@@ -102,12 +103,13 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     return absl::IsInvalidArgument(client.status()) ? kExitUsage : kExitFailed;
   }
   client::Client& c = **client;
+  const std::chrono::nanoseconds spin = std::chrono::microseconds(a.spin_us);
 
   if (a.mode == BenchArgs::Mode::kVerify) {
     report.mode = "verify";
     report.verify_enabled = true;
     report.verify = VerifyObjects(c, oids.size(), [&](uint64_t i) { return oids[i]; },
-                                  a.concurrency);
+                                  a.concurrency, /*object_size=*/0, spin);
   } else {
     std::vector<int> pids = a.osd_pids;
     if (!a.cluster_dir.empty()) {
@@ -124,6 +126,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     wo.count = a.count;
     wo.acked_log = a.acked_log;
     wo.progress = !a.quiet;
+    wo.spin = spin;
     err << "bench: writing " << a.object_size << "-byte objects " << wo.prefix << "_N, -t "
         << a.concurrency << ", ms_type " << a.ms_type << ", auth " << report.auth << "\n";
     auto run = RunWrites(c, wo, err);
@@ -132,6 +135,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
       return kExitUsage;
     }
     report.run = std::move(*run);
+    err << "bench: " << DriverSummary(report.run.driver) << "\n";
 
     auto after = SampleCpu(pids);
     double osd_cpu = 0;
@@ -151,7 +155,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
       const auto& acked = report.run.acked;
       report.verify = VerifyObjects(
           c, acked.size(), [&](uint64_t i) { return ObjectId(wo.prefix, acked[i]); },
-          a.concurrency, a.object_size);
+          a.concurrency, a.object_size, spin);
     }
   }
   c.Shutdown();

@@ -1,17 +1,14 @@
 #include "client/bench/bench_runner.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <mutex>
-#include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "absl/time/clock.h"
 #include "client/bench/cpu_usage.h"
 #include "client/bench/pattern.h"
 
@@ -20,129 +17,144 @@ namespace {
 
 constexpr size_t kMaxSamples = 5;
 
-// State the write workers share with the progress loop.
-struct WriteShared {
-  std::mutex mu;
-  LatencyHistogram total;          // guarded by mu
-  uint64_t interval_count = 0;     // guarded by mu: since the last progress line
-  uint64_t interval_sum_ns = 0;    // guarded by mu
-  uint64_t ops = 0, bytes = 0, errors = 0;   // guarded by mu
-  std::vector<std::string> samples;          // guarded by mu
-  std::vector<uint64_t> acked;               // guarded by mu
-  FILE* acked_log = nullptr;                 // written under mu
-  std::atomic<uint64_t> next{0};
-  std::atomic<bool> stop{false};
-  std::atomic<int> running{0};
-};
-
 }  // namespace
 
 std::string ObjectId(const std::string& prefix, uint64_t n) { return absl::StrCat(prefix, "_", n); }
 
+ObjectOps OpsOf(client::Client& c) {
+  ObjectOps ops;
+  ops.write = [&c](std::string oid, std::shared_ptr<const std::string> data,
+                   client::WriteCallback cb) {
+    c.AsyncWrite(std::move(oid), std::move(data), std::move(cb));
+  };
+  ops.read = [&c](std::string oid, client::ReadCallback cb) {
+    c.AsyncRead(std::move(oid), std::move(cb));
+  };
+  return ops;
+}
+
 absl::StatusOr<WriteRunResult> RunWrites(client::Client& c, const WriteRunOptions& o,
                                          std::ostream& out) {
-  WriteShared sh;
+  return RunWrites(OpsOf(c), o, out);
+}
+
+absl::StatusOr<WriteRunResult> RunWrites(const ObjectOps& ops, const WriteRunOptions& o,
+                                         std::ostream& out) {
+  FILE* acked_log = nullptr;
   if (!o.acked_log.empty()) {
-    sh.acked_log = std::fopen(o.acked_log.c_str(), "a");
-    if (sh.acked_log == nullptr) {
+    acked_log = std::fopen(o.acked_log.c_str(), "a");
+    if (acked_log == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("cannot open --acked-log ", o.acked_log, " for appending"));
     }
   }
-  const double cpu0 = SelfCpuSeconds();
-  const absl::Time start = absl::Now();
-  sh.running = o.concurrency;
-  std::vector<std::thread> workers;
-  for (int t = 0; t < o.concurrency; ++t) {
-    workers.emplace_back([&] {
-      while (!sh.stop.load(std::memory_order_relaxed)) {
-        uint64_t n = sh.next.fetch_add(1);
-        if (o.count > 0 && n >= o.count) break;
-        std::string oid = ObjectId(o.prefix, n);
-        auto data = std::make_shared<const std::string>(MakePattern(oid, o.object_size));
-        absl::Time t0 = absl::Now();
-        absl::Status s = c.Write(oid, data);
-        uint64_t ns = absl::ToInt64Nanoseconds(absl::Now() - t0);
-        std::lock_guard<std::mutex> l(sh.mu);
-        if (s.ok()) {
-          sh.total.Record(ns);
-          ++sh.interval_count;
-          sh.interval_sum_ns += ns;
-          ++sh.ops;
-          sh.bytes += o.object_size;
-          sh.acked.push_back(n);
-          if (sh.acked_log) {
-            std::fprintf(sh.acked_log, "%s\n", oid.c_str());
-            std::fflush(sh.acked_log);
-          }
-        } else {
-          ++sh.errors;
-          if (sh.samples.size() < kMaxSamples) sh.samples.push_back(s.ToString());
-        }
-      }
-      --sh.running;
-    });
-  }
-  if (o.progress) out << "  sec        ops      MB/s   cur lat(us)   avg lat(us)\n" << std::flush;
-  uint64_t last_ops = 0;
-  for (int sec = 1; sh.running.load() > 0; ++sec) {
-    absl::Time tick = start + absl::Seconds(sec);
-    while (sh.running.load() > 0 && absl::Now() < tick) {
-      absl::SleepFor(std::min(absl::Milliseconds(10), tick - absl::Now()));
-      if (o.seconds > 0 && absl::Now() - start >= absl::Seconds(o.seconds)) sh.stop = true;
-    }
-    if (sh.running.load() == 0 || !o.progress) continue;
-    std::lock_guard<std::mutex> l(sh.mu);
-    double cur_us = sh.interval_count ? sh.interval_sum_ns / 1e3 / sh.interval_count : 0;
-    double mbs = (sh.ops - last_ops) * static_cast<double>(o.object_size) / (1 << 20);
-    out << absl::StrFormat("%5d %10d %9.2f %13.1f %13.1f\n", sec, sh.ops, mbs, cur_us,
-                           sh.total.mean() / 1e3)
-        << std::flush;
-    last_ops = sh.ops;
-    sh.interval_count = 0;
-    sh.interval_sum_ns = 0;
-  }
-  for (auto& w : workers) w.join();
   WriteRunResult r;
-  r.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  // Everything below is touched only by the driver thread (hooks), so nothing is locked.
+  std::string staged_oid;
+  std::shared_ptr<const std::string> staged_data;
+  uint64_t interval_count = 0, interval_sum_ns = 0, last_ops = 0;
+  bool acked_pending = false;
+
+  DriverOptions dopt;
+  dopt.concurrency = o.concurrency;
+  dopt.count = o.count;
+  dopt.seconds = o.seconds;
+  dopt.spin = o.spin;
+  DriverHooks hooks;
+  hooks.prepare = [&](uint64_t n) {
+    staged_oid = ObjectId(o.prefix, n);
+    staged_data = std::make_shared<const std::string>(MakePattern(staged_oid, o.object_size));
+  };
+  hooks.start = [&](uint64_t n, const OpToken& t) {
+    ops.write(std::move(staged_oid), std::move(staged_data),
+              [t](absl::Status s) { t.Done(std::move(s)); });
+  };
+  hooks.complete = [&](Completion& c) {
+    if (!c.status.ok()) {
+      ++r.errors;
+      if (r.error_samples.size() < kMaxSamples) r.error_samples.push_back(c.status.ToString());
+      return;
+    }
+    uint64_t ns = c.latency_ns();
+    r.latency.Record(ns);
+    ++interval_count;
+    interval_sum_ns += ns;
+    ++r.ops;
+    r.bytes += o.object_size;
+    r.acked.push_back(c.n);
+    if (acked_log != nullptr) {
+      std::string line = absl::StrCat(ObjectId(o.prefix, c.n), "\n");
+      std::fwrite(line.data(), 1, line.size(), acked_log);
+      acked_pending = true;
+    }
+  };
+  hooks.after_batch = [&] {  // one flush per batch of acks, not per ack
+    if (acked_pending) std::fflush(acked_log);
+    acked_pending = false;
+  };
+  if (o.progress) {
+    hooks.tick = [&](int sec) {
+      double cur_us = interval_count ? interval_sum_ns / 1e3 / interval_count : 0;
+      double mbs = (r.ops - last_ops) * static_cast<double>(o.object_size) / (1 << 20);
+      out << absl::StrFormat("%5d %10d %9.2f %13.1f %13.1f\n", sec, r.ops, mbs, cur_us,
+                             r.latency.mean() / 1e3)
+          << std::flush;
+      last_ops = r.ops;
+      interval_count = 0;
+      interval_sum_ns = 0;
+    };
+    out << "  sec        ops      MB/s   cur lat(us)   avg lat(us)\n" << std::flush;
+  }
+  const double cpu0 = SelfCpuSeconds();
+  r.driver = RunDriver(dopt, hooks);
   r.client_cpu_s = SelfCpuSeconds() - cpu0;
-  if (sh.acked_log) std::fclose(sh.acked_log);
-  r.ops = sh.ops;
-  r.bytes = sh.bytes;
-  r.errors = sh.errors;
-  r.error_samples = std::move(sh.samples);
-  r.latency = sh.total;
-  r.acked = std::move(sh.acked);
+  r.seconds = r.driver.seconds;
+  if (acked_log != nullptr) std::fclose(acked_log);
   return r;
 }
 
 VerifyResult VerifyObjects(client::Client& c, uint64_t n,
                            const std::function<std::string(uint64_t)>& oid_of, int concurrency,
-                           uint64_t object_size) {
+                           uint64_t object_size, std::chrono::nanoseconds spin) {
+  return VerifyObjects(OpsOf(c), n, oid_of, concurrency, object_size, spin);
+}
+
+VerifyResult VerifyObjects(const ObjectOps& ops, uint64_t n,
+                           const std::function<std::string(uint64_t)>& oid_of, int concurrency,
+                           uint64_t object_size, std::chrono::nanoseconds spin) {
+  VerifyResult r;
+  if (n == 0) return r;
   if (object_size > 0) {
     uint64_t cap = std::max<uint64_t>(1, kVerifyBytesInFlight / object_size);
     concurrency = static_cast<int>(std::min<uint64_t>(concurrency, cap));
   }
-  std::mutex mu;
-  VerifyResult r;
-  std::atomic<uint64_t> next{0};
-  std::vector<std::thread> workers;
-  for (int t = 0; t < concurrency && static_cast<uint64_t>(t) < n; ++t) {
-    workers.emplace_back([&] {
-      for (uint64_t i = next++; i < n; i = next++) {
-        std::string oid = oid_of(i);
-        auto data = c.Read(oid);
-        absl::Status s = data.ok() ? VerifyPattern(oid, *data) : data.status();
-        std::lock_guard<std::mutex> l(mu);
-        ++r.checked;
-        if (!s.ok()) {
-          ++r.mismatches;
-          if (r.samples.size() < kMaxSamples) r.samples.push_back(s.ToString());
-        }
+  auto fail = [&r](const absl::Status& s) {
+    ++r.mismatches;
+    if (r.samples.size() < kMaxSamples) r.samples.push_back(s.ToString());
+  };
+  DriverOptions dopt;
+  dopt.concurrency = std::max(1, concurrency);
+  dopt.count = n;
+  dopt.spin = spin;
+  DriverHooks hooks;
+  hooks.start = [&](uint64_t i, const OpToken& t) {
+    ops.read(oid_of(i), [t](absl::StatusOr<std::string> d) {
+      if (d.ok()) {
+        t.Done(absl::OkStatus(), std::move(*d));
+      } else {
+        t.Done(d.status());
       }
     });
-  }
-  for (auto& w : workers) w.join();
+  };
+  // The pattern check runs here on the driver thread, not in the (non-blocking) callback.
+  hooks.complete = [&](Completion& c) {
+    ++r.checked;
+    if (!c.status.ok()) return fail(c.status);
+    absl::Status s = VerifyPattern(oid_of(c.n), c.data);
+    if (!s.ok()) fail(s);
+    std::string().swap(c.data);  // free the object now, not when the batch is reused
+  };
+  RunDriver(dopt, hooks);
   return r;
 }
 

@@ -1,26 +1,46 @@
 // The benchmark's phases over a connected Client: a timed (or counted) write run with
 // `concurrency` ops in flight, and a read-back verification of objects by id.
 //
-// The write run uses `concurrency` threads, each with one synchronous write in flight
-// (as `rados bench -t`). Contents are MakePattern(oid, size) (pattern.h), generated
-// outside the timed section. Latency is per op, submission to acknowledgement.
+// Both run on the caller's thread with the asynchronous driver (async_driver.h): it keeps
+// `concurrency` ops in flight through AsyncWrite / AsyncRead (as `rados bench -t` with
+// aio), with no thread per op. Contents are MakePattern(oid, size) (pattern.h), generated
+// outside the timed section. Latency is per op, on the monotonic clock, from just before
+// the async call to the start of its completion callback (so it does not include waking
+// the driver thread). Progress lines, the acked log and read-back checks are done by the
+// driver thread, never inside a callback.
 //
-// Thread-safety: each call runs on the caller's thread and joins its own workers.
+// Thread-safety: each call runs on the caller's thread; it returns after every op it
+// started has completed.
 #ifndef MSGR_CLIENT_BENCH_BENCH_RUNNER_H_
 #define MSGR_CLIENT_BENCH_BENCH_RUNNER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/bench/async_driver.h"
 #include "client/bench/latency_histogram.h"
 #include "client/client.h"
 
 namespace msgr::bench {
+
+// The asynchronous operations the runner uses: a Client's (OpsOf), or a fake in tests.
+// Same contract as Client::AsyncWrite / AsyncRead: the callback runs exactly once, on any
+// thread or inline, and the call itself may block for back-pressure.
+struct ObjectOps {
+  std::function<void(std::string oid, std::shared_ptr<const std::string> data,
+                     client::WriteCallback cb)>
+      write;
+  std::function<void(std::string oid, client::ReadCallback cb)> read;
+};
+
+ObjectOps OpsOf(client::Client& c);
 
 struct WriteRunOptions {
   std::string prefix;            // object ids are prefix + "_" + n
@@ -30,6 +50,7 @@ struct WriteRunOptions {
   uint64_t count = 0;            // 0: no count limit
   std::string acked_log;         // "" = none; else appended, flushed per line
   bool progress = true;          // one line per second on `progress_out`
+  std::chrono::nanoseconds spin = kDefaultSpin;  // --spin-us: poll for completions first
 };
 
 struct WriteRunResult {
@@ -41,10 +62,15 @@ struct WriteRunResult {
   LatencyHistogram latency;      // nanoseconds
   std::vector<uint64_t> acked;   // indices of acknowledged objects
   double client_cpu_s = 0;       // this process, during the run
+  DriverStats driver;            // in-flight high-water mark, spin hits, sleeps
 };
 
 std::string ObjectId(const std::string& prefix, uint64_t n);
 
+// INVALID_ARGUMENT if the acked log cannot be opened; otherwise the run's results (failed
+// ops are counted in `errors`, not returned as an error).
+absl::StatusOr<WriteRunResult> RunWrites(const ObjectOps& ops, const WriteRunOptions& o,
+                                         std::ostream& progress_out);
 absl::StatusOr<WriteRunResult> RunWrites(client::Client& c, const WriteRunOptions& o,
                                          std::ostream& progress_out);
 
@@ -62,9 +88,14 @@ inline constexpr uint64_t kVerifyBytesInFlight = 32ull << 20;
 // Reads back objects oid_of(0 .. n-1) with up to `concurrency` reads in flight (fewer for
 // large objects: at most kVerifyBytesInFlight / object_size, at least 1) and checks them
 // against their pattern. `object_size` 0 means unknown (no cap).
+VerifyResult VerifyObjects(const ObjectOps& ops, uint64_t n,
+                           const std::function<std::string(uint64_t)>& oid_of, int concurrency,
+                           uint64_t object_size = 0,
+                           std::chrono::nanoseconds spin = kDefaultSpin);
 VerifyResult VerifyObjects(client::Client& c, uint64_t n,
                            const std::function<std::string(uint64_t)>& oid_of, int concurrency,
-                           uint64_t object_size = 0);
+                           uint64_t object_size = 0,
+                           std::chrono::nanoseconds spin = kDefaultSpin);
 
 // Object ids from a file, one per line (blank lines skipped).
 absl::StatusOr<std::vector<std::string>> ReadOidFile(const std::string& path);
