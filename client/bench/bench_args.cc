@@ -96,7 +96,7 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
     static const char* kWithValue[] = {
         "--mon", "--ms-type", "-b", "-t", "--seconds", "--count", "--json", "--acked-log",
         "--auth", "--prefix", "--osd-pids", "--cluster-dir", "--oids", "--op-timeout",
-        "--mon-timeout", "--rdma-device", "--ms-threads", "--spin-us"};
+        "--mon-timeout", "--rdma-device", "--ms-threads", "--spin-us", "--submit-threads"};
     if (std::find(std::begin(kWithValue), std::end(kWithValue), flag) == std::end(kWithValue)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown argument '", in[i], "'"));
     }
@@ -130,6 +130,11 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
     } else if (flag == "--ms-threads") {
       if (!absl::SimpleAtoi(value, &a.ms_threads) || a.ms_threads < 1 || a.ms_threads > 64) {
         return Bad(flag, absl::StrCat("'", value, "' is not a thread count in 1..64"));
+      }
+    } else if (flag == "--submit-threads") {
+      if (!absl::SimpleAtoi(value, &a.submit_threads) || a.submit_threads < 0 ||
+          a.submit_threads > 64) {
+        return Bad(flag, absl::StrCat("'", value, "' is not a thread count in 0..64"));
       }
     } else if (flag == "--spin-us") {
       if (!absl::SimpleAtoi(value, &a.spin_us) || a.spin_us < 0 || a.spin_us > kMaxSpinUs) {
@@ -184,6 +189,7 @@ std::string BenchUsage() {
   bench.sh --mon HOST:PORT [--ms-type tcp|rdma] [-b SIZE] [-t CONCURRENCY] [--seconds S]
            [--count N] [--json FILE] [--acked-log FILE] [--verify] [--auth none|KEYRING]
            [--prefix P] [--osd-pids PID,...] [--cluster-dir DIR] [--spin-us US]
+           [--submit-threads N]
   bench.sh verify --mon HOST:PORT [--ms-type tcp|rdma] --oids FILE [--json FILE] [-t N]
 
 Writes objects of SIZE bytes (4K, 64K, 4M ...; default 4M) for S seconds (default 10) or
@@ -201,6 +207,9 @@ in flight (default 16; reads for verify), timing each from submission to its cal
   --spin-us US     poll up to US microseconds for a completion before sleeping (default 0
                    = never spin). Saves a futex wake-up (20-30 us) per wait when a core is
                    idle; on 2 busy cores it starves the messenger and OSDs (it lost here)
+  --submit-threads N  threads that issue the writes (default 2 for objects of 256 KiB and
+                   up, else 0 = the driver thread itself): a send copies the object on the
+                   calling thread, so one thread serializes large writes
   --quiet          no per-second progress lines
 verify reads back every object id listed in FILE (one per line) and checks its pattern.
 Exit status: 0 ok, 1 failed ops, mismatches or setup errors, 2 bad arguments.

@@ -47,6 +47,7 @@ struct BenchArgs {
   // How long the driver thread polls for a completion before sleeping (0 = never spin).
   // Same default as kDefaultSpin (async_driver.h).
   int spin_us = 0;
+  int submit_threads = -1;  // -1: DefaultSubmitThreads(object_size)
 };
 
 // "4096", "4K", "4k", "64KiB", "4M", "4MB", "1G": binary multiples. Must be > 0.

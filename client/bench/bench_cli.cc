@@ -11,6 +11,7 @@
 #include "client/bench/bench_args.h"
 #include "client/bench/bench_report.h"
 #include "client/bench/bench_runner.h"
+#include "client/bench/send_pool.h"
 #include "client/bench/cpu_usage.h"
 #include "client/client.h"
 
@@ -127,6 +128,8 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     wo.acked_log = a.acked_log;
     wo.progress = !a.quiet;
     wo.spin = spin;
+    wo.submit_threads =
+        a.submit_threads >= 0 ? a.submit_threads : DefaultSubmitThreads(a.object_size);
     err << "bench: writing " << a.object_size << "-byte objects " << wo.prefix << "_N, -t "
         << a.concurrency << ", ms_type " << a.ms_type << ", auth " << report.auth << "\n";
     auto run = RunWrites(c, wo, err);

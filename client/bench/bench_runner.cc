@@ -1,4 +1,5 @@
 #include "client/bench/bench_runner.h"
+#include "client/bench/send_pool.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -65,7 +66,15 @@ absl::StatusOr<WriteRunResult> RunWrites(const ObjectOps& ops, const WriteRunOpt
     staged_oid = ObjectId(o.prefix, n);
     staged_data = std::make_shared<const std::string>(MakePattern(staged_oid, o.object_size));
   };
+  std::unique_ptr<SendPool> pool;
+  if (o.submit_threads > 0) pool = std::make_unique<SendPool>(o.submit_threads);
   hooks.start = [&](uint64_t n, const OpToken& t) {
+    if (pool) {
+      pool->Post([&ops, oid = std::move(staged_oid), data = std::move(staged_data), t]() mutable {
+        ops.write(std::move(oid), std::move(data), [t](absl::Status s) { t.Done(std::move(s)); });
+      });
+      return;
+    }
     ops.write(std::move(staged_oid), std::move(staged_data),
               [t](absl::Status s) { t.Done(std::move(s)); });
   };
@@ -107,6 +116,7 @@ absl::StatusOr<WriteRunResult> RunWrites(const ObjectOps& ops, const WriteRunOpt
   }
   const double cpu0 = SelfCpuSeconds();
   r.driver = RunDriver(dopt, hooks);
+  pool.reset();  // RunDriver drained every op: the pool is idle
   r.client_cpu_s = SelfCpuSeconds() - cpu0;
   r.seconds = r.driver.seconds;
   if (acked_log != nullptr) std::fclose(acked_log);

@@ -51,6 +51,7 @@ struct WriteRunOptions {
   std::string acked_log;         // "" = none; else appended, flushed per line
   bool progress = true;          // one line per second on `progress_out`
   std::chrono::nanoseconds spin = kDefaultSpin;  // --spin-us: poll for completions first
+  int submit_threads = 0;        // --submit-threads: 0 = AsyncWrite on the driver thread
 };
 
 struct WriteRunResult {

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/bench/bench_args.h"
 #include "client/bench/pattern.h"
+#include "client/bench/send_pool.h"
 #include "gtest/gtest.h"
 #include "tests/client/bench/delayed_executor.h"
 
@@ -222,6 +223,38 @@ TEST(BenchRunnerTest, VerifyReadsBackAndFindsACorruptObject) {
   EXPECT_NE(all.find("v_50"), std::string::npos) << all;
 
   EXPECT_EQ(VerifyObjects(store.Ops(), 0, oid_of, 8).checked, 0u);
+}
+
+TEST(BenchRunnerTest, SubmitThreadsWriteExactlyNWithinConcurrency) {
+  FakeStore store(200us);
+  WriteRunOptions o;
+  o.prefix = "p";
+  o.object_size = 5000;
+  o.concurrency = 8;
+  o.count = 400;
+  o.progress = false;
+  o.submit_threads = 2;
+  std::ostringstream out;
+  auto r = RunWrites(store.Ops(), o, out);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ops, 400u);
+  EXPECT_EQ(r->errors, 0u);
+  EXPECT_LE(store.max_in_flight(), 8);
+  auto objs = store.objects();
+  ASSERT_EQ(objs.size(), 400u);
+  for (const auto& [oid, data] : objs) ASSERT_EQ(data, MakePattern(oid, 5000)) << oid;
+}
+
+TEST(BenchArgsSpinTest, SubmitThreadsFlag) {
+  auto a = ParseBenchArgs({"--mon", "h:1", "--submit-threads", "3"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->submit_threads, 3);
+  EXPECT_EQ(ParseBenchArgs({"--mon", "h:1"})->submit_threads, -1) << "default: by size";
+  EXPECT_EQ(DefaultSubmitThreads(4096), 0);
+  EXPECT_EQ(DefaultSubmitThreads(4 << 20), 2);
+  auto b = ParseBenchArgs({"--mon", "h:1", "--submit-threads", "-2"});
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("--submit-threads"), std::string::npos) << b.status();
 }
 
 TEST(BenchArgsSpinTest, SpinUsFlag) {
