@@ -84,6 +84,10 @@ class Client {
   }
   absl::StatusOr<std::string> Read(std::string oid) { return objecter_->Read(std::move(oid)); }
 
+  // Polling mode (Objecter::Poll): one round of the messenger's completion work on this
+  // thread; completions may run inside. For a caller that spins while it waits.
+  bool Poll() { return objecter_->Poll(); }
+
   // Stops following the map, then fails pending ops with kCancelled. Idempotent.
   void Shutdown();
 

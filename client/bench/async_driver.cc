@@ -79,7 +79,7 @@ DriverStats RunDriver(const DriverOptions& o, const DriverHooks& hooks) {
     if (!stopping && now >= stop_at) stopping = true;
     Clock::time_point deadline = std::min(next_tick, stopping ? kNever : stop_at);
     batch.clear();
-    if (q->Wait(&batch, deadline, o.spin) == 0) continue;
+    if (q->Wait(&batch, deadline, o.spin, o.poll) == 0) continue;
     const Clock::time_point taken = Clock::now();
     for (Completion& c : batch) {
       st.handoff.Record(static_cast<uint64_t>(std::max<int64_t>(

@@ -63,6 +63,7 @@ struct DriverOptions {
   uint64_t count = 0;         // ops to start in all; 0 = no limit (then seconds > 0)
   double seconds = 0;         // stop starting ops after this long; 0 = no limit
   std::chrono::nanoseconds spin = kDefaultSpin;  // 0 = never spin
+  std::function<bool()> poll;  // optional: called while spinning (reaps completions)
   std::chrono::nanoseconds tick = std::chrono::seconds(1);  // period of `tick`
 };
 

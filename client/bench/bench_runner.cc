@@ -31,6 +31,7 @@ ObjectOps OpsOf(client::Client& c) {
   ops.read = [&c](std::string oid, client::ReadCallback cb) {
     c.AsyncRead(std::move(oid), std::move(cb));
   };
+  ops.poll = [&c] { return c.Poll(); };
   return ops;
 }
 
@@ -61,6 +62,7 @@ absl::StatusOr<WriteRunResult> RunWrites(const ObjectOps& ops, const WriteRunOpt
   dopt.count = o.count;
   dopt.seconds = o.seconds;
   dopt.spin = o.spin;
+  dopt.poll = ops.poll;
   DriverHooks hooks;
   hooks.prepare = [&](uint64_t n) {
     staged_oid = ObjectId(o.prefix, n);
@@ -146,6 +148,7 @@ VerifyResult VerifyObjects(const ObjectOps& ops, uint64_t n,
   dopt.concurrency = std::max(1, concurrency);
   dopt.count = n;
   dopt.spin = spin;
+  dopt.poll = ops.poll;
   DriverHooks hooks;
   hooks.start = [&](uint64_t i, const OpToken& t) {
     ops.read(oid_of(i), [t](absl::StatusOr<std::string> d) {

@@ -38,6 +38,9 @@ struct ObjectOps {
                      client::WriteCallback cb)>
       write;
   std::function<void(std::string oid, client::ReadCallback cb)> read;
+  // Optional: reaps completions on the calling thread (Client::Poll); the driver calls it
+  // while it spins (--spin-us) instead of only watching its queue.
+  std::function<bool()> poll;
 };
 
 ObjectOps OpsOf(client::Client& c);

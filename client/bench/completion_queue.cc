@@ -32,7 +32,8 @@ void CompletionQueue::Push(Completion c) {
 }
 
 size_t CompletionQueue::Wait(std::vector<Completion>* out, BenchClock::time_point deadline,
-                             std::chrono::nanoseconds spin) {
+                             std::chrono::nanoseconds spin,
+                             const std::function<bool()>& poll) {
   if (pushed_.load(std::memory_order_acquire) == taken_) {
     ++counters_.waits;
     if (spin.count() > 0) {
@@ -41,7 +42,12 @@ size_t CompletionQueue::Wait(std::vector<Completion>* out, BenchClock::time_poin
       for (;;) {
         for (int i = 0; i < kPollsPerClockRead && !hit; ++i) {
           hit = pushed_.load(std::memory_order_acquire) != taken_;
-          if (!hit) CpuRelax();
+          if (hit) break;
+          if (poll) {
+            poll();
+          } else {
+            CpuRelax();
+          }
         }
         if (hit || BenchClock::now() >= spin_end) break;
       }

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -55,8 +56,9 @@ class CompletionQueue {
   // Driver thread. Appends every queued completion to *out and returns how many; waits
   // until there is at least one or `deadline` passes (then returns 0). Spins up to `spin`
   // (bounded by the deadline) before sleeping; spin 0 = sleep at once.
+  // `poll`, when set, runs between looks while spinning (it may push completions).
   size_t Wait(std::vector<Completion>* out, BenchClock::time_point deadline,
-              std::chrono::nanoseconds spin);
+              std::chrono::nanoseconds spin, const std::function<bool()>& poll = nullptr);
 
   CompletionQueueCounters counters() const;  // driver thread
 
