@@ -295,10 +295,11 @@ bool RdmaConnection::PollAcks() {
       credit_seen_.load(std::memory_order_relaxed)) {
     return false;
   }
-  {
-    absl::MutexLock l(&mu_);
-    ApplyCreditLocked();
-  }
+  // Whoever holds the lock (a writer reserving, the completion thread) applies the
+  // credit itself: do not queue up behind it.
+  if (!mu_.TryLock()) return false;
+  ApplyCreditLocked();
+  mu_.Unlock();
   DeliverAcks();
   return true;
 }
