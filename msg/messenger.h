@@ -149,6 +149,10 @@ class RecvRing {
   // sleeps. The poller re-checks the ring after calling it with true, so a record
   // published before the producer saw the request is not missed.
   virtual void SetPollerSleeping(bool sleeping) {}
+  // True when the producer signals wait_fd() for every record it publishes (TCP: the
+  // reader does), so a poller gains nothing by spinning on this ring. False (RDMA) when
+  // records appear with no CPU on this side: only polling, or a doorbell, finds them.
+  virtual bool producer_signals() const { return true; }
 };
 
 class Connection;

@@ -2,7 +2,7 @@
 //
 //   osd --id N --mon HOST:PORT --data-dir DIR [--run-dir DIR] [--ms-type tcp|rdma|both]
 //       [--durability durable|buffered|memory] [--pollers N] [--poller-cpus 0,1]
-//       [--poller-spin-us 50] [--ring-bytes 8388608] [--capacity BYTES]
+//       [--poller-spin-us 1000] [--ring-bytes 8388608] [--capacity BYTES]
 //       [--keyring FILE | --auth none] [--rdma-device soft|IBDEV] [--weight W]
 //       [--log-level info]
 #include <csignal>
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     if (!flags->GetUint(name, 0).ok()) return Fail(std::string(flags->GetUint(name, 0).status().message()));
   }
   o.pollers = static_cast<int>(*flags->GetUint("pollers", 1));
-  o.poller_spin = absl::Microseconds(*flags->GetUint("poller-spin-us", 50));
+  o.poller_spin = absl::Microseconds(*flags->GetUint("poller-spin-us", 1000));
   o.ring_bytes = *flags->GetUint("ring-bytes", msgr::kDefaultRingBytes);
   if (!msgr::IsValidRingSize(o.ring_bytes)) {
     return Fail("--ring-bytes must be a power of two of at least 65536");

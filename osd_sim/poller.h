@@ -1,9 +1,11 @@
 // Polling threads: drain receive rings into the store, return ring space, acknowledge.
 //
-// Each Poller thread owns a set of rings (one per client session). It busy-polls the
-// `seq` word at each ring's read position for `spin` time; when nothing arrives it backs
-// off to sleeping in epoll on the rings' eventfds (the backends signal them), so an idle
-// OSD uses ~0 CPU. For every record it
+// Each Poller thread owns a set of rings (one per client session). While it owns a ring
+// whose producer cannot signal it (RDMA: the client's WRITEs involve no OSD CPU), it
+// busy-polls the `seq` word at each ring's read position for `spin` after the last
+// record; then, or at once when every ring's producer signals its eventfd (TCP), it
+// sleeps in epoll on the rings' eventfds, so an idle OSD uses ~0 CPU (a sleeping poller
+// asks RDMA clients for a doorbell). For every record it
 //   1. verifies bounds and crc32c (RingConsumer); a bad record drops that connection with
 //      a logged reason, records before it stay valid and are still acknowledged,
 //   2. hands the record, still in ring memory, to the RecordSink (the store writes it
@@ -44,7 +46,10 @@ class RecordSink {
 };
 
 struct PollerOptions {
-  absl::Duration spin = absl::Microseconds(50);  // busy-poll this long before sleeping
+  // Busy-poll this long after the last record before sleeping, on rings whose producer
+  // cannot signal (RDMA). A doorbell costs several thread wake-ups, so the spin should
+  // cover the gap between records of a steady stream.
+  absl::Duration spin = absl::Microseconds(1000);
   int cpu = -1;                                   // pin the thread to this CPU (-1: no)
   size_t max_batch = 256;                         // records taken per ring per pass
 };
@@ -98,6 +103,7 @@ class Poller {
 
   std::vector<std::unique_ptr<RingState>> rings_;  // poller thread only
   std::vector<RecordAck> failed_;                  // poller thread only: Complete's scratch
+  bool spin_for_rings_ = false;  // poller thread only: a ring needs polling to be seen
   PollerCounters counters_;                        // poller thread only
   std::atomic<bool> stop_{false};
   std::atomic<bool> control_pending_{false};  // to_add_/to_remove_ changed

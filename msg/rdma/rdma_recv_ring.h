@@ -32,6 +32,7 @@ class RdmaRecvRing : public RecvRing {
   size_t bytes() const override { return bytes_; }
   int wait_fd() const override { return event_fd_; }
   void SetPollerSleeping(bool sleeping) override;
+  bool producer_signals() const override { return false; }  // one-sided WRITEs
 
   const verbs::MemoryRegion& region() const { return *mr_; }
   // Wakes the poller (doorbell received, session event).
