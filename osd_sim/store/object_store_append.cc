@@ -1,6 +1,9 @@
 // The write path: validate, reserve log space and a seq under the lock, pwritev the
 // record from the caller's buffers without the lock, then publish it in the index.
+// Large payloads in aligned buffers are written with O_DIRECT in the aligned layout.
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "osd_sim/store/object_store_impl.h"
@@ -11,6 +14,30 @@ namespace msgr::store {
 namespace {
 
 constexpr char kZeros[kRecordAlign] = {};
+
+bool DirectEligible(const StoreOptions& o, const struct iovec* iov, int iovcnt, uint64_t len) {
+  if (!o.direct_io || o.mode == Durability::kMemory || len == 0 || len < o.direct_min_bytes) {
+    return false;
+  }
+  for (int i = 0; i < iovcnt; ++i) {
+    if (reinterpret_cast<uintptr_t>(iov[i].iov_base) % kDirectAlign != 0 ||
+        iov[i].iov_len % kDirectAlign != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The header block of an aligned record: [header | oid | zeros], one per thread, aligned
+// for O_DIRECT.
+char* HeaderBlock() {
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<char, Free> block(
+      static_cast<char*>(std::aligned_alloc(kDirectAlign, kDirectAlign)));
+  return block.get();
+}
 
 absl::Status ValidateAppend(std::string_view oid, uint64_t off, const struct iovec* iov,
                             int iovcnt, uint32_t flags, uint64_t* payload_len) {
@@ -48,16 +75,27 @@ absl::Status ObjectStore::Impl::RollSegmentLocked() {
   if (opts_.mode == Durability::kDurable) {
     if (absl::Status s = SyncDir(opts_.dir); !s.ok()) return s;
   }
+  PreallocateSegment(**seg);
   active_ = seg->get();
   active_tail_ = 0;
   segments_.emplace(id, std::move(*seg));
   return absl::OkStatus();
 }
 
+void ObjectStore::Impl::PreallocateSegment(const SegmentFile& seg) const {
+  if (!opts_.preallocate) return;
+  if (absl::Status s = seg.Preallocate(opts_.segment_bytes); !s.ok()) {
+    spdlog::debug("store {}: not preallocated: {}", opts_.dir, std::string(s.message()));
+  }
+}
+
 absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::string_view oid,
-                                                                          uint64_t payload_len) {
+                                                                          uint64_t payload_len,
+                                                                          bool want_direct) {
   Reservation r;
-  r.bytes = RecordBytes(oid.size(), payload_len);
+  // Sized for the aligned layout (plus its worst-case padding) if it may be used.
+  r.bytes = want_direct ? RecordBytes(oid.size(), payload_len, kRecordAlignedPayload) + kDirectAlign
+                        : RecordBytes(oid.size(), payload_len);
   absl::MutexLock l(&mu_);
   if (!sticky_error_.ok()) return sticky_error_;
   if (opts_.capacity_bytes != 0 && stats_.log_bytes + r.bytes > opts_.capacity_bytes) {
@@ -76,10 +114,19 @@ absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::s
       }
     }
     r.seg = active_;
-    r.pos = active_tail_;
-    active_tail_ += r.bytes;
+    r.direct = want_direct && active_->has_direct();
+    if (r.direct) {
+      r.bytes = RecordBytes(oid.size(), payload_len, kRecordAlignedPayload);
+      r.pad = AlignUp(active_tail_, kDirectAlign) - active_tail_;
+    } else {
+      r.bytes = RecordBytes(oid.size(), payload_len);
+    }
+    r.pos = active_tail_ + r.pad;
+    active_tail_ = r.pos + r.bytes;
+  } else {
+    r.bytes = RecordBytes(oid.size(), payload_len);
   }
-  stats_.log_bytes += r.bytes;
+  stats_.log_bytes += r.pad + r.bytes;
   r.seq = next_seq_++;
   not_durable_.insert(r.seq);
   return r;
@@ -91,11 +138,14 @@ void ObjectStore::Impl::RollbackLocked(const Reservation& r, const absl::Status&
   not_durable_.erase(r.seq);
   failed_.emplace(r.seq, why);
   if (r.seg == active_ && active_tail_ == r.pos + r.bytes) {
-    // Nobody reserved space after us: give it back and cut what was partly written.
-    active_tail_ = r.pos;
-    stats_.log_bytes -= r.bytes;
-    if (absl::Status s = r.seg->Truncate(r.pos); !s.ok()) {
+    // Nobody reserved space after us: give it back and cut what was partly written
+    // (the space after the tail must read as zeros again for the recovery scan).
+    active_tail_ = r.pos - r.pad;
+    stats_.log_bytes -= r.pad + r.bytes;
+    if (absl::Status s = r.seg->Truncate(active_tail_); !s.ok()) {
       spdlog::warn("store {}: {}", opts_.dir, std::string(s.message()));
+    } else {
+      PreallocateSegment(*r.seg);
     }
   } else {
     // A later record follows: leave the partial record; recovery skips it by checksum.
@@ -104,13 +154,44 @@ void ObjectStore::Impl::RollbackLocked(const Reservation& r, const absl::Status&
   }
 }
 
+absl::Status ObjectStore::Impl::WriteRecord(const Reservation& r, std::string_view oid,
+                                             uint64_t off, const struct iovec* iov, int iovcnt,
+                                             uint64_t len, uint32_t payload_crc, uint32_t flags) {
+  std::vector<struct iovec> v;
+  v.reserve(static_cast<size_t>(iovcnt) + 3);
+  if (r.direct) {
+    // [header block][payload]: one O_DIRECT write, the payload straight from the caller.
+    const RecordHeader h =
+        MakeRecordHeader(oid, r.seq, off, len, payload_crc, flags | kRecordAlignedPayload);
+    char* block = HeaderBlock();
+    const uint64_t head = PayloadOffset(oid.size(), kRecordAlignedPayload);
+    std::memset(block, 0, head);
+    std::memcpy(block, &h, sizeof(h));
+    std::memcpy(block + sizeof(h), oid.data(), oid.size());
+    v.push_back({block, head});
+    for (int i = 0; i < iovcnt; ++i) {
+      if (iov[i].iov_len > 0) v.push_back(iov[i]);
+    }
+    return r.seg->WriteFull(r.pos, v.data(), static_cast<int>(v.size()), /*direct=*/true);
+  }
+  const RecordHeader h = MakeRecordHeader(oid, r.seq, off, len, payload_crc, flags);
+  v.push_back({const_cast<RecordHeader*>(&h), sizeof(h)});
+  v.push_back({const_cast<char*>(oid.data()), oid.size()});
+  for (int i = 0; i < iovcnt; ++i) {
+    if (iov[i].iov_len > 0) v.push_back(iov[i]);
+  }
+  const size_t pad = r.bytes - (sizeof(h) + oid.size() + len);
+  if (pad > 0) v.push_back({const_cast<char*>(kZeros), pad});
+  return r.seg->WriteFull(r.pos, v.data(), static_cast<int>(v.size()));
+}
+
 absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_t off,
                                                    const struct iovec* iov, int iovcnt,
                                                    uint32_t payload_crc, uint32_t flags,
                                                    DurableCallback* done) {
   uint64_t len = 0;
   if (absl::Status s = ValidateAppend(oid, off, iov, iovcnt, flags, &len); !s.ok()) return s;
-  absl::StatusOr<Reservation> r = Reserve(oid, len);
+  absl::StatusOr<Reservation> r = Reserve(oid, len, DirectEligible(opts_, iov, iovcnt, len));
   if (!r.ok()) return r.status();
 
   Extent e;
@@ -125,24 +206,14 @@ absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_
     for (int i = 0; i < iovcnt; ++i) copy->append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
     e.mem = std::move(copy);
   } else {
-    const RecordHeader h = MakeRecordHeader(oid, r->seq, off, len, payload_crc, flags);
-    std::vector<struct iovec> v;
-    v.reserve(static_cast<size_t>(iovcnt) + 3);
-    v.push_back({const_cast<RecordHeader*>(&h), sizeof(h)});
-    v.push_back({const_cast<char*>(oid.data()), oid.size()});
-    for (int i = 0; i < iovcnt; ++i) {
-      if (iov[i].iov_len > 0) v.push_back(iov[i]);
-    }
-    const size_t pad = r->bytes - (sizeof(h) + oid.size() + len);
-    if (pad > 0) v.push_back({const_cast<char*>(kZeros), pad});
-    absl::Status s = r->seg->WriteFull(r->pos, v.data(), static_cast<int>(v.size()));
+    absl::Status s = WriteRecord(*r, oid, off, iov, iovcnt, len, payload_crc, flags);
     if (!s.ok()) {
       absl::MutexLock l(&mu_);
       RollbackLocked(*r, s);
       return s;
     }
     e.segment_id = r->seg->id();
-    e.file_off = r->pos + sizeof(h) + oid.size();
+    e.file_off = r->pos + PayloadOffset(oid.size(), r->direct ? kRecordAlignedPayload : 0);
   }
 
   Fired fire;
@@ -150,6 +221,7 @@ absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_
     absl::MutexLock l(&mu_);
     index_.Apply(oid, std::move(e), (flags & kTruncate) != 0);
     ++stats_.appends;
+    if (r->direct) ++stats_.direct_appends;
     stats_.append_bytes += len;
     CommitWrittenLocked(r->seq, r->seg, done, &fire);
   }

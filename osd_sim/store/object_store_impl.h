@@ -44,7 +44,9 @@ class ObjectStore::Impl {
     SegmentFile* seg = nullptr;  // null in kMemory mode
     uint64_t pos = 0;            // record start in seg
     uint64_t bytes = 0;          // record length incl. padding
+    uint64_t pad = 0;            // zero bytes before pos (aligning a direct record)
     uint64_t seq = 0;
+    bool direct = false;         // aligned layout, written with O_DIRECT
   };
   struct Unsynced {
     uint64_t seq;
@@ -52,7 +54,14 @@ class ObjectStore::Impl {
   };
   using Fired = std::vector<std::pair<DurableCallback, absl::Status>>;
 
-  absl::StatusOr<Reservation> Reserve(std::string_view oid, uint64_t payload_len);
+  // `want_direct`: the payload qualifies for O_DIRECT; the reservation says whether the
+  // segment can take it.
+  absl::StatusOr<Reservation> Reserve(std::string_view oid, uint64_t payload_len, bool want_direct);
+  absl::Status WriteRecord(const Reservation& r, std::string_view oid, uint64_t off,
+                           const struct iovec* iov, int iovcnt, uint64_t len,
+                           uint32_t payload_crc, uint32_t flags);
+  // Best-effort fallocate of `seg` to segment_bytes (StoreOptions::preallocate).
+  void PreallocateSegment(const SegmentFile& seg) const;
   absl::Status RollSegmentLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RollbackLocked(const Reservation& r, const absl::Status& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
