@@ -32,11 +32,20 @@ absl::StatusOr<std::unique_ptr<ObjectStore>> ObjectStore::Open(const StoreOption
     return absl::InvalidArgumentError(
         absl::StrCat("StoreOptions.segment_bytes ", options.segment_bytes, " < 4096"));
   }
+  if (options.flush_threads < 1 || options.flush_threads > 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("StoreOptions.flush_threads ", options.flush_threads, " not in [1, 8]"));
+  }
+  if (options.direct_write_streams < 1 || options.direct_write_streams > 16) {
+    return absl::InvalidArgumentError(absl::StrCat("StoreOptions.direct_write_streams ",
+                                                   options.direct_write_streams, " not in [1, 16]"));
+  }
   auto impl = std::make_unique<Impl>(options);
   if (options.mode != Durability::kMemory) {
     if (absl::Status s = impl->Recover(); !s.ok()) return s;
   }
   if (options.mode == Durability::kDurable) impl->StartFlusher();
+  if (options.mode != Durability::kMemory) impl->StartIoPool();
   return std::unique_ptr<ObjectStore>(new ObjectStore(std::move(impl)));
 }
 
@@ -83,7 +92,8 @@ ObjectStore::Impl::~Impl() {
     stopping_ = true;
     flush_cv_.SignalAll();
   }
-  if (flusher_.joinable()) flusher_.join();
+  for (std::thread& t : flushers_) t.join();
+  io_pool_.reset();
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "osd_sim/store/object_store_impl.h"
 #include "osd_sim/store/posix_error.h"
 #include "spdlog/spdlog.h"
@@ -26,6 +27,30 @@ bool DirectEligible(const StoreOptions& o, const struct iovec* iov, int iovcnt, 
     }
   }
   return true;
+}
+
+// Splits `v` (total `len` bytes) into `n` parts at kDirectAlign multiples; returns each
+// part's byte offset and buffers. The buffers themselves are not copied.
+std::vector<std::pair<uint64_t, std::vector<struct iovec>>> SplitIov(const std::vector<struct iovec>& v,
+                                                                    uint64_t len, int n) {
+  std::vector<std::pair<uint64_t, std::vector<struct iovec>>> parts(static_cast<size_t>(n));
+  const uint64_t step = AlignUp((len + n - 1) / n, kDirectAlign);
+  uint64_t at = 0;  // byte offset of the current buffer position
+  size_t p = 0;
+  for (const struct iovec& io : v) {
+    uint64_t off = 0;
+    while (off < io.iov_len) {
+      const uint64_t part_end = p + 1 == parts.size() ? len : std::min<uint64_t>(len, (p + 1) * step);
+      if (parts[p].second.empty()) parts[p].first = at;
+      const uint64_t take = std::min<uint64_t>(io.iov_len - off, part_end - at);
+      parts[p].second.push_back({static_cast<char*>(io.iov_base) + off, take});
+      off += take;
+      at += take;
+      if (at == part_end && p + 1 < parts.size()) ++p;
+    }
+  }
+  while (!parts.empty() && parts.back().second.empty()) parts.pop_back();
+  return parts;
 }
 
 // The header block of an aligned record: [header | oid | zeros], one per thread, aligned
@@ -82,6 +107,12 @@ absl::Status ObjectStore::Impl::RollSegmentLocked() {
   return absl::OkStatus();
 }
 
+void ObjectStore::Impl::StartIoPool() {
+  if (opts_.direct_io && opts_.direct_write_streams > 1) {
+    io_pool_ = std::make_unique<IoPool>(opts_.direct_write_streams - 1);
+  }
+}
+
 void ObjectStore::Impl::PreallocateSegment(const SegmentFile& seg) const {
   if (!opts_.preallocate) return;
   if (absl::Status s = seg.Preallocate(opts_.segment_bytes); !s.ok()) {
@@ -123,6 +154,10 @@ absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::s
     }
     r.pos = active_tail_ + r.pad;
     active_tail_ = r.pos + r.bytes;
+    if (r.direct) {
+      ++direct_in_flight_;
+      last_direct_at_ = absl::Now();
+    }
   } else {
     r.bytes = RecordBytes(oid.size(), payload_len);
   }
@@ -137,6 +172,7 @@ void ObjectStore::Impl::RollbackLocked(const Reservation& r, const absl::Status&
   if (absl::IsResourceExhausted(why)) ++stats_.full_errors;
   not_durable_.erase(r.seq);
   failed_.emplace(r.seq, why);
+  if (r.direct) --direct_in_flight_;
   if (r.seg == active_ && active_tail_ == r.pos + r.bytes) {
     // Nobody reserved space after us: give it back and cut what was partly written
     // (the space after the tail must read as zeros again for the recovery scan).
@@ -172,7 +208,28 @@ absl::Status ObjectStore::Impl::WriteRecord(const Reservation& r, std::string_vi
     for (int i = 0; i < iovcnt; ++i) {
       if (iov[i].iov_len > 0) v.push_back(iov[i]);
     }
-    return r.seg->WriteFull(r.pos, v.data(), static_cast<int>(v.size()), /*direct=*/true);
+    const uint64_t total = head + len;
+    if (io_pool_ == nullptr || len < opts_.direct_split_bytes) {
+      return r.seg->WriteFull(r.pos, v.data(), static_cast<int>(v.size()), /*direct=*/true);
+    }
+    // Several pwritev in flight: this thread writes the first part, the pool the rest.
+    auto parts = SplitIov(v, total, opts_.direct_write_streams);
+    std::vector<absl::Status> status(parts.size());
+    absl::BlockingCounter done(static_cast<int>(parts.size()) - 1);
+    for (size_t i = 1; i < parts.size(); ++i) {
+      io_pool_->Run([&, i] {
+        status[i] = r.seg->WriteFull(r.pos + parts[i].first, parts[i].second.data(),
+                                     static_cast<int>(parts[i].second.size()), /*direct=*/true);
+        done.DecrementCount();
+      });
+    }
+    status[0] = r.seg->WriteFull(r.pos, parts[0].second.data(), static_cast<int>(parts[0].second.size()),
+                                 /*direct=*/true);
+    done.Wait();
+    for (absl::Status& s : status) {
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
   }
   const RecordHeader h = MakeRecordHeader(oid, r.seq, off, len, payload_crc, flags);
   v.push_back({const_cast<RecordHeader*>(&h), sizeof(h)});
@@ -223,7 +280,7 @@ absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_
     ++stats_.appends;
     if (r->direct) ++stats_.direct_appends;
     stats_.append_bytes += len;
-    CommitWrittenLocked(r->seq, r->seg, done, &fire);
+    CommitWrittenLocked(*r, len, done, &fire);
   }
   Fire(&fire);
   return r->seq;
