@@ -21,9 +21,11 @@ IoPool::~IoPool() {
   for (std::thread& t : threads_) t.join();
 }
 
-void IoPool::Run(absl::AnyInvocable<void() &&> task) {
+bool IoPool::TryRun(absl::AnyInvocable<void() &&>& task) {
   absl::MutexLock l(&mu_);
+  if (idle_ <= tasks_.size()) return false;
   tasks_.push_back(std::move(task));
+  return true;
 }
 
 void IoPool::Loop() {
@@ -31,9 +33,11 @@ void IoPool::Loop() {
     absl::AnyInvocable<void() &&> task;
     {
       absl::MutexLock l(&mu_);
+      ++idle_;
       mu_.Await(absl::Condition(
           +[](IoPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) { return p->stopping_ || !p->tasks_.empty(); },
           this));
+      --idle_;
       if (tasks_.empty()) return;  // stopping, nothing left
       task = std::move(tasks_.front());
       tasks_.pop_front();

@@ -2,8 +2,8 @@
 // record is written as several pwritev in parallel (the disk takes two streams faster
 // than one), the caller's thread writing one part and the pool the others.
 //
-// Thread-safety: Run may be called from any thread. The destructor runs every queued
-// task, then joins the threads; no Run after destruction has begun.
+// Thread-safety: TryRun may be called from any thread. The destructor runs every queued
+// task, then joins the threads; no TryRun after destruction has begun.
 #ifndef MSGR_OSD_SIM_STORE_IO_POOL_H_
 #define MSGR_OSD_SIM_STORE_IO_POOL_H_
 
@@ -25,8 +25,11 @@ class IoPool {
   IoPool(const IoPool&) = delete;
   IoPool& operator=(const IoPool&) = delete;
 
-  // Queues `task`; one of the pool's threads runs it.
-  void Run(absl::AnyInvocable<void() &&> task);
+  // Queues `task` if a pool thread is idle to run it at once; otherwise returns false
+  // and `task` is left untouched (the caller does the work itself: when many callers
+  // write at once, the disk already has parallel writes and the pool must not become a
+  // queue they all wait behind).
+  bool TryRun(absl::AnyInvocable<void() &&>& task);
 
  private:
   void Loop();
@@ -34,6 +37,7 @@ class IoPool {
   absl::Mutex mu_;
   std::deque<absl::AnyInvocable<void() &&>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  size_t idle_ ABSL_GUARDED_BY(mu_) = 0;  // threads waiting for a task
   std::vector<std::thread> threads_;
 };
 

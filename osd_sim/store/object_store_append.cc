@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/notification.h"
 #include "osd_sim/store/object_store_impl.h"
 #include "osd_sim/store/posix_error.h"
 #include "spdlog/spdlog.h"
@@ -212,20 +212,30 @@ absl::Status ObjectStore::Impl::WriteRecord(const Reservation& r, std::string_vi
     if (io_pool_ == nullptr || len < opts_.direct_split_bytes) {
       return r.seg->WriteFull(r.pos, v.data(), static_cast<int>(v.size()), /*direct=*/true);
     }
-    // Several pwritev in flight: this thread writes the first part, the pool the rest.
+    // Several pwritev in flight: the pool's idle threads write parts, this thread the
+    // first part and any part no idle thread took.
     auto parts = SplitIov(v, total, opts_.direct_write_streams);
     std::vector<absl::Status> status(parts.size());
-    absl::BlockingCounter done(static_cast<int>(parts.size()) - 1);
+    std::vector<size_t> mine = {0};
+    // One per part; a Notification may be destroyed as soon as its wait returns.
+    std::vector<absl::Notification> handed_off(parts.size());
+    std::vector<bool> pooled(parts.size(), false);
     for (size_t i = 1; i < parts.size(); ++i) {
-      io_pool_->Run([&, i] {
+      absl::AnyInvocable<void() &&> task = [&, i] {
         status[i] = r.seg->WriteFull(r.pos + parts[i].first, parts[i].second.data(),
                                      static_cast<int>(parts[i].second.size()), /*direct=*/true);
-        done.DecrementCount();
-      });
+        handed_off[i].Notify();
+      };
+      pooled[i] = io_pool_->TryRun(task);
+      if (!pooled[i]) mine.push_back(i);
     }
-    status[0] = r.seg->WriteFull(r.pos, parts[0].second.data(), static_cast<int>(parts[0].second.size()),
-                                 /*direct=*/true);
-    done.Wait();
+    for (size_t i : mine) {
+      status[i] = r.seg->WriteFull(r.pos + parts[i].first, parts[i].second.data(),
+                                   static_cast<int>(parts[i].second.size()), /*direct=*/true);
+    }
+    for (size_t i = 1; i < parts.size(); ++i) {
+      if (pooled[i]) handed_off[i].WaitForNotification();
+    }
     for (absl::Status& s : status) {
       if (!s.ok()) return s;
     }
