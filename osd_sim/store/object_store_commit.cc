@@ -79,22 +79,24 @@ void ObjectStore::Impl::FlusherLoop() {
     while (unsynced_.empty() && !stopping_) flush_cv_.Wait(&mu_);
     if (unsynced_.empty()) break;  // stopping, nothing left
     // Group commit window: let writers that are about to finish join this round.
-    const absl::Time deadline = first_unsynced_at_ + opts_.group_commit_window;
-    while (!stopping_ && unsynced_.size() < opts_.max_batch) {
-      if (flush_cv_.WaitWithDeadline(&mu_, deadline)) break;  // window over
+    // (Deadlines are re-read on every wake-up: another flusher may have taken the round
+    // this one was waiting for, and new writes started a new one.)
+    while (!stopping_ && !unsynced_.empty() && unsynced_.size() < opts_.max_batch) {
+      if (flush_cv_.WaitWithDeadline(&mu_, first_unsynced_at_ + opts_.group_commit_window)) break;
     }
     // Large records: hold the round while direct writes keep coming — one is in progress,
     // or one began or ended less than a window ago (a pipelined writer's next one is
     // about to start) — up to group_commit_bytes / group_commit_max_hold.
-    const absl::Time hold_until = first_unsynced_at_ + opts_.group_commit_max_hold;
-    while (!stopping_ && unsynced_.size() < opts_.max_batch &&
+    while (!stopping_ && !unsynced_.empty() && unsynced_.size() < opts_.max_batch &&
            unsynced_bytes_ < opts_.group_commit_bytes) {
       const absl::Time now = absl::Now();
-      absl::Time until = hold_until;
+      absl::Time until = first_unsynced_at_ + opts_.group_commit_max_hold;
       if (direct_in_flight_ == 0) until = std::min(until, last_direct_at_ + opts_.group_commit_window);
       if (now >= until) break;
       flush_cv_.WaitWithDeadline(&mu_, until);
     }
+    // Another flusher may have taken the round while this one waited.
+    if (unsynced_.empty()) continue;
     batch.swap(unsynced_);
     unsynced_bytes_ = 0;
     std::set<SegmentFile*> segs;
