@@ -55,12 +55,23 @@ uint64_t OidCount(uint64_t want, size_t len, Durability mode) {
   return std::max<uint64_t>(1, std::min<uint64_t>(want, (64ull << 20) / len));
 }
 
+// Removes the benchmark directory and waits for the filesystem to settle: ext4 mounted
+// with -o discard discards freed blocks in its next journal commit, and that commit would
+// otherwise land in the *next* case's fdatasync (a durable case pays for the previous
+// case's cleanup, fio, which never syncs, does not). Never inside a timed region.
+void CleanBenchDir();
+
 std::string BenchDir() {
   const char* d = std::getenv("STORE_BENCH_DIR");
   return d != nullptr ? d : "/var/tmp/msgr-store-bench";
 }
 
 // The payload in a 4 KiB-aligned buffer (`shift` bytes in, to misalign it on purpose).
+void CleanBenchDir() {
+  std::filesystem::remove_all(BenchDir());
+  ::sync();
+}
+
 struct Payload {
   explicit Payload(size_t len, size_t shift = 0)
       : buf(static_cast<char*>(std::aligned_alloc(4096, (len + shift + 4095) / 4096 * 4096))) {
@@ -148,7 +159,7 @@ template <Durability kMode>
 void BM_Log(benchmark::State& state) {
   const size_t len = static_cast<size_t>(state.range(0));
   if (state.thread_index() == 0) {
-    std::filesystem::remove_all(BenchDir());
+    CleanBenchDir();
     const StoreOptions o = BenchOptions(kMode);
     auto s = ObjectStore::Open(o);
     if (!s.ok()) {
@@ -173,7 +184,7 @@ void BM_Log(benchmark::State& state) {
   if (state.thread_index() == 0) {
     FlushCounters(state, g_log->GetStats());
     g_log.reset();
-    std::filesystem::remove_all(BenchDir());
+    CleanBenchDir();
   }
 }
 
@@ -181,7 +192,7 @@ template <Durability kMode>
 void BM_FilePerObject(benchmark::State& state) {
   const size_t len = static_cast<size_t>(state.range(0));
   if (state.thread_index() == 0) {
-    std::filesystem::remove_all(BenchDir());
+    CleanBenchDir();
     auto s = FileStore::Open(BenchDir(), kMode);
     if (!s.ok()) {
       state.SkipWithError(std::string(s.status().message()).c_str());
@@ -202,7 +213,7 @@ void BM_FilePerObject(benchmark::State& state) {
   Report(state, len);
   if (state.thread_index() == 0) {
     g_files.reset();
-    std::filesystem::remove_all(BenchDir());
+    CleanBenchDir();
   }
 }
 
@@ -211,7 +222,7 @@ template <Durability kMode>
 void BM_LogPipelined(benchmark::State& state) {
   const size_t len = static_cast<size_t>(state.range(0));
   const int depth = static_cast<int>(state.range(1));
-  std::filesystem::remove_all(BenchDir());
+  CleanBenchDir();
   auto s = ObjectStore::Open(BenchOptions(kMode));
   if (!s.ok()) {
     state.SkipWithError(std::string(s.status().message()).c_str());
@@ -233,13 +244,13 @@ void BM_LogPipelined(benchmark::State& state) {
   Report(state, len);
   FlushCounters(state, store->GetStats());
   store.reset();
-  std::filesystem::remove_all(BenchDir());
+  CleanBenchDir();
 }
 
 // Baseline: sequential pwrite + fdatasync of the same record sizes into one file.
 void BM_WriteFdatasync(benchmark::State& state) {
   const size_t len = static_cast<size_t>(state.range(0));
-  std::filesystem::remove_all(BenchDir());
+  CleanBenchDir();
   std::filesystem::create_directories(BenchDir());
   const std::string path = BenchDir() + "/fdatasync.dat";
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -260,7 +271,7 @@ void BM_WriteFdatasync(benchmark::State& state) {
   }
   Report(state, len);
   ::close(fd);
-  std::filesystem::remove_all(BenchDir());
+  CleanBenchDir();
 }
 
 void Args(benchmark::internal::Benchmark* b) {
@@ -311,6 +322,7 @@ double FioMBps() {
   for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
   ::pclose(f);
   std::filesystem::remove(file);
+  ::sync();  // see CleanBenchDir
   const size_t w = out.find("\"write\" : {");
   const size_t b = w == std::string::npos ? w : out.find("\"bw_bytes\" : ", w);
   if (b == std::string::npos) return 0;
@@ -327,7 +339,7 @@ struct CaseResult {
 
 // Durable pipelined appends for `seconds` (then until all are durable), fresh store.
 CaseResult RunDurablePipelined(size_t len, int depth, size_t shift, double seconds) {
-  std::filesystem::remove_all(BenchDir());
+  CleanBenchDir();
   auto s = ObjectStore::Open(BenchOptions(Durability::kDurable));
   if (!s.ok()) {
     std::fprintf(stderr, "open: %s\n", std::string(s.status().message()).c_str());
@@ -348,7 +360,7 @@ CaseResult RunDurablePipelined(size_t len, int depth, size_t shift, double secon
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const StoreStats st = store->GetStats();
   store.reset();
-  std::filesystem::remove_all(BenchDir());
+  CleanBenchDir();
   CaseResult r;
   r.records_per_s = static_cast<double>(n) / secs;
   r.mb_per_s = r.records_per_s * static_cast<double>(len) / 1e6;
