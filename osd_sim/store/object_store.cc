@@ -32,11 +32,20 @@ absl::StatusOr<std::unique_ptr<ObjectStore>> ObjectStore::Open(const StoreOption
     return absl::InvalidArgumentError(
         absl::StrCat("StoreOptions.segment_bytes ", options.segment_bytes, " < 4096"));
   }
+  if (options.flush_threads < 1 || options.flush_threads > 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("StoreOptions.flush_threads ", options.flush_threads, " not in [1, 8]"));
+  }
+  if (options.direct_write_streams < 1 || options.direct_write_streams > 16) {
+    return absl::InvalidArgumentError(absl::StrCat("StoreOptions.direct_write_streams ",
+                                                   options.direct_write_streams, " not in [1, 16]"));
+  }
   auto impl = std::make_unique<Impl>(options);
   if (options.mode != Durability::kMemory) {
     if (absl::Status s = impl->Recover(); !s.ok()) return s;
   }
   if (options.mode == Durability::kDurable) impl->StartFlusher();
+  if (options.mode != Durability::kMemory) impl->StartIoPool();
   return std::unique_ptr<ObjectStore>(new ObjectStore(std::move(impl)));
 }
 
@@ -83,7 +92,8 @@ ObjectStore::Impl::~Impl() {
     stopping_ = true;
     flush_cv_.SignalAll();
   }
-  if (flusher_.joinable()) flusher_.join();
+  for (std::thread& t : flushers_) t.join();
+  io_pool_.reset();
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
 }
 
@@ -126,7 +136,7 @@ absl::Status ObjectStore::Impl::Recover() {
       e.len = h.payload_len;
       e.payload_crc = h.payload_crc;
       e.segment_id = ids[i];
-      e.file_off = r.pos + sizeof(RecordHeader) + h.oid_len;
+      e.file_off = r.pos + PayloadOffset(h.oid_len, h.flags);
       index_.Apply(r.oid, std::move(e), (h.flags & kTruncate) != 0);
     }
     last_seq = scan->last_seq;
@@ -141,14 +151,18 @@ absl::Status ObjectStore::Impl::Recover() {
                     dir, scan->corrupt_records, scan->corrupt_bytes, (*seg)->path(),
                     absl::StrJoin(scan->corrupt_oids, ", "));
     }
-    uint64_t keep = scan->file_size;
+    uint64_t keep = scan->file_size - scan->free_bytes;
     if (i + 1 == ids.size()) {
-      // The active segment: new appends must follow valid data, so cut the torn tail.
+      // The active segment: new appends must follow valid data, so cut the torn tail
+      // (the space after the tail must read as zeros: preallocate it again).
       keep = scan->valid_end;
       if (scan->torn_bytes > 0) {
         spdlog::warn("store {}: discarding torn tail of {}: {} bytes after offset {}", dir,
                      (*seg)->path(), scan->torn_bytes, keep);
         if (absl::Status s = (*seg)->Truncate(keep); !s.ok()) return s;
+      }
+      PreallocateSegment(**seg);  // no-op if it already is
+      if (scan->torn_bytes > 0) {
         if (absl::Status s = (*seg)->Sync(); !s.ok()) return s;
       }
       active_ = seg->get();
@@ -218,7 +232,8 @@ StoreStats ObjectStore::Impl::GetStats() const {
 }
 
 std::string StoreStats::ToString() const {
-  return absl::StrCat("appends=", appends, " bytes=", append_bytes, " errors=", append_errors,
+  return absl::StrCat("appends=", appends, " direct=", direct_appends, " bytes=", append_bytes,
+                      " errors=", append_errors,
                       " full=", full_errors, " log_bytes=", log_bytes, " objects=", objects,
                       " segments=", segments, " flushes=", flushes,
                       " flushed_appends=", flushed_appends, " max_batch=", max_batch,

@@ -3,7 +3,9 @@
 //
 // Data path: Append writes [header | oid | payload | pad] with one pwritev straight
 // from the caller's buffers (a receive-ring slot); the store never copies the payload
-// in user space (except in kMemory mode, where memory *is* the store). Durability is
+// in user space (except in kMemory mode, where memory *is* the store). Large payloads
+// in 4 KiB-aligned buffers go to the disk with O_DIRECT instead of through the page
+// cache (StoreOptions::direct_io). Durability is
 // reported per ticket: in kDurable mode a flusher thread group-commits: every write
 // that has completed when a flush starts is covered by one fdatasync, and completions
 // fire after it returns.
@@ -52,6 +54,32 @@ struct StoreOptions {
   // fdatasync (it flushes sooner once max_batch writes wait). Zero: flush at once.
   absl::Duration group_commit_window = absl::Microseconds(200);
   size_t max_batch = 512;
+  // Flusher threads. With more than one, a round can start while the previous one's
+  // fdatasync is still running, so writes that arrive during a slow flush wait for less
+  // than a whole extra flush.
+  int flush_threads = 2;
+  // Large records: while an O_DIRECT write is still in progress when the window ends,
+  // the flusher holds the round for it to join, until group_commit_bytes of payload
+  // wait or group_commit_max_hold has passed since the first waiting write. A flush
+  // (journal commit + device cache flush) then covers several large records instead of
+  // each one, and takes a small share of the disk's time. Small writes never wait longer
+  // than the window.
+  uint64_t group_commit_bytes = 32 << 20;
+  absl::Duration group_commit_max_hold = absl::Milliseconds(50);
+  // Payloads of at least direct_min_bytes whose buffers are all kDirectAlign-aligned
+  // (address and length) are written with O_DIRECT in the aligned record layout
+  // (record.h): no page-cache copy, no writeback at fdatasync. Others, and everything on
+  // a filesystem without O_DIRECT, take the buffered path.
+  bool direct_io = true;
+  uint64_t direct_min_bytes = 128 << 10;
+  // A direct record of at least direct_split_bytes is written as this many parallel
+  // pwritev of equal, aligned parts (the calling thread writes one, a pool of
+  // direct_write_streams - 1 threads the others); 1 = one pwritev.
+  int direct_write_streams = 2;
+  uint64_t direct_split_bytes = 1 << 20;
+  // fallocate each new segment to segment_bytes, so appends need no block allocation and
+  // do not grow the file (best effort: skipped when the disk has no room for it).
+  bool preallocate = true;
 };
 
 // Called once with OK when the write is durable per the mode, or with the error that

@@ -1,8 +1,12 @@
 // The write path: validate, reserve log space and a seq under the lock, pwritev the
 // record from the caller's buffers without the lock, then publish it in the index.
+// Large payloads in aligned buffers are written with O_DIRECT in the aligned layout.
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "osd_sim/store/object_store_impl.h"
 #include "osd_sim/store/posix_error.h"
 #include "spdlog/spdlog.h"
@@ -11,6 +15,54 @@ namespace msgr::store {
 namespace {
 
 constexpr char kZeros[kRecordAlign] = {};
+
+bool DirectEligible(const StoreOptions& o, const struct iovec* iov, int iovcnt, uint64_t len) {
+  if (!o.direct_io || o.mode == Durability::kMemory || len == 0 || len < o.direct_min_bytes) {
+    return false;
+  }
+  for (int i = 0; i < iovcnt; ++i) {
+    if (reinterpret_cast<uintptr_t>(iov[i].iov_base) % kDirectAlign != 0 ||
+        iov[i].iov_len % kDirectAlign != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Splits `v` (total `len` bytes) into `n` parts at kDirectAlign multiples; returns each
+// part's byte offset and buffers. The buffers themselves are not copied.
+std::vector<std::pair<uint64_t, std::vector<struct iovec>>> SplitIov(const std::vector<struct iovec>& v,
+                                                                    uint64_t len, int n) {
+  std::vector<std::pair<uint64_t, std::vector<struct iovec>>> parts(static_cast<size_t>(n));
+  const uint64_t step = AlignUp((len + n - 1) / n, kDirectAlign);
+  uint64_t at = 0;  // byte offset of the current buffer position
+  size_t p = 0;
+  for (const struct iovec& io : v) {
+    uint64_t off = 0;
+    while (off < io.iov_len) {
+      const uint64_t part_end = p + 1 == parts.size() ? len : std::min<uint64_t>(len, (p + 1) * step);
+      if (parts[p].second.empty()) parts[p].first = at;
+      const uint64_t take = std::min<uint64_t>(io.iov_len - off, part_end - at);
+      parts[p].second.push_back({static_cast<char*>(io.iov_base) + off, take});
+      off += take;
+      at += take;
+      if (at == part_end && p + 1 < parts.size()) ++p;
+    }
+  }
+  while (!parts.empty() && parts.back().second.empty()) parts.pop_back();
+  return parts;
+}
+
+// The header block of an aligned record: [header | oid | zeros], one per thread, aligned
+// for O_DIRECT.
+char* HeaderBlock() {
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<char, Free> block(
+      static_cast<char*>(std::aligned_alloc(kDirectAlign, kDirectAlign)));
+  return block.get();
+}
 
 absl::Status ValidateAppend(std::string_view oid, uint64_t off, const struct iovec* iov,
                             int iovcnt, uint32_t flags, uint64_t* payload_len) {
@@ -48,16 +100,33 @@ absl::Status ObjectStore::Impl::RollSegmentLocked() {
   if (opts_.mode == Durability::kDurable) {
     if (absl::Status s = SyncDir(opts_.dir); !s.ok()) return s;
   }
+  PreallocateSegment(**seg);
   active_ = seg->get();
   active_tail_ = 0;
   segments_.emplace(id, std::move(*seg));
   return absl::OkStatus();
 }
 
+void ObjectStore::Impl::StartIoPool() {
+  if (opts_.direct_io && opts_.direct_write_streams > 1) {
+    io_pool_ = std::make_unique<IoPool>(opts_.direct_write_streams - 1);
+  }
+}
+
+void ObjectStore::Impl::PreallocateSegment(const SegmentFile& seg) const {
+  if (!opts_.preallocate) return;
+  if (absl::Status s = seg.Preallocate(opts_.segment_bytes); !s.ok()) {
+    spdlog::debug("store {}: not preallocated: {}", opts_.dir, std::string(s.message()));
+  }
+}
+
 absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::string_view oid,
-                                                                          uint64_t payload_len) {
+                                                                          uint64_t payload_len,
+                                                                          bool want_direct) {
   Reservation r;
-  r.bytes = RecordBytes(oid.size(), payload_len);
+  // Sized for the aligned layout (plus its worst-case padding) if it may be used.
+  r.bytes = want_direct ? RecordBytes(oid.size(), payload_len, kRecordAlignedPayload) + kDirectAlign
+                        : RecordBytes(oid.size(), payload_len);
   absl::MutexLock l(&mu_);
   if (!sticky_error_.ok()) return sticky_error_;
   if (opts_.capacity_bytes != 0 && stats_.log_bytes + r.bytes > opts_.capacity_bytes) {
@@ -76,10 +145,23 @@ absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::s
       }
     }
     r.seg = active_;
-    r.pos = active_tail_;
-    active_tail_ += r.bytes;
+    r.direct = want_direct && active_->has_direct();
+    if (r.direct) {
+      r.bytes = RecordBytes(oid.size(), payload_len, kRecordAlignedPayload);
+      r.pad = AlignUp(active_tail_, kDirectAlign) - active_tail_;
+    } else {
+      r.bytes = RecordBytes(oid.size(), payload_len);
+    }
+    r.pos = active_tail_ + r.pad;
+    active_tail_ = r.pos + r.bytes;
+    if (r.direct) {
+      ++direct_in_flight_;
+      last_direct_at_ = absl::Now();
+    }
+  } else {
+    r.bytes = RecordBytes(oid.size(), payload_len);
   }
-  stats_.log_bytes += r.bytes;
+  stats_.log_bytes += r.pad + r.bytes;
   r.seq = next_seq_++;
   not_durable_.insert(r.seq);
   return r;
@@ -90,12 +172,16 @@ void ObjectStore::Impl::RollbackLocked(const Reservation& r, const absl::Status&
   if (absl::IsResourceExhausted(why)) ++stats_.full_errors;
   not_durable_.erase(r.seq);
   failed_.emplace(r.seq, why);
+  if (r.direct) --direct_in_flight_;
   if (r.seg == active_ && active_tail_ == r.pos + r.bytes) {
-    // Nobody reserved space after us: give it back and cut what was partly written.
-    active_tail_ = r.pos;
-    stats_.log_bytes -= r.bytes;
-    if (absl::Status s = r.seg->Truncate(r.pos); !s.ok()) {
+    // Nobody reserved space after us: give it back and cut what was partly written
+    // (the space after the tail must read as zeros again for the recovery scan).
+    active_tail_ = r.pos - r.pad;
+    stats_.log_bytes -= r.pad + r.bytes;
+    if (absl::Status s = r.seg->Truncate(active_tail_); !s.ok()) {
       spdlog::warn("store {}: {}", opts_.dir, std::string(s.message()));
+    } else {
+      PreallocateSegment(*r.seg);
     }
   } else {
     // A later record follows: leave the partial record; recovery skips it by checksum.
@@ -104,13 +190,75 @@ void ObjectStore::Impl::RollbackLocked(const Reservation& r, const absl::Status&
   }
 }
 
+absl::Status ObjectStore::Impl::WriteRecord(const Reservation& r, std::string_view oid,
+                                             uint64_t off, const struct iovec* iov, int iovcnt,
+                                             uint64_t len, uint32_t payload_crc, uint32_t flags) {
+  std::vector<struct iovec> v;
+  v.reserve(static_cast<size_t>(iovcnt) + 3);
+  if (r.direct) {
+    // [header block][payload]: one O_DIRECT write, the payload straight from the caller.
+    const RecordHeader h =
+        MakeRecordHeader(oid, r.seq, off, len, payload_crc, flags | kRecordAlignedPayload);
+    char* block = HeaderBlock();
+    const uint64_t head = PayloadOffset(oid.size(), kRecordAlignedPayload);
+    std::memset(block, 0, head);
+    std::memcpy(block, &h, sizeof(h));
+    std::memcpy(block + sizeof(h), oid.data(), oid.size());
+    v.push_back({block, head});
+    for (int i = 0; i < iovcnt; ++i) {
+      if (iov[i].iov_len > 0) v.push_back(iov[i]);
+    }
+    const uint64_t total = head + len;
+    if (io_pool_ == nullptr || len < opts_.direct_split_bytes) {
+      return r.seg->WriteFull(r.pos, v.data(), static_cast<int>(v.size()), /*direct=*/true);
+    }
+    // Several pwritev in flight: the pool's idle threads write parts, this thread the
+    // first part and any part no idle thread took.
+    auto parts = SplitIov(v, total, opts_.direct_write_streams);
+    std::vector<absl::Status> status(parts.size());
+    std::vector<size_t> mine = {0};
+    // One per part; a Notification may be destroyed as soon as its wait returns.
+    std::vector<absl::Notification> handed_off(parts.size());
+    std::vector<bool> pooled(parts.size(), false);
+    for (size_t i = 1; i < parts.size(); ++i) {
+      absl::AnyInvocable<void() &&> task = [&, i] {
+        status[i] = r.seg->WriteFull(r.pos + parts[i].first, parts[i].second.data(),
+                                     static_cast<int>(parts[i].second.size()), /*direct=*/true);
+        handed_off[i].Notify();
+      };
+      pooled[i] = io_pool_->TryRun(task);
+      if (!pooled[i]) mine.push_back(i);
+    }
+    for (size_t i : mine) {
+      status[i] = r.seg->WriteFull(r.pos + parts[i].first, parts[i].second.data(),
+                                   static_cast<int>(parts[i].second.size()), /*direct=*/true);
+    }
+    for (size_t i = 1; i < parts.size(); ++i) {
+      if (pooled[i]) handed_off[i].WaitForNotification();
+    }
+    for (absl::Status& s : status) {
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  const RecordHeader h = MakeRecordHeader(oid, r.seq, off, len, payload_crc, flags);
+  v.push_back({const_cast<RecordHeader*>(&h), sizeof(h)});
+  v.push_back({const_cast<char*>(oid.data()), oid.size()});
+  for (int i = 0; i < iovcnt; ++i) {
+    if (iov[i].iov_len > 0) v.push_back(iov[i]);
+  }
+  const size_t pad = r.bytes - (sizeof(h) + oid.size() + len);
+  if (pad > 0) v.push_back({const_cast<char*>(kZeros), pad});
+  return r.seg->WriteFull(r.pos, v.data(), static_cast<int>(v.size()));
+}
+
 absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_t off,
                                                    const struct iovec* iov, int iovcnt,
                                                    uint32_t payload_crc, uint32_t flags,
                                                    DurableCallback* done) {
   uint64_t len = 0;
   if (absl::Status s = ValidateAppend(oid, off, iov, iovcnt, flags, &len); !s.ok()) return s;
-  absl::StatusOr<Reservation> r = Reserve(oid, len);
+  absl::StatusOr<Reservation> r = Reserve(oid, len, DirectEligible(opts_, iov, iovcnt, len));
   if (!r.ok()) return r.status();
 
   Extent e;
@@ -125,24 +273,14 @@ absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_
     for (int i = 0; i < iovcnt; ++i) copy->append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
     e.mem = std::move(copy);
   } else {
-    const RecordHeader h = MakeRecordHeader(oid, r->seq, off, len, payload_crc, flags);
-    std::vector<struct iovec> v;
-    v.reserve(static_cast<size_t>(iovcnt) + 3);
-    v.push_back({const_cast<RecordHeader*>(&h), sizeof(h)});
-    v.push_back({const_cast<char*>(oid.data()), oid.size()});
-    for (int i = 0; i < iovcnt; ++i) {
-      if (iov[i].iov_len > 0) v.push_back(iov[i]);
-    }
-    const size_t pad = r->bytes - (sizeof(h) + oid.size() + len);
-    if (pad > 0) v.push_back({const_cast<char*>(kZeros), pad});
-    absl::Status s = r->seg->WriteFull(r->pos, v.data(), static_cast<int>(v.size()));
+    absl::Status s = WriteRecord(*r, oid, off, iov, iovcnt, len, payload_crc, flags);
     if (!s.ok()) {
       absl::MutexLock l(&mu_);
       RollbackLocked(*r, s);
       return s;
     }
     e.segment_id = r->seg->id();
-    e.file_off = r->pos + sizeof(h) + oid.size();
+    e.file_off = r->pos + PayloadOffset(oid.size(), r->direct ? kRecordAlignedPayload : 0);
   }
 
   Fired fire;
@@ -150,8 +288,9 @@ absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_
     absl::MutexLock l(&mu_);
     index_.Apply(oid, std::move(e), (flags & kTruncate) != 0);
     ++stats_.appends;
+    if (r->direct) ++stats_.direct_appends;
     stats_.append_bytes += len;
-    CommitWrittenLocked(r->seq, r->seg, done, &fire);
+    CommitWrittenLocked(*r, len, done, &fire);
   }
   Fire(&fire);
   return r->seq;

@@ -4,6 +4,8 @@
 // kBuffered / kMemory mode, or (b) an fdatasync that *started after* its pwritev
 // returned has succeeded, in kDurable mode. The flusher only takes writes already
 // in unsynced_ (i.e. completed) into a round, so (b) holds by construction.
+#include <pthread.h>
+
 #include <algorithm>
 #include <set>
 
@@ -27,17 +29,23 @@ void ObjectStore::Impl::MarkDurableLocked(uint64_t seq, const absl::Status& s, F
   waiters_.erase(it);
 }
 
-void ObjectStore::Impl::CommitWrittenLocked(uint64_t seq, SegmentFile* seg, DurableCallback* done,
-                                            Fired* fire) {
+void ObjectStore::Impl::CommitWrittenLocked(const Reservation& r, uint64_t payload_len,
+                                            DurableCallback* done, Fired* fire) {
+  if (r.direct) {
+    --direct_in_flight_;
+    last_direct_at_ = absl::Now();
+  }
   if (opts_.mode != Durability::kDurable) {
-    not_durable_.erase(seq);
+    not_durable_.erase(r.seq);
     if (done != nullptr) fire->emplace_back(std::move(*done), absl::OkStatus());
     return;
   }
-  if (done != nullptr) waiters_[seq].push_back(std::move(*done));
+  if (done != nullptr) waiters_[r.seq].push_back(std::move(*done));
   if (unsynced_.empty()) first_unsynced_at_ = absl::Now();
-  unsynced_.push_back({seq, seg});
-  if (unsynced_.size() == 1 || unsynced_.size() >= opts_.max_batch) flush_cv_.Signal();
+  unsynced_.push_back({r.seq, r.seg, payload_len});
+  unsynced_bytes_ += payload_len;
+  // A finished direct write may be what a held round waits for.
+  if (unsynced_.size() == 1 || unsynced_.size() >= opts_.max_batch || r.direct) flush_cv_.Signal();
 }
 
 void ObjectStore::Impl::WhenDurable(uint64_t ticket, DurableCallback done) {
@@ -57,7 +65,10 @@ void ObjectStore::Impl::WhenDurable(uint64_t ticket, DurableCallback done) {
 }
 
 void ObjectStore::Impl::StartFlusher() {
-  flusher_ = std::thread([this] { FlusherLoop(); });
+  for (int i = 0; i < opts_.flush_threads; ++i) {
+    flushers_.emplace_back([this] { FlusherLoop(); });
+    pthread_setname_np(flushers_.back().native_handle(), "store-flush");
+  }
 }
 
 void ObjectStore::Impl::FlusherLoop() {
@@ -68,11 +79,26 @@ void ObjectStore::Impl::FlusherLoop() {
     while (unsynced_.empty() && !stopping_) flush_cv_.Wait(&mu_);
     if (unsynced_.empty()) break;  // stopping, nothing left
     // Group commit window: let writers that are about to finish join this round.
-    const absl::Time deadline = first_unsynced_at_ + opts_.group_commit_window;
-    while (!stopping_ && unsynced_.size() < opts_.max_batch) {
-      if (flush_cv_.WaitWithDeadline(&mu_, deadline)) break;  // window over
+    // (Deadlines are re-read on every wake-up: another flusher may have taken the round
+    // this one was waiting for, and new writes started a new one.)
+    while (!stopping_ && !unsynced_.empty() && unsynced_.size() < opts_.max_batch) {
+      if (flush_cv_.WaitWithDeadline(&mu_, first_unsynced_at_ + opts_.group_commit_window)) break;
     }
+    // Large records: hold the round while direct writes keep coming — one is in progress,
+    // or one began or ended less than a window ago (a pipelined writer's next one is
+    // about to start) — up to group_commit_bytes / group_commit_max_hold.
+    while (!stopping_ && !unsynced_.empty() && unsynced_.size() < opts_.max_batch &&
+           unsynced_bytes_ < opts_.group_commit_bytes) {
+      const absl::Time now = absl::Now();
+      absl::Time until = first_unsynced_at_ + opts_.group_commit_max_hold;
+      if (direct_in_flight_ == 0) until = std::min(until, last_direct_at_ + opts_.group_commit_window);
+      if (now >= until) break;
+      flush_cv_.WaitWithDeadline(&mu_, until);
+    }
+    // Another flusher may have taken the round while this one waited.
+    if (unsynced_.empty()) continue;
     batch.swap(unsynced_);
+    unsynced_bytes_ = 0;
     std::set<SegmentFile*> segs;
     for (const Unsynced& u : batch) segs.insert(u.seg);
 

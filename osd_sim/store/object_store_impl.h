@@ -18,6 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "osd_sim/store/io_pool.h"
 #include "osd_sim/store/object_index.h"
 #include "osd_sim/store/object_store.h"
 #include "osd_sim/store/segment_file.h"
@@ -31,6 +32,7 @@ class ObjectStore::Impl {
 
   absl::Status Recover();  // file modes: lock the directory, scan segments, build the index
   void StartFlusher();     // kDurable only
+  void StartIoPool();      // file modes with direct_write_streams > 1
 
   absl::StatusOr<uint64_t> Append(std::string_view oid, uint64_t off, const struct iovec* iov,
                                   int iovcnt, uint32_t payload_crc, uint32_t flags,
@@ -44,21 +46,31 @@ class ObjectStore::Impl {
     SegmentFile* seg = nullptr;  // null in kMemory mode
     uint64_t pos = 0;            // record start in seg
     uint64_t bytes = 0;          // record length incl. padding
+    uint64_t pad = 0;            // zero bytes before pos (aligning a direct record)
     uint64_t seq = 0;
+    bool direct = false;         // aligned layout, written with O_DIRECT
   };
   struct Unsynced {
     uint64_t seq;
     SegmentFile* seg;
+    uint64_t bytes;  // payload
   };
   using Fired = std::vector<std::pair<DurableCallback, absl::Status>>;
 
-  absl::StatusOr<Reservation> Reserve(std::string_view oid, uint64_t payload_len);
+  // `want_direct`: the payload qualifies for O_DIRECT; the reservation says whether the
+  // segment can take it.
+  absl::StatusOr<Reservation> Reserve(std::string_view oid, uint64_t payload_len, bool want_direct);
+  absl::Status WriteRecord(const Reservation& r, std::string_view oid, uint64_t off,
+                           const struct iovec* iov, int iovcnt, uint64_t len,
+                           uint32_t payload_crc, uint32_t flags);
+  // Best-effort fallocate of `seg` to segment_bytes (StoreOptions::preallocate).
+  void PreallocateSegment(const SegmentFile& seg) const;
   absl::Status RollSegmentLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RollbackLocked(const Reservation& r, const absl::Status& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records a written append; returns callbacks to run (outside the lock).
-  void CommitWrittenLocked(uint64_t seq, SegmentFile* seg, DurableCallback* done, Fired* fire)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CommitWrittenLocked(const Reservation& r, uint64_t payload_len, DurableCallback* done,
+                           Fired* fire) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDurableLocked(uint64_t seq, const absl::Status& s, Fired* fire)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlusherLoop();
@@ -79,12 +91,16 @@ class ObjectStore::Impl {
   // Written, waiting for the flusher (kDurable).
   std::vector<Unsynced> unsynced_ ABSL_GUARDED_BY(mu_);
   absl::Time first_unsynced_at_ ABSL_GUARDED_BY(mu_);
+  uint64_t unsynced_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int direct_in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // O_DIRECT writes reserved, not done
+  absl::Time last_direct_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // began or ended
   std::unordered_map<uint64_t, std::vector<DurableCallback>> waiters_ ABSL_GUARDED_BY(mu_);
   std::unordered_map<uint64_t, absl::Status> failed_ ABSL_GUARDED_BY(mu_);
   absl::Status sticky_error_ ABSL_GUARDED_BY(mu_);  // a failed fdatasync poisons the store
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::CondVar flush_cv_;
-  std::thread flusher_;
+  std::vector<std::thread> flushers_;  // flush_threads of them, kDurable only
+  std::unique_ptr<IoPool> io_pool_;  // direct_write_streams > 1 only
 };
 
 }  // namespace msgr::store

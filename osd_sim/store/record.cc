@@ -34,7 +34,7 @@ RecordHeader MakeRecordHeader(std::string_view oid, uint64_t seq, uint64_t objec
 
 bool HeaderShapeValid(const RecordHeader& h) {
   return h.magic == kRecordMagic && h.version == kRecordVersion && h.oid_len >= 1 &&
-         h.oid_len <= kMaxOidBytes && (h.flags & ~kKnownFlags) == 0 &&
+         h.oid_len <= kMaxOidBytes && (h.flags & ~kKnownRecordFlags) == 0 &&
          h.payload_len <= kMaxPayloadBytes && h.reserved == 0 &&
          h.object_off <= UINT64_MAX - h.payload_len;
 }

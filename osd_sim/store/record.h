@@ -4,6 +4,15 @@
 //
 //   [RecordHeader 48 B | oid (oid_len B) | payload (payload_len B) | zero pad]
 //
+// or, for a record written with O_DIRECT (flag kRecordAlignedPayload in the header), one
+// 4 KiB header block then the payload, the record starting on a kDirectAlign boundary:
+//
+//   [RecordHeader | oid | zero pad to 4096][payload (payload_len B) | zero pad to 4096]
+//
+// Up to kDirectAlign - 1 zero bytes may precede an aligned record (the previous record
+// ended off the boundary); the scan treats them as padding. A segment may be
+// preallocated: the unwritten space after the last record reads as zeros and is free.
+//
 // All integers are little-endian. header_crc is the crc32c of the header (with
 // header_crc = 0) followed by the oid bytes, so a valid header_crc vouches for the
 // lengths, the object offset, the flags, the sequence number and payload_crc; the
@@ -28,10 +37,17 @@ inline constexpr uint16_t kRecordVersion = 1;
 inline constexpr size_t kRecordAlign = 8;
 inline constexpr size_t kMaxOidBytes = 1024;
 inline constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 32;  // 4 GiB
+// Alignment of O_DIRECT records: file offset, header block and payload (the largest
+// logical block size we expect; the payload's buffers must be aligned to it too).
+inline constexpr uint64_t kDirectAlign = 4096;
+static_assert(kDirectAlign % kRecordAlign == 0);
 
 // Append flags (RecordHeader::flags).
 inline constexpr uint32_t kTruncate = 1u << 0;  // the write replaces the whole object
 inline constexpr uint32_t kKnownFlags = kTruncate;
+// Layout flag, set by the store (never by a caller): the record has the aligned layout.
+inline constexpr uint32_t kRecordAlignedPayload = 1u << 16;
+inline constexpr uint32_t kKnownRecordFlags = kKnownFlags | kRecordAlignedPayload;
 
 struct RecordHeader {
   uint32_t magic;
@@ -48,16 +64,30 @@ struct RecordHeader {
 static_assert(sizeof(RecordHeader) == 48, "record header layout is part of the disk format");
 static_assert(sizeof(RecordHeader) % kRecordAlign == 0);
 
-// Total bytes a record occupies in a segment, padding included.
-constexpr uint64_t RecordBytes(size_t oid_len, uint64_t payload_len) {
-  const uint64_t raw = sizeof(RecordHeader) + oid_len + payload_len;
-  return (raw + kRecordAlign - 1) / kRecordAlign * kRecordAlign;
+constexpr uint64_t AlignUp(uint64_t v, uint64_t align) { return (v + align - 1) / align * align; }
+
+// Total bytes a record occupies in a segment, padding included (not the zero padding
+// that may precede an aligned record).
+constexpr uint64_t RecordBytes(size_t oid_len, uint64_t payload_len, uint32_t flags = 0) {
+  if ((flags & kRecordAlignedPayload) != 0) {
+    return AlignUp(sizeof(RecordHeader) + oid_len, kDirectAlign) + AlignUp(payload_len, kDirectAlign);
+  }
+  return AlignUp(sizeof(RecordHeader) + oid_len + payload_len, kRecordAlign);
 }
+
+// Offset of the payload from the start of its record.
+constexpr uint64_t PayloadOffset(size_t oid_len, uint32_t flags) {
+  if ((flags & kRecordAlignedPayload) != 0) return AlignUp(sizeof(RecordHeader) + oid_len, kDirectAlign);
+  return sizeof(RecordHeader) + oid_len;
+}
+static_assert(PayloadOffset(kMaxOidBytes, kRecordAlignedPayload) == kDirectAlign,
+              "an aligned record's header block is one kDirectAlign block");
 
 // crc32c over `oid` then `len` payload bytes: the record's payload_crc.
 uint32_t PayloadCrc(std::string_view oid, const void* payload, size_t len);
 
-// Returns a complete header (header_crc filled in) for a record.
+// Returns a complete header (header_crc filled in) for a record. `flags` may include
+// kRecordAlignedPayload.
 // REQUIRES: 1 <= oid.size() <= kMaxOidBytes, payload_len <= kMaxPayloadBytes.
 RecordHeader MakeRecordHeader(std::string_view oid, uint64_t seq, uint64_t object_off,
                               uint64_t payload_len, uint32_t payload_crc, uint32_t flags);

@@ -20,21 +20,35 @@ absl::StatusOr<std::unique_ptr<SegmentFile>> SegmentFile::Open(std::string path,
   const int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
   const int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) return PosixError(create ? "create segment" : "open segment", path, errno);
-  return std::unique_ptr<SegmentFile>(new SegmentFile(std::move(path), id, fd));
+  // A second descriptor for O_DIRECT writes; filesystems without O_DIRECT refuse it.
+  // No readahead: reads are explicit and sized, and readahead would pull never-written
+  // (preallocated) space into the page cache, where SEEK_DATA then counts it as data.
+  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+  const int direct_fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT);
+  return std::unique_ptr<SegmentFile>(new SegmentFile(std::move(path), id, fd, direct_fd));
 }
 
-SegmentFile::~SegmentFile() { ::close(fd_); }
+SegmentFile::~SegmentFile() {
+  if (direct_fd_ >= 0) ::close(direct_fd_);
+  ::close(fd_);
+}
 
-absl::Status SegmentFile::WriteFull(uint64_t off, const struct iovec* iov, int iovcnt) const {
+absl::Status SegmentFile::WriteFull(uint64_t off, const struct iovec* iov, int iovcnt,
+                                    bool direct) const {
+  int fd = direct ? direct_fd_ : fd_;
   // pwritev may stop short (signal, file-size limit, disk filling up): advance and retry
   // on a private copy of the iovec array. The payload bytes themselves are never copied.
   std::vector<struct iovec> rest(iov, iov + iovcnt);
   size_t first = 0;
   while (first < rest.size()) {
-    const ssize_t n = ::pwritev(fd_, rest.data() + first, static_cast<int>(rest.size() - first),
+    const ssize_t n = ::pwritev(fd, rest.data() + first, static_cast<int>(rest.size() - first),
                                 static_cast<off_t>(off));
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == EINVAL && fd != fd_) {  // alignment the device wants but we missed
+        fd = fd_;
+        continue;
+      }
       return PosixError(absl::StrCat("pwritev at ", off), path_, errno);
     }
     if (n == 0) return PosixError(absl::StrCat("pwritev at ", off), path_, ENOSPC);
@@ -78,6 +92,35 @@ absl::Status SegmentFile::Truncate(uint64_t size) const {
     return PosixError(absl::StrCat("ftruncate to ", size), path_, errno);
   }
   return absl::OkStatus();
+}
+
+absl::Status SegmentFile::Preallocate(uint64_t size) const {
+  absl::StatusOr<uint64_t> old = Size();
+  if (!old.ok()) return old.status();
+  if (*old >= size) return absl::OkStatus();
+  if (::fallocate(fd_, 0, 0, static_cast<off_t>(size)) != 0) {
+    const int err = errno;
+    // A failed fallocate may leave part of the range allocated (and the size grown):
+    // cut back so nothing past the old end is left half-made.
+    (void)::ftruncate(fd_, static_cast<off_t>(*old));
+    return PosixError(absl::StrCat("fallocate to ", size), path_, err);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> SegmentFile::SeekData(uint64_t off) const {
+  const off_t r = ::lseek(fd_, static_cast<off_t>(off), SEEK_DATA);
+  if (r >= 0) return static_cast<uint64_t>(r);
+  if (errno == ENXIO) return UINT64_MAX;
+  if (errno == EINVAL || errno == EOPNOTSUPP) return off;
+  return PosixError(absl::StrCat("lseek SEEK_DATA at ", off), path_, errno);
+}
+
+absl::StatusOr<uint64_t> SegmentFile::SeekHole(uint64_t off) const {
+  const off_t r = ::lseek(fd_, static_cast<off_t>(off), SEEK_HOLE);
+  if (r >= 0) return static_cast<uint64_t>(r);
+  if (errno == ENXIO || errno == EINVAL || errno == EOPNOTSUPP) return Size();
+  return PosixError(absl::StrCat("lseek SEEK_HOLE at ", off), path_, errno);
 }
 
 absl::StatusOr<uint64_t> SegmentFile::Size() const {

@@ -1,6 +1,12 @@
 // One segment file of the object store's log: an owned file descriptor plus the
 // positional I/O the store needs. RAII: the destructor closes the descriptor.
 //
+// Two descriptors on the same file: a buffered one (reads, small writes, fdatasync) and,
+// where the filesystem allows it, an O_DIRECT one for large aligned writes, which then go
+// from the caller's memory to the device without a page-cache copy or writeback. Either
+// way the data is durable only after Sync (O_DIRECT skips the page cache, not the
+// device's volatile write cache).
+//
 // Thread-safety: every method may be called from any thread concurrently; writes to
 // disjoint ranges do not interfere (pwritev/pread are positional). The caller keeps
 // `iov` buffers alive for the duration of WriteFull only: the bytes go from the
@@ -30,23 +36,41 @@ class SegmentFile {
 
   // Writes all `iovcnt` buffers at `off`, retrying short writes. On a partial failure
   // some prefix may have reached the file. REQUIRES: iovcnt <= IOV_MAX.
-  absl::Status WriteFull(uint64_t off, const struct iovec* iov, int iovcnt) const;
+  // With `direct` the write goes through the O_DIRECT descriptor; REQUIRES then
+  // has_direct(), and `off` and every buffer's address and length are multiples of
+  // kDirectAlign (record.h). If the kernel still refuses it (EINVAL) the same bytes are
+  // written through the buffered descriptor instead.
+  absl::Status WriteFull(uint64_t off, const struct iovec* iov, int iovcnt, bool direct = false) const;
   // Reads exactly `len` bytes at `off`; kOutOfRange if the file ends first.
   absl::Status ReadFull(uint64_t off, void* dst, size_t len) const;
   // fdatasync: data and the size needed to read it back are on stable storage.
   absl::Status Sync() const;
   absl::Status Truncate(uint64_t size) const;
   absl::StatusOr<uint64_t> Size() const;
+  // Allocates (fallocate, mode 0) the file up to `size` bytes: the new space reads as
+  // zeros, and later writes into it need no block allocation. Best effort: on failure
+  // (no space, unsupported) the file keeps its old size and an error is returned.
+  absl::Status Preallocate(uint64_t size) const;
+  // The first offset >= `off` that holds data (SEEK_DATA; holes and unwritten extents
+  // are skipped); `off` itself where the filesystem cannot tell; UINT64_MAX if only holes
+  // follow.
+  absl::StatusOr<uint64_t> SeekData(uint64_t off) const;
+  // The first offset >= `off` in a hole (SEEK_HOLE); the file size if none follows or
+  // the filesystem cannot tell. Together with SeekData: the data ranges to read.
+  absl::StatusOr<uint64_t> SeekHole(uint64_t off) const;
+  bool has_direct() const { return direct_fd_ >= 0; }
 
   uint64_t id() const { return id_; }
   const std::string& path() const { return path_; }
 
  private:
-  SegmentFile(std::string path, uint64_t id, int fd) : path_(std::move(path)), id_(id), fd_(fd) {}
+  SegmentFile(std::string path, uint64_t id, int fd, int direct_fd)
+      : path_(std::move(path)), id_(id), fd_(fd), direct_fd_(direct_fd) {}
 
   const std::string path_;
   const uint64_t id_;
   const int fd_;
+  const int direct_fd_;  // -1: no O_DIRECT on this filesystem
 };
 
 // "seg-<16 hex digits>.log"; ParseSegmentName returns false for any other name.

@@ -8,7 +8,10 @@
 //    durable mode, because a flush acknowledges only writes that had completed);
 //  * skipped bytes with no valid record after them are the "torn tail".
 // After an invalid header the scan resynchronises on the next kRecordAlign-aligned
-// magic number whose record is fully valid.
+// magic number whose record is fully valid. Zero bytes are not damage where the format
+// allows them: up to the next kDirectAlign boundary before an aligned record (padding),
+// and from the last valid record to the end of the file (preallocated, never written:
+// "free"). Holes and unwritten extents are skipped without being read (SEEK_DATA).
 // Thread-compatible: scan a file nobody is writing.
 #ifndef MSGR_OSD_SIM_STORE_SEGMENT_SCAN_H_
 #define MSGR_OSD_SIM_STORE_SEGMENT_SCAN_H_
@@ -32,12 +35,13 @@ struct ScannedRecord {
 struct SegmentScan {
   std::vector<ScannedRecord> records;  // valid records, in file order
   uint64_t file_size = 0;
-  uint64_t valid_end = 0;        // end of the last valid record (0 if none)
+  uint64_t valid_end = 0;        // end of the last valid record (0 if none): appends go here
   uint64_t last_seq = 0;         // highest valid seq (the min_seq passed in if none)
   uint64_t corrupt_records = 0;  // skipped stretches (or records) with valid data after
   uint64_t corrupt_bytes = 0;
   uint64_t torn_records = 0;     // 1 if there is a torn tail, plus any complete-header
   uint64_t torn_bytes = 0;       //   records in it with a bad payload
+  uint64_t free_bytes = 0;       // all-zero bytes after valid_end (not torn)
   std::vector<std::string> corrupt_oids;  // oids of skipped records whose header was intact
 };
 

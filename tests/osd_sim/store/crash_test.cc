@@ -1,6 +1,8 @@
 // kill -9 at random moments: a child appends in durable mode from several threads and
 // reports every completed (acknowledged) write through a pipe; the parent kills it,
 // reopens the store, and checks that every acknowledged write reads back exactly.
+// Run twice: small payloads (buffered path only), and a mix where every other write is
+// a large payload in an aligned buffer (O_DIRECT, aligned layout, padding between).
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -39,15 +41,18 @@ static_assert(sizeof(Ack) <= PIPE_BUF, "acks must be written atomically");
 std::string OidName(uint32_t i) { return "crash-" + std::to_string(i); }
 
 // The payload of `version` of object `i`: its version in the first 8 bytes, then a
-// pattern; sizes vary from 8 bytes to 48 KiB.
-std::string Payload(uint32_t i, uint64_t version) {
-  const size_t len = 8 + (version * 2654435761u + i) % (48 << 10);
+// pattern; sizes vary from 8 bytes to 48 KiB, or with `mix`, every other version is
+// 128-256 KiB in whole 4 KiB blocks (written from an aligned buffer: the direct path).
+bool Big(uint64_t version, bool mix) { return mix && version % 2 == 0; }
+std::string Payload(uint32_t i, uint64_t version, bool mix) {
+  const uint64_t h = version * 2654435761u + i;
+  const size_t len = Big(version, mix) ? (32 + h % 33) * kDirectAlign : 8 + h % (48 << 10);
   std::string p = Pattern(OidName(i), len, version);
   std::memcpy(p.data(), &version, sizeof(version));
   return p;
 }
 
-[[noreturn]] void RunChild(const std::string& dir, int ack_fd, uint64_t base_version) {
+[[noreturn]] void RunChild(const std::string& dir, int ack_fd, uint64_t base_version, bool mix) {
   StoreOptions o = Options(dir, Durability::kDurable);
   o.segment_bytes = 1 << 20;  // several segments per run
   auto store = ObjectStore::Open(o);
@@ -58,8 +63,9 @@ std::string Payload(uint32_t i, uint64_t version) {
       for (uint64_t n = 0;; ++n) {
         const uint32_t i = static_cast<uint32_t>((n * kThreads + t) % kOids);
         const uint64_t version = base_version + n;
-        std::string data = Payload(i, version);
-        struct iovec iov = {data.data(), data.size()};
+        const std::string bytes = Payload(i, version, mix);
+        const testing::AlignedCopy data(bytes, Big(version, mix) ? 0 : 1);
+        struct iovec iov = {const_cast<char*>(data.data()), data.size()};
         auto ticket = (*store)->Append(OidName(i), 0, &iov, 1, PayloadCrc(OidName(i), data.data(), data.size()),
                                        kTruncate, [ack_fd, i, version](absl::Status s) {
                                          if (!s.ok()) _exit(3);
@@ -99,11 +105,15 @@ bool ReadAcks(int fd, int deadline_ms, std::map<uint32_t, uint64_t>* acked, size
   }
 }
 
-TEST(CrashTest, EveryAcknowledgedWriteSurvivesKill9) {
-  const std::string dir = FreshDir("crash");
+class CrashTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(CrashTest, EveryAcknowledgedWriteSurvivesKill9) {
+  const bool mix = GetParam();
+  const std::string dir = FreshDir(mix ? "crash-mix" : "crash");
   std::map<uint32_t, uint64_t> acked;  // oid -> highest acknowledged version
   std::mt19937 rng(std::random_device{}());
   size_t total_acks = 0;
+  size_t big_reads = 0;  // objects read back at a large (direct-path) version
   for (int iter = 0; iter < kIterations; ++iter) {
     int fds[2];
     ASSERT_EQ(::pipe(fds), 0);
@@ -112,7 +122,7 @@ TEST(CrashTest, EveryAcknowledgedWriteSurvivesKill9) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       ::close(fds[0]);
-      RunChild(dir, fds[1], base_version);
+      RunChild(dir, fds[1], base_version, mix);
     }
     ::close(fds[1]);
     size_t acks = 0;
@@ -150,11 +160,18 @@ TEST(CrashTest, EveryAcknowledgedWriteSurvivesKill9) {
       if (it != acked.end()) {
         EXPECT_GE(version, it->second) << OidName(i) << " went back to an older version";
       }
-      EXPECT_TRUE(*got == Payload(i, version)) << OidName(i) << " v" << version << " differs";
+      EXPECT_TRUE(*got == Payload(i, version, mix)) << OidName(i) << " v" << version << " differs";
+      if (Big(version, mix)) ++big_reads;
     }
   }
   EXPECT_GT(total_acks, 0u) << "the child never acknowledged anything";
+  if (mix) EXPECT_GT(big_reads, 0u) << "no large aligned write was ever read back";
 }
+
+INSTANTIATE_TEST_SUITE_P(Payloads, CrashTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "AlignedMix" : "Small";
+                         });
 
 }  // namespace
 }  // namespace msgr::store

@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -44,6 +46,29 @@ inline absl::StatusOr<uint64_t> Put(ObjectStore& store, std::string_view oid, ui
   struct iovec iov = {const_cast<char*>(data.data()), data.size()};
   return store.Append(oid, off, &iov, 1, PayloadCrc(oid, data.data(), data.size()), flags);
 }
+
+// A copy of `data` in a kDirectAlign-aligned buffer (length rounded up, zero-filled),
+// plus `shift` bytes so that the payload can also be deliberately misaligned.
+class AlignedCopy {
+ public:
+  explicit AlignedCopy(std::string_view data, size_t shift = 0)
+      : len_(data.size()),
+        buf_(static_cast<char*>(std::aligned_alloc(kDirectAlign, AlignUp(data.size() + shift + 1, kDirectAlign)))),
+        shift_(shift) {
+    std::memset(buf_.get(), 0, AlignUp(data.size() + shift + 1, kDirectAlign));
+    std::memcpy(buf_.get() + shift, data.data(), data.size());
+  }
+  const char* data() const { return buf_.get() + shift_; }
+  size_t size() const { return len_; }
+
+ private:
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  size_t len_;
+  std::unique_ptr<char, Free> buf_;
+  size_t shift_;
+};
 
 inline StoreOptions Options(const std::string& dir, Durability mode) {
   StoreOptions o;
