@@ -43,7 +43,9 @@ struct ObjectEntry {
 class ObjectIndex {
  public:
   // Applies a write to `oid`. If `truncate`, the write replaces every older write.
-  void Apply(std::string_view oid, Extent e, bool truncate);
+  // Returns the payload bytes no longer referenced (replaced extents, or `e` itself if a
+  // newer write already covers it): memory mode frees them.
+  uint64_t Apply(std::string_view oid, Extent e, bool truncate);
 
   // Returns a copy of the object's entry, or nullopt if it was never written.
   std::optional<ObjectEntry> Lookup(std::string_view oid) const;

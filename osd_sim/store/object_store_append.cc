@@ -159,7 +159,7 @@ absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::s
       last_direct_at_ = absl::Now();
     }
   } else {
-    r.bytes = RecordBytes(oid.size(), payload_len);
+    r.bytes = payload_len;  // memory mode holds the payload only (see Append)
   }
   stats_.log_bytes += r.pad + r.bytes;
   r.seq = next_seq_++;
@@ -286,7 +286,10 @@ absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_
   Fired fire;
   {
     absl::MutexLock l(&mu_);
-    index_.Apply(oid, std::move(e), (flags & kTruncate) != 0);
+    const uint64_t freed = index_.Apply(oid, std::move(e), (flags & kTruncate) != 0);
+    // Memory mode holds only live payloads: what an overwrite replaced no longer counts
+    // against the capacity. (The log on disk keeps every record until it is removed.)
+    if (r->seg == nullptr) stats_.log_bytes -= std::min(stats_.log_bytes, freed);
     ++stats_.appends;
     if (r->direct) ++stats_.direct_appends;
     stats_.append_bytes += len;

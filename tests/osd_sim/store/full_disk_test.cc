@@ -32,6 +32,28 @@ void ExpectAll(ObjectStore& store, const std::vector<std::string>& oids, size_t 
   }
 }
 
+// Memory mode holds live payloads only: overwriting the same objects never fills it, and
+// new objects still do, with the same clear error.
+TEST(FullDiskTest, MemoryModeCapacityCountsLiveObjects) {
+  StoreOptions o = Options("", Durability::kMemory);
+  o.capacity_bytes = 10 * RecordBytes(2, 4096);
+  auto store = ObjectStore::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (int i = 0; i < 200; ++i) {  // 20x the capacity, over 8 names
+    const std::string oid = "m" + std::to_string(i % 8);
+    auto t = Put(**store, oid, 0, Pattern(oid, 4096), kTruncate);
+    ASSERT_TRUE(t.ok()) << "write " << i << ": " << t.status();
+  }
+  EXPECT_LE((*store)->GetStats().log_bytes, 8u * 4096);
+  absl::Status full;
+  for (int i = 0; i < 20 && full.ok(); ++i) {
+    auto t = Put(**store, "n" + std::to_string(i), 0, Pattern("n", 4096));
+    if (!t.ok()) full = t.status();
+  }
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_TRUE(*(*store)->Read("m3") == Pattern("m3", 4096));
+}
+
 TEST(FullDiskTest, CapacityLimit) {
   StoreOptions o = Options(FreshDir("full-capacity"), Durability::kDurable);
   const uint64_t rec = RecordBytes(2, 4096);
