@@ -96,7 +96,7 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
     static const char* kWithValue[] = {
         "--mon", "--ms-type", "-b", "-t", "--seconds", "--count", "--json", "--acked-log",
         "--auth", "--prefix", "--osd-pids", "--cluster-dir", "--oids", "--op-timeout",
-        "--mon-timeout", "--rdma-device", "--ms-threads", "--spin-us", "--submit-threads"};
+        "--mon-timeout", "--rdma-device", "--ms-threads", "--spin-us", "--submit-threads", "--max-objects"};
     if (std::find(std::begin(kWithValue), std::end(kWithValue), flag) == std::end(kWithValue)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown argument '", in[i], "'"));
     }
@@ -130,6 +130,10 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
     } else if (flag == "--ms-threads") {
       if (!absl::SimpleAtoi(value, &a.ms_threads) || a.ms_threads < 1 || a.ms_threads > 64) {
         return Bad(flag, absl::StrCat("'", value, "' is not a thread count in 1..64"));
+      }
+    } else if (flag == "--max-objects") {
+      if (!absl::SimpleAtoi(value, &a.max_objects) || a.max_objects == 0) {
+        return Bad(flag, absl::StrCat("'", value, "' is not a positive object count"));
       }
     } else if (flag == "--submit-threads") {
       if (!absl::SimpleAtoi(value, &a.submit_threads) || a.submit_threads < 0 ||
@@ -189,7 +193,7 @@ std::string BenchUsage() {
   bench.sh --mon HOST:PORT [--ms-type tcp|rdma] [-b SIZE] [-t CONCURRENCY] [--seconds S]
            [--count N] [--json FILE] [--acked-log FILE] [--verify] [--auth none|KEYRING]
            [--prefix P] [--osd-pids PID,...] [--cluster-dir DIR] [--spin-us US]
-           [--submit-threads N]
+           [--submit-threads N] [--max-objects N]
   bench.sh verify --mon HOST:PORT [--ms-type tcp|rdma] --oids FILE [--json FILE] [-t N]
 
 Writes objects of SIZE bytes (4K, 64K, 4M ...; default 4M) for S seconds (default 10) or
@@ -207,6 +211,8 @@ in flight (default 16; reads for verify), timing each from submission to its cal
   --spin-us US     poll up to US microseconds for a completion before sleeping (default 0
                    = never spin). Saves a futex wake-up (20-30 us) per wait when a core is
                    idle; on 2 busy cores it starves the messenger and OSDs (it lost here)
+  --max-objects N  op n writes object n mod N (overwrites): bounds what a memory-mode OSD
+                   holds in RAM during long runs (default: every op a new object)
   --submit-threads N  threads that issue the writes (default 2 for objects of 256 KiB and
                    up, else 0 = the driver thread itself): a send copies the object on the
                    calling thread, so one thread serializes large writes

@@ -47,7 +47,8 @@ struct BenchArgs {
   // How long the driver thread polls for a completion before sleeping (0 = never spin).
   // Same default as kDefaultSpin (async_driver.h).
   int spin_us = 0;
-  int submit_threads = -1;  // -1: DefaultSubmitThreads(object_size)
+  int submit_threads = -1;
+  uint64_t max_objects = 0;  // 0: every op writes a new object  // -1: DefaultSubmitThreads(object_size)
 };
 
 // "4096", "4K", "4k", "64KiB", "4M", "4MB", "1G": binary multiples. Must be > 0.

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -128,6 +129,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     wo.acked_log = a.acked_log;
     wo.progress = !a.quiet;
     wo.spin = spin;
+    wo.max_objects = a.max_objects;
     wo.submit_threads =
         a.submit_threads >= 0 ? a.submit_threads : DefaultSubmitThreads(a.object_size);
     err << "bench: writing " << a.object_size << "-byte objects " << wo.prefix << "_N, -t "
@@ -155,7 +157,9 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     }
     if (a.verify) {
       report.verify_enabled = true;
-      const auto& acked = report.run.acked;
+      auto acked = report.run.acked;  // an object overwritten (--max-objects) is read once
+      std::sort(acked.begin(), acked.end());
+      acked.erase(std::unique(acked.begin(), acked.end()), acked.end());
       report.verify = VerifyObjects(
           c, acked.size(), [&](uint64_t i) { return ObjectId(wo.prefix, acked[i]); },
           a.concurrency, a.object_size, spin);

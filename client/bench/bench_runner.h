@@ -55,6 +55,7 @@ struct WriteRunOptions {
   bool progress = true;          // one line per second on `progress_out`
   std::chrono::nanoseconds spin = kDefaultSpin;  // --spin-us: poll for completions first
   int submit_threads = 0;        // --submit-threads: 0 = AsyncWrite on the driver thread
+  uint64_t max_objects = 0;      // --max-objects: op n writes object n % max_objects (0: n)
 };
 
 struct WriteRunResult {

@@ -245,6 +245,33 @@ TEST(BenchRunnerTest, SubmitThreadsWriteExactlyNWithinConcurrency) {
   for (const auto& [oid, data] : objs) ASSERT_EQ(data, MakePattern(oid, 5000)) << oid;
 }
 
+TEST(BenchRunnerTest, MaxObjectsOverwritesABoundedSet) {
+  FakeStore store(100us);
+  std::string acked = TmpFile("acked_max.txt");
+  WriteRunOptions o;
+  o.prefix = "m";
+  o.object_size = 2000;
+  o.concurrency = 4;
+  o.count = 100;
+  o.max_objects = 7;
+  o.acked_log = acked;
+  o.progress = false;
+  std::ostringstream out;
+  auto r = RunWrites(store.Ops(), o, out);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ops, 100u);
+  auto objs = store.objects();
+  ASSERT_EQ(objs.size(), 7u);
+  for (const auto& [oid, data] : objs) EXPECT_EQ(data, MakePattern(oid, 2000)) << oid;
+  EXPECT_EQ(Lines(acked).size(), 100u) << "one line per acknowledged write";
+  for (uint64_t i : r->acked) EXPECT_LT(i, 7u);
+  auto a = ParseBenchArgs({"--mon", "h:1", "--max-objects", "64"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->max_objects, 64u);
+  EXPECT_FALSE(ParseBenchArgs({"--mon", "h:1", "--max-objects", "0"}).ok());
+  std::remove(acked.c_str());
+}
+
 TEST(BenchArgsSpinTest, SubmitThreadsFlag) {
   auto a = ParseBenchArgs({"--mon", "h:1", "--submit-threads", "3"});
   ASSERT_TRUE(a.ok()) << a.status();
