@@ -256,6 +256,7 @@ TEST_P(OsdTest, LargeRingRecordsGoToTheStoreWithODirectStraightFromTheRing) {
     GTEST_SKIP() << "the test directory's filesystem refuses O_DIRECT";
   }
   EXPECT_EQ(j["store"]["direct_appends"], want_direct);
+  EXPECT_EQ(j["store"]["direct_fallbacks"], 0) << "O_DIRECT refused ring memory";
   EXPECT_EQ(j["store"]["appends"], tid - 1);
 }
 
