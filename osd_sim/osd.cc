@@ -60,6 +60,8 @@ nlohmann::json ToJson(const store::StoreStats& s) {
           {"append_bytes", s.append_bytes},
           {"append_errors", s.append_errors},
           {"full_errors", s.full_errors},
+          {"direct_appends", s.direct_appends},
+          {"direct_fallbacks", s.direct_fallbacks},
           {"log_bytes", s.log_bytes},
           {"objects", s.objects},
           {"flushes", s.flushes},

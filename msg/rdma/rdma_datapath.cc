@@ -475,13 +475,17 @@ absl::Status RdmaConnection::WriteRecord(const RecordDesc& desc, std::string_vie
   SentRecord r;
   r.seq = p->seq;
   r.offset = p->offset;
-  r.bytes = static_cast<uint32_t>(kRecordHeaderBytes + desc.oid.size() + payload.size());
+  // One WRITE from the slot start through the payload: header, gap (aligned layout),
+  // oid, payload (ring_format.h).
+  const size_t payload_offset = RecordPayloadOffset(desc.oid.size(), payload.size());
+  r.bytes = static_cast<uint32_t>(payload_offset + payload.size());
   r.has_pad = p->has_pad;
   r.pad_seq = p->pad_seq;
   r.pad_offset = p->pad_offset;
   r.end_position = p->end_position;
   uint8_t* slot = mirror + p->offset;
-  uint8_t* oid = slot + kRecordHeaderBytes;
+  uint8_t* oid = slot + payload_offset - desc.oid.size();
+  std::memset(slot + kRecordHeaderBytes, 0, oid - (slot + kRecordHeaderBytes));  // the gap
   std::memcpy(oid, desc.oid.data(), desc.oid.size());
   std::memcpy(oid + desc.oid.size(), payload.data(), payload.size());
   RecordHeader h;

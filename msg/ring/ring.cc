@@ -17,18 +17,23 @@ RingProducer::RingProducer(size_t ring_bytes) : bytes_(ring_bytes) {
 }
 
 std::optional<RingPlacement> RingProducer::Reserve(size_t record_bytes) {
-  assert(record_bytes % kRingAlign == 0 && record_bytes <= bytes_ / 2);
+  const bool aligned = record_bytes >= kAlignedRecordMinBytes;
+  assert(record_bytes % kRingAlign == 0 && record_bytes <= MaxRecordBytes(bytes_, aligned));
   RingPlacement p;
   size_t offset = static_cast<size_t>(produced_ & (bytes_ - 1));
-  size_t need = record_bytes;
-  const size_t tail_room = bytes_ - offset;
-  if (tail_room < record_bytes) {
+  // At most one PAD: to the next kPayloadAlign boundary (aligned records), or to the ring
+  // end when the record does not fit before it (then offset 0 is aligned as well).
+  const size_t start = aligned ? (offset + kPayloadAlign - 1) / kPayloadAlign * kPayloadAlign
+                               : offset;
+  size_t pad = start - offset;
+  if (start + record_bytes > bytes_) pad = bytes_ - offset;
+  if (pad > 0) {
     p.has_pad = true;
     p.pad_offset = offset;
-    p.pad_bytes = static_cast<uint32_t>(tail_room);
-    need += tail_room;
-    offset = 0;
+    p.pad_bytes = static_cast<uint32_t>(pad);
+    offset = (offset + pad) & (bytes_ - 1);
   }
+  const size_t need = pad + record_bytes;
   if (need > free_bytes()) return std::nullopt;
   if (p.has_pad) p.pad_seq = next_seq_++;
   p.offset = offset;
@@ -46,8 +51,45 @@ bool RingProducer::OnCredit(uint64_t released) {
 
 RingConsumer::RingConsumer(uint8_t* base, size_t bytes) : base_(base), bytes_(bytes) {
   assert(IsValidRingSize(bytes));
-  assert(reinterpret_cast<uintptr_t>(base) % kRingAlign == 0);
+  assert(reinterpret_cast<uintptr_t>(base) % kPayloadAlign == 0);
 }
+
+namespace {
+// True when [p, p + n) is all zeros (n a multiple of 8, p 8-aligned).
+bool AllZero(const uint8_t* p, size_t n) {
+  uint64_t acc = 0;
+  for (size_t i = 0; i < n; i += sizeof(uint64_t)) {
+    uint64_t w;
+    std::memcpy(&w, p + i, sizeof(w));
+    acc |= w;
+  }
+  return acc == 0;
+}
+
+// Checks the layout fields of a valid-looking kWrite header at ring offset `offset`; an
+// empty string when they agree with ring_format.h.
+std::string CheckWriteLayout(const RecordHeader& h, const uint8_t* slot, size_t offset) {
+  if (h.oid_len == 0 || h.oid_len > kMaxOidBytes ||
+      RecordBytes(h.oid_len, h.payload_len) != h.record_bytes) {
+    return "bad type or lengths";
+  }
+  const bool aligned = IsAlignedRecord(h.payload_len);
+  if (aligned != ((h.flags & kRecordFlagAlignedPayload) != 0)) {
+    return absl::StrFormat("aligned-layout flag %s but payload of %d bytes",
+                           aligned ? "missing" : "set", h.payload_len);
+  }
+  if (!aligned) return "";
+  if (offset % kPayloadAlign != 0) return "aligned-layout record at an unaligned offset";
+  // The gap between header and oid: zeros. Anything else means oid or payload bytes are
+  // not where the layout puts them. The unaligned head of the gap is checked bytewise.
+  const size_t gap_end = RecordOidOffset(h.oid_len, h.payload_len);
+  const size_t words_end = gap_end & ~size_t{7};
+  bool zero = AllZero(slot + kRecordHeaderBytes, words_end - kRecordHeaderBytes);
+  for (size_t i = words_end; i < gap_end; ++i) zero = zero && slot[i] == 0;
+  if (!zero) return "non-zero bytes in the aligned-layout gap before the oid";
+  return "";
+}
+}  // namespace
 
 RingConsumer::Poll RingConsumer::Next(RecordView* out, std::string* error) {
   for (;;) {
@@ -70,22 +112,29 @@ RingConsumer::Poll RingConsumer::Next(RecordView* out, std::string* error) {
       return Poll::kCorrupt;
     }
     if (h->type == RecordType::kPad) {
-      if (h->record_bytes != room) {
-        *error = absl::StrFormat("pad record seq %d does not reach the ring end", next_seq_);
+      // To the ring end (wrap), or shorter than kPayloadAlign up to an aligned slot.
+      const size_t end = offset + h->record_bytes;
+      if (end != bytes_ && (h->record_bytes >= kPayloadAlign || end % kPayloadAlign != 0)) {
+        *error = absl::StrFormat(
+            "pad record seq %d at ring offset %d (%d bytes) reaches neither the ring end nor "
+            "the next %d-byte boundary",
+            next_seq_, offset, h->record_bytes, kPayloadAlign);
         return Poll::kCorrupt;
       }
-      read_ += room;
+      read_ += h->record_bytes;
       ++next_seq_;
       continue;
     }
-    if (h->type != RecordType::kWrite || h->oid_len == 0 || h->oid_len > kMaxOidBytes ||
-        RecordBytes(h->oid_len, h->payload_len) != h->record_bytes) {
-      *error = absl::StrFormat("record seq %d at ring offset %d: bad type or lengths", next_seq_,
-                               offset);
+    const std::string bad = h->type == RecordType::kWrite
+                                 ? CheckWriteLayout(*h, slot, offset)
+                                 : std::string("bad type or lengths");
+    if (!bad.empty()) {
+      *error = absl::StrFormat("record seq %d at ring offset %d: %s", next_seq_, offset, bad);
       return Poll::kCorrupt;
     }
-    const char* oid = reinterpret_cast<const char*>(slot + kRecordHeaderBytes);
-    const uint8_t* payload = slot + kRecordHeaderBytes + h->oid_len;
+    const char* oid =
+        reinterpret_cast<const char*>(slot + RecordOidOffset(h->oid_len, h->payload_len));
+    const uint8_t* payload = slot + RecordPayloadOffset(h->oid_len, h->payload_len);
     if (RecordPayloadCrc(oid, h->oid_len, payload, h->payload_len) != h->payload_crc) {
       *error = absl::StrFormat("record seq %d (tid %d) at ring offset %d: payload crc mismatch",
                                next_seq_, h->tid, offset);

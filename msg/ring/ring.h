@@ -27,11 +27,12 @@ namespace msgr {
 // True when `bytes` is a power of two and at least kMinRingBytes.
 bool IsValidRingSize(size_t bytes);
 
-// Where a reserved record goes, and the PAD record to write first if it wrapped.
+// Where a reserved record goes, and the PAD record to write first if it wrapped or an
+// aligned record needed a kPayloadAlign-aligned slot.
 struct RingPlacement {
   bool has_pad = false;
   size_t pad_offset = 0;      // ring offset of the PAD record
-  uint32_t pad_bytes = 0;     // its record_bytes (to the end of the ring)
+  uint32_t pad_bytes = 0;     // its record_bytes (to the ring end, or to `offset`)
   uint64_t pad_seq = 0;
   size_t offset = 0;          // ring offset of the record
   uint64_t seq = 0;           // the record's sequence number
@@ -44,8 +45,10 @@ class RingProducer {
   explicit RingProducer(size_t ring_bytes);
 
   // Reserves room for a record of `record_bytes` (a RecordBytes() value), or returns
-  // nullopt when the free space (given the credits seen so far) is too small.
-  // REQUIRES: record_bytes <= ring_bytes / 2 and a multiple of kRingAlign.
+  // nullopt when the free space (given the credits seen so far) is too small. A record of
+  // at least kAlignedRecordMinBytes (the aligned layout) gets a kPayloadAlign-aligned
+  // offset; the PAD in front of it, if any, is part of the reservation.
+  // REQUIRES: record_bytes is a RecordBytes() value <= MaxRecordBytes(ring_bytes, aligned).
   std::optional<RingPlacement> Reserve(size_t record_bytes);
 
   // Applies a credit: the consumer has released everything before `released`.
@@ -69,7 +72,8 @@ class RingProducer {
 struct RecordView {
   const RecordHeader* header = nullptr;
   const char* oid = nullptr;      // header->oid_len bytes
-  const uint8_t* payload = nullptr;  // header->payload_len bytes
+  const uint8_t* payload = nullptr;  // header->payload_len bytes; kPayloadAlign-aligned
+                                     // when the header has kRecordFlagAlignedPayload
   uint64_t position = 0;          // ring position of the header
   uint64_t end_position = 0;      // position just after the record
 };
@@ -79,12 +83,16 @@ class RingConsumer {
   enum class Poll { kEmpty, kRecord, kCorrupt };
 
   // `base` is the ring memory (owned by the caller, outliving this object).
-  // REQUIRES: IsValidRingSize(bytes), base aligned to kRingAlign.
+  // REQUIRES: IsValidRingSize(bytes), base aligned to kPayloadAlign (so that aligned
+  // records' payloads are).
   RingConsumer(uint8_t* base, size_t bytes);
 
   // Looks for the next record at the read position. PAD records are skipped
   // internally (and count as read). kRecord fills `out`; kCorrupt fills `error` with
-  // what is wrong (bounds, type, payload crc): the ring is unusable
+  // what is wrong (bounds, type, layout: a PAD ending neither at the ring end nor on a
+  // kPayloadAlign boundary, an aligned-layout flag that does not match the payload
+  // length, an aligned record at an unaligned offset or with non-zero bytes in its gap;
+  // payload crc): the ring is unusable
   // from here on and the connection must be dropped, but earlier records stay valid.
   Poll Next(RecordView* out, std::string* error);
 

@@ -21,7 +21,10 @@ void FillRecordHeader(RecordHeader* h, RecordType type, uint16_t flags, uint64_t
   h->magic = kRecordMagic;
   h->version = kRecordVersion;
   h->type = type;
-  h->flags = flags;
+  h->flags = static_cast<uint16_t>(flags & ~kRecordFlagAlignedPayload);
+  if (type == RecordType::kWrite && IsAlignedRecord(payload_len)) {
+    h->flags |= kRecordFlagAlignedPayload;
+  }
   h->seq = seq;
   h->record_bytes = static_cast<uint32_t>(RecordBytes(oid_len, payload_len));
   h->oid_len = oid_len;

@@ -361,15 +361,19 @@ bool TcpConnection::OnRingPrefix() {
         prefix_.ring_seq, prefix_.ring_offset, p.seq, p.offset)));
     return false;
   }
-  // oid + payload go into the slot behind the (not yet written) record header.
-  SetBody(ring_->base() + placement_->offset + kRecordHeaderBytes, body, BodyKind::kRing);
+  // oid + payload go into the slot where the layout puts them (ring_format.h): behind the
+  // (not yet written) header, or for large payloads right before slot + kPayloadAlign, so
+  // the payload lands 4 KiB-aligned.
+  SetBody(ring_->base() + placement_->offset + RecordOidOffset(prefix_.oid_len, prefix_.data_len),
+          body, BodyKind::kRing);
   return true;
 }
 
 bool TcpConnection::OnRingData() {
   uint8_t* base = ring_->base();
   uint8_t* slot = base + placement_->offset;
-  const uint8_t* oid = slot + kRecordHeaderBytes;
+  const size_t oid_offset = RecordOidOffset(prefix_.oid_len, prefix_.data_len);
+  const uint8_t* oid = slot + oid_offset;
   const uint32_t crc =
       RecordPayloadCrc(oid, prefix_.oid_len, oid + prefix_.oid_len, prefix_.data_len);
   if (crc != prefix_.record_crc) {
@@ -381,6 +385,8 @@ bool TcpConnection::OnRingData() {
   if (placement_->has_pad) {
     WritePadRecord(base + placement_->pad_offset, placement_->pad_bytes, placement_->pad_seq);
   }
+  // The aligned layout's gap between header and oid is zeros (stale bytes otherwise).
+  std::memset(slot + kRecordHeaderBytes, 0, oid_offset - kRecordHeaderBytes);
   RecordHeader h;
   FillRecordHeader(&h, RecordType::kWrite, prefix_.record_flags, prefix_.ring_seq, prefix_.oid_len,
                    prefix_.data_len, crc, hs_peer_.id, prefix_.tid, prefix_.object_offset);

@@ -232,7 +232,8 @@ StoreStats ObjectStore::Impl::GetStats() const {
 }
 
 std::string StoreStats::ToString() const {
-  return absl::StrCat("appends=", appends, " direct=", direct_appends, " bytes=", append_bytes,
+  return absl::StrCat("appends=", appends, " direct=", direct_appends,
+                      " direct_fallbacks=", direct_fallbacks, " bytes=", append_bytes,
                       " errors=", append_errors,
                       " full=", full_errors, " log_bytes=", log_bytes, " objects=", objects,
                       " segments=", segments, " flushes=", flushes,

@@ -192,7 +192,8 @@ void ObjectStore::Impl::RollbackLocked(const Reservation& r, const absl::Status&
 
 absl::Status ObjectStore::Impl::WriteRecord(const Reservation& r, std::string_view oid,
                                              uint64_t off, const struct iovec* iov, int iovcnt,
-                                             uint64_t len, uint32_t payload_crc, uint32_t flags) {
+                                             uint64_t len, uint32_t payload_crc, uint32_t flags,
+                                             bool* fell_back) {
   std::vector<struct iovec> v;
   v.reserve(static_cast<size_t>(iovcnt) + 3);
   if (r.direct) {
@@ -210,7 +211,8 @@ absl::Status ObjectStore::Impl::WriteRecord(const Reservation& r, std::string_vi
     }
     const uint64_t total = head + len;
     if (io_pool_ == nullptr || len < opts_.direct_split_bytes) {
-      return r.seg->WriteFull(r.pos, v.data(), static_cast<int>(v.size()), /*direct=*/true);
+      return r.seg->WriteFull(r.pos, v.data(), static_cast<int>(v.size()), /*direct=*/true,
+                              fell_back);
     }
     // Several pwritev in flight: the pool's idle threads write parts, this thread the
     // first part and any part no idle thread took.
@@ -220,10 +222,12 @@ absl::Status ObjectStore::Impl::WriteRecord(const Reservation& r, std::string_vi
     // One per part; a Notification may be destroyed as soon as its wait returns.
     std::vector<absl::Notification> handed_off(parts.size());
     std::vector<bool> pooled(parts.size(), false);
+    std::unique_ptr<bool[]> part_fell_back(new bool[parts.size()]());
     for (size_t i = 1; i < parts.size(); ++i) {
       absl::AnyInvocable<void() &&> task = [&, i] {
         status[i] = r.seg->WriteFull(r.pos + parts[i].first, parts[i].second.data(),
-                                     static_cast<int>(parts[i].second.size()), /*direct=*/true);
+                                     static_cast<int>(parts[i].second.size()), /*direct=*/true,
+                                     &part_fell_back[i]);
         handed_off[i].Notify();
       };
       pooled[i] = io_pool_->TryRun(task);
@@ -231,11 +235,13 @@ absl::Status ObjectStore::Impl::WriteRecord(const Reservation& r, std::string_vi
     }
     for (size_t i : mine) {
       status[i] = r.seg->WriteFull(r.pos + parts[i].first, parts[i].second.data(),
-                                   static_cast<int>(parts[i].second.size()), /*direct=*/true);
+                                   static_cast<int>(parts[i].second.size()), /*direct=*/true,
+                                   &part_fell_back[i]);
     }
     for (size_t i = 1; i < parts.size(); ++i) {
       if (pooled[i]) handed_off[i].WaitForNotification();
     }
+    for (size_t i = 0; i < parts.size(); ++i) *fell_back = *fell_back || part_fell_back[i];
     for (absl::Status& s : status) {
       if (!s.ok()) return s;
     }
@@ -261,6 +267,7 @@ absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_
   absl::StatusOr<Reservation> r = Reserve(oid, len, DirectEligible(opts_, iov, iovcnt, len));
   if (!r.ok()) return r.status();
 
+  bool fell_back = false;  // a direct record written through the buffered descriptor
   Extent e;
   e.seq = r->seq;
   e.object_off = off;
@@ -273,7 +280,7 @@ absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_
     for (int i = 0; i < iovcnt; ++i) copy->append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
     e.mem = std::move(copy);
   } else {
-    absl::Status s = WriteRecord(*r, oid, off, iov, iovcnt, len, payload_crc, flags);
+    absl::Status s = WriteRecord(*r, oid, off, iov, iovcnt, len, payload_crc, flags, &fell_back);
     if (!s.ok()) {
       absl::MutexLock l(&mu_);
       RollbackLocked(*r, s);
@@ -292,6 +299,7 @@ absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_
     if (r->seg == nullptr) stats_.log_bytes -= std::min(stats_.log_bytes, freed);
     ++stats_.appends;
     if (r->direct) ++stats_.direct_appends;
+    if (fell_back) ++stats_.direct_fallbacks;
     stats_.append_bytes += len;
     CommitWrittenLocked(*r, len, done, &fire);
   }

@@ -60,9 +60,10 @@ class ObjectStore::Impl {
   // `want_direct`: the payload qualifies for O_DIRECT; the reservation says whether the
   // segment can take it.
   absl::StatusOr<Reservation> Reserve(std::string_view oid, uint64_t payload_len, bool want_direct);
+  // `*fell_back`: a direct record (part) went through the buffered descriptor (EINVAL).
   absl::Status WriteRecord(const Reservation& r, std::string_view oid, uint64_t off,
                            const struct iovec* iov, int iovcnt, uint64_t len,
-                           uint32_t payload_crc, uint32_t flags);
+                           uint32_t payload_crc, uint32_t flags, bool* fell_back);
   // Best-effort fallocate of `seg` to segment_bytes (StoreOptions::preallocate).
   void PreallocateSegment(const SegmentFile& seg) const;
   absl::Status RollSegmentLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -34,7 +34,7 @@ SegmentFile::~SegmentFile() {
 }
 
 absl::Status SegmentFile::WriteFull(uint64_t off, const struct iovec* iov, int iovcnt,
-                                    bool direct) const {
+                                    bool direct, bool* fell_back) const {
   int fd = direct ? direct_fd_ : fd_;
   // pwritev may stop short (signal, file-size limit, disk filling up): advance and retry
   // on a private copy of the iovec array. The payload bytes themselves are never copied.
@@ -47,6 +47,7 @@ absl::Status SegmentFile::WriteFull(uint64_t off, const struct iovec* iov, int i
       if (errno == EINTR) continue;
       if (errno == EINVAL && fd != fd_) {  // alignment the device wants but we missed
         fd = fd_;
+        if (fell_back != nullptr) *fell_back = true;
         continue;
       }
       return PosixError(absl::StrCat("pwritev at ", off), path_, errno);

@@ -39,8 +39,9 @@ class SegmentFile {
   // With `direct` the write goes through the O_DIRECT descriptor; REQUIRES then
   // has_direct(), and `off` and every buffer's address and length are multiples of
   // kDirectAlign (record.h). If the kernel still refuses it (EINVAL) the same bytes are
-  // written through the buffered descriptor instead.
-  absl::Status WriteFull(uint64_t off, const struct iovec* iov, int iovcnt, bool direct = false) const;
+  // written through the buffered descriptor instead, and `*fell_back` (if given) is set.
+  absl::Status WriteFull(uint64_t off, const struct iovec* iov, int iovcnt, bool direct = false,
+                         bool* fell_back = nullptr) const;
   // Reads exactly `len` bytes at `off`; kOutOfRange if the file ends first.
   absl::Status ReadFull(uint64_t off, void* dst, size_t len) const;
   // fdatasync: data and the size needed to read it back are on stable storage.

@@ -18,6 +18,7 @@ struct StoreStats {
   uint64_t append_errors = 0;  // appends that failed (full, I/O error)
   uint64_t full_errors = 0;    // of which "store full"
   uint64_t direct_appends = 0; // of the successful appends, written with O_DIRECT
+  uint64_t direct_fallbacks = 0; // of those, refused by O_DIRECT (EINVAL), written buffered
   uint64_t log_bytes = 0;      // bytes the log occupies (records + padding)
   uint64_t objects = 0;
   uint64_t segments = 0;

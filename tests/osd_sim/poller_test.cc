@@ -20,7 +20,7 @@ constexpr size_t kRingBytes = kMinRingBytes;
 
 class TestRing : public RecvRing {
  public:
-  TestRing() : mem_(static_cast<uint8_t*>(std::aligned_alloc(kRingAlign, kRingBytes))) {
+  TestRing() : mem_(static_cast<uint8_t*>(std::aligned_alloc(kPayloadAlign, kRingBytes))) {
     std::memset(mem_, 0, kRingBytes);
     efd_ = eventfd(0, EFD_NONBLOCK);
   }
