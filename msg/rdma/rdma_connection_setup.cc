@@ -421,6 +421,10 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
       return;
     }
     FlushLocked();
+    // Publish the credit on the new link: RequeueLocked may just have lifted a nack hold
+    // after READY carried the held-back value, and nothing else might post it.
+    credit_dirty_ = true;
+    PostCreditLocked();
     ring = ring_;
     spdlog::info("msgr rdma: session {} with {} at {} {} on {}: registered {} KiB "
                  "(transport {} KiB: {}x{} B receive + send pools; ring {} KiB)",
