@@ -3,10 +3,16 @@
 // faults and continues on the next socket (client reconnects, server re-attaches).
 //
 // Threads:
-//   * Public Connection methods run on any thread and only touch fields guarded by mu_,
-//     then "kick" the strand.
-//   * Everything else (socket, timers, reader and writer state, Dispatcher callbacks)
-//     runs on strand_ only; those fields are marked "strand only".
+//   * Public Connection methods run on any thread and only touch fields guarded by mu_.
+//     Having queued a frame (or a credit), they write it themselves when the socket is
+//     idle (WriteNow, writer.cc: one non-blocking sendmsg on the caller's thread, no
+//     hand-off to an io thread); otherwise they leave it to the current writer or kick
+//     the strand.
+//   * Exactly one writer owns the socket's send side at a time (wr_busy_, under mu_): an
+//     inline writer or the strand's async_write. Whoever gives ownership back re-checks
+//     the queue under the same lock, so a frame queued meanwhile is never stranded.
+//   * Everything else (socket, timers, reader state, Dispatcher callbacks) runs on
+//     strand_ only; those fields are marked "strand only".
 //   * Socket handlers carry the socket generation `gen_` they were started for and
 //     ignore themselves when it moved on (the socket was replaced or closed).
 //
@@ -50,10 +56,16 @@ inline constexpr size_t kReadBufferBytes = 128 * 1024;
 // After a burst, this many unacknowledged frames get a standalone ACK at once; fewer
 // wait up to kFlowDelay for a frame to ride on (acks_credits.cc).
 inline constexpr uint64_t kAckEveryFrames = 32;
+// A sender writes its frame itself (WriteNow) while at most this many data frames are
+// queued or unacknowledged: one op waiting for its answer (latency) or a few threads each
+// waiting for theirs. Beyond that the peer is behind anyway, and a streaming caller gains
+// more from queueing and letting the io thread write big batches on the other core than
+// from a sendmsg per frame of its own.
+inline constexpr size_t kInlineMaxPending = 32;
 
 // A data frame waiting to be sent or acknowledged. Immutable once queued except `seq`
-// (assigned by the writer on the strand, under mu_) and the frame header at the start of
-// `wire`, which the writer re-encodes (ack_seq, credit) each time it writes the frame.
+// (assigned by the writer, under mu_) and the frame header at the start of `wire`, which
+// the writer that owns the socket re-encodes (ack_seq, credit) each time it writes it.
 struct OutFrame {
   FrameType type = FrameType::kMessage;
   uint16_t msg_type = 0;
@@ -109,6 +121,10 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   bool standby() const { return !connected_.load(); }
   // Resets the session from another thread (e.g. its client restarted).
   void ResetAsync(absl::Status why);
+  // Batches written by an inline writer (WriteNow), and those of them the socket took
+  // only in part (the strand wrote the rest). For tests and diagnostics.
+  uint64_t inline_writes() const { return inline_writes_.load(); }
+  uint64_t inline_handoffs() const { return inline_handoffs_.load(); }
 
  private:
   using Strand = boost::asio::strand<boost::asio::io_context::executor_type>;
@@ -120,6 +136,8 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   absl::Status Enqueue(OutFramePtr f, bool block);
   void OnReadError(const boost::system::error_code& ec, size_t got, size_t want, bool mid_frame);
   void Kick();
+  // Whether a frame just queued is written by its caller (see kInlineMaxPending).
+  bool InlineWriteLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnEstablished(const Ready& ready, const EntityName& peer);  // client side
   void SendHello(uint64_t gen);
   void OnChallenge(uint64_t gen, const FrameHeader& h, const std::string& payload);
@@ -173,9 +191,27 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   void AckReceived();               // write a standalone ACK if nothing else carries it
 
   // writer.cc
+  // Strand only: writes what is due with async_write unless another writer owns the socket.
   void Flush();
+  // Any thread (not holding mu_): writes what is queued right here with non-blocking
+  // sendmsg when nobody is writing and the socket is open; the rest of a write the socket
+  // did not take goes on with async_write on the strand. Kicks the strand for what it
+  // cannot write itself (CLOSE).
+  void WriteNow();
+  // Fills `b` with what is due (control frames, queued data frames, ack, credit);
+  // false if nothing is. The caller then owns the socket (sets wr_busy_).
+  bool BuildBatchLocked(struct WriteBatch* b, bool strand) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<struct WriteBatch> TakeBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A batch is fully written: counters, lossy accounting. Returns true if an injected
+  // socket failure is due (the caller keeps ownership and faults the socket).
+  bool FinishBatchLocked(struct WriteBatch* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Strand only: async_write of `b` from byte `skip` on (skip > 0: an inline writer
+  // wrote the first bytes), then OnWritten.
+  void StartAsyncWrite(const std::shared_ptr<struct WriteBatch>& b, size_t skip);
   void OnWritten(uint64_t gen, const std::shared_ptr<struct WriteBatch>& batch,
                  const boost::system::error_code& ec);
+  // Posts Fault(why) to the strand unless socket `gen` is gone by then.
+  void FaultAsync(uint64_t gen, absl::Status why);
 
   TcpMessenger* const msgr_;  // valid while shared_->stopping is false
   const std::shared_ptr<TcpShared> shared_;
@@ -206,8 +242,25 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   bool flow_timer_armed_ ABSL_GUARDED_BY(mu_) = false;
   std::string close_reason_ ABSL_GUARDED_BY(mu_);              // MarkDown: CLOSE frame to send
   bool markdown_ ABSL_GUARDED_BY(mu_) = false;
+  // --- writer (writer.cc): whoever owns the socket's send side, under mu_ ---
+  bool wr_open_ ABSL_GUARDED_BY(mu_) = false;  // session open on wr_fd_, writes allowed
+  int wr_fd_ ABSL_GUARDED_BY(mu_) = -1;        // socket_'s native handle while wr_open_
+  bool wr_busy_ ABSL_GUARDED_BY(mu_) = false;  // a writer owns the send side
+  bool inline_active_ ABSL_GUARDED_BY(mu_) = false;  // an inline sendmsg is using wr_fd_
+  absl::CondVar inline_cv_;                    // CloseSocket waits for inline_active_
+  bool ack_due_ ABSL_GUARDED_BY(mu_) = false;  // write a standalone ACK unless a frame goes out
+  uint64_t ack_sent_ ABSL_GUARDED_BY(mu_) = 0;  // ack_seq of the last frame written
+  bool send_keepalive_ ABSL_GUARDED_BY(mu_) = false;
+  bool send_keepalive_ack_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<std::string> ready_payload_ ABSL_GUARDED_BY(mu_);  // server: READY first
+  // Data frames written on this socket (fault injection).
+  uint64_t frames_on_socket_ ABSL_GUARDED_BY(mu_) = 0;
+  // Reused by the writers, keeps its capacity.
+  std::shared_ptr<struct WriteBatch> spare_batch_ ABSL_GUARDED_BY(mu_);
 
   std::atomic<bool> connected_{false};
+  std::atomic<uint64_t> inline_writes_{0};
+  std::atomic<uint64_t> inline_handoffs_{0};
   std::atomic<bool> kick_pending_{false};
   std::atomic<size_t> max_record_payload_{0};
 
@@ -215,21 +268,19 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   std::shared_ptr<boost::asio::ip::tcp::socket> socket_;
   std::unique_ptr<boost::asio::steady_timer> timer_;  // keepalive / reconnect / handshake
   std::unique_ptr<boost::asio::steady_timer> flow_timer_;  // delayed standalone ACK/CREDIT
-  uint64_t gen_ = 0;                                  // socket generation
+  // Socket generation: changed on the strand under mu_ (CloseSocket); read on the strand,
+  // or under mu_ (inline writers).
+  uint64_t gen_ = 0;
   bool open_ = false;                                 // handshake done on the current socket
   bool reset_done_ = false;  // OnReset delivered (or shut down): no more callbacks
-  bool writing_ = false;
   bool had_session_ = false;  // client: a handshake succeeded before
-  bool ack_due_ = false;    // write a standalone ACK unless another frame goes out
-  uint64_t ack_sent_ = 0;   // ack_seq of the last frame written
-  bool send_keepalive_ = false;
-  bool send_keepalive_ack_ = false;
-  std::optional<std::string> ready_payload_;  // server: READY to write first
-  uint64_t in_seq_ = 0;                       // last data seq received in order
-  uint64_t frames_on_socket_ = 0;  // data frames written on this socket (fault injection)
+  // Last data seq received in order: written by the reader (strand), read by every
+  // writer as the ack_seq to send.
+  std::atomic<uint64_t> in_seq_{0};
+  // Receiver: ring position after the last record published (ReleaseRing's hint).
+  std::atomic<uint64_t> rx_published_pos_{0};
   absl::Duration backoff_ = absl::ZeroDuration();
   Clock::time_point last_rx_;
-  std::shared_ptr<struct WriteBatch> spare_batch_;  // writer: reused, keeps its capacity
   // reader
   ReadBuffer rx_buf_{kReadBufferBytes};
   RxPhase rx_phase_ = RxPhase::kHeader;
