@@ -49,21 +49,33 @@ void TcpConnection::ReleaseRing(uint64_t position, absl::Span<const RecordAck> f
       credit_dirty_ = credit_due_ = true;
     }
   }
-  Kick();
+  // The credit is the ack: it goes on the wire now, from this thread if the socket is
+  // idle -- unless records past it have already arrived: then this owner releases again
+  // in a moment, and the io thread (which is reading them) writes the credits of a
+  // stream together.
+  if (position >= rx_published_pos_.load(std::memory_order_acquire)) {
+    WriteNow();
+  } else {
+    Kick();
+  }
 }
 
 // Called by the reader when it ran out of bytes (or yields): frames received since the
 // last ack we wrote are acknowledged now if there are many (or a duplicate showed the
 // peer missed an ack), else within kFlowDelay unless another frame carries the ack first.
 void TcpConnection::AckReceived() {
-  if (in_seq_ > ack_sent_ && in_seq_ - ack_sent_ >= kAckEveryFrames) ack_due_ = true;
-  if (ack_due_) return Flush();
-  if (in_seq_ == ack_sent_) return;
+  const uint64_t in_seq = in_seq_.load();
+  bool flush;
   {
     absl::MutexLock l(&mu_);
-    if (flow_timer_armed_) return;
-    flow_timer_armed_ = true;
+    if (in_seq > ack_sent_ && in_seq - ack_sent_ >= kAckEveryFrames) ack_due_ = true;
+    flush = ack_due_;
+    if (!flush) {
+      if (in_seq == ack_sent_ || flow_timer_armed_) return;
+      flow_timer_armed_ = true;
+    }
   }
+  if (flush) return Flush();
   ArmFlowTimer();
 }
 
@@ -76,9 +88,9 @@ void TcpConnection::ArmFlowTimer() {
           absl::MutexLock l(&self->mu_);
           self->flow_timer_armed_ = false;
           if (self->credit_dirty_) self->credit_due_ = true;
+          if (!ec && self->in_seq_.load() != self->ack_sent_) self->ack_due_ = true;
         }
         if (ec) return;
-        if (self->in_seq_ != self->ack_sent_) self->ack_due_ = true;
         self->Flush();
       }));
 }

@@ -118,7 +118,7 @@ void TcpConnection::OnChallenge(uint64_t gen, const FrameHeader& fh, const std::
   AuthReply a;
   if (secret) a.proof = ClientProof(auth.secret, nonce_, c->nonce, me, c->name);
   a.cookie = cookie_;
-  a.in_seq = in_seq_;
+  a.in_seq = in_seq_.load();
   a.flags = (want_ring_ ? kAuthWantRing : 0) | (policy_.lossless ? kAuthLossless : 0) |
             (had_session_ ? kAuthHadSession : 0);
   const EntityName peer = c->name;

@@ -76,6 +76,7 @@ absl::Status TcpConnection::Enqueue(OutFramePtr f, bool block) {
   const MessengerOptions& o = shared_->options;
   const uint64_t size = f->wire_bytes();
   bool waited = false;
+  bool write_inline;
   {
     absl::MutexLock l(&mu_);
     for (;;) {
@@ -107,8 +108,13 @@ absl::Status TcpConnection::Enqueue(OutFramePtr f, bool block) {
     bytes_in_flight_ += size;
     shared_->bytes_in_flight += size;
     out_queue_.push_back(std::move(f));
+    write_inline = InlineWriteLocked();
   }
-  Kick();
+  if (write_inline) {
+    WriteNow();
+  } else {
+    Kick();
+  }
   return absl::OkStatus();
 }
 
@@ -130,6 +136,7 @@ absl::Status TcpConnection::WriteRecord(const RecordDesc& desc, std::string_view
   const size_t record_bytes = RecordBytes(desc.oid.size(), payload.size());
   const absl::Time deadline = absl::Now() + timeout;
   bool waited = false;
+  bool write_inline;
   {
     absl::MutexLock l(&mu_);
     for (;;) {
@@ -182,8 +189,13 @@ absl::Status TcpConnection::WriteRecord(const RecordDesc& desc, std::string_view
       cv_.WaitWithDeadline(&mu_, deadline);
     }
     out_queue_.push_back(std::move(f));
+    write_inline = InlineWriteLocked();
   }
-  Kick();
+  if (write_inline) {
+    WriteNow();
+  } else {
+    Kick();
+  }
   return absl::OkStatus();
 }
 
@@ -207,6 +219,10 @@ void TcpConnection::MarkDown() {
 void TcpConnection::ResetAsync(absl::Status why) {
   if (shared_->stopping) return;
   asio::post(strand_, [self = shared_from_this(), why] { self->Reset(why, /*send_close=*/true); });
+}
+
+bool TcpConnection::InlineWriteLocked() const {
+  return sent_.size() + out_queue_.size() <= kInlineMaxPending;
 }
 
 void TcpConnection::Kick() {
@@ -252,6 +268,21 @@ absl::Status TcpConnection::Requeue(uint64_t peer_in_seq) {
 // ---------------------------------------------------------------- state machine
 
 void TcpConnection::CloseSocket() {
+  {
+    absl::MutexLock l(&mu_);
+    wr_open_ = false;
+    wr_fd_ = -1;
+    // An inline writer may be in sendmsg on this socket: the descriptor must not be
+    // closed (and reused) under it, nor its frames requeued while it reads them.
+    while (inline_active_) inline_cv_.Wait(&mu_);
+    wr_busy_ = false;  // a write in progress on the old socket is abandoned
+    ++gen_;
+    frames_on_socket_ = 0;
+    ack_sent_ = 0;  // the next socket's first frame acks again (harmless if redundant)
+    ack_due_ = false;
+    ready_payload_.reset();
+    send_keepalive_ = send_keepalive_ack_ = false;
+  }
   if (socket_) {
     boost::system::error_code ec;
     socket_->shutdown(asio::ip::tcp::socket::shutdown_both, ec);
@@ -259,17 +290,10 @@ void TcpConnection::CloseSocket() {
     socket_.reset();
   }
   if (open_) shared_->counters.connections_open--;
-  ++gen_;
   open_ = false;
-  writing_ = false;
   connected_ = false;
-  frames_on_socket_ = 0;
-  ack_sent_ = 0;  // the next socket's first frame acks again (harmless if redundant)
-  ack_due_ = false;
   rx_buf_.Clear();
   rx_phase_ = RxPhase::kHeader;
-  ready_payload_.reset();
-  send_keepalive_ = send_keepalive_ack_ = false;
   if (mirror_saved_) {  // a record was being read into the ring: forget its slot
     mirror_ = mirror_saved_;
     mirror_saved_.reset();
@@ -351,7 +375,10 @@ void TcpConnection::OnKeepaliveTimer(uint64_t gen) {
     Fault(why);
     return;
   }
-  send_keepalive_ = true;
+  {
+    absl::MutexLock l(&mu_);
+    send_keepalive_ = true;
+  }
   shared_->counters.keepalives_sent++;
   Flush();
   StartKeepalive();
@@ -398,11 +425,17 @@ void TcpConnection::Attach(std::shared_ptr<asio::ip::tcp::socket> socket,
     }
     Ready r;
     r.flags = new_session ? 0 : kReadyResumed;
-    r.in_seq = self->in_seq_;
+    r.in_seq = self->in_seq_.load();
     r.ring_bytes = self->ring_ ? self->ring_->bytes() : 0;
     r.ring_credit = credit;
-    self->ready_payload_ = EncodeReady(r);
     self->open_ = true;
+    {
+      // From here on any thread may write (READY goes first: it is in the first batch).
+      absl::MutexLock l(&self->mu_);
+      self->ready_payload_ = EncodeReady(r);
+      self->wr_fd_ = self->socket_->native_handle();
+      self->wr_open_ = true;
+    }
     self->connected_ = true;
     self->shared_->counters.connections_open++;
     if (!new_session) self->shared_->counters.reconnects++;
@@ -467,6 +500,8 @@ void TcpConnection::OnEstablished(const Ready& ready, const EntityName& peer) {
   {
     absl::MutexLock l(&mu_);
     had_session_ = true;
+    wr_fd_ = socket_->native_handle();
+    wr_open_ = true;  // from here on any thread may write
   }
   backoff_ = absl::ZeroDuration();
   last_rx_ = Clock::now();

@@ -228,21 +228,24 @@ bool TcpConnection::OnBody(uint64_t gen) {
 }
 
 TcpConnection::SeqCheck TcpConnection::CheckSeq(uint64_t seq) {
-  if (seq <= in_seq_) {
+  const uint64_t in_seq = in_seq_.load();
+  if (seq <= in_seq) {
     shared_->counters.duplicates_dropped++;
+    absl::MutexLock l(&mu_);
     ack_due_ = true;  // the peer resent because it missed our ack
     return SeqCheck::kDuplicate;
   }
-  if (seq != in_seq_ + 1) {
+  if (seq != in_seq + 1) {
     ProtocolFault(absl::InvalidArgumentError(
-        absl::StrFormat("data frame seq %d out of order (expected %d)", seq, in_seq_ + 1)));
+        absl::StrFormat("data frame seq %d out of order (expected %d)", seq, in_seq + 1)));
     return SeqCheck::kGap;
   }
   return SeqCheck::kNew;
 }
 
 void TcpConnection::FrameReceived() {
-  in_seq_ = hdr_.seq;  // acknowledged by the next frame we write (AckReceived)
+  // Acknowledged by the next frame anyone writes (AckReceived makes sure one goes out).
+  in_seq_.store(hdr_.seq, std::memory_order_release);
 }
 
 void TcpConnection::SignalRing() {
@@ -259,7 +262,10 @@ bool TcpConnection::OnControlPayload() {
   shared_->counters.bytes_received += rx_payload_.size();
   switch (hdr_.type) {
     case FrameType::kKeepalive:
-      send_keepalive_ack_ = true;
+      {
+        absl::MutexLock l(&mu_);
+        send_keepalive_ack_ = true;
+      }
       Kick();
       break;
     case FrameType::kClose:
@@ -391,6 +397,7 @@ bool TcpConnection::OnRingData() {
   FillRecordHeader(&h, RecordType::kWrite, prefix_.record_flags, prefix_.ring_seq, prefix_.oid_len,
                    prefix_.data_len, crc, hs_peer_.id, prefix_.tid, prefix_.object_offset);
   PublishRecord(slot, h);
+  rx_published_pos_.store(mirror_->produced(), std::memory_order_release);
   ring_signal_ = true;  // SignalRing() after this batch
   mirror_saved_.reset();
   shared_->counters.records_received++;
