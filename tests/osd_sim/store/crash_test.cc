@@ -165,7 +165,9 @@ TEST_P(CrashTest, EveryAcknowledgedWriteSurvivesKill9) {
     }
   }
   EXPECT_GT(total_acks, 0u) << "the child never acknowledged anything";
-  if (mix) EXPECT_GT(big_reads, 0u) << "no large aligned write was ever read back";
+  if (mix) {
+    EXPECT_GT(big_reads, 0u) << "no large aligned write was ever read back";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Payloads, CrashTest, ::testing::Values(false, true),
