@@ -8,16 +8,19 @@
 #   * `stop` leaves no process behind.
 #
 #   cluster_test.sh [--ms-type tcp|rdma] [--rdma-device soft|IBDEV] [--seconds N]
+#                   [--poller-spin-us US]   (passed to the OSDs)
 # (or env MS_TYPE / RDMA_DEVICE / BENCH_SECONDS). Under `bazel test` the binaries come from
 # the runfiles; run by hand (or in the Soft-RoCE VM) it uses bazel-bin and tools/.
 set -euo pipefail
 MS_TYPE=${MS_TYPE:-tcp} RDMA_DEVICE=${RDMA_DEVICE:-soft} BENCH_SECONDS=${BENCH_SECONDS:-8}
+SPIN_ARGS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ms-type) MS_TYPE=$2; shift 2 ;;
     --rdma-device) RDMA_DEVICE=$2; shift 2 ;;
     --seconds) BENCH_SECONDS=$2; shift 2 ;;
-    *) echo "usage: $0 [--ms-type tcp|rdma] [--rdma-device DEV] [--seconds N]" >&2; exit 2 ;;
+    --poller-spin-us) SPIN_ARGS=(--poller-spin-us "$2"); shift 2 ;;
+    *) echo "usage: $0 [--ms-type tcp|rdma] [--rdma-device DEV] [--seconds N] [--poller-spin-us US]" >&2; exit 2 ;;
   esac
 done
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -36,7 +39,7 @@ cleanup() { bash "$TOOLS/cluster.sh" stop --dir "$DIR" >/dev/null 2>&1 || true; 
 trap cleanup EXIT
 
 bash "$TOOLS/cluster.sh" start --dir "$DIR" --osds 3 --ms-type "$MS_TYPE" --grace-ms 3000 \
-  --rdma-device "$RDMA_DEVICE" || fail "cluster did not start"
+  --rdma-device "$RDMA_DEVICE" "${SPIN_ARGS[@]}" || fail "cluster did not start"
 MON=$(cat "$DIR/mon.addr")
 if [[ "$MS_TYPE" == rdma ]]; then
   # The OSDs must really run on the requested device (soft HCA, or ibverbs in the VM).
