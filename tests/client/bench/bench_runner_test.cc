@@ -189,7 +189,7 @@ TEST(BenchRunnerTest, TimedRunPrintsAProgressLinePerSecond) {
   auto r = RunWrites(store.Ops(), o, out);
   ASSERT_TRUE(r.ok());
   EXPECT_GT(r->ops, 10u);
-  EXPECT_GE(r->seconds, 1.3);
+  EXPECT_GE(r->seconds, 1.2);  // from the first submission, which starts just after the clock
   EXPECT_NE(out.str().find("cur lat(us)"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("\n    1 "), std::string::npos) << out.str();
   EXPECT_EQ(out.str().find("\n    3 "), std::string::npos) << out.str();
