@@ -115,8 +115,7 @@ bool EventLoop::PollAll(const std::vector<std::shared_ptr<LoopClient>>& clients)
     if (c->OnPoll()) work = true;
     const int n = c->loop_cq()->Poll(wc, kPollBatch);
     if (n > 0) {
-      c->OnCompletions(wc, n);
-      work = true;
+      if (c->OnCompletions(wc, n)) work = true;
     } else if (n < 0) {
       c->OnCqError();
     }

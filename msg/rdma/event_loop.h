@@ -1,5 +1,7 @@
 // EventLoop: the messenger's completion thread. It polls the CQ of every live transport,
-// spinning for a short while (`spin`) after the last completion, then arms every CQ's
+// spinning for a short while (`spin`) after the last completion worth it (the client says
+// which: while its application polls for acknowledgements itself, a spinning completion
+// thread would only take a core from it on this 2-core machine), then arms every CQ's
 // completion channel, polls once more (to close the race) and sleeps in epoll on the
 // channels, the side-channel sockets (EOF = the peer is gone, or a CLOSE frame) and a wake
 // eventfd. Busy polling would cost a core on this 2-core machine, hence the short spin.
@@ -30,8 +32,10 @@ class LoopClient {
   virtual ~LoopClient() = default;
   virtual verbs::CompletionQueue* loop_cq() = 0;
   virtual int loop_side_fd() = 0;
-  // Completions polled from loop_cq().
-  virtual void OnCompletions(const verbs::Completion* wc, int n) = 0;
+  // Completions polled from loop_cq(). Returns true if they are worth spinning for (a
+  // receive; a send whose acknowledgement the loop will have to collect), false for
+  // bookkeeping only.
+  virtual bool OnCompletions(const verbs::Completion* wc, int n) = 0;
   // The CQ failed (overrun).
   virtual void OnCqError() = 0;
   // loop_side_fd() is readable (data, EOF or error).

@@ -8,8 +8,16 @@ namespace msgr::rdma {
 
 // ---------------------------------------------------------------- Link (loop thread)
 
-void Link::OnCompletions(const verbs::Completion* wc, int n) {
-  if (auto c = conn_.lock()) c->HandleCompletions(this, wc, n);
+bool Link::OnCompletions(const verbs::Completion* wc, int n) {
+  auto c = conn_.lock();
+  if (!c) return false;
+  c->HandleCompletions(this, wc, n);
+  for (int i = 0; i < n; ++i) {
+    if ((wc[i].wr_id & kRecvWrBit) != 0) return true;
+  }
+  // A completed record write brings its acknowledgement soon: worth a spin, unless the
+  // application polls for it itself.
+  return c->awaiting_acks() && !c->app_polling();
 }
 
 void Link::OnCqError() {
@@ -18,7 +26,7 @@ void Link::OnCqError() {
 
 bool Link::OnPoll() {
   auto c = conn_.lock();
-  return c && c->PollAcks();
+  return c && !c->app_polling() && c->PollAcks();
 }
 
 bool Link::awaiting() const {

@@ -50,7 +50,7 @@ class Link : public LoopClient {
   ~Link() override { *budget_ -= tp->registered_bytes(); }
   verbs::CompletionQueue* loop_cq() override { return tp->cq(); }
   int loop_side_fd() override { return ch->fd(); }
-  void OnCompletions(const verbs::Completion* wc, int n) override;
+  bool OnCompletions(const verbs::Completion* wc, int n) override;
   void OnCqError() override;
   void OnSideReadable() override;
   bool OnPoll() override;
@@ -116,6 +116,11 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // region and delivers the acknowledgements it implies (msg/record_acks.h). Cheap when
   // nothing changed (one load, no lock). Returns true if it delivered any.
   bool PollAcks();
+  // True while the application calls Messenger::Poll (the last call is less than
+  // rdma_app_poll_window_us old, default 200): the
+  // completion thread then leaves acknowledgements to it instead of competing for this
+  // connection's lock and a core.
+  bool app_polling() const;
   // True while records are written and not acknowledged (the completion loop keeps
   // polling their credit word).
   bool awaiting_acks() const { return awaiting_acks_.load(std::memory_order_relaxed); }

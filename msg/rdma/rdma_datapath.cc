@@ -289,6 +289,11 @@ void RdmaConnection::ApplyCreditLocked() {
   awaiting_acks_.store(sent_records_.size() > 0, std::memory_order_relaxed);
 }
 
+bool RdmaConnection::app_polling() const {
+  return absl::GetCurrentTimeNanos() - shared_->app_polled_ns.load(std::memory_order_relaxed) <
+         shared_->app_poll_window_ns;
+}
+
 bool RdmaConnection::PollAcks() {
   if (!awaiting_acks() || !ctrl_mr_) return false;
   if (LoadWord(ctrl_mr_->data() + kCtrlCreditOffset) ==

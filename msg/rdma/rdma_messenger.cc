@@ -4,7 +4,6 @@
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
-#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "msg/rdma/event_loop.h"
 #include "spdlog/spdlog.h"
@@ -134,6 +133,8 @@ absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const Messenger
   t.sq_depth = OptionU32(options, "rdma_sq_depth", t.sq_depth);
   t.signal_every = OptionU32(options, "rdma_signal_every", t.signal_every);
   shared->cq_spin = absl::Microseconds(OptionU32(options, "rdma_cq_spin_us", 20));
+  shared->app_poll_window_ns =
+      int64_t{1000} * OptionU32(options, "rdma_app_poll_window_us", 200);
   auto loop = EventLoop::Create(shared->cq_spin);
   if (!loop.ok()) return loop.status();
   shared->loop = std::move(*loop);
@@ -254,6 +255,7 @@ absl::StatusOr<ConnectionRef> RdmaMessenger::Connect(const std::string& addr,
     if (it != outgoing_.end() && !it->second->closed()) return ConnectionRef(it->second);
     conn = std::make_shared<RdmaConnection>(shared_, addr, options);
     outgoing_[addr] = conn;
+    RepublishPollListLocked();
   }
   StartThread([conn] { conn->RunConnector(); });
   return ConnectionRef(conn);
@@ -264,17 +266,18 @@ void RdmaMessenger::SetPolicy(EntityType type, Policy policy) {
   policies_[type] = policy;
 }
 
+void RdmaMessenger::RepublishPollListLocked() {
+  auto list = std::make_shared<ConnList>();
+  for (const auto& [addr, c] : outgoing_) list->push_back(c);
+  std::atomic_store(&poll_list_, std::shared_ptr<const ConnList>(std::move(list)));
+}
+
 bool RdmaMessenger::Poll() {
   // Only our own connections carry records whose acks can be polled.
-  absl::InlinedVector<std::shared_ptr<RdmaConnection>, 8> conns;
-  {
-    absl::MutexLock l(&mu_);
-    for (const auto& [addr, c] : outgoing_) {
-      if (c->awaiting_acks()) conns.push_back(c);
-    }
-  }
+  const std::shared_ptr<const ConnList> conns = std::atomic_load(&poll_list_);
+  shared_->app_polled_ns.store(absl::GetCurrentTimeNanos(), std::memory_order_relaxed);
   bool any = false;
-  for (const auto& c : conns) any |= c->PollAcks();
+  for (const auto& c : *conns) any |= c->PollAcks();
   return any;
 }
 
@@ -289,6 +292,7 @@ void RdmaMessenger::Shutdown() {
     for (auto& [k, c] : outgoing_) conns.push_back(c);
     for (auto& [k, c] : sessions_) conns.push_back(c);
     outgoing_.clear();
+    RepublishPollListLocked();
     sessions_.clear();
   }
   {

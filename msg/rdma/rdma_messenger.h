@@ -3,7 +3,8 @@
 // MessengerOptions::backend_options["rdma_device"] ("soft", an ibverbs device name such as
 // "rxe0", or ""/absent = auto); the environment variable MSGR_RDMA_DEVICE overrides it.
 // Other backend options (all optional): "rdma_recv_buffers", "rdma_buffer_bytes",
-// "rdma_send_buffers", "rdma_sq_depth", "rdma_signal_every", "rdma_cq_spin_us".
+// "rdma_send_buffers", "rdma_sq_depth", "rdma_signal_every", "rdma_cq_spin_us",
+// "rdma_app_poll_window_us".
 //
 // Layout (one topic per file):
 //   rdma_messenger.cc          this class: device, listener, sessions, Connect, Shutdown
@@ -23,6 +24,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -68,6 +70,12 @@ class RdmaMessenger : public Messenger {
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::map<EntityType, Policy> policies_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<RdmaConnection>> outgoing_ ABSL_GUARDED_BY(mu_);
+  // outgoing_'s connections as an immutable snapshot, replaced under mu_ when outgoing_
+  // changes: Poll() reads it with std::atomic_load, without mu_ and without allocating
+  // (callers spin on Poll()).
+  using ConnList = std::vector<std::shared_ptr<RdmaConnection>>;
+  std::shared_ptr<const ConnList> poll_list_ = std::make_shared<ConnList>();
+  void RepublishPollListLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Accepted sessions by peer (type, id).
   std::map<std::pair<int, uint64_t>, std::shared_ptr<RdmaConnection>> sessions_
       ABSL_GUARDED_BY(mu_);

@@ -71,6 +71,13 @@ struct RdmaShared {
   std::unique_ptr<Workers> workers;
   std::unique_ptr<EventLoop> loop;
   std::atomic<uint64_t> next_conn_id{1};
+  // When the application last called Messenger::Poll (absl::GetCurrentTimeNanos): while it
+  // polls, the completion thread leaves acknowledgements to it instead of competing for
+  // the connection lock and a core (see Link::OnPoll).
+  std::atomic<int64_t> app_polled_ns{0};
+  // How long after such a call the completion thread still stands back (a caller that
+  // stops polling for longer gets its acknowledgements from the completion thread again).
+  int64_t app_poll_window_ns = 200'000;
 
   // Set by the messenger while it lives: an accepted session ended for good.
   absl::Mutex hooks_mu;

@@ -58,6 +58,7 @@ void Run(const std::string& type, size_t size, double seconds, bool latency = fa
   so.auth = co.auth = AuthConfig::None();
   so.ring_bytes = co.ring_bytes = 16u << 20;
   so.backend_options["rdma_device"] = co.backend_options["rdma_device"] = "soft";
+  if (const char* e = getenv("CQSPIN")) co.backend_options["rdma_cq_spin_us"] = e;
   testing::Recorder sd;
   AckCounter cd;
   auto server = Messenger::Create(so, &sd);
@@ -143,7 +144,9 @@ void Run(const std::string& type, size_t size, double seconds, bool latency = fa
 int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as the daemons do
   const double seconds = argc > 1 ? std::atof(argv[1]) : 2.0;
+  const bool latency_only = argc > 2 && std::string(argv[2]) == "latency";
   for (size_t size : {size_t{4096}, size_t{4} << 20}) {
+    if (latency_only) break;
     std::printf("memcpy %8zu B: %9.1f MB/s (single thread)\n", size,
                 msgr::rdma::MemcpyMBps(size));
     for (const char* t : {"tcp", "rdma"}) msgr::rdma::Run(t, size, seconds);
