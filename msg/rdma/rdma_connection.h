@@ -227,6 +227,9 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   size_t max_record_payload_ ABSL_GUARDED_BY(mu_) = 0;
   SentRecords sent_records_ ABSL_GUARDED_BY(mu_);         // written, not acknowledged
   std::vector<RecordAck> acks_ready_ ABSL_GUARDED_BY(mu_);  // for DeliverAcks
+  // !acks_ready_.empty(), readable without mu_: DeliverAcks (called after every write)
+  // takes no lock when there is nothing to deliver.
+  std::atomic<bool> acks_pending_{false};
   std::atomic<uint64_t> credit_seen_{0};   // last credit word value applied
   std::atomic<bool> awaiting_acks_{false};
 

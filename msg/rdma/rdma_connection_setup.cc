@@ -193,6 +193,7 @@ absl::Status RdmaConnection::ClientHandshake() {
       }
       producer_->OnCredit(ready->ring_credit);
       sent_records_.OnCredit(ready->ring_credit, &acks_ready_);
+      acks_pending_.store(!acks_ready_.empty(), std::memory_order_release);
       __atomic_store_n(reinterpret_cast<uint64_t*>(ctrl_mr_->data() + kCtrlSleepOffset),
                        ss->sleep_word, __ATOMIC_RELEASE);
       max_record_payload_ = std::min<size_t>(MaxRecordPayload(ss->ring_bytes),

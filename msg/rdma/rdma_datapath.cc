@@ -149,6 +149,7 @@ void RdmaConnection::OnRecvLocked(Link* link, const verbs::Completion& wc,
           return;
         }
         sent_records_.OnNack(*failed, &acks_ready_);
+        acks_pending_.store(!acks_ready_.empty(), std::memory_order_release);
       } else {
         in_seq_ = h.seq;
         shared_->counters.msgs_received++;
@@ -286,6 +287,7 @@ void RdmaConnection::ApplyCreditLocked() {
     records_.pop_front();
   }
   sent_records_.OnCredit(producer_->released(), &acks_ready_);
+  acks_pending_.store(!acks_ready_.empty(), std::memory_order_release);
   awaiting_acks_.store(sent_records_.size() > 0, std::memory_order_relaxed);
 }
 
@@ -310,12 +312,14 @@ bool RdmaConnection::PollAcks() {
 }
 
 void RdmaConnection::DeliverAcks() {
+  if (!acks_pending_.load(std::memory_order_acquire)) return;
   absl::MutexLock d(&ack_mu_);
   std::vector<RecordAck> acks;
   {
     absl::MutexLock l(&mu_);
     if (acks_ready_.empty()) return;
     acks.swap(acks_ready_);
+    acks_pending_.store(false, std::memory_order_relaxed);
   }
   if (shared_->stopping) return;
   shared_->dispatcher->OnRecordsAcked(shared_from_this(), acks);

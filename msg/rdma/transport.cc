@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "msg/rdma/rdma_wire.h"
 
@@ -119,9 +120,10 @@ absl::StatusOr<uint64_t> Transport::Post(absl::Span<const WrSpec> wrs) {
     return absl::ResourceExhaustedError("RDMA send queue full");
   }
   const bool inline_words = qp_->max_inline_data() >= sizeof(uint64_t);
-  std::vector<verbs::SendWr> out(wrs.size());
-  std::vector<verbs::Sge> sges(wrs.size());
-  std::vector<uint64_t> words(wrs.size());
+  // A record is 2-4 WRs: no heap allocation on the data path.
+  absl::InlinedVector<verbs::SendWr, 8> out(wrs.size());
+  absl::InlinedVector<verbs::Sge, 8> sges(wrs.size());
+  absl::InlinedVector<uint64_t, 8> words(wrs.size());
   for (size_t i = 0; i < wrs.size(); ++i) {
     const WrSpec& w = wrs[i];
     const uint64_t n = posted_ + 1 + i;
