@@ -276,7 +276,8 @@ bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const Connect
     for (;;) {
       absl::Duration left = op->deadline - absl::Now();
       if (left <= absl::ZeroDuration()) return false;
-      absl::Status s = conn->WriteRecord(desc, chunk, std::min(left, kCreditSlice));
+      absl::Status s =
+          conn->WriteRecordShared(desc, chunk, op->data, std::min(left, kCreditSlice));
       if (s.ok()) break;
       if (!absl::IsDeadlineExceeded(s) || !current()) {
         if (!absl::IsDeadlineExceeded(s)) {

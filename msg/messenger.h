@@ -189,6 +189,15 @@ class Connection {
   // reconnect, into the same slots.
   virtual absl::Status WriteRecord(const RecordDesc& desc, std::string_view payload,
                                    absl::Duration timeout) = 0;
+  // WriteRecord for a payload inside memory that `owner` keeps alive: the backend may keep
+  // a reference to `owner` until the record is acknowledged instead of copying the bytes
+  // (tcp does: its lossless resend needs them; rdma copies into its registered staging
+  // memory either way). Same contract otherwise.
+  virtual absl::Status WriteRecordShared(const RecordDesc& desc, std::string_view payload,
+                                         std::shared_ptr<const void> owner,
+                                         absl::Duration timeout) {
+    return WriteRecord(desc, payload, timeout);
+  }
   // Largest payload one record may carry on this connection (0 before the handshake).
   virtual size_t max_record_payload() const = 0;
 

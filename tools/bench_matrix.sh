@@ -9,6 +9,11 @@
 #                 uptime per section); default /tmp/bm.<pid>
 #   --only LIST   comma list of sections: mem,durable,store,msgr,idle (default all)
 #   --report      only print the table from an earlier --out DIR (no measurement)
+#   --layout L    pinned (default): the clusters' OSD pollers share the last CPU
+#                 (--poller-cpus), and -t 1 runs poll for their completion (--spin-us
+#                 200), for both backends alike; free: no pinning, no client spin (the
+#                 layout of rounds 1 and 2). Pinning the bench too (taskset) was tried and
+#                 cost both backends at 4 MiB (docs/BENCHMARKS.md, round 3).
 #
 # Sections (ratios are what matter; every comparison is made inside one section):
 #   mem      3 OSDs, --ms-type both, memory mode, --auth none: tcp vs rdma(soft), 4 KiB -t 1
@@ -25,7 +30,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
-SECONDS_PER=3 REPS=3 OUT="" BUILD=1 ONLY="mem,idle,durable,store,msgr"
+SECONDS_PER=3 REPS=3 OUT="" BUILD=1 ONLY="mem,idle,durable,store,msgr" LAYOUT=pinned
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) SECONDS_PER=$2; shift 2 ;;
@@ -34,12 +39,26 @@ while [[ $# -gt 0 ]]; do
     --no-build) BUILD=0; shift ;;
     --only) ONLY=$2; shift 2 ;;
     --report) ONLY="" BUILD=0; shift ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --layout) LAYOUT=$2; shift 2 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_matrix.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
 OUT=${OUT:-/tmp/bm.$$}
 mkdir -p "$OUT"
+# Pinned layout: on this 2-CPU machine three OSD pollers (which spin for RDMA rings) and
+# the client otherwise take turns on both CPUs, and a spinning poller costs the client
+# its core; pinned, the pollers take turns on one CPU and the client keeps the other.
+NCPU=$(nproc)
+CLUSTER_PIN=() T1_SPIN=0
+case "$LAYOUT" in
+  pinned)
+    [[ $NCPU -ge 2 ]] && CLUSTER_PIN=(--poller-cpus $((NCPU - 1)))
+    T1_SPIN=200 ;;
+  free) ;;
+  *) echo "bench_matrix.sh: --layout is pinned or free, not '$LAYOUT'" >&2; exit 2 ;;
+esac
+[[ -z "$ONLY" ]] || echo "$LAYOUT: OSD pollers ${CLUSTER_PIN[*]:-on any CPU}, bench on any CPU, -t 1 with --spin-us $T1_SPIN" > "$OUT/layout.txt"
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 log() { echo "[$(date +%T)] $*" >&2; }
 load() { echo "$1 $(uptime | sed 's/.*load average: //')" >> "$OUT/load.txt"; }
@@ -73,6 +92,7 @@ bench_one() {
   local dir=$1 type=$2 size=$3 t=$4 tag=$5 extra=()
   [[ $type == rdma ]] && extra=(--rdma-device soft)
   [[ $dir == "$MEM" ]] && extra+=(--max-objects 256)
+  [[ $t == 1 ]] && extra+=(--spin-us "$T1_SPIN")
   tools/bench.sh --mon "$(cat "$dir/mon.addr")" --ms-type "$type" -b "$size" -t "$t" \
     --seconds "$SECONDS_PER" --json "$OUT/$tag.json" --cluster-dir "$dir" --auth none \
     --prefix "$tag" "${extra[@]}" > "$OUT/$tag.log" 2>&1 ||
@@ -99,7 +119,7 @@ cpu_ticks() {
 if want mem || want idle; then
   log "mem: starting 3 OSDs, both, memory, auth none in $MEM"
   tools/cluster.sh start --dir "$MEM" --osds 3 --ms-type both --durability memory \
-    --auth none --rdma-device soft > "$OUT/mem.cluster.log" 2>&1
+    --auth none --rdma-device soft "${CLUSTER_PIN[@]}" > "$OUT/mem.cluster.log" 2>&1
   if want mem; then
     load mem
     for r in $(seq 1 "$REPS"); do
@@ -132,7 +152,7 @@ fi
 if want durable; then
   log "durable: starting 3 OSDs, both, durable, auth none in $DUR"
   tools/cluster.sh start --dir "$DUR" --osds 3 --ms-type both --durability durable \
-    --auth none --rdma-device soft > "$OUT/dur.cluster.log" 2>&1
+    --auth none --rdma-device soft "${CLUSTER_PIN[@]}" > "$OUT/dur.cluster.log" 2>&1
   load durable
   for r in $(seq 1 "$REPS"); do
     for type in tcp rdma; do
@@ -208,6 +228,8 @@ def bench(tag, key):
     return med(vals)
 load = dict(l.split(" ", 1) for l in open(f"{out}/load.txt").read().splitlines() if l)
 print(f"# msgr bench matrix  ({out}; medians of runs; load = uptime 1/5/15 min at section start)")
+if os.path.exists(f"{out}/layout.txt"):
+    print(f"layout: {open(out + '/layout.txt').read().strip()}")
 memcpy = med([float(m.group(1)) for p in glob.glob(f"{out}/ring.r*.txt")
               for m in re.finditer(r"memcpy\s+4194304 B:\s+([\d.]+) MB/s", open(p).read())])
 if "mem" in load:

@@ -120,6 +120,12 @@ absl::Status TcpConnection::Enqueue(OutFramePtr f, bool block) {
 
 absl::Status TcpConnection::WriteRecord(const RecordDesc& desc, std::string_view payload,
                                         absl::Duration timeout) {
+  return WriteRecordShared(desc, payload, nullptr, timeout);
+}
+
+absl::Status TcpConnection::WriteRecordShared(const RecordDesc& desc, std::string_view payload,
+                                              std::shared_ptr<const void> owner,
+                                              absl::Duration timeout) {
   if (desc.oid.empty() || desc.oid.size() > kMaxOidBytes) {
     return absl::InvalidArgumentError(
         absl::StrFormat("record oid must be 1..%d bytes, got %d", kMaxOidBytes, desc.oid.size()));
@@ -130,7 +136,12 @@ absl::Status TcpConnection::WriteRecord(const RecordDesc& desc, std::string_view
   }
   auto f = std::make_shared<OutFrame>();
   f->type = FrameType::kRingRecord;
-  f->payload.assign(payload.data(), payload.size());
+  if (owner) {
+    f->body_owner = std::move(owner);  // kept until acknowledged: no copy
+    f->body_view = payload;
+  } else {
+    f->payload.assign(payload.data(), payload.size());
+  }
   const uint32_t record_crc =
       RecordPayloadCrc(desc.oid.data(), desc.oid.size(), payload.data(), payload.size());
   const size_t record_bytes = RecordBytes(desc.oid.size(), payload.size());

@@ -77,10 +77,16 @@ struct OutFrame {
   std::array<uint8_t, kFrameHeaderBytes + kRingPrefixBytes + kMaxOidBytes> wire{};
   uint16_t head_len = 0;  // bytes after the frame header in `wire` (prefix + oid)
   std::string payload;
+  // RING_RECORD written with WriteRecordShared: the caller's bytes, kept alive by
+  // `body_owner`, instead of a copy in `payload`.
+  std::shared_ptr<const void> body_owner;
+  std::string_view body_view;
   uint32_t payload_crc = 0;    // frame payload_crc (message payload / ring prefix)
   uint64_t ring_position = 0;  // RING_RECORD: producer position after the record
   uint8_t* head() { return wire.data() + kFrameHeaderBytes; }
-  size_t wire_bytes() const { return head_len + payload.size(); }  // frame payload_len
+  // The bytes after the head: the message payload or the record's data.
+  std::string_view body() const { return body_owner ? body_view : std::string_view(payload); }
+  size_t wire_bytes() const { return head_len + body().size(); }  // frame payload_len
 };
 using OutFramePtr = std::shared_ptr<OutFrame>;
 
@@ -101,6 +107,9 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   absl::Status TrySend(Message m) override;
   absl::Status WriteRecord(const RecordDesc& desc, std::string_view payload,
                            absl::Duration timeout) override;
+  absl::Status WriteRecordShared(const RecordDesc& desc, std::string_view payload,
+                                 std::shared_ptr<const void> owner,
+                                 absl::Duration timeout) override;
   size_t max_record_payload() const override { return max_record_payload_.load(); }
   void ReleaseRing(uint64_t position, absl::Span<const RecordAck> failed) override;
   void MarkDown() override;

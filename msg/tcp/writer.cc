@@ -208,7 +208,9 @@ bool TcpConnection::BuildBatchLocked(WriteBatch* b, bool strand) {
     // for an inline sendmsg to return).
     EncodeFrameHeader(h, f->wire.data());
     b->bufs.emplace_back(asio::buffer(f->wire.data(), kFrameHeaderBytes + f->head_len));
-    if (!f->payload.empty()) b->bufs.emplace_back(asio::buffer(f->payload));
+    if (const std::string_view body = f->body(); !body.empty()) {
+      b->bufs.emplace_back(asio::buffer(body.data(), body.size()));
+    }
   }
   for (const auto& buf : b->bufs) b->wire_bytes += buf.size();
   b->data_frames = b->frames.size();
@@ -260,7 +262,7 @@ bool TcpConnection::FinishBatchLocked(WriteBatch* b) {
         c.msgs_sent++;
       } else {
         c.records_sent++;
-        c.record_bytes_sent += f->payload.size();
+        c.record_bytes_sent += f->body().size();
       }
     }
     if (!policy_.lossless) ReleaseAccountingLocked(*f);
