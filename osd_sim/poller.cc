@@ -160,8 +160,6 @@ void Poller::ApplyControl() {
     }
   }
   ring_count_.store(rings_.size());
-  spin_for_rings_ = false;
-  for (const auto& r : rings_) spin_for_rings_ |= !r->ring->producer_signals();
 }
 
 bool Poller::PollRing(RingState* r) {
@@ -252,11 +250,19 @@ void Poller::Run() {
   const uint64_t max_spin_ns = static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.spin));
   uint64_t idle_since = NowNs();
   uint64_t last_publish = idle_since;
+  // When a ring nobody signals (RDMA) last had a record: the poller spins `spin` after
+  // that, and only after that. Records on signalled rings (TCP: the reader wakes us) do
+  // not start a spin, even with an idle RDMA ring attached -- spinning there only takes
+  // the reader's CPU.
+  uint64_t unsignalled_work_at = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     if (control_pending_.exchange(false)) ApplyControl();
     bool work = false;
     for (auto& r : rings_) {
-      if (PollRing(r.get())) work = true;
+      if (PollRing(r.get())) {
+        work = true;
+        if (!r->ring->producer_signals()) unsignalled_work_at = NowNs();
+      }
       if (!r->pending.empty() && r->pending.front()->done.load(std::memory_order_acquire)) {
         Complete(r.get());
         work = true;
@@ -269,8 +275,7 @@ void Poller::Run() {
       idle_since = now;
     } else {
       ++counters_.poll_misses;
-      const uint64_t spin_ns = spin_for_rings_ ? max_spin_ns : 0;
-      if (now - idle_since >= spin_ns) {
+      if (now - unsignalled_work_at >= max_spin_ns) {
         counters_.spin_ns += now - idle_since;
         Sleep();
         idle_since = NowNs();

@@ -103,7 +103,6 @@ class Poller {
 
   std::vector<std::unique_ptr<RingState>> rings_;  // poller thread only
   std::vector<RecordAck> failed_;                  // poller thread only: Complete's scratch
-  bool spin_for_rings_ = false;  // poller thread only: a ring needs polling to be seen
   PollerCounters counters_;                        // poller thread only
   std::atomic<bool> stop_{false};
   std::atomic<bool> control_pending_{false};  // to_add_/to_remove_ changed
