@@ -106,6 +106,11 @@ struct MessengerOptions {
   absl::Duration keepalive_interval = absl::Seconds(2);
   absl::Duration keepalive_timeout = absl::Seconds(10);  // silent peer is reset
   absl::Duration handshake_timeout = absl::Seconds(5);
+  // Server side of a lossless session whose peer is gone: how long it waits for the peer
+  // to reconnect and resume before it ends the session (OnReset; the ring and its memory
+  // are freed). A peer that comes back later finds a new session (OnRemoteReset on its
+  // side), as after a restart of this process.
+  absl::Duration session_reconnect_timeout = absl::Seconds(120);
   absl::Duration reconnect_backoff_max = absl::Seconds(2);
 
   // Receive rings this messenger creates for accepted peers that ask for one.

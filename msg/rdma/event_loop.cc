@@ -103,6 +103,12 @@ void EventLoop::Stop() {
   }
 }
 
+void EventLoop::SetTick(std::function<void()> tick, absl::Duration every) {
+  absl::MutexLock l(&mu_);
+  tick_ = std::move(tick);
+  tick_every_ = every;
+}
+
 void EventLoop::Wake() {
   const uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
@@ -128,8 +134,11 @@ void EventLoop::Run() {
   uint64_t seen_version = ~0ull;
   absl::Time last_work = absl::Now();
   absl::Time last_side_check = last_work;
+  absl::Time last_tick = last_work;
   epoll_event evs[64];
   for (;;) {
+    std::function<void()> tick;
+    const absl::Time now = absl::Now();
     {
       absl::MutexLock l(&mu_);
       if (stop_) break;
@@ -138,8 +147,12 @@ void EventLoop::Run() {
         for (auto& [k, c] : clients_) clients.push_back(c);
         seen_version = version_;
       }
+      if (tick_ && now - last_tick >= tick_every_) {
+        tick = tick_;
+        last_tick = now;
+      }
     }
-    const absl::Time now = absl::Now();
+    if (tick) tick();
     int timeout_ms = 0;
     if (PollAll(clients)) {
       last_work = now;

@@ -13,6 +13,7 @@
 #define MSGR_MSG_RDMA_EVENT_LOOP_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <thread>
@@ -59,6 +60,9 @@ class EventLoop {
   // clients must ignore events for an incarnation they have retired. Never blocks.
   void Remove(const LoopClient* c);
   void Stop();
+  // Runs `tick` on the loop thread about every `every` (checked whenever the loop wakes,
+  // which is at least every 100 ms). Housekeeping only: it must not block.
+  void SetTick(std::function<void()> tick, absl::Duration every);
   bool on_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
@@ -75,6 +79,8 @@ class EventLoop {
   std::map<const LoopClient*, std::shared_ptr<LoopClient>> clients_ ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> tick_ ABSL_GUARDED_BY(mu_);
+  absl::Duration tick_every_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   std::thread thread_;
 };
 

@@ -213,6 +213,7 @@ void RdmaConnection::FaultLocked(Link* link, const absl::Status& why,
   reasm_.clear();
   cv_.SignalAll();
   if (closed_) return;
+  if (!outgoing_) link_lost_at_ = absl::Now();
   spdlog::info("msgr rdma: connection {} to {} ({}) faulted: {}", id_, addr_,
                peer_name_.ToString(), why.ToString());
   if (!lossless_) {
@@ -272,6 +273,20 @@ void RdmaConnection::Reset(const absl::Status& why, bool send_close) {
       if (!self->shared_->stopping) self->shared_->dispatcher->OnReset(self, why);
     });
   }
+}
+
+void RdmaConnection::ExpireIfGone(absl::Time now) {
+  const absl::Duration timeout = shared_->options.session_reconnect_timeout;
+  {
+    absl::MutexLock l(&mu_);
+    if (outgoing_ || !lossless_ || closed_ || link_ || now - link_lost_at_ < timeout) return;
+  }
+  // A resume that attaches a link right now loses it here: the peer then finds the
+  // session ended, as it would have a moment later.
+  Reset(absl::DeadlineExceededError(absl::StrCat(
+            peer_name().ToString(), " at ", addr_, " did not reconnect within ",
+            absl::FormatDuration(timeout), "; session ended")),
+        /*send_close=*/false);
 }
 
 void RdmaConnection::MarkDown() {

@@ -101,6 +101,9 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   void ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthReply& auth, bool resumed);
   // Ends the session for good: OnReset(why) (unless the messenger is stopping).
   void Reset(const absl::Status& why, bool send_close);
+  // Server side of a lossless session: ends it (Reset) if its peer has been gone for
+  // longer than session_reconnect_timeout. Called periodically by the messenger.
+  void ExpireIfGone(absl::Time now);
   // Messenger shutdown: close without callbacks.
   void Stop();
   bool closed() const;
@@ -194,6 +197,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   std::shared_ptr<Link> link_ ABSL_GUARDED_BY(mu_);  // null while disconnected
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool had_session_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time link_lost_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();  // server side
   bool accepted_ ABSL_GUARDED_BY(mu_) = false;  // OnAccept delivered
   uint64_t frames_sent_ ABSL_GUARDED_BY(mu_) = 0;  // for inject_socket_failures
   absl::Time last_keepalive_ack_ ABSL_GUARDED_BY(mu_);  // connecting side

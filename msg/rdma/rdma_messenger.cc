@@ -145,6 +145,9 @@ absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const Messenger
     RdmaMessenger* raw = m.get();
     shared->forget_session = [raw](const RdmaConnection* c) { raw->ForgetSession(c); };
   }
+  // Lossless sessions whose client is gone end after session_reconnect_timeout.
+  shared->loop->SetTick([raw = m.get()] { raw->ExpireSessions(); },
+                        std::min(absl::Seconds(1), options.session_reconnect_timeout / 4));
   spdlog::info("msgr rdma: {} messenger on device {} (provider {})", options.name.ToString(),
                ctx->device->attr().name, ctx->device->attr().provider);
   return std::unique_ptr<Messenger>(std::move(m));
@@ -259,6 +262,17 @@ absl::StatusOr<ConnectionRef> RdmaMessenger::Connect(const std::string& addr,
   }
   StartThread([conn] { conn->RunConnector(); });
   return ConnectionRef(conn);
+}
+
+void RdmaMessenger::ExpireSessions() {
+  std::vector<std::shared_ptr<RdmaConnection>> sessions;
+  {
+    absl::MutexLock l(&mu_);
+    if (shut_down_) return;
+    for (const auto& [key, c] : sessions_) sessions.push_back(c);
+  }
+  const absl::Time now = absl::Now();
+  for (const auto& c : sessions) c->ExpireIfGone(now);
 }
 
 void RdmaMessenger::SetPolicy(EntityType type, Policy policy) {

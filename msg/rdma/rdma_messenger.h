@@ -61,6 +61,8 @@ class RdmaMessenger : public Messenger {
   void AcceptLoop();
   void HandleAccepted(std::unique_ptr<SideChannel> ch);
   void StartThread(std::function<void()> fn);
+  // Loop-thread tick: ends lossless sessions whose peer did not come back in time.
+  void ExpireSessions();
 
   std::shared_ptr<RdmaShared> shared_;
   std::unique_ptr<Listener> listener_;

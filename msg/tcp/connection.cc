@@ -335,11 +335,26 @@ void TcpConnection::Fault(const absl::Status& why) {
     ScheduleReconnect();
   } else {
     spdlog::info(
-        "msgr tcp: lossless session with {} lost its socket ({}); waiting for the "
+        "msgr tcp: lossless session with {} lost its socket ({}); waiting up to {} for the "
         "client to reconnect",
-        PeerDesc(), why.ToString());
-    if (timer_) timer_->cancel();
+        PeerDesc(), why.ToString(),
+        absl::FormatDuration(shared_->options.session_reconnect_timeout));
+    if (!timer_) timer_ = std::make_unique<asio::steady_timer>(msgr_->io());
+    timer_->expires_after(absl::ToChronoNanoseconds(shared_->options.session_reconnect_timeout));
+    timer_->async_wait(asio::bind_executor(
+        strand_, [self = shared_from_this(), gen = gen_](boost::system::error_code ec) {
+          if (!ec) self->OnReconnectTimeout(gen);
+        }));
   }
+}
+
+void TcpConnection::OnReconnectTimeout(uint64_t gen) {
+  if (gen != gen_ || open_ || reset_done_) return;  // the client came back meanwhile
+  Reset(absl::DeadlineExceededError(absl::StrCat(
+            PeerDesc(), " did not reconnect within ",
+            absl::FormatDuration(shared_->options.session_reconnect_timeout),
+            "; session ended")),
+        /*send_close=*/false);
 }
 
 void TcpConnection::Reset(const absl::Status& why, bool send_close) {

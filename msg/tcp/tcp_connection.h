@@ -159,6 +159,8 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   void CloseSocket();
   void StartKeepalive();
   void OnKeepaliveTimer(uint64_t gen);
+  // Server side, lossless: the peer did not come back within session_reconnect_timeout.
+  void OnReconnectTimeout(uint64_t gen);
   absl::Status ProcessAck(uint64_t ack_seq);
   absl::Status ProcessCredit(uint64_t released);
   // A kRecordNackType message arrived (client side): report the failures.

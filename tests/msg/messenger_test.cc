@@ -375,6 +375,37 @@ TEST_P(MessengerTest, SharedPayloadRecordsSurviveFaultsAndAreLetGoWhenAcked) {
   EXPECT_GT(client->counters().reconnects, 3u) << "the faults really happened";
 }
 
+// A lossless session whose client went away for good (its process exited or died) ends
+// after session_reconnect_timeout: OnReset with the reason, and the ring with it. A client
+// that is back within the timeout resumes the same session.
+TEST_P(MessengerTest, LosslessSessionOfAVanishedClientEndsAfterTheReconnectTimeout) {
+  RecordingDispatcher sd;
+  auto server = MakeServer(&sd, [](MessengerOptions* o) {
+    o->session_reconnect_timeout = absl::Milliseconds(1500);
+  });
+  {
+    RecordingDispatcher cd;
+    auto client = Make(Options(EntityType::kClient, 21), &cd);
+    auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossless(), true});
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE((*conn)->WriteRecord(RecordDesc{"o", 1, 0, 0}, "data", absl::Seconds(10)).ok());
+    ASSERT_TRUE(cd.WaitFor([&] { return cd.record_acks.size() == 1; }));
+    client->Shutdown();  // the socket closes; no goodbye, as when a process dies
+  }
+  const auto lost = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(milliseconds(700));
+  EXPECT_TRUE(sd.Locked([&] { return sd.resets.empty(); })) << "ended before the timeout";
+  ASSERT_TRUE(sd.WaitFor([&] { return !sd.resets.empty(); }, std::chrono::seconds(15)))
+      << "the session of a vanished client never ended";
+  EXPECT_GE(std::chrono::steady_clock::now() - lost, milliseconds(1400));
+  sd.Locked([&] {
+    ASSERT_EQ(sd.resets.size(), 1u);
+    EXPECT_TRUE(absl::IsDeadlineExceeded(sd.resets[0])) << sd.resets[0];
+    EXPECT_NE(sd.resets[0].message().find("did not reconnect"), std::string::npos)
+        << sd.resets[0];
+  });
+}
+
 TEST_P(MessengerTest, ReservedMessageTypesAreRefused) {
   RecordingDispatcher sd, cd;
   auto server = MakeServer(&sd);
