@@ -339,13 +339,17 @@ void TcpConnection::Fault(const absl::Status& why) {
         "client to reconnect",
         PeerDesc(), why.ToString(),
         absl::FormatDuration(shared_->options.session_reconnect_timeout));
-    if (!timer_) timer_ = std::make_unique<asio::steady_timer>(msgr_->io());
-    timer_->expires_after(absl::ToChronoNanoseconds(shared_->options.session_reconnect_timeout));
-    timer_->async_wait(asio::bind_executor(
-        strand_, [self = shared_from_this(), gen = gen_](boost::system::error_code ec) {
-          if (!ec) self->OnReconnectTimeout(gen);
-        }));
+    ArmTimer(shared_->options.session_reconnect_timeout, &TcpConnection::OnReconnectTimeout);
   }
+}
+
+void TcpConnection::ArmTimer(absl::Duration after, void (TcpConnection::*fn)(uint64_t gen)) {
+  if (!timer_) timer_ = std::make_unique<asio::steady_timer>(msgr_->io());
+  timer_->expires_after(absl::ToChronoNanoseconds(after));  // cancels the previous wait
+  timer_->async_wait(asio::bind_executor(
+      strand_, [self = shared_from_this(), gen = gen_, fn](boost::system::error_code ec) {
+        if (!ec) ((*self).*fn)(gen);
+      }));
 }
 
 void TcpConnection::OnReconnectTimeout(uint64_t gen) {
@@ -382,12 +386,7 @@ void TcpConnection::Reset(const absl::Status& why, bool send_close) {
 }
 
 void TcpConnection::StartKeepalive() {
-  if (!timer_) timer_ = std::make_unique<asio::steady_timer>(msgr_->io());
-  timer_->expires_after(absl::ToChronoNanoseconds(shared_->options.keepalive_interval));
-  timer_->async_wait(asio::bind_executor(
-      strand_, [self = shared_from_this(), gen = gen_](boost::system::error_code ec) {
-        if (!ec) self->OnKeepaliveTimer(gen);
-      }));
+  ArmTimer(shared_->options.keepalive_interval, &TcpConnection::OnKeepaliveTimer);
 }
 
 void TcpConnection::OnKeepaliveTimer(uint64_t gen) {

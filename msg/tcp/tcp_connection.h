@@ -157,6 +157,8 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   void ProtocolFault(const absl::Status& why);           // counts crc/protocol error, then Fault
   void Reset(const absl::Status& why, bool send_close);  // gone for good; strand only
   void CloseSocket();
+  // Strand only: (re)arms timer_ to call (this->*fn)(gen_ now) after `after`.
+  void ArmTimer(absl::Duration after, void (TcpConnection::*fn)(uint64_t gen));
   void StartKeepalive();
   void OnKeepaliveTimer(uint64_t gen);
   // Server side, lossless: the peer did not come back within session_reconnect_timeout.
