@@ -17,6 +17,7 @@
 #include "client/bench/pattern.h"
 #include "client/client.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "osd_sim/mon/mon_server.h"
 #include "osd_sim/osd.h"
 
@@ -138,6 +139,31 @@ TEST_P(ClientE2eTest, ObjectsOfEverySizeReadBackByteIdentical) {
   }
   EXPECT_EQ(c->Read("e2e_never_written").status().code(), absl::StatusCode::kNotFound);
   EXPECT_GT(c->counters().records_sent, objs.size());  // 300 KB objects: several records
+}
+
+// A client that shuts down ends its OSD sessions at once: every OSD frees the ring it held
+// for it (without the goodbye the OSDs would keep them for session_reconnect_timeout).
+TEST_P(ClientE2eTest, ClientShutdownFreesItsRingsOnEveryOsd) {
+  auto rings = [&] {
+    uint64_t n = 0;
+    for (const auto& o : osds_) {
+      const nlohmann::json dump = nlohmann::json::parse(o->PerfDumpJson());
+      for (const auto& p : dump["pollers"]) n += p["rings"].get<uint64_t>();
+    }
+    return n;
+  };
+  auto c = MakeClient();
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < 30; ++i) {  // enough objects to reach all three OSDs
+    const std::string oid = absl::StrCat("bye.", i);
+    ASSERT_TRUE(c->Write(oid, std::make_shared<const std::string>(MakePattern(oid, 4096))).ok());
+  }
+  // Poller ring counts are published every 10 ms.
+  for (int t = 0; t < 200 && rings() < kOsds; ++t) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(rings(), static_cast<uint64_t>(kOsds)) << "one ring per OSD for this client";
+  c->Shutdown();
+  for (int t = 0; t < 300 && rings() > 0; ++t) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(rings(), 0u) << "an OSD still holds the ring of a client that shut down";
 }
 
 TEST_P(ClientE2eTest, OsdStoppedMidRunLosesNothingAcknowledged) {
