@@ -101,16 +101,23 @@ std::vector<std::string> Lines(const std::string& path) {
   return out;
 }
 
+// A counted run of `count` objects of `size` bytes, `concurrency` in flight, no progress.
+WriteRunOptions Counted(const std::string& prefix, size_t size, int concurrency,
+                        uint64_t count) {
+  WriteRunOptions o;
+  o.prefix = prefix;
+  o.object_size = size;
+  o.concurrency = concurrency;
+  o.count = count;
+  o.progress = false;
+  return o;
+}
+
 TEST(BenchRunnerTest, CountedRunWritesExactlyNAndLogsEachAck) {
   FakeStore store(300us);
   std::string acked = TmpFile("acked.txt");
-  WriteRunOptions o;
-  o.prefix = "c";
-  o.object_size = 3000;
-  o.concurrency = 6;
-  o.count = 300;
+  WriteRunOptions o = Counted("c", 3000, 6, 300);
   o.acked_log = acked;
-  o.progress = false;
   std::ostringstream out;
   auto r = RunWrites(store.Ops(), o, out);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -146,13 +153,8 @@ TEST(BenchRunnerTest, FailedWritesAreCountedAndNotLogged) {
   FakeStore store(100us);
   store.FailEvery(10);
   std::string acked = TmpFile("acked_fail.txt");
-  WriteRunOptions o;
-  o.prefix = "f";
-  o.object_size = 100;
-  o.concurrency = 4;
-  o.count = 100;
+  WriteRunOptions o = Counted("f", 100, 4, 100);
   o.acked_log = acked;
-  o.progress = false;
   o.spin = 0us;
   std::ostringstream out;
   auto r = RunWrites(store.Ops(), o, out);
@@ -197,12 +199,7 @@ TEST(BenchRunnerTest, TimedRunPrintsAProgressLinePerSecond) {
 
 TEST(BenchRunnerTest, VerifyReadsBackAndFindsACorruptObject) {
   FakeStore store(200us);
-  WriteRunOptions o;
-  o.prefix = "v";
-  o.object_size = 20000;
-  o.concurrency = 8;
-  o.count = 50;
-  o.progress = false;
+  WriteRunOptions o = Counted("v", 20000, 8, 50);
   std::ostringstream out;
   auto r = RunWrites(store.Ops(), o, out);
   ASSERT_TRUE(r.ok());
@@ -227,12 +224,7 @@ TEST(BenchRunnerTest, VerifyReadsBackAndFindsACorruptObject) {
 
 TEST(BenchRunnerTest, SubmitThreadsWriteExactlyNWithinConcurrency) {
   FakeStore store(200us);
-  WriteRunOptions o;
-  o.prefix = "p";
-  o.object_size = 5000;
-  o.concurrency = 8;
-  o.count = 400;
-  o.progress = false;
+  WriteRunOptions o = Counted("p", 5000, 8, 400);
   o.submit_threads = 2;
   std::ostringstream out;
   auto r = RunWrites(store.Ops(), o, out);
@@ -248,14 +240,9 @@ TEST(BenchRunnerTest, SubmitThreadsWriteExactlyNWithinConcurrency) {
 TEST(BenchRunnerTest, MaxObjectsOverwritesABoundedSet) {
   FakeStore store(100us);
   std::string acked = TmpFile("acked_max.txt");
-  WriteRunOptions o;
-  o.prefix = "m";
-  o.object_size = 2000;
-  o.concurrency = 4;
-  o.count = 100;
+  WriteRunOptions o = Counted("m", 2000, 4, 100);
   o.max_objects = 7;
   o.acked_log = acked;
-  o.progress = false;
   std::ostringstream out;
   auto r = RunWrites(store.Ops(), o, out);
   ASSERT_TRUE(r.ok()) << r.status();
