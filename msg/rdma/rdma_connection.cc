@@ -26,7 +26,8 @@ void Link::OnCqError() {
 
 bool Link::OnPoll() {
   auto c = conn_.lock();
-  return c && !c->app_polling() && c->PollAcks();
+  // awaiting_acks() first: one load, where app_polling() reads the clock on every spin.
+  return c && c->awaiting_acks() && !c->app_polling() && c->PollAcks();
 }
 
 bool Link::awaiting() const {
