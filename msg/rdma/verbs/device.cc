@@ -53,6 +53,19 @@ const char* QpStateName(QpState state) {
   return "UNKNOWN";
 }
 
+const char* AsyncEventName(AsyncEventType type) {
+  switch (type) {
+    case AsyncEventType::kQpFatal: return "QP_FATAL";
+    case AsyncEventType::kQpRequestError: return "QP_REQ_ERR";
+    case AsyncEventType::kQpAccessError: return "QP_ACCESS_ERR";
+    case AsyncEventType::kPortActive: return "PORT_ACTIVE";
+    case AsyncEventType::kPortError: return "PORT_ERR";
+    case AsyncEventType::kDeviceFatal: return "DEVICE_FATAL";
+    case AsyncEventType::kOther: return "OTHER";
+  }
+  return "UNKNOWN";
+}
+
 // ---------------------------------------------------------------------------------------
 // QpEndpoint wire form: magic u32 | qp_num u32 | psn u32 | gid[16] | lid u16 | mtu u32 |
 // locator_len u16 | locator bytes. All little-endian.

@@ -149,6 +149,28 @@ struct Completion {
 };
 
 // ---------------------------------------------------------------------------------------
+// Asynchronous events (ibv_get_async_event): what happened to a QP or the port outside any
+// work request. The one a transport must act on is kQpAccessError: the *responder* of an
+// RDMA access its memory protection refused (bad rkey, range outside the region, access not
+// allowed) learns it this way -- the requester sees kRemoteAccessError on its WR, and both
+// QPs are in ERROR. Flushed receives alone cannot tell that from a peer that merely died.
+enum class AsyncEventType : uint8_t {
+  kQpFatal,         // IBV_EVENT_QP_FATAL: the QP failed in a way no WR reports.
+  kQpRequestError,  // IBV_EVENT_QP_REQ_ERR: the peer sent an invalid request.
+  kQpAccessError,   // IBV_EVENT_QP_ACCESS_ERR: the peer broke our memory protection.
+  kPortActive,
+  kPortError,
+  kDeviceFatal,
+  kOther,
+};
+const char* AsyncEventName(AsyncEventType type);
+
+struct AsyncEvent {
+  AsyncEventType type = AsyncEventType::kOther;
+  uint32_t qp_num = 0;  // QP events only.
+};
+
+// ---------------------------------------------------------------------------------------
 // Devices, ports and endpoints.
 using Gid = std::array<uint8_t, 16>;
 
@@ -368,6 +390,12 @@ class Device {
   virtual absl::StatusOr<std::unique_ptr<ProtectionDomain>> CreatePd() = 0;
   // A CQ holding at least `depth` completions, with its own completion channel.
   virtual absl::StatusOr<std::unique_ptr<CompletionQueue>> CreateCq(int depth) = 0;
+
+  // Asynchronous events: async_fd() is readable while events are queued (put it in your
+  // epoll set); PollAsyncEvents() moves up to `max` of them into `out` without blocking and
+  // returns how many (0 if none). REQUIRES: one polling thread at a time.
+  virtual int async_fd() const = 0;
+  virtual int PollAsyncEvents(AsyncEvent* out, int max) = 0;
 
  protected:
   Device() = default;

@@ -102,6 +102,12 @@ absl::StatusOr<std::unique_ptr<Device>> OpenIbverbsDevice(absl::string_view name
   if (!core->ctx) {
     return ErrnoStatus(errno, absl::StrCat("ibv_open_device(", ibv_get_device_name(dev), ")"));
   }
+  // Asynchronous events are polled (PollAsyncEvents), never waited for in the library.
+  const int afd = core->ctx->async_fd;
+  int afl = ::fcntl(afd, F_GETFL);
+  if (afl < 0 || ::fcntl(afd, F_SETFL, afl | O_NONBLOCK) != 0) {
+    return ErrnoStatus(errno, "fcntl(async event fd, O_NONBLOCK)");
+  }
   ibv_device_attr dattr;
   if (int rc = ibv_query_device(core->ctx.get(), &dattr); rc != 0) {
     return ErrnoStatus(rc, "ibv_query_device");
@@ -253,6 +259,43 @@ absl::StatusOr<std::unique_ptr<MemoryRegion>> IbvPd::RegisterMemory(void* addr, 
   MrPtr mr(ibv_reg_mr(core_->pd.get(), addr, len, ToIbvAccess(access)));
   if (!mr) return ErrnoStatus(errno, absl::StrCat("ibv_reg_mr(", len, " bytes)"));
   return std::unique_ptr<MemoryRegion>(new IbvMr(core_, nullptr, std::move(mr), access));
+}
+
+int IbvDevice::async_fd() const { return core_->ctx->async_fd; }
+
+int IbvDevice::PollAsyncEvents(AsyncEvent* out, int max) {
+  int n = 0;
+  while (n < max) {
+    ibv_async_event ev;
+    if (ibv_get_async_event(core_->ctx.get(), &ev) != 0) break;  // EAGAIN: none left
+    AsyncEvent& e = out[n++];
+    e.qp_num = 0;
+    switch (ev.event_type) {
+      case IBV_EVENT_QP_FATAL: e.type = AsyncEventType::kQpFatal; break;
+      case IBV_EVENT_QP_REQ_ERR: e.type = AsyncEventType::kQpRequestError; break;
+      case IBV_EVENT_QP_ACCESS_ERR: e.type = AsyncEventType::kQpAccessError; break;
+      case IBV_EVENT_PORT_ACTIVE: e.type = AsyncEventType::kPortActive; break;
+      case IBV_EVENT_PORT_ERR: e.type = AsyncEventType::kPortError; break;
+      case IBV_EVENT_DEVICE_FATAL: e.type = AsyncEventType::kDeviceFatal; break;
+      default: e.type = AsyncEventType::kOther; break;
+    }
+    switch (ev.event_type) {
+      case IBV_EVENT_QP_FATAL:
+      case IBV_EVENT_QP_REQ_ERR:
+      case IBV_EVENT_QP_ACCESS_ERR:
+      case IBV_EVENT_COMM_EST:
+      case IBV_EVENT_SQ_DRAINED:
+      case IBV_EVENT_PATH_MIG:
+      case IBV_EVENT_PATH_MIG_ERR:
+      case IBV_EVENT_QP_LAST_WQE_REACHED:
+        e.qp_num = ev.element.qp->qp_num;
+        break;
+      default:
+        break;
+    }
+    ibv_ack_async_event(&ev);  // ibv_destroy_qp waits for the QP's events to be acked
+  }
+  return n;
 }
 
 absl::StatusOr<std::unique_ptr<ProtectionDomain>> IbvDevice::CreatePd() {

@@ -144,6 +144,8 @@ class IbvDevice : public Device {
   const PortAttr& port() const override { return core_->port; }
   absl::StatusOr<std::unique_ptr<ProtectionDomain>> CreatePd() override;
   absl::StatusOr<std::unique_ptr<CompletionQueue>> CreateCq(int depth) override;
+  int async_fd() const override;
+  int PollAsyncEvents(AsyncEvent* out, int max) override;
 
  private:
   std::shared_ptr<ContextCore> core_;

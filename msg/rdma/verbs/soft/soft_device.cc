@@ -30,6 +30,7 @@ constexpr size_t kHugePageBytes = 2u << 20;
 constexpr int kMaxCqDepth = 1 << 20;
 constexpr uint32_t kMaxQpWr = 16384;
 constexpr uint32_t kMaxSge = 32;
+constexpr size_t kMaxAsyncEvents = 1024;
 std::atomic<uint32_t> g_device_counter{0};
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -61,6 +62,8 @@ absl::StatusOr<std::shared_ptr<DeviceCore>> DeviceCore::Create() {
   if (core->epoll_fd_ < 0) return ErrnoStatus(errno, "soft: epoll_create1");
   core->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (core->wake_fd_ < 0) return ErrnoStatus(errno, "soft: eventfd");
+  core->async_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (core->async_fd_ < 0) return ErrnoStatus(errno, "soft: eventfd (async events)");
   for (int fd : {core->listen_fd_, core->wake_fd_}) {
     struct epoll_event ev = {};
     ev.events = EPOLLIN;
@@ -84,6 +87,7 @@ DeviceCore::~DeviceCore() {
   if (listen_fd_ >= 0) ::close(listen_fd_);
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
+  if (async_fd_ >= 0) ::close(async_fd_);
 }
 
 absl::StatusOr<uint32_t> DeviceCore::RegisterRegion(uint32_t pd_id, void* addr, size_t len,
@@ -164,6 +168,33 @@ absl::Status DeviceCore::AddConn(const std::shared_ptr<Conn>& conn) {
     return ErrnoStatus(errno, "soft: epoll_ctl(add connection)");
   }
   return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------
+// Asynchronous events. The eventfd counts nothing: it is non-zero exactly while the queue
+// is not empty (both change under mu_).
+
+void DeviceCore::PushAsyncEvent(const AsyncEvent& ev) {
+  absl::MutexLock l(&mu_);
+  // Bounded like an HCA's event queue: an owner that never reads loses the oldest.
+  if (async_events_.size() >= kMaxAsyncEvents) async_events_.pop_front();
+  async_events_.push_back(ev);
+  const uint64_t one = 1;
+  (void)!::write(async_fd_, &one, sizeof(one));
+}
+
+int DeviceCore::PollAsyncEvents(AsyncEvent* out, int max) {
+  absl::MutexLock l(&mu_);
+  int n = 0;
+  while (n < max && !async_events_.empty()) {
+    out[n++] = async_events_.front();
+    async_events_.pop_front();
+  }
+  if (async_events_.empty()) {
+    uint64_t v;
+    (void)!::read(async_fd_, &v, sizeof(v));
+  }
+  return n;
 }
 
 // ---------------------------------------------------------------------------------------

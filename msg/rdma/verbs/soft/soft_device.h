@@ -69,6 +69,11 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   // Hands a connection to the service thread.
   absl::Status AddConn(const std::shared_ptr<Conn>& conn);
 
+  // Asynchronous events: queued by QPs (e.g. a peer's access violation), read by the owner.
+  void PushAsyncEvent(const AsyncEvent& ev);
+  int PollAsyncEvents(AsyncEvent* out, int max);
+  int async_fd() const { return async_fd_; }
+
   // Service thread control (called by SoftDevice).
   void ServiceLoop();
   void StopService();
@@ -94,6 +99,7 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
+  int async_fd_ = -1;  // eventfd: readable while async_events_ is not empty
   std::atomic<bool> stop_{false};
   std::atomic<uint32_t> next_pd_id_{1};
   std::atomic<uint32_t> next_qp_num_{0x100};
@@ -104,6 +110,7 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   uint64_t next_uid_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint32_t, std::weak_ptr<QpCore>> qps_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::shared_ptr<Conn>> conns_ ABSL_GUARDED_BY(mu_);
+  std::deque<AsyncEvent> async_events_ ABSL_GUARDED_BY(mu_);
 };
 
 struct PdCore {
@@ -152,6 +159,10 @@ class SoftDevice : public Device {
   const PortAttr& port() const override { return port_; }
   absl::StatusOr<std::unique_ptr<ProtectionDomain>> CreatePd() override;
   absl::StatusOr<std::unique_ptr<CompletionQueue>> CreateCq(int depth) override;
+  int async_fd() const override { return core_->async_fd(); }
+  int PollAsyncEvents(AsyncEvent* out, int max) override {
+    return core_->PollAsyncEvents(out, max);
+  }
 
  private:
   explicit SoftDevice(std::shared_ptr<DeviceCore> core);

@@ -311,7 +311,14 @@ bool QpCore::OnRequest(const std::shared_ptr<Conn>& conn, const WireHeader& hdr,
       HandleRegionReq(conn, hdr);
       return true;
     case MsgType::kAccessError: {
-      // As on an HCA, the responder of a remote access violation enters ERROR too.
+      // As on an HCA, the responder of a remote access violation enters ERROR too, and its
+      // owner learns why from an affiliated asynchronous event.
+      // The event goes first, so an owner that sees the flushed receives can find it.
+      {
+        absl::MutexLock l(&mu_);
+        if (closed_) return true;
+      }
+      pd_->dev->PushAsyncEvent(AsyncEvent{AsyncEventType::kQpAccessError, qp_num_});
       absl::MutexLock l(&mu_);
       if (!closed_) FailAllLocked(WcStatus::kWrFlushError);
       return true;

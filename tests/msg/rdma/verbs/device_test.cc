@@ -529,6 +529,47 @@ TEST_P(DeviceTest, ModifyToErrorFlushesReceives) {
   EXPECT_TRUE(b_.qp->Close().ok());  // Idempotent.
 }
 
+// The responder of a refused access: its QP enters ERROR (posted receives flush) and its
+// owner gets kQpAccessError for that QP -- what lets a server tell a peer that wrote outside
+// its memory from one that merely went away.
+TEST_P(DeviceTest, RemoteAccessViolationRaisesQpAccessErrorOnTheTarget) {
+  auto dst = Alloc(64 * 1024, kLocalWrite | kRemoteWrite);
+  ASSERT_TRUE(dst);
+  auto rbuf = Alloc(4096, kLocalWrite);
+  ASSERT_TRUE(rbuf);
+  Sge rsge = rbuf->Slice(0, 4096);
+  RecvWr rwr{77, &rsge, 1};
+  ASSERT_TRUE(b_.qp->PostRecv({&rwr, 1}).ok());
+  AsyncEvent none[4];
+  EXPECT_EQ(dev_->PollAsyncEvents(none, 4), 0) << "events before any error";
+
+  ExpectRemoteAccessError(dst->rkey(), reinterpret_cast<uint64_t>(dst->addr()) + dst->length(),
+                          64, *dst);
+  Completion rc = WaitOne(b_.rcq.get());
+  EXPECT_EQ(rc.wr_id, 77u);
+  EXPECT_EQ(rc.status, WcStatus::kWrFlushError) << WcStatusName(rc.status);
+  EXPECT_EQ(b_.qp->state(), QpState::kError);
+
+  std::vector<AsyncEvent> events;
+  const absl::Time deadline = absl::Now() + (OnRxe() ? absl::Seconds(1) : kWait);
+  while (absl::Now() < deadline) {
+    AsyncEvent ev[4];
+    const int n = dev_->PollAsyncEvents(ev, 4);
+    events.insert(events.end(), ev, ev + n);
+    if (!events.empty()) break;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  if (events.empty() && OnRxe()) {
+    // Linux rxe (6.1) moves the responder to ERROR without the affiliated event that the IB
+    // spec and ConnectX raise; the state checks above still ran.
+    GTEST_SKIP() << "rxe raises no IBV_EVENT_QP_ACCESS_ERR (responder state checked)";
+  }
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].type, AsyncEventType::kQpAccessError) << AsyncEventName(events[0].type);
+  EXPECT_EQ(events[0].qp_num, b_.qp->qp_num());
+  EXPECT_EQ(dev_->PollAsyncEvents(none, 4), 0);
+}
+
 TEST_P(DeviceTest, ReadWithoutRemoteReadIsRemoteAccessError) {
   auto target = Alloc(64 * 1024, kLocalWrite | kRemoteWrite);
   ASSERT_TRUE(target);
