@@ -19,7 +19,9 @@ constexpr absl::Duration kSideCheckInterval = absl::Milliseconds(2);
 // Between polls of awaited credit words once the spin is over: short next to a durable
 // write, long enough that a waiting client costs a few percent of a core.
 constexpr absl::Duration kAwaitNap = absl::Microseconds(50);
-// epoll data: pointer to the client, low bit set for its side-channel fd.
+// epoll data: pointer to the client, low bit set for its side-channel fd; 0 is the wake
+// eventfd and kWatchedFdToken the WatchFd fd (client pointers are 8-byte aligned).
+constexpr uint64_t kWatchedFdToken = 2;
 uint64_t Token(const LoopClient* c, bool side) {
   return reinterpret_cast<uint64_t>(c) | (side ? 1 : 0);
 }
@@ -109,6 +111,21 @@ void EventLoop::SetTick(std::function<void()> tick, absl::Duration every) {
   tick_every_ = every;
 }
 
+absl::Status EventLoop::WatchFd(int fd, std::function<void()> on_readable) {
+  {
+    absl::MutexLock l(&mu_);
+    if (on_watched_fd_) return absl::AlreadyExistsError("the loop already watches an fd");
+    on_watched_fd_ = std::move(on_readable);
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kWatchedFdToken;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    return ErrnoStatus(errno, "epoll_ctl(watched fd)");
+  }
+  return absl::OkStatus();
+}
+
 void EventLoop::Wake() {
   const uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
@@ -188,6 +205,15 @@ void EventLoop::Run() {
       if (token == 0) {
         uint64_t v;
         (void)!read(wake_fd_, &v, sizeof(v));
+        continue;
+      }
+      if (token == kWatchedFdToken) {
+        std::function<void()> fn;
+        {
+          absl::MutexLock l(&mu_);
+          fn = on_watched_fd_;
+        }
+        if (fn) fn();
         continue;
       }
       const auto* key = reinterpret_cast<const LoopClient*>(token & ~uint64_t{1});

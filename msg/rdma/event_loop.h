@@ -4,7 +4,7 @@
 // thread would only take a core from it on this 2-core machine), then arms every CQ's
 // completion channel, polls once more (to close the race) and sleeps in epoll on the
 // channels, the side-channel sockets (EOF = the peer is gone, or a CLOSE frame) and a wake
-// eventfd. Busy polling would cost a core on this 2-core machine, hence the short spin.
+// eventfd (and the device's asynchronous-event fd). Busy polling would cost a core on this 2-core machine, hence the short spin.
 // While a client awaits one-sided writes (acknowledgements arrive as an RDMA WRITE of the
 // ring credit, which raises no completion here) the loop naps briefly instead of sleeping.
 //
@@ -63,6 +63,10 @@ class EventLoop {
   // Runs `tick` on the loop thread about every `every` (checked whenever the loop wakes,
   // which is at least every 100 ms). Housekeeping only: it must not block.
   void SetTick(std::function<void()> tick, absl::Duration every);
+  // Runs `on_readable` on the loop thread whenever `fd` is readable (the device's
+  // asynchronous-event fd). Level-triggered: the handler must drain what made it readable.
+  // One such fd per loop; call before traffic starts.
+  absl::Status WatchFd(int fd, std::function<void()> on_readable);
   bool on_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
@@ -80,6 +84,7 @@ class EventLoop {
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> tick_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> on_watched_fd_ ABSL_GUARDED_BY(mu_);
   absl::Duration tick_every_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   std::thread thread_;
 };

@@ -1,6 +1,8 @@
 // RdmaConnection: public API, message queues and flow control, faults and resets.
 #include "msg/rdma/rdma_connection.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
@@ -288,6 +290,38 @@ void RdmaConnection::ExpireIfGone(absl::Time now) {
             peer_name().ToString(), " at ", addr_, " did not reconnect within ",
             absl::FormatDuration(timeout), "; session ended")),
         /*send_close=*/false);
+}
+
+void RdmaConnection::AttachLinkLocked(std::shared_ptr<Link> link) {
+  recent_qps_.push_back(link->tp->qp()->qp_num());
+  if (recent_qps_.size() > kRecentQps) recent_qps_.pop_front();
+  link_ = std::move(link);
+}
+
+bool RdmaConnection::OnQpEvent(const verbs::AsyncEvent& ev) {
+  std::shared_ptr<Link> current;
+  {
+    absl::MutexLock l(&mu_);
+    if (std::find(recent_qps_.begin(), recent_qps_.end(), ev.qp_num) == recent_qps_.end()) {
+      return false;
+    }
+    if (closed_) return true;
+    if (link_ && link_->tp->qp()->qp_num() == ev.qp_num) current = link_;
+  }
+  if (ev.type == verbs::AsyncEventType::kQpAccessError) {
+    shared_->counters.peer_access_violations++;
+    shared_->counters.protocol_errors++;
+    const absl::Status why = absl::PermissionDeniedError(absl::StrCat(
+        peer_name().ToString(), " at ", addr_,
+        " made an RDMA access outside the memory it was given (QP ", ev.qp_num, ": ",
+        verbs::AsyncEventName(ev.type), "); session cut off"));
+    spdlog::error("msgr rdma: connection {}: {}", id_, why.ToString());
+    Reset(why, /*send_close=*/true);
+  } else if (current) {
+    Fault(current.get(), absl::InternalError(absl::StrCat(
+                             "QP ", ev.qp_num, ": ", verbs::AsyncEventName(ev.type))));
+  }
+  return true;
 }
 
 void RdmaConnection::MarkDown() {

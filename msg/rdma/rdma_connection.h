@@ -38,6 +38,9 @@ namespace msgr::rdma {
 
 class RdmaConnection;
 
+// How many of a session's latest QPs an asynchronous event is matched against.
+inline constexpr size_t kRecentQps = 4;
+
 // One incarnation: side channel + transport + what the peer told us at setup.
 class Link : public LoopClient {
  public:
@@ -66,6 +69,7 @@ class Link : public LoopClient {
   uint32_t ctrl_rkey = 0;
   uint64_t ring_addr = 0;            // connecting side: the peer's ring
   uint32_t ring_rkey = 0;
+  uint64_t ring_bytes = 0;
 
  private:
   std::atomic<uint64_t>* budget_;
@@ -104,6 +108,11 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // Server side of a lossless session: ends it (Reset) if its peer has been gone for
   // longer than session_reconnect_timeout. Called periodically by the messenger.
   void ExpireIfGone(absl::Time now);
+  // An asynchronous event for QP `ev.qp_num`; false if none of this session's recent QPs
+  // has that number. QP_ACCESS_ERR -- the peer made an RDMA access our keys refuse, e.g. a
+  // write outside the ring it was given -- cuts the session off for good (Reset, the ring
+  // revoked and freed); other QP errors fault the link (lossless sessions resume).
+  bool OnQpEvent(const verbs::AsyncEvent& ev);
   // Messenger shutdown: close without callbacks.
   void Stop();
   bool closed() const;
@@ -202,6 +211,10 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   uint64_t frames_sent_ ABSL_GUARDED_BY(mu_) = 0;  // for inject_socket_failures
   absl::Time last_keepalive_ack_ ABSL_GUARDED_BY(mu_);  // connecting side
   std::shared_ptr<Link> retire_ ABSL_GUARDED_BY(mu_);  // faulted under mu_; see RetireDeferred
+  // QP numbers of this session's latest links (an asynchronous event may arrive after its
+  // link was retired, even after the peer reconnected).
+  std::deque<uint32_t> recent_qps_ ABSL_GUARDED_BY(mu_);
+  void AttachLinkLocked(std::shared_ptr<Link> link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Messages.
   uint64_t out_seq_ ABSL_GUARDED_BY(mu_) = 0;

@@ -149,6 +149,7 @@ absl::Status RdmaConnection::ClientHandshake() {
                      static_cast<uint32_t>(kSendHeaderBytes);
   link->ring_addr = ss->ring_addr;
   link->ring_rkey = ss->ring_rkey;
+  link->ring_bytes = ss->ring_bytes;
 
   const bool resumed = (ready->flags & kReadyResumed) != 0;
   bool remote_reset = false;
@@ -203,7 +204,7 @@ absl::Status RdmaConnection::ClientHandshake() {
     credits_owed_ = 0;
     ack_sent_ = in_seq_;
     if (resumed) RequeueLocked(ready->in_seq);
-    link_ = link;
+    AttachLinkLocked(link);
     shared_->counters.connections_open++;
     if (had_session_) shared_->counters.reconnects++;
     had_session_ = true;
@@ -413,7 +414,7 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
     credits_owed_ = 0;
     ack_sent_ = in_seq_;
     if (resumed) RequeueLocked(auth.in_seq);
-    link_ = link;
+    AttachLinkLocked(link);
     shared_->counters.connections_open++;
     if (resumed) shared_->counters.reconnects++;
     if (auto s = shared_->loop->Add(link); !s.ok()) {

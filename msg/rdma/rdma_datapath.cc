@@ -357,6 +357,9 @@ absl::Status RdmaConnection::PostRecordLocked(const SentRecord& r) {
   }
   w[n].sge = mirror_mr_->Slice(r.offset, r.bytes);
   w[n].remote_addr = link->ring_addr + r.offset;
+  if (shared_->TakeInjectedOutOfRingWrite()) {
+    w[n].remote_addr = link->ring_addr + link->ring_bytes;  // injected: just past the end
+  }
   w[n++].rkey = link->ring_rkey;
   w[n].word = true;
   w[n].value = r.seq;

@@ -135,6 +135,7 @@ absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const Messenger
   shared->cq_spin = absl::Microseconds(OptionU32(options, "rdma_cq_spin_us", 20));
   shared->app_poll_window_ns =
       int64_t{1000} * OptionU32(options, "rdma_app_poll_window_us", 200);
+  shared->inject_out_of_ring_write = OptionU32(options, "rdma_inject_out_of_ring_write", 0);
   auto loop = EventLoop::Create(shared->cq_spin);
   if (!loop.ok()) return loop.status();
   shared->loop = std::move(*loop);
@@ -144,6 +145,12 @@ absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const Messenger
     absl::MutexLock l(&shared->hooks_mu);
     RdmaMessenger* raw = m.get();
     shared->forget_session = [raw](const RdmaConnection* c) { raw->ForgetSession(c); };
+  }
+  // The device's asynchronous events: a peer that broke our memory protection is cut off.
+  if (auto s = shared->loop->WatchFd(ctx->device->async_fd(),
+                                     [raw = m.get()] { raw->OnAsyncEvents(); });
+      !s.ok()) {
+    return s;
   }
   // Lossless sessions whose client is gone end after session_reconnect_timeout.
   shared->loop->SetTick([raw = m.get()] { raw->ExpireSessions(); },
@@ -273,6 +280,38 @@ void RdmaMessenger::ExpireSessions() {
   }
   const absl::Time now = absl::Now();
   for (const auto& c : sessions) c->ExpireIfGone(now);
+}
+
+void RdmaMessenger::OnAsyncEvents() {
+  verbs::AsyncEvent evs[16];
+  int n;
+  while ((n = shared_->ctx->device->PollAsyncEvents(evs, 16)) > 0) {
+    for (int i = 0; i < n; ++i) HandleAsyncEvent(evs[i]);
+  }
+}
+
+void RdmaMessenger::HandleAsyncEvent(const verbs::AsyncEvent& ev) {
+  const bool qp_event = ev.type == verbs::AsyncEventType::kQpFatal ||
+                        ev.type == verbs::AsyncEventType::kQpRequestError ||
+                        ev.type == verbs::AsyncEventType::kQpAccessError;
+  if (!qp_event) {
+    spdlog::warn("msgr rdma: device {}: asynchronous event {}", device_name(),
+                 verbs::AsyncEventName(ev.type));
+    return;
+  }
+  std::vector<std::shared_ptr<RdmaConnection>> conns;
+  {
+    absl::MutexLock l(&mu_);
+    if (shut_down_) return;
+    for (const auto& [key, c] : sessions_) conns.push_back(c);
+    for (const auto& [key, c] : outgoing_) conns.push_back(c);
+  }
+  bool owned = false;
+  for (const auto& c : conns) owned = c->OnQpEvent(ev) || owned;
+  if (!owned) {
+    spdlog::warn("msgr rdma: device {}: {} for QP {}, which no live connection uses",
+                 device_name(), verbs::AsyncEventName(ev.type), ev.qp_num);
+  }
 }
 
 void RdmaMessenger::SetPolicy(EntityType type, Policy policy) {

@@ -63,6 +63,9 @@ class RdmaMessenger : public Messenger {
   void StartThread(std::function<void()> fn);
   // Loop-thread tick: ends lossless sessions whose peer did not come back in time.
   void ExpireSessions();
+  // Loop thread: the device's asynchronous events (a QP event goes to its connection).
+  void OnAsyncEvents();
+  void HandleAsyncEvent(const verbs::AsyncEvent& ev);
 
   std::shared_ptr<RdmaShared> shared_;
   std::unique_ptr<Listener> listener_;

@@ -19,6 +19,7 @@ RdmaStats RdmaCounters::Stats() const {
   s.control_sends = control_sends;
   s.record_writes_posted = record_writes_posted;
   s.qp_faults = qp_faults;
+  s.peer_access_violations = peer_access_violations;
   s.ring_reregistrations = ring_reregistrations;
   return s;
 }

@@ -35,6 +35,7 @@ struct RdmaCounters : LiveMessengerCounters {
   std::atomic<uint64_t> record_payload_bytes_copied_rx{0};
   std::atomic<uint64_t> sends_posted{0}, recvs_completed{0}, control_sends{0};
   std::atomic<uint64_t> record_writes_posted{0}, qp_faults{0}, ring_reregistrations{0};
+  std::atomic<uint64_t> peer_access_violations{0};
   RdmaStats Stats() const;
 };
 
@@ -78,6 +79,17 @@ struct RdmaShared {
   // How long after such a call the completion thread still stands back (a caller that
   // stops polling for longer gets its acknowledgements from the completion thread again).
   int64_t app_poll_window_ns = 200'000;
+  // Fault injection ("rdma_inject_out_of_ring_write" = N): the N-th ring record this
+  // messenger writes is aimed just past the end of the peer's ring, as a buggy or hostile
+  // client would (0 = off; one shot).
+  std::atomic<uint64_t> inject_out_of_ring_write{0};
+  // Counts one record write down; true for the one that must go astray.
+  bool TakeInjectedOutOfRingWrite() {
+    uint64_t left = inject_out_of_ring_write.load(std::memory_order_relaxed);
+    while (left != 0 && !inject_out_of_ring_write.compare_exchange_weak(left, left - 1)) {
+    }
+    return left == 1;
+  }
 
   // Set by the messenger while it lives: an accepted session ended for good.
   absl::Mutex hooks_mu;

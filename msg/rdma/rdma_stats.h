@@ -23,6 +23,7 @@ struct RdmaStats {
   uint64_t record_writes_posted = 0;   // RDMA WRITE work requests for ring records
   uint64_t qp_faults = 0;              // QP errors / lost side channels handled
   uint64_t ring_reregistrations = 0;   // OSD: rings given new keys when a session resumed
+  uint64_t peer_access_violations = 0; // sessions cut off: the peer's RDMA access was refused
 };
 
 std::optional<RdmaStats> RdmaStatsOf(const Messenger& m);

@@ -314,6 +314,69 @@ TEST(RdmaMessenger, LosslessSurvivesInjectedFaults) {
   EXPECT_EQ(RdmaStatsOf(*p.server)->ring_reregistrations, p.server->counters().reconnects);
 }
 
+// A client whose RDMA WRITE lands outside the ring it was given (here: the 5th record is
+// aimed just past the ring's end) is cut off: the soft HCA refuses the write (the ring is
+// untouched), the OSD side learns it from QP_ACCESS_ERR and ends that session for good --
+// counted, with the reason -- and keeps serving another client.
+TEST(RdmaMessenger, PeerWritingOutsideItsRingIsCutOffAndOthersKeepBeingServed) {
+  Pair p;
+  MessengerOptions bad = Options(EntityType::kClient, 1);
+  bad.backend_options["rdma_inject_out_of_ring_write"] = "5";
+  ASSERT_NO_FATAL_FAILURE(p.Start(Options(EntityType::kOsd, 0), bad));
+  Recorder good_d;
+  auto good = Messenger::Create(Options(EntityType::kClient, 2), &good_d);
+  ASSERT_TRUE(good.ok()) << good.status();
+  ConnectOptions co;
+  co.want_ring = true;
+  auto bad_conn = p.client->Connect(p.addr, co);
+  ASSERT_TRUE(bad_conn.ok());
+  ASSERT_TRUE(p.server_d.WaitRings(1));
+  auto good_conn = (*good)->Connect(p.addr, co);
+  ASSERT_TRUE(good_conn.ok());
+  ASSERT_TRUE(p.server_d.WaitRings(2));
+  auto [bad_sconn, bad_ring] = p.server_d.ring(0);
+  auto [good_sconn, good_ring] = p.server_d.ring(1);
+  Drainer bad_drain(bad_sconn, bad_ring, /*sleep=*/true);
+  Drainer good_drain(good_sconn, good_ring, /*sleep=*/true);
+
+  std::vector<std::string> payloads;
+  for (int i = 0; i < 8; ++i) {
+    payloads.push_back(Bytes(3000 + i, 500 + i));
+    RecordDesc d;
+    d.oid = "bad." + std::to_string(i);
+    d.tid = i + 1;
+    (void)(*bad_conn)->WriteRecord(d, payloads.back(), absl::Seconds(2));
+  }
+  ASSERT_TRUE(p.server_d.WaitResets(1));
+  const absl::Status why = p.server_d.resets()[0];
+  EXPECT_TRUE(absl::IsPermissionDenied(why)) << why;
+  EXPECT_NE(why.message().find("outside the memory it was given"), std::string::npos) << why;
+  EXPECT_NE(why.message().find("client.1"), std::string::npos) << why;
+  auto stats = RdmaStatsOf(*p.server);
+  ASSERT_TRUE(stats.has_value());
+  EXPECT_EQ(stats->peer_access_violations, 1u);
+  EXPECT_EQ(p.server->counters().protocol_errors, 1u);
+  // What reached the ring before the stray write is intact; nothing after it was taken.
+  for (const auto& r : bad_drain.records()) {
+    ASSERT_LE(r.tid, 4u) << "a record after the refused write was delivered";
+    EXPECT_TRUE(r.payload == payloads[r.tid - 1]) << "record " << r.tid;
+  }
+  EXPECT_TRUE(bad_drain.error().empty()) << bad_drain.error();
+
+  // The other client is served as before.
+  for (int i = 0; i < 50; ++i) {
+    RecordDesc d;
+    d.oid = "good." + std::to_string(i);
+    d.tid = i + 1;
+    ASSERT_TRUE((*good_conn)->WriteRecord(d, Bytes(4000, i), absl::Seconds(10)).ok()) << i;
+  }
+  ASSERT_TRUE(good_drain.WaitRecords(50)) << good_drain.error();
+  auto seen = good_drain.records();
+  for (int i = 0; i < 50; ++i) EXPECT_TRUE(seen[i].payload == Bytes(4000, i)) << i;
+  EXPECT_EQ(p.server_d.resets().size(), 1u);
+  (*good)->Shutdown();
+}
+
 TEST(RdmaMessenger, PeerKilledMidWriteServerKeepsServing) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.Start(Options(EntityType::kOsd, 0), Options(EntityType::kClient, 1)));

@@ -4,6 +4,7 @@
 #define MSGR_TESTS_MSG_RDMA_RDMA_TEST_UTIL_H_
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -85,6 +86,19 @@ class Recorder : public Dispatcher {
     absl::MutexLock l(&mu_);
     return refused_;
   }
+  std::vector<absl::Status> resets() {
+    absl::MutexLock l(&mu_);
+    return resets_;
+  }
+  bool WaitResets(size_t n, absl::Duration d = absl::Seconds(10)) {
+    absl::MutexLock l(&mu_);
+    auto cond = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return resets_.size() >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&cond), d);
+  }
+  int remote_resets() {
+    absl::MutexLock l(&mu_);
+    return remote_resets_;
+  }
   void set_echo(bool e) {
     absl::MutexLock l(&mu_);
     echo_ = e;
@@ -111,9 +125,14 @@ class Drainer {
         consumer_(ring_->base(), ring_->bytes()) {
     thread_ = std::thread([this] { Run(); });
   }
-  ~Drainer() { Stop(); }
+  ~Drainer() {
+    Stop();
+    close(stop_fd_);
+  }
   void Stop() {
     stop_ = true;
+    const uint64_t one = 1;
+    (void)!write(stop_fd_, &one, sizeof(one));  // a sleeping drainer wakes at once
     if (thread_.joinable()) thread_.join();
   }
   void set_paused(bool p) { paused_ = p; }
@@ -191,10 +210,10 @@ class Drainer {
         continue;
       }
       ++sleeps_;
-      pollfd p{ring_->wait_fd(), POLLIN, 0};
+      pollfd p[2] = {{ring_->wait_fd(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
       // No timeout fallback worth mentioning: a lost wake-up shows as a 10 s stall.
-      const int n = poll(&p, 1, 10000);
-      if (n > 0) ++wakeups_;
+      const int n = poll(p, 2, 10000);
+      if (n > 0 && (p[0].revents & POLLIN)) ++wakeups_;
       ring_->SetPollerSleeping(false);
       idle = absl::Now();
     }
@@ -206,6 +225,7 @@ class Drainer {
   const absl::Duration spin_;
   RingConsumer consumer_;
   std::atomic<bool> stop_{false};
+  const int stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   std::atomic<bool> paused_{false};
   std::atomic<int> sleeps_{0}, wakeups_{0};
   absl::Mutex mu_;
