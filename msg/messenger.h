@@ -196,8 +196,9 @@ class Connection {
                                    absl::Duration timeout) = 0;
   // WriteRecord for a payload inside memory that `owner` keeps alive: the backend may keep
   // a reference to `owner` until the record is acknowledged instead of copying the bytes
-  // (tcp does: its lossless resend needs them; rdma copies into its registered staging
-  // memory either way). Same contract otherwise.
+  // (tcp does: its lossless resend needs them; rdma registers large payloads in place and
+  // the HCA reads them from there). The bytes must not change until then. Same contract
+  // otherwise.
   virtual absl::Status WriteRecordShared(const RecordDesc& desc, std::string_view payload,
                                          std::shared_ptr<const void> owner,
                                          absl::Duration timeout) {

@@ -91,6 +91,12 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   bool is_connected() const override;
   absl::Status Send(Message m) override;
   absl::Status TrySend(Message m) override;
+  // Payloads of at least rdma_zero_copy_min_bytes (default 256 KiB) are written straight
+  // from the caller's memory, registered in place for as long as the record is unacknowledged;
+  // smaller ones are staged (copied) in the registered mirror of the ring.
+  absl::Status WriteRecordShared(const RecordDesc& desc, std::string_view payload,
+                                 std::shared_ptr<const void> owner,
+                                 absl::Duration timeout) override;
   absl::Status WriteRecord(const RecordDesc& desc, std::string_view payload,
                            absl::Duration timeout) override;
   size_t max_record_payload() const override;
@@ -152,6 +158,12 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
     uint64_t pad_seq = 0;
     size_t pad_offset = 0;
     uint64_t end_position = 0;
+    // Zero copy: the payload stays in the caller's memory (kept alive by `owner`, registered
+    // as `payload_mr`, destroyed first); the mirror holds only header, gap and oid, the
+    // first `head_bytes` of the record.
+    std::shared_ptr<const void> owner;
+    std::shared_ptr<verbs::MemoryRegion> payload_mr;
+    uint32_t head_bytes = 0;
   };
 
   absl::Status Enqueue(Message m, bool block);
@@ -177,6 +189,8 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   void CheckDoorbellLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PostRecordLocked(const SentRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Posts `r`, waiting (without mu_) for send-queue room until `deadline`.
+  // `payload` registered in place for the HCA to read (null if that failed: copy it).
+  std::shared_ptr<verbs::MemoryRegion> RegisterPayload(std::string_view payload);
   absl::Status PostRecordWaiting(const SentRecord& r, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(record_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   // After a resume: rewrites every unreleased record from `from_seq` on into its slot.

@@ -344,7 +344,7 @@ void RdmaConnection::CheckDoorbellLocked() {
 absl::Status RdmaConnection::PostRecordLocked(const SentRecord& r) {
   if (!link_) return absl::UnavailableError("not connected");
   Link* link = link_.get();
-  WrSpec w[4];
+  WrSpec w[5];
   size_t n = 0;
   if (r.has_pad) {
     w[n].sge = mirror_mr_->Slice(r.pad_offset, kRecordHeaderBytes);
@@ -355,12 +355,21 @@ absl::Status RdmaConnection::PostRecordLocked(const SentRecord& r) {
     w[n].remote_addr = link->ring_addr + r.pad_offset + offsetof(RecordHeader, seq);
     w[n++].rkey = link->ring_rkey;
   }
-  w[n].sge = mirror_mr_->Slice(r.offset, r.bytes);
+  // The record from its slot start: one WRITE from the mirror, or (zero copy) header+oid
+  // from the mirror and the payload from the caller's memory -- two WRITEs that land in
+  // order, both before the seq word.
+  const uint32_t from_mirror = r.payload_mr ? r.head_bytes : r.bytes;
+  w[n].sge = mirror_mr_->Slice(r.offset, from_mirror);
   w[n].remote_addr = link->ring_addr + r.offset;
   if (shared_->TakeInjectedOutOfRingWrite()) {
     w[n].remote_addr = link->ring_addr + link->ring_bytes;  // injected: just past the end
   }
   w[n++].rkey = link->ring_rkey;
+  if (r.payload_mr) {
+    w[n].sge = r.payload_mr->Slice(0, r.bytes - r.head_bytes);
+    w[n].remote_addr = link->ring_addr + r.offset + r.head_bytes;
+    w[n++].rkey = link->ring_rkey;
+  }
   w[n].word = true;
   w[n].value = r.seq;
   w[n].remote_addr = link->ring_addr + r.offset + offsetof(RecordHeader, seq);
@@ -415,6 +424,32 @@ void RdmaConnection::ResendRecords(uint64_t from_seq) {
 
 absl::Status RdmaConnection::WriteRecord(const RecordDesc& desc, std::string_view payload,
                                          absl::Duration timeout) {
+  return WriteRecordShared(desc, payload, nullptr, timeout);
+}
+
+std::shared_ptr<verbs::MemoryRegion> RdmaConnection::RegisterPayload(std::string_view payload) {
+  auto mr = shared_->ctx->pd->RegisterMemory(const_cast<char*>(payload.data()), payload.size(),
+                                             /*access=*/0);  // the HCA only reads it
+  if (!mr.ok()) {
+    // Staging is always possible: a full MR table costs a copy, not the write.
+    spdlog::warn("msgr rdma: connection {}: cannot register a {} B payload in place ({}); "
+                 "copying it",
+                 id_, payload.size(), mr.status().ToString());
+    return nullptr;
+  }
+  const size_t len = (*mr)->length();
+  shared_->counters.registered_bytes += len;
+  shared_->counters.zero_copy_records++;
+  return std::shared_ptr<verbs::MemoryRegion>(
+      mr->release(), [shared = shared_, len](verbs::MemoryRegion* m) {
+        delete m;
+        shared->counters.registered_bytes -= len;
+      });
+}
+
+absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::string_view payload,
+                                               std::shared_ptr<const void> owner,
+                                               absl::Duration timeout) {
   if (!outgoing_ || !want_ring_) {
     return absl::FailedPreconditionError("WriteRecord needs a connection opened with want_ring");
   }
@@ -499,11 +534,22 @@ absl::Status RdmaConnection::WriteRecord(const RecordDesc& desc, std::string_vie
   uint8_t* oid = slot + payload_offset - desc.oid.size();
   std::memset(slot + kRecordHeaderBytes, 0, oid - (slot + kRecordHeaderBytes));  // the gap
   std::memcpy(oid, desc.oid.data(), desc.oid.size());
-  std::memcpy(oid + desc.oid.size(), payload.data(), payload.size());
+  const uint8_t* body = reinterpret_cast<const uint8_t*>(payload.data());
+  if (owner && payload.size() >= shared_->zero_copy_min_bytes) {
+    r.payload_mr = RegisterPayload(payload);
+  }
+  if (r.payload_mr) {
+    r.owner = std::move(owner);
+    r.head_bytes = static_cast<uint32_t>(payload_offset);
+  } else {
+    std::memcpy(oid + desc.oid.size(), payload.data(), payload.size());
+    body = oid + desc.oid.size();
+    shared_->counters.record_payload_bytes_staged += payload.size();
+  }
   RecordHeader h;
   FillRecordHeader(&h, RecordType::kWrite, desc.flags, p->seq,
                    static_cast<uint16_t>(desc.oid.size()), static_cast<uint32_t>(payload.size()),
-                   RecordPayloadCrc(oid, desc.oid.size(), oid + desc.oid.size(), payload.size()),
+                   RecordPayloadCrc(oid, desc.oid.size(), body, payload.size()),
                    shared_->options.name.id, desc.tid, desc.object_offset);
   h.seq = 0;  // published by the second WRITE
   std::memcpy(slot, &h, sizeof(h));

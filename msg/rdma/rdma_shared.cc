@@ -20,6 +20,8 @@ RdmaStats RdmaCounters::Stats() const {
   s.record_writes_posted = record_writes_posted;
   s.qp_faults = qp_faults;
   s.peer_access_violations = peer_access_violations;
+  s.record_payload_bytes_staged = record_payload_bytes_staged;
+  s.zero_copy_records = zero_copy_records;
   s.ring_reregistrations = ring_reregistrations;
   return s;
 }

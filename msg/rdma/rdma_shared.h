@@ -36,6 +36,7 @@ struct RdmaCounters : LiveMessengerCounters {
   std::atomic<uint64_t> sends_posted{0}, recvs_completed{0}, control_sends{0};
   std::atomic<uint64_t> record_writes_posted{0}, qp_faults{0}, ring_reregistrations{0};
   std::atomic<uint64_t> peer_access_violations{0};
+  std::atomic<uint64_t> record_payload_bytes_staged{0}, zero_copy_records{0};
   RdmaStats Stats() const;
 };
 
@@ -79,6 +80,9 @@ struct RdmaShared {
   // How long after such a call the completion thread still stands back (a caller that
   // stops polling for longer gets its acknowledgements from the completion thread again).
   int64_t app_poll_window_ns = 200'000;
+  // WriteRecordShared payloads of at least this size are registered in place, not copied
+  // ("rdma_zero_copy_min_bytes"; below it a copy is cheaper than a registration).
+  size_t zero_copy_min_bytes = 256 * 1024;
   // Fault injection ("rdma_inject_out_of_ring_write" = N): the N-th ring record this
   // messenger writes is aimed just past the end of the peer's ring, as a buggy or hostile
   // client would (0 = off; one shot).

@@ -19,6 +19,8 @@ struct RdmaStats {
   uint64_t doorbells_sent = 0;         // client: wake-ups sent to a sleeping poller
   uint64_t doorbells_received = 0;     // OSD
   uint64_t record_payload_bytes_copied_rx = 0;  // OSD CPU copies of record payload (0)
+  uint64_t record_payload_bytes_staged = 0;     // client: payload copied into the staging mirror
+  uint64_t zero_copy_records = 0;               // client: payloads written from caller memory
   uint64_t sends_posted = 0, recvs_completed = 0, control_sends = 0;
   uint64_t record_writes_posted = 0;   // RDMA WRITE work requests for ring records
   uint64_t qp_faults = 0;              // QP errors / lost side channels handled

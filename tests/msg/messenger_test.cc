@@ -338,6 +338,9 @@ TEST_P(MessengerTest, SharedPayloadRecordsSurviveFaultsAndAreLetGoWhenAcked) {
   auto server = MakeServer(&sd, [](MessengerOptions* o) { o->inject_socket_failures = 43; });
   auto co = Options(EntityType::kClient, 3);
   co.inject_socket_failures = 47;
+  // rdma: payloads from 2 KiB on are written from the caller's memory (registered in place),
+  // the smaller ones staged: both kinds go through the faults and resends.
+  co.backend_options["rdma_zero_copy_min_bytes"] = "2048";
   auto client = Make(co, &cd);
   auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossless(), true});
   ASSERT_TRUE(conn.ok());
