@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "msg/rdma/rdma_stats.h"
 #include "osd_sim/osd_protocol.h"
 #include "spdlog/spdlog.h"
 
@@ -38,6 +39,20 @@ nlohmann::json ToJson(const MessengerCounters& c) {
           {"throttle_waits", c.throttle_waits},
           {"keepalives_sent", c.keepalives_sent},
           {"connections_open", c.connections_open}};
+}
+
+// What only the rdma backend counts: registered memory, credits and doorbells, proof that
+// no payload was copied off the wire, peers cut off for breaking memory protection.
+nlohmann::json ToJson(const rdma::RdmaStats& s) {
+  return {{"registered_bytes", s.registered_bytes},
+          {"ring_credit_writes", s.ring_credit_writes},
+          {"ring_credit_messages", s.ring_credit_messages},
+          {"sleep_word_writes", s.sleep_word_writes},
+          {"doorbells_received", s.doorbells_received},
+          {"record_payload_bytes_copied_rx", s.record_payload_bytes_copied_rx},
+          {"qp_faults", s.qp_faults},
+          {"ring_reregistrations", s.ring_reregistrations},
+          {"peer_access_violations", s.peer_access_violations}};
 }
 
 nlohmann::json ToJson(const PollerCounters& c) {
@@ -315,7 +330,11 @@ std::string Osd::PerfDumpJson() const {
   j["osd"]["ring_high_water_bytes"] = total.ring_high_water;
   j["pollers"] = polls;
   if (store_) j["store"] = ToJson(store_->GetStats());
-  for (const auto& m : messengers_) j["messenger"][m->options().type] = ToJson(m->counters());
+  for (const auto& m : messengers_) {
+    nlohmann::json& mj = j["messenger"][m->options().type];
+    mj = ToJson(m->counters());
+    if (auto rs = rdma::RdmaStatsOf(*m)) mj["rdma"] = ToJson(*rs);
+  }
   return j.dump(2);
 }
 

@@ -195,6 +195,16 @@ TEST_P(OsdTest, WritesAreAckedDurableAndReadBack) {
   EXPECT_EQ(j["osd"]["bytes"], 0 + 1 + 4096 + 100000);
   EXPECT_GE(j["store"]["flushes"].get<int>(), 1);
   EXPECT_GE(j["osd"]["ring_high_water_bytes"].get<int>(), 4096);
+  if (GetParam() == std::string("rdma")) {
+    // The OSD's CPU never copied a payload off the wire, and says so in perf dump.
+    const auto& r = j["messenger"]["rdma"]["rdma"];
+    EXPECT_EQ(r["record_payload_bytes_copied_rx"], 0) << r;
+    EXPECT_GT(r["ring_credit_writes"].get<int>(), 0) << r;
+    EXPECT_GT(r["registered_bytes"].get<int64_t>(), 0) << r;
+    EXPECT_EQ(r["peer_access_violations"], 0) << r;
+  } else {
+    EXPECT_FALSE(j["messenger"]["tcp"].contains("rdma"));
+  }
 }
 
 TEST_P(OsdTest, ManyWritesWrapTheRingAndAllReadBack) {
