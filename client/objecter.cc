@@ -51,8 +51,8 @@ void Objecter::Shutdown() {
     timer_cv_.SignalAll();
     slot_cv_.SignalAll();
   }
-  SayGoodbye();
-  // The messenger first: it unblocks senders waiting for credit and ends callbacks.
+  // The messenger first: it says goodbye to every OSD (each frees our ring at once),
+  // unblocks senders waiting for credit and ends callbacks.
   if (messenger_) messenger_->Shutdown();
   if (retry_thread_.joinable()) retry_thread_.join();
   if (timer_thread_.joinable()) timer_thread_.join();
@@ -196,23 +196,6 @@ void Objecter::OnMessage(const ConnectionRef& conn, Message m) {
       break;
     default:
       spdlog::warn("client: unexpected message type {:#x} from {}", m.type, conn->peer_addr());
-  }
-}
-
-void Objecter::SayGoodbye() {
-  // Ends every OSD session now (the OSD frees its ring for us at once) instead of leaving
-  // the OSDs to wait session_reconnect_timeout for a client that will not come back.
-  std::vector<ConnectionRef> conns;
-  {
-    absl::MutexLock l(&mu_);
-    for (auto& [osd, s] : sessions_) conns.push_back(s->conn);
-    sessions_.clear();  // our own resets: OnReset ignores them
-  }
-  for (const auto& c : conns) c->MarkDown();
-  // tcp writes the CLOSE from its io thread: let it go out before the messenger stops.
-  const absl::Time until = absl::Now() + absl::Milliseconds(200);
-  for (const auto& c : conns) {
-    while (c->is_connected() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(1));
   }
 }
 

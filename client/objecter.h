@@ -121,9 +121,6 @@ class Objecter : public Dispatcher {
   struct Session;
 
   explicit Objecter(ObjecterOptions options);
-  // Shutdown: marks every OSD session down (a CLOSE to each OSD), bounded wait.
-  void SayGoodbye();
-
   // Registers a new op (waiting for a slot) or completes it at once with an error.
   void Submit(OpRef op);
   // Sends the current attempt of `op` on the calling thread. REQUIRES: the caller set

@@ -289,7 +289,11 @@ class Messenger {
   virtual const MessengerOptions& options() const = 0;
 
   // Closes every connection and stops the workers; no callbacks after it returns.
-  // Idempotent; the destructor calls it.
+  // Says goodbye first: each open lossless session this messenger opened (Connect) is
+  // ended with a CLOSE, so its server frees the session and its ring at once instead of
+  // keeping them session_reconnect_timeout for a reconnect that will not come (bounded:
+  // about 200 ms in all). Sessions it accepted are just dropped (their clients reconnect
+  // to whoever serves them next). Idempotent; the destructor calls it.
   virtual void Shutdown() = 0;
 };
 

@@ -353,6 +353,12 @@ void RdmaMessenger::Shutdown() {
     absl::MutexLock h(&shared_->hooks_mu);
     shared_->forget_session = nullptr;
   }
+  // Goodbye (see Messenger::Shutdown): `stopping` is set, so these resets call no one back.
+  for (auto& c : conns) {
+    if (c->outgoing_ && c->lossless() && c->is_connected()) {
+      c->Reset(absl::CancelledError("client messenger shutting down"), /*send_close=*/true);
+    }
+  }
   if (listener_) listener_->Stop();
   if (accept_thread_.joinable()) accept_thread_.join();
   listener_.reset();  // close the socket: later connects are refused, not left hanging

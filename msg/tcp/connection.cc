@@ -232,6 +232,12 @@ void TcpConnection::ResetAsync(absl::Status why) {
   asio::post(strand_, [self = shared_from_this(), why] { self->Reset(why, /*send_close=*/true); });
 }
 
+void TcpConnection::SayGoodbye() {
+  asio::post(strand_, [self = shared_from_this()] {
+    self->Reset(absl::CancelledError("client messenger shutting down"), /*send_close=*/true);
+  });
+}
+
 bool TcpConnection::InlineWriteLocked() const {
   return sent_.size() + out_queue_.size() <= kInlineMaxPending;
 }

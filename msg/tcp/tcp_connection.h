@@ -131,6 +131,10 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   bool standby() const { return !connected_.load(); }
   // Resets the session from another thread (e.g. its client restarted).
   void ResetAsync(absl::Status why);
+  // Messenger shutdown, step 0 (client side, any thread, after `stopping` is set): ends the
+  // session with a CLOSE written by the strand; no callback. is_connected() turns false
+  // once the socket is closed behind it.
+  void SayGoodbye();
   // Batches written by an inline writer (WriteNow), and those of them the socket took
   // only in part (the strand wrote the rest). For tests and diagnostics.
   uint64_t inline_writes() const { return inline_writes_.load(); }

@@ -14,6 +14,9 @@ namespace msgr::tcp {
 
 namespace asio = boost::asio;
 
+// How long Shutdown waits, in all, for the CLOSEs of its goodbye to leave.
+constexpr absl::Duration kGoodbyeWait = absl::Milliseconds(200);
+
 class ServerHandshake;
 void AbortHandshake(ServerHandshake* hs);  // acceptor.cc
 
@@ -154,6 +157,21 @@ void TcpMessenger::TrackHandshake(std::weak_ptr<ServerHandshake> hs) {
   handshakes_.push_back(std::move(hs));
 }
 
+void TcpMessenger::SayGoodbye(const std::vector<std::shared_ptr<TcpConnection>>& conns) {
+  std::vector<std::shared_ptr<TcpConnection>> leaving;
+  for (const auto& c : conns) {
+    if (c->side() == TcpConnection::Side::kClient && c->lossless() && c->is_connected()) {
+      c->SayGoodbye();
+      leaving.push_back(c);
+    }
+  }
+  // The strands write the CLOSEs; give them a moment before the io threads stop.
+  const absl::Time until = absl::Now() + kGoodbyeWait;
+  for (const auto& c : leaving) {
+    while (c->is_connected() && absl::Now() < until) absl::SleepFor(absl::Microseconds(200));
+  }
+}
+
 void TcpMessenger::Shutdown() {
   std::vector<std::shared_ptr<TcpConnection>> conns;
   std::vector<std::shared_ptr<ServerHandshake>> hss;
@@ -169,6 +187,7 @@ void TcpMessenger::Shutdown() {
       if (auto h = w.lock()) hss.push_back(std::move(h));
     }
   }
+  SayGoodbye(conns);
   for (auto& c : conns) c->Stop();
   // No callbacks after this returns: stop the workers, then tear down I/O objects
   // with no thread running, then run the cancelled handlers so they drop their refs.

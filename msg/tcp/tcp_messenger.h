@@ -79,6 +79,8 @@ class TcpMessenger : public Messenger {
   void TrackHandshake(std::weak_ptr<class ServerHandshake> hs);
 
  private:
+  // Shutdown's goodbye: the open lossless sessions we opened end with a CLOSE.
+  void SayGoodbye(const std::vector<std::shared_ptr<TcpConnection>>& conns);
   explicit TcpMessenger(std::shared_ptr<TcpShared> shared);
   void StartAccept();
 

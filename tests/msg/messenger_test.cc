@@ -4,6 +4,8 @@
 #include "msg/messenger.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -386,15 +388,24 @@ TEST_P(MessengerTest, LosslessSessionOfAVanishedClientEndsAfterTheReconnectTimeo
   auto server = MakeServer(&sd, [](MessengerOptions* o) {
     o->session_reconnect_timeout = absl::Milliseconds(1500);
   });
-  {
+  // The client lives in a child process that exits without Shutdown (no goodbye): its
+  // sockets close as the kernel cleans up, as when a process dies.
+  const MessengerOptions co = Options(EntityType::kClient, 21);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
     RecordingDispatcher cd;
-    auto client = Make(Options(EntityType::kClient, 21), &cd);
-    auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossless(), true});
-    ASSERT_TRUE(conn.ok());
-    ASSERT_TRUE((*conn)->WriteRecord(RecordDesc{"o", 1, 0, 0}, "data", absl::Seconds(10)).ok());
-    ASSERT_TRUE(cd.WaitFor([&] { return cd.record_acks.size() == 1; }));
-    client->Shutdown();  // the socket closes; no goodbye, as when a process dies
+    auto client = Messenger::Create(co, &cd);
+    if (!client.ok()) _exit(2);
+    auto conn = (*client)->Connect(addr_, ConnectOptions{Policy::Lossless(), true});
+    if (!conn.ok()) _exit(3);
+    if (!(*conn)->WriteRecord(RecordDesc{"o", 1, 0, 0}, "data", absl::Seconds(10)).ok()) _exit(4);
+    if (!cd.WaitFor([&] { return cd.record_acks.size() == 1; })) _exit(5);
+    _exit(0);
   }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
   const auto lost = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(milliseconds(700));
   EXPECT_TRUE(sd.Locked([&] { return sd.resets.empty(); })) << "ended before the timeout";
@@ -407,6 +418,30 @@ TEST_P(MessengerTest, LosslessSessionOfAVanishedClientEndsAfterTheReconnectTimeo
     EXPECT_NE(sd.resets[0].message().find("did not reconnect"), std::string::npos)
         << sd.resets[0];
   });
+}
+
+// Shutdown says goodbye: the server ends the sessions the client had opened at once (the
+// ring is freed), without waiting session_reconnect_timeout; and the server's own
+// Shutdown does not end its clients' sessions for them.
+TEST_P(MessengerTest, ShutdownEndsTheSessionsItOpenedAtOnce) {
+  RecordingDispatcher sd, cd;
+  auto server = MakeServer(&sd);  // session_reconnect_timeout: the default 120 s
+  auto client = Make(Options(EntityType::kClient, 22), &cd);
+  auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossless(), true});
+  ASSERT_TRUE(conn.ok());
+  ASSERT_TRUE((*conn)->WriteRecord(RecordDesc{"o", 1, 0, 0}, "data", absl::Seconds(10)).ok());
+  ASSERT_TRUE(cd.WaitFor([&] { return cd.record_acks.size() == 1; }));
+  const auto t0 = std::chrono::steady_clock::now();
+  client->Shutdown();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  ASSERT_TRUE(sd.WaitFor([&] { return !sd.resets.empty(); }, std::chrono::seconds(5)))
+      << "the server kept the session of a client that said goodbye";
+  sd.Locked([&] {
+    ASSERT_EQ(sd.resets.size(), 1u);
+    EXPECT_NE(sd.resets[0].message().find("shutting down"), std::string::npos) << sd.resets[0];
+  });
+  EXPECT_TRUE(cd.Locked([&] { return cd.resets.empty(); })) << "callback after Shutdown";
+  EXPECT_EQ(server->counters().connections_open, 0u);
 }
 
 TEST_P(MessengerTest, ReservedMessageTypesAreRefused) {
