@@ -116,6 +116,7 @@ absl::Status EventLoop::WatchFd(int fd, std::function<void()> on_readable) {
     absl::MutexLock l(&mu_);
     if (on_watched_fd_) return absl::AlreadyExistsError("the loop already watches an fd");
     on_watched_fd_ = std::move(on_readable);
+    watched_fd_ = fd;
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -124,6 +125,14 @@ absl::Status EventLoop::WatchFd(int fd, std::function<void()> on_readable) {
     return ErrnoStatus(errno, "epoll_ctl(watched fd)");
   }
   return absl::OkStatus();
+}
+
+void EventLoop::UnwatchFd() {
+  absl::MutexLock l(&mu_);
+  if (watched_fd_ < 0) return;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, watched_fd_, nullptr);
+  watched_fd_ = -1;
+  on_watched_fd_ = nullptr;
 }
 
 void EventLoop::Wake() {

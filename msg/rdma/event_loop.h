@@ -67,6 +67,8 @@ class EventLoop {
   // asynchronous-event fd). Level-triggered: the handler must drain what made it readable.
   // One such fd per loop; call before traffic starts.
   absl::Status WatchFd(int fd, std::function<void()> on_readable);
+  // Stops watching it (e.g. the device failed and the fd will stay readable).
+  void UnwatchFd();
   bool on_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
@@ -85,6 +87,7 @@ class EventLoop {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> tick_ ABSL_GUARDED_BY(mu_);
   std::function<void()> on_watched_fd_ ABSL_GUARDED_BY(mu_);
+  int watched_fd_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Duration tick_every_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   std::thread thread_;
 };

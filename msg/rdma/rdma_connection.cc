@@ -190,6 +190,8 @@ void RdmaConnection::DropQueuesLocked() {
   msgs_in_flight_ = 0;
   unsent_.clear();
   unacked_.clear();
+  for (SentRecord& r : records_) UnpinLocked(&r);  // released once the QP is dead
+  records_.clear();
   cv_.SignalAll();
 }
 
@@ -233,9 +235,11 @@ void RdmaConnection::FaultLocked(Link* link, const absl::Status& why,
 }
 
 void RdmaConnection::Retire(std::shared_ptr<Link> link) {
+  ReleaseUnpinned();
   if (!link) return;
   link->ch->Shutdown();
   if (shared_->loop) shared_->loop->Remove(link.get());
+  shared_->Linger(link->tp, weak_from_this());  // its QP's async events stay readable
   if (!outgoing_ && closed()) {
     absl::MutexLock h(&shared_->hooks_mu);
     if (shared_->forget_session) shared_->forget_session(this);
@@ -293,19 +297,22 @@ void RdmaConnection::ExpireIfGone(absl::Time now) {
 }
 
 void RdmaConnection::AttachLinkLocked(std::shared_ptr<Link> link) {
-  recent_qps_.push_back(link->tp->qp()->qp_num());
-  if (recent_qps_.size() > kRecentQps) recent_qps_.pop_front();
+  recent_tps_.push_back(link->tp);
+  if (recent_tps_.size() > kRecentQps) recent_tps_.pop_front();
   link_ = std::move(link);
 }
 
 bool RdmaConnection::OnQpEvent(const verbs::AsyncEvent& ev) {
   std::shared_ptr<Link> current;
+  bool closed = false;
   {
     absl::MutexLock l(&mu_);
-    if (std::find(recent_qps_.begin(), recent_qps_.end(), ev.qp_num) == recent_qps_.end()) {
-      return false;
-    }
-    if (closed_) return true;
+    const bool ours = std::any_of(recent_tps_.begin(), recent_tps_.end(), [&](const auto& w) {
+      auto tp = w.lock();
+      return tp && tp->qp()->qp_num() == ev.qp_num;
+    });
+    if (!ours) return false;
+    closed = closed_;
     if (link_ && link_->tp->qp()->qp_num() == ev.qp_num) current = link_;
   }
   if (ev.type == verbs::AsyncEventType::kQpAccessError) {
@@ -315,8 +322,16 @@ bool RdmaConnection::OnQpEvent(const verbs::AsyncEvent& ev) {
         peer_name().ToString(), " at ", addr_,
         " made an RDMA access outside the memory it was given (QP ", ev.qp_num, ": ",
         verbs::AsyncEventName(ev.type), "); session cut off"));
-    spdlog::error("msgr rdma: connection {}: {}", id_, why.ToString());
-    Reset(why, /*send_close=*/true);
+    spdlog::error("msgr rdma: connection {}: {}{}", id_, why.ToString(),
+                  closed ? " (the session had already ended)" : "");
+    if (closed) return true;
+    // On a worker: the CLOSE may wait up to 200 ms for a peer that does not read, and the
+    // completion thread serves every connection.
+    shared_->workers->Post(id_, [self = shared_from_this(), why] {
+      self->Reset(why, /*send_close=*/true);
+    });
+  } else if (closed) {
+    return true;
   } else if (current) {
     Fault(current.get(), absl::InternalError(absl::StrCat(
                              "QP ", ev.qp_num, ": ", verbs::AsyncEventName(ev.type))));

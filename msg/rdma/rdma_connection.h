@@ -40,6 +40,9 @@ class RdmaConnection;
 
 // How many of a session's latest QPs an asynchronous event is matched against.
 inline constexpr size_t kRecentQps = 4;
+// WRs one ring record takes at most: PAD header + its seq word, record (head from the
+// mirror, payload from the caller's memory when zero copy), seq word.
+inline constexpr size_t kMaxRecordWrs = 5;
 
 // One incarnation: side channel + transport + what the peer told us at setup.
 class Link : public LoopClient {
@@ -162,8 +165,22 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
     // as `payload_mr`, destroyed first); the mirror holds only header, gap and oid, the
     // first `head_bytes` of the record.
     std::shared_ptr<const void> owner;
-    std::shared_ptr<verbs::MemoryRegion> payload_mr;
+    std::shared_ptr<verbs::MemoryRegion> payload_mr;  // declared after owner: dies first
     uint32_t head_bytes = 0;
+    // Where its WRs were last posted (zero copy only): the HCA may read the payload until
+    // WR `posted_wr` of `posted_tp` completes (a signalled one: the seq word).
+    std::weak_ptr<Transport> posted_tp;
+    uint64_t posted_wr = 0;
+  };
+  // A zero-copy payload whose record is acknowledged (or whose session ended), kept
+  // registered until the HCA can no longer read it: the record's last WR `after_wr` on
+  // `tp` has completed (the requester's ACK may trail the peer's credit, and a
+  // retransmission reads the source again), or `tp` is dead or gone.
+  struct Unpin {
+    std::weak_ptr<Transport> tp;
+    uint64_t after_wr = 0;
+    std::shared_ptr<const void> owner;
+    std::shared_ptr<verbs::MemoryRegion> payload_mr;
   };
 
   absl::Status Enqueue(Message m, bool block);
@@ -197,6 +214,12 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   void ResendRecords(uint64_t from_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(record_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
   void RetireDeferred() ABSL_LOCKS_EXCLUDED(mu_);
+  // Records leave records_ (acknowledged, or the session is over): their zero-copy
+  // payloads go to unpin_.
+  void UnpinLocked(SentRecord* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases the unpin_ entries the HCA is done with (deregistration and the caller's
+  // buffer outside mu_: a deregistration may take long, the owner is caller code).
+  void ReleaseUnpinned() ABSL_LOCKS_EXCLUDED(mu_);
   void PostCreditLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetPeerSleeping(bool sleeping);
   void CountFrameLocked(std::shared_ptr<Link>* retired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -225,9 +248,11 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   uint64_t frames_sent_ ABSL_GUARDED_BY(mu_) = 0;  // for inject_socket_failures
   absl::Time last_keepalive_ack_ ABSL_GUARDED_BY(mu_);  // connecting side
   std::shared_ptr<Link> retire_ ABSL_GUARDED_BY(mu_);  // faulted under mu_; see RetireDeferred
-  // QP numbers of this session's latest links (an asynchronous event may arrive after its
-  // link was retired, even after the peer reconnected).
-  std::deque<uint32_t> recent_qps_ ABSL_GUARDED_BY(mu_);
+  // Transports of this session's latest links: an asynchronous event may arrive after its
+  // link was retired, even after the peer reconnected (retired transports linger
+  // kRetiredTransportLinger; a destroyed one matches nothing, so a reused QP number
+  // cannot point at this session).
+  std::deque<std::weak_ptr<Transport>> recent_tps_ ABSL_GUARDED_BY(mu_);
   void AttachLinkLocked(std::shared_ptr<Link> link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Messages.
@@ -258,6 +283,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   size_t max_record_payload_ ABSL_GUARDED_BY(mu_) = 0;
   SentRecords sent_records_ ABSL_GUARDED_BY(mu_);         // written, not acknowledged
   std::vector<RecordAck> acks_ready_ ABSL_GUARDED_BY(mu_);  // for DeliverAcks
+  std::deque<Unpin> unpin_ ABSL_GUARDED_BY(mu_);          // in order of after_wr per tp
   // !acks_ready_.empty(), readable without mu_: DeliverAcks (called after every write)
   // takes no lock when there is nothing to deliver.
   std::atomic<bool> acks_pending_{false};

@@ -81,6 +81,10 @@ void RdmaConnection::HandleCompletions(Link* link, const verbs::Completion* wc, 
   RetireDeferred();
   DeliverAcks();
   if (!qp_error.ok()) {
+    // A refused access is reported to its responder as an asynchronous event, queued
+    // around the flushed completions: handle it first, so the session is cut off rather
+    // than faulted (and, lossy, reset for the wrong reason).
+    shared_->DrainAsyncEvents();
     // A peer that marks the session down sends CLOSE on the side channel before it
     // destroys its QP: read it first, so the session ends (OnReset) instead of waiting
     // for a reconnect that will not come.
@@ -284,6 +288,7 @@ void RdmaConnection::ApplyCreditLocked() {
   if (released > producer_->released() && !producer_->OnCredit(released)) return;
   credit_seen_.store(released, std::memory_order_relaxed);
   while (!records_.empty() && records_.front().end_position <= producer_->released()) {
+    UnpinLocked(&records_.front());
     records_.pop_front();
   }
   sent_records_.OnCredit(producer_->released(), &acks_ready_);
@@ -311,7 +316,33 @@ bool RdmaConnection::PollAcks() {
   return true;
 }
 
+void RdmaConnection::UnpinLocked(SentRecord* r) {
+  if (!r->payload_mr) return;
+  Unpin u;
+  u.tp = r->posted_tp;
+  u.after_wr = r->posted_wr;
+  u.owner = std::move(r->owner);
+  u.payload_mr = std::move(r->payload_mr);
+  unpin_.push_back(std::move(u));
+}
+
+void RdmaConnection::ReleaseUnpinned() {
+  std::vector<Unpin> done;
+  {
+    absl::MutexLock l(&mu_);
+    while (!unpin_.empty()) {
+      Unpin& u = unpin_.front();
+      std::shared_ptr<Transport> tp = u.tp.lock();
+      if (tp && !tp->dead() && tp->retired() < u.after_wr) break;
+      done.push_back(std::move(u));
+      unpin_.pop_front();
+    }
+  }
+  // `done` goes here, outside mu_: registrations first, then the caller's buffers.
+}
+
 void RdmaConnection::DeliverAcks() {
+  ReleaseUnpinned();
   if (!acks_pending_.load(std::memory_order_acquire)) return;
   absl::MutexLock d(&ack_mu_);
   std::vector<RecordAck> acks;
@@ -344,7 +375,7 @@ void RdmaConnection::CheckDoorbellLocked() {
 absl::Status RdmaConnection::PostRecordLocked(const SentRecord& r) {
   if (!link_) return absl::UnavailableError("not connected");
   Link* link = link_.get();
-  WrSpec w[5];
+  WrSpec w[kMaxRecordWrs];
   size_t n = 0;
   if (r.has_pad) {
     w[n].sge = mirror_mr_->Slice(r.pad_offset, kRecordHeaderBytes);
@@ -377,6 +408,15 @@ absl::Status RdmaConnection::PostRecordLocked(const SentRecord& r) {
   w[n++].signal = true;  // its completion proves the record landed: doorbell check
   auto s = link->tp->Post(absl::MakeConstSpan(w, n));
   if (!s.ok()) return s.status();
+  if (r.payload_mr) {  // the HCA reads the caller's memory until WR *s completes
+    for (auto it = records_.rbegin(); it != records_.rend(); ++it) {
+      if (it->seq == r.seq) {
+        it->posted_tp = link->tp;
+        it->posted_wr = *s;
+        break;
+      }
+    }
+  }
   shared_->counters.record_writes_posted += n;
   posted_seq_ = std::max(posted_seq_, r.seq);
   return absl::OkStatus();
@@ -395,7 +435,7 @@ absl::Status RdmaConnection::PostRecordWaiting(const SentRecord& r, absl::Time d
       }
       tp = link_->tp;
     }
-    if (!tp->WaitForRoom(4, deadline)) {
+    if (!tp->WaitForRoom(kMaxRecordWrs, deadline)) {
       return absl::DeadlineExceededError("RDMA send queue stayed full");
     }
   }
@@ -439,7 +479,6 @@ std::shared_ptr<verbs::MemoryRegion> RdmaConnection::RegisterPayload(std::string
   }
   const size_t len = (*mr)->length();
   shared_->counters.registered_bytes += len;
-  shared_->counters.zero_copy_records++;
   return std::shared_ptr<verbs::MemoryRegion>(
       mr->release(), [shared = shared_, len](verbs::MemoryRegion* m) {
         delete m;
@@ -458,6 +497,11 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
   }
   const absl::Time deadline = absl::Now() + timeout;
   const size_t record_bytes = RecordBytes(desc.oid.size(), payload.size());
+  // Registered before any lock is taken: pinning pages may take a while.
+  std::shared_ptr<verbs::MemoryRegion> payload_mr;
+  if (owner && !payload.empty() && payload.size() >= shared_->zero_copy_min_bytes) {
+    payload_mr = RegisterPayload(payload);
+  }
   std::optional<RingPlacement> p;
   uint64_t epoch = 0;
   {
@@ -535,10 +579,9 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
   std::memset(slot + kRecordHeaderBytes, 0, oid - (slot + kRecordHeaderBytes));  // the gap
   std::memcpy(oid, desc.oid.data(), desc.oid.size());
   const uint8_t* body = reinterpret_cast<const uint8_t*>(payload.data());
-  if (owner && payload.size() >= shared_->zero_copy_min_bytes) {
-    r.payload_mr = RegisterPayload(payload);
-  }
-  if (r.payload_mr) {
+  if (payload_mr) {
+    shared_->counters.zero_copy_records++;
+    r.payload_mr = std::move(payload_mr);
     r.owner = std::move(owner);
     r.head_bytes = static_cast<uint32_t>(payload_offset);
   } else {

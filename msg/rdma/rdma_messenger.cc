@@ -146,6 +146,7 @@ absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const Messenger
     absl::MutexLock l(&shared->hooks_mu);
     RdmaMessenger* raw = m.get();
     shared->forget_session = [raw](const RdmaConnection* c) { raw->ForgetSession(c); };
+    shared->drain_async_events = [raw] { raw->OnAsyncEvents(); };
   }
   // The device's asynchronous events: a peer that broke our memory protection is cut off.
   if (auto s = shared->loop->WatchFd(ctx->device->async_fd(),
@@ -281,13 +282,14 @@ void RdmaMessenger::ExpireSessions() {
   }
   const absl::Time now = absl::Now();
   for (const auto& c : sessions) c->ExpireIfGone(now);
+  shared_->BuryLingering(/*all=*/false);
 }
 
 void RdmaMessenger::OnAsyncEvents() {
   verbs::AsyncEvent evs[16];
   int n;
-  while ((n = shared_->ctx->device->PollAsyncEvents(evs, 16)) > 0) {
-    for (int i = 0; i < n; ++i) HandleAsyncEvent(evs[i]);
+  while (!device_failed_ && (n = shared_->ctx->device->PollAsyncEvents(evs, 16)) > 0) {
+    for (int i = 0; i < n && !device_failed_; ++i) HandleAsyncEvent(evs[i]);
   }
 }
 
@@ -295,8 +297,17 @@ void RdmaMessenger::HandleAsyncEvent(const verbs::AsyncEvent& ev) {
   const bool qp_event = ev.type == verbs::AsyncEventType::kQpFatal ||
                         ev.type == verbs::AsyncEventType::kQpRequestError ||
                         ev.type == verbs::AsyncEventType::kQpAccessError;
+  if (ev.type == verbs::AsyncEventType::kDeviceFatal) {
+    // Every QP fails with it (their completions fault the links); the event fd is of no
+    // further use and may stay readable for good.
+    spdlog::error("msgr rdma: device {} failed (DEVICE_FATAL); no more asynchronous events",
+                  device_name());
+    device_failed_ = true;
+    shared_->loop->UnwatchFd();
+    return;
+  }
   if (!qp_event) {
-    spdlog::warn("msgr rdma: device {}: asynchronous event {}", device_name(),
+    spdlog::info("msgr rdma: device {}: asynchronous event {}", device_name(),
                  verbs::AsyncEventName(ev.type));
     return;
   }
@@ -308,7 +319,17 @@ void RdmaMessenger::HandleAsyncEvent(const verbs::AsyncEvent& ev) {
     for (const auto& [key, c] : outgoing_) conns.push_back(c);
   }
   bool owned = false;
-  for (const auto& c : conns) owned = c->OnQpEvent(ev) || owned;
+  for (const auto& c : conns) {
+    if (c->OnQpEvent(ev)) {
+      owned = true;
+      break;  // a live QP number belongs to one connection
+    }
+  }
+  // A session that already ended (e.g. lossy, reset by the flushed completions that
+  // preceded the event) is still told: its retired QP lingers.
+  if (!owned) {
+    if (auto c = shared_->LingeringOwner(ev.qp_num)) owned = c->OnQpEvent(ev);
+  }
   if (!owned) {
     spdlog::warn("msgr rdma: device {}: {} for QP {}, which no live connection uses",
                  device_name(), verbs::AsyncEventName(ev.type), ev.qp_num);
@@ -352,6 +373,7 @@ void RdmaMessenger::Shutdown() {
   {
     absl::MutexLock h(&shared_->hooks_mu);
     shared_->forget_session = nullptr;
+    shared_->drain_async_events = nullptr;
   }
   // Goodbye (see Messenger::Shutdown): `stopping` is set, so these resets call no one back.
   for (auto& c : conns) {
@@ -371,6 +393,7 @@ void RdmaMessenger::Shutdown() {
   shared_->workers->Stop();
   shared_->loop->Stop();
   conns.clear();
+  shared_->BuryLingering(/*all=*/true);
 }
 
 std::optional<RdmaStats> RdmaStatsOf(const Messenger& m) {

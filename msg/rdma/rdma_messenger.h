@@ -66,6 +66,7 @@ class RdmaMessenger : public Messenger {
   // Loop thread: the device's asynchronous events (a QP event goes to its connection).
   void OnAsyncEvents();
   void HandleAsyncEvent(const verbs::AsyncEvent& ev);
+  bool device_failed_ = false;  // loop thread only
 
   std::shared_ptr<RdmaShared> shared_;
   std::unique_ptr<Listener> listener_;

@@ -26,6 +26,40 @@ RdmaStats RdmaCounters::Stats() const {
   return s;
 }
 
+void RdmaShared::Linger(std::shared_ptr<Transport> tp, std::weak_ptr<RdmaConnection> owner) {
+  absl::MutexLock l(&linger_mu);
+  lingering.push_back(Lingering{absl::Now(), std::move(tp), std::move(owner)});
+}
+
+std::shared_ptr<RdmaConnection> RdmaShared::LingeringOwner(uint32_t qp_num) {
+  absl::MutexLock l(&linger_mu);
+  for (const Lingering& g : lingering) {
+    if (g.tp->qp()->qp_num() == qp_num) return g.owner.lock();
+  }
+  return nullptr;
+}
+
+void RdmaShared::BuryLingering(bool all) {
+  std::vector<std::shared_ptr<Transport>> bury;  // destroyed outside the lock
+  {
+    absl::MutexLock l(&linger_mu);
+    const absl::Time cutoff = absl::Now() - kRetiredTransportLinger;
+    while (!lingering.empty() && (all || lingering.front().since <= cutoff)) {
+      bury.push_back(std::move(lingering.front().tp));
+      lingering.pop_front();
+    }
+  }
+}
+
+void RdmaShared::DrainAsyncEvents() {
+  std::function<void()> drain;
+  {
+    absl::MutexLock l(&hooks_mu);
+    drain = drain_async_events;
+  }
+  if (drain) drain();
+}
+
 Workers::Workers(int threads) {
   if (threads < 1) threads = 1;
   for (int i = 0; i < threads; ++i) queues_.push_back(std::make_unique<Queue>());

@@ -16,6 +16,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "msg/messenger.h"
 #include "msg/messenger_counters.h"
 #include "msg/rdma/rdma_stats.h"
@@ -25,6 +27,11 @@ namespace msgr::rdma {
 
 class EventLoop;
 class RdmaConnection;
+
+// How long a retired link's transport (its QP, in ERROR) is kept before it is destroyed:
+// destroying a QP discards its unread asynchronous events (QP_ACCESS_ERR may be queued
+// just after the flushed completions that retired the link).
+inline constexpr absl::Duration kRetiredTransportLinger = absl::Seconds(1);
 
 // The common counters plus what only the RDMA backend counts (RdmaStats).
 struct RdmaCounters : LiveMessengerCounters {
@@ -95,9 +102,27 @@ struct RdmaShared {
     return left == 1;
   }
 
-  // Set by the messenger while it lives: an accepted session ended for good.
+  // Retired transports kept alive kRetiredTransportLinger (their QPs' async events).
+  absl::Mutex linger_mu;
+  struct Lingering {
+    absl::Time since;
+    std::shared_ptr<Transport> tp;
+    std::weak_ptr<RdmaConnection> owner;  // may have ended meanwhile (still told)
+  };
+  std::deque<Lingering> lingering ABSL_GUARDED_BY(linger_mu);
+  void Linger(std::shared_ptr<Transport> tp, std::weak_ptr<RdmaConnection> owner);
+  // The connection whose lingering transport has QP `qp_num`, if any.
+  std::shared_ptr<RdmaConnection> LingeringOwner(uint32_t qp_num);
+  // Destroys the transports that lingered long enough (all of them if `all`).
+  void BuryLingering(bool all);
+  // Handles the device's queued asynchronous events now (the messenger's handler).
+  void DrainAsyncEvents();
+
+  // Set by the messenger while it lives: an accepted session ended for good; the device's
+  // asynchronous events handled now.
   absl::Mutex hooks_mu;
   std::function<void(const RdmaConnection*)> forget_session ABSL_GUARDED_BY(hooks_mu);
+  std::function<void()> drain_async_events ABSL_GUARDED_BY(hooks_mu);
 };
 
 }  // namespace msgr::rdma

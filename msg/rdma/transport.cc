@@ -120,7 +120,7 @@ absl::StatusOr<uint64_t> Transport::Post(absl::Span<const WrSpec> wrs) {
     return absl::ResourceExhaustedError("RDMA send queue full");
   }
   const bool inline_words = qp_->max_inline_data() >= sizeof(uint64_t);
-  // A record is 2-4 WRs: no heap allocation on the data path.
+  // A record is 2-5 WRs (kMaxRecordWrs): no heap allocation on the data path.
   absl::InlinedVector<verbs::SendWr, 8> out(wrs.size());
   absl::InlinedVector<verbs::Sge, 8> sges(wrs.size());
   absl::InlinedVector<uint64_t, 8> words(wrs.size());
@@ -185,6 +185,11 @@ void Transport::OnSendCompleted(uint64_t wr) {
     busy_send_.pop_front();
   }
   cv_.SignalAll();
+}
+
+uint64_t Transport::posted() const {
+  absl::MutexLock l(&mu_);
+  return posted_;
 }
 
 uint64_t Transport::retired() const {

@@ -100,6 +100,7 @@ class Transport {
   // The completion thread retires WRs <= wr.
   void OnSendCompleted(uint64_t wr);
   uint64_t retired() const;
+  uint64_t posted() const;  // number of the last WR posted
 
   // Moves the QP to the error state: later posts fail, outstanding WRs flush. Idempotent.
   void Kill();

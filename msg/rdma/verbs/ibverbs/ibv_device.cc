@@ -267,7 +267,14 @@ int IbvDevice::PollAsyncEvents(AsyncEvent* out, int max) {
   int n = 0;
   while (n < max) {
     ibv_async_event ev;
-    if (ibv_get_async_event(core_->ctx.get(), &ev) != 0) break;  // EAGAIN: none left
+    if (ibv_get_async_event(core_->ctx.get(), &ev) != 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && n == 0) {
+        // The device is gone (EIO after DEVICE_FATAL or removal): report it once per call
+        // rather than leave a readable fd nobody can drain.
+        out[n++] = AsyncEvent{AsyncEventType::kDeviceFatal, 0};
+      }
+      break;
+    }
     AsyncEvent& e = out[n++];
     e.qp_num = 0;
     switch (ev.event_type) {

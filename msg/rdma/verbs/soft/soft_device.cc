@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -64,6 +65,9 @@ absl::StatusOr<std::shared_ptr<DeviceCore>> DeviceCore::Create() {
   if (core->wake_fd_ < 0) return ErrnoStatus(errno, "soft: eventfd");
   core->async_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (core->async_fd_ < 0) return ErrnoStatus(errno, "soft: eventfd (async events)");
+  if (const char* d = std::getenv("MSGR_SOFT_ASYNC_EVENT_DELAY_US"); d != nullptr) {
+    core->async_event_delay_ = absl::Microseconds(std::atoi(d));
+  }
   for (int fd : {core->listen_fd_, core->wake_fd_}) {
     struct epoll_event ev = {};
     ev.events = EPOLLIN;
@@ -181,6 +185,18 @@ void DeviceCore::PushAsyncEvent(const AsyncEvent& ev) {
   async_events_.push_back(ev);
   const uint64_t one = 1;
   (void)!::write(async_fd_, &one, sizeof(one));
+}
+
+void DeviceCore::DropAsyncEvents(uint32_t qp_num) {
+  absl::MutexLock l(&mu_);
+  const auto gone = std::remove_if(async_events_.begin(), async_events_.end(),
+                                   [&](const AsyncEvent& e) { return e.qp_num == qp_num; });
+  if (gone == async_events_.end()) return;
+  async_events_.erase(gone, async_events_.end());
+  if (async_events_.empty()) {
+    uint64_t v;
+    (void)!::read(async_fd_, &v, sizeof(v));
+  }
 }
 
 int DeviceCore::PollAsyncEvents(AsyncEvent* out, int max) {

@@ -22,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "msg/rdma/verbs/device.h"
 #include "msg/rdma/verbs/soft/region_table.h"
 #include "msg/rdma/verbs/soft/wire.h"
@@ -72,7 +73,12 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   // Asynchronous events: queued by QPs (e.g. a peer's access violation), read by the owner.
   void PushAsyncEvent(const AsyncEvent& ev);
   int PollAsyncEvents(AsyncEvent* out, int max);
+  void DropAsyncEvents(uint32_t qp_num);  // the QP is destroyed
   int async_fd() const { return async_fd_; }
+  // Test hook, from env MSGR_SOFT_ASYNC_EVENT_DELAY_US at creation: QP events are queued
+  // this long after the completions they explain (as on HCAs that raise them from a
+  // kernel work queue). Default 0: the event comes first.
+  absl::Duration async_event_delay() const { return async_event_delay_; }
 
   // Service thread control (called by SoftDevice).
   void ServiceLoop();
@@ -100,6 +106,7 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   int async_fd_ = -1;  // eventfd: readable while async_events_ is not empty
+  absl::Duration async_event_delay_ = absl::ZeroDuration();
   std::atomic<bool> stop_{false};
   std::atomic<uint32_t> next_pd_id_{1};
   std::atomic<uint32_t> next_qp_num_{0x100};

@@ -134,6 +134,8 @@ void QpCore::Close() {
     incoming.swap(incoming_);
   }
   pd_->dev->RemoveQp(qp_num_);
+  // As ibv_destroy_qp: the QP's asynchronous events not yet read are gone with it.
+  pd_->dev->DropAsyncEvents(qp_num_);
   // The service thread sees EOF, drops the connections, and the peer sees EOF too.
   if (remote) ::shutdown(remote->link->fd, SHUT_RDWR);
   for (auto& w : incoming) {
@@ -313,7 +315,18 @@ bool QpCore::OnRequest(const std::shared_ptr<Conn>& conn, const WireHeader& hdr,
     case MsgType::kAccessError: {
       // As on an HCA, the responder of a remote access violation enters ERROR too, and its
       // owner learns why from an affiliated asynchronous event.
-      // The event goes first, so an owner that sees the flushed receives can find it.
+      // The event goes first, so an owner that sees the flushed receives can find it --
+      // unless the device imitates HCAs whose QP events trail the completions
+      // (async_event_delay: then the flush goes first).
+      const absl::Duration delay = pd_->dev->async_event_delay();
+      if (delay > absl::ZeroDuration()) {
+        {
+          absl::MutexLock l(&mu_);
+          if (closed_) return true;
+          FailAllLocked(WcStatus::kWrFlushError);
+        }
+        absl::SleepFor(delay);
+      }
       {
         absl::MutexLock l(&mu_);
         if (closed_) return true;
