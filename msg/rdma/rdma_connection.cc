@@ -253,21 +253,26 @@ void RdmaConnection::Reset(const absl::Status& why, bool send_close) {
     if (closed_) return;
     closed_ = true;
     DropQueuesLocked();
-    if (link_ && send_close) {
-      FrameHeader h;
-      h.type = FrameType::kClose;
-      (void)link_->ch->WriteFrame(h, std::string(why.message()), absl::Now() + absl::Milliseconds(200));
-    }
     if (link_) {
-      retired = std::move(link_);
+      retired = std::move(link_);  // nobody posts on it any more
       link_.reset();
-      retired->tp->Kill();
       shared_->counters.connections_open--;
     }
     if (ring_) ring_->Revoke();
     shared_->counters.resets++;
     spdlog::info("msgr rdma: connection {} to {} ({}) reset: {}", id_, addr_,
                  peer_name_.ToString(), why.ToString());
+  }
+  if (retired) {
+    // Outside mu_ (a peer that does not read may hold it up to 200 ms), and before the QP
+    // fails: the peer reads the CLOSE before it would fault on its own QP.
+    if (send_close) {
+      FrameHeader h;
+      h.type = FrameType::kClose;
+      (void)retired->ch->WriteFrame(h, std::string(why.message()),
+                                    absl::Now() + absl::Milliseconds(200));
+    }
+    retired->tp->Kill();
   }
   Retire(std::move(retired));
   if (!outgoing_) {
@@ -325,11 +330,9 @@ bool RdmaConnection::OnQpEvent(const verbs::AsyncEvent& ev) {
     spdlog::error("msgr rdma: connection {}: {}{}", id_, why.ToString(),
                   closed ? " (the session had already ended)" : "");
     if (closed) return true;
-    // On a worker: the CLOSE may wait up to 200 ms for a peer that does not read, and the
-    // completion thread serves every connection.
-    shared_->workers->Post(id_, [self = shared_from_this(), why] {
-      self->Reset(why, /*send_close=*/true);
-    });
+    // Here and now, so that the failed completions that follow cannot fault the session
+    // into a resume first.
+    Reset(why, /*send_close=*/true);
   } else if (closed) {
     return true;
   } else if (current) {

@@ -284,6 +284,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   SentRecords sent_records_ ABSL_GUARDED_BY(mu_);         // written, not acknowledged
   std::vector<RecordAck> acks_ready_ ABSL_GUARDED_BY(mu_);  // for DeliverAcks
   std::deque<Unpin> unpin_ ABSL_GUARDED_BY(mu_);          // in order of after_wr per tp
+  std::atomic<bool> unpin_pending_{false};               // !unpin_.empty(), lock-free
   // !acks_ready_.empty(), readable without mu_: DeliverAcks (called after every write)
   // takes no lock when there is nothing to deliver.
   std::atomic<bool> acks_pending_{false};

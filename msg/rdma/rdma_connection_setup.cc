@@ -173,6 +173,7 @@ absl::Status RdmaConnection::ClientHandshake() {
         m.sent = 0;
       }
       in_seq_ = 0;
+      for (SentRecord& r : records_) UnpinLocked(&r);
       records_.clear();
       sent_records_.Clear();
       producer_.reset();
@@ -181,6 +182,7 @@ absl::Status RdmaConnection::ClientHandshake() {
     if (want_ring_) {
       if (!producer_ || producer_->ring_bytes() != ss->ring_bytes) {
         producer_.emplace(ss->ring_bytes);
+        for (SentRecord& r : records_) UnpinLocked(&r);
         records_.clear();
         sent_records_.Clear();
         posted_seq_ = doorbelled_seq_ = 0;

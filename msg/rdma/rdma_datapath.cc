@@ -324,9 +324,12 @@ void RdmaConnection::UnpinLocked(SentRecord* r) {
   u.owner = std::move(r->owner);
   u.payload_mr = std::move(r->payload_mr);
   unpin_.push_back(std::move(u));
+  unpin_pending_.store(true, std::memory_order_release);
 }
 
 void RdmaConnection::ReleaseUnpinned() {
+  // Called after every write and completion batch: no lock unless something is pinned.
+  if (!unpin_pending_.load(std::memory_order_acquire)) return;
   std::vector<Unpin> done;
   {
     absl::MutexLock l(&mu_);
@@ -337,6 +340,7 @@ void RdmaConnection::ReleaseUnpinned() {
       done.push_back(std::move(u));
       unpin_.pop_front();
     }
+    unpin_pending_.store(!unpin_.empty(), std::memory_order_release);
   }
   // `done` goes here, outside mu_: registrations first, then the caller's buffers.
 }

@@ -114,7 +114,10 @@ absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const Messenger
   if (const char* env = std::getenv("MSGR_RDMA_DEVICE"); env != nullptr && *env != '\0') {
     device = env;
   }
-  auto dev = verbs::OpenDevice(device);
+  verbs::DeviceOptions dev_options;
+  dev_options.soft_async_event_delay =
+      absl::Microseconds(OptionU32(options, "rdma_soft_async_event_delay_us", 0));
+  auto dev = verbs::OpenDevice(device, dev_options);
   if (!dev.ok()) {
     return absl::UnavailableError(absl::StrCat(
         "rdma messenger: cannot open RDMA device '", device.empty() ? "(auto)" : device,

@@ -156,7 +156,16 @@ absl::StatusOr<uint64_t> Transport::Post(absl::Span<const WrSpec> wrs) {
     if (wrs[i].send_buffer >= 0) busy_send_.emplace_back(posted_ + 1 + i, wrs[i].send_buffer);
   }
   posted_ += posted;
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    if (posted == 0) return s;
+    // Part of the chain is out (e.g. a record without its seq word) and the rest was
+    // refused: fail the QP rather than leave the chain half done.
+    dead_ = true;
+    (void)qp_->ModifyToError();
+    cv_.SignalAll();
+    return absl::UnavailableError(absl::StrCat("RDMA post failed after ", posted, " of ",
+                                               wrs.size(), " work requests: ", s.message()));
+  }
   return posted_;
 }
 

@@ -199,6 +199,10 @@ struct DeviceOptions {
   // GID table index (RoCE). -1: env MSGR_RDMA_GID_INDEX if set, else the first RoCEv2
   // IPv4-mapped GID, else the first RoCEv2 GID, else 0. Ignored by "soft".
   int gid_index = -1;
+  // "soft" only, for tests: QP asynchronous events are queued this long after the
+  // completions they explain (as on HCAs that raise them from a kernel work queue).
+  // Zero (default): the event comes first.
+  absl::Duration soft_async_event_delay = absl::ZeroDuration();
 };
 
 // What the peer needs to connect its QP to ours; exchanged by the caller over a side channel.

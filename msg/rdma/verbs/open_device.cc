@@ -11,11 +11,11 @@ std::vector<std::string> ListIbverbsDevices() { return ibverbs::ListDevices(); }
 
 absl::StatusOr<std::unique_ptr<Device>> OpenDevice(absl::string_view name,
                                                    const DeviceOptions& options) {
-  if (name == "soft") return soft::OpenSoftDevice();
+  if (name == "soft") return soft::OpenSoftDevice(options);
   if (name == "ibverbs") return ibverbs::OpenIbverbsDevice("", options);
   if (name.empty()) {
     if (!ibverbs::ListDevices().empty()) return ibverbs::OpenIbverbsDevice("", options);
-    return soft::OpenSoftDevice();
+    return soft::OpenSoftDevice(options);
   }
   return ibverbs::OpenIbverbsDevice(name, options);
 }

@@ -176,8 +176,9 @@ TEST(RdmaMessenger, PollingCallerCollectsAcksOfConnectionsOpenedLater) {
     ASSERT_TRUE(conn.ok());
     ASSERT_TRUE(server_d[i].WaitRings(1));
     auto [sconn, ring] = server_d[i].ring(0);
-    drains.push_back(std::make_unique<Drainer>(sconn, ring, /*sleep=*/false));
-    drains.back()->set_paused(true);  // nothing is acked before we poll
+    // Paused from the start: nothing is acked before we poll.
+    drains.push_back(std::make_unique<Drainer>(sconn, ring, /*sleep=*/false,
+                                               absl::Microseconds(50), /*paused=*/true));
     for (uint64_t k = 1; k <= kPerServer; ++k) {
       RecordDesc d;
       d.oid = "obj." + std::to_string(k);
@@ -390,12 +391,12 @@ void OutOfRingWriterIsCutOff(bool lossy, bool late_event = false) {
   // late_event: the soft HCA queues QP_ACCESS_ERR 30 ms after the flushed completions, as
   // HCAs that raise it from a kernel work queue do; the faulted link's QP must still be
   // there to be matched (a destroyed QP's events are gone).
-  if (late_event) setenv("MSGR_SOFT_ASYNC_EVENT_DELAY_US", "30000", 1);
   Pair p;
   MessengerOptions bad = Options(EntityType::kClient, 1);
   bad.backend_options["rdma_inject_out_of_ring_write"] = "5";
-  ASSERT_NO_FATAL_FAILURE(p.Start(Options(EntityType::kOsd, 0), bad));
-  unsetenv("MSGR_SOFT_ASYNC_EVENT_DELAY_US");
+  MessengerOptions so = Options(EntityType::kOsd, 0);
+  if (late_event) so.backend_options["rdma_soft_async_event_delay_us"] = "30000";
+  ASSERT_NO_FATAL_FAILURE(p.Start(so, bad));
   if (lossy) p.server->SetPolicy(EntityType::kClient, Policy::Lossy());
   Recorder good_d;
   auto good = Messenger::Create(Options(EntityType::kClient, 2), &good_d);

@@ -119,10 +119,13 @@ class Recorder : public Dispatcher {
 // re-check, and block on wait_fd(). Releases each record after `hold` records are held.
 class Drainer {
  public:
+  // `paused`: starts paused (set_paused(false) to drain); pausing after the start may
+  // race with a pass already under way.
   Drainer(ConnectionRef conn, std::shared_ptr<RecvRing> ring, bool sleep,
-          absl::Duration spin = absl::Microseconds(50))
+          absl::Duration spin = absl::Microseconds(50), bool paused = false)
       : conn_(std::move(conn)), ring_(std::move(ring)), sleep_(sleep), spin_(spin),
         consumer_(ring_->base(), ring_->bytes()) {
+    paused_ = paused;
     thread_ = std::thread([this] { Run(); });
   }
   ~Drainer() {

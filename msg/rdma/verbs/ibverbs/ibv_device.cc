@@ -267,8 +267,10 @@ int IbvDevice::PollAsyncEvents(AsyncEvent* out, int max) {
   int n = 0;
   while (n < max) {
     ibv_async_event ev;
+    errno = 0;
     if (ibv_get_async_event(core_->ctx.get(), &ev) != 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && n == 0) {
+      if (errno == EINTR) continue;
+      if (errno != 0 && errno != EAGAIN && errno != EWOULDBLOCK && n == 0) {
         // The device is gone (EIO after DEVICE_FATAL or removal): report it once per call
         // rather than leave a readable fd nobody can drain.
         out[n++] = AsyncEvent{AsyncEventType::kDeviceFatal, 0};

@@ -18,7 +18,7 @@ namespace verbs {
 namespace soft {
 
 // Opens a new soft device (its own listening socket and service thread).
-absl::StatusOr<std::unique_ptr<Device>> OpenSoftDevice();
+absl::StatusOr<std::unique_ptr<Device>> OpenSoftDevice(const DeviceOptions& options = {});
 
 }  // namespace soft
 }  // namespace verbs

@@ -43,7 +43,7 @@ Conn::~Conn() { ::close(fd); }
 // ---------------------------------------------------------------------------------------
 // DeviceCore setup and registries.
 
-absl::StatusOr<std::shared_ptr<DeviceCore>> DeviceCore::Create() {
+absl::StatusOr<std::shared_ptr<DeviceCore>> DeviceCore::Create(const DeviceOptions& options) {
   std::shared_ptr<DeviceCore> core(new DeviceCore());
   absl::StatusOr<RegionTable> table = RegionTable::Create();
   if (!table.ok()) return table.status();
@@ -65,9 +65,7 @@ absl::StatusOr<std::shared_ptr<DeviceCore>> DeviceCore::Create() {
   if (core->wake_fd_ < 0) return ErrnoStatus(errno, "soft: eventfd");
   core->async_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (core->async_fd_ < 0) return ErrnoStatus(errno, "soft: eventfd (async events)");
-  if (const char* d = std::getenv("MSGR_SOFT_ASYNC_EVENT_DELAY_US"); d != nullptr) {
-    core->async_event_delay_ = absl::Microseconds(std::atoi(d));
-  }
+  core->async_event_delay_ = options.soft_async_event_delay;
   for (int fd : {core->listen_fd_, core->wake_fd_}) {
     struct epoll_event ev = {};
     ev.events = EPOLLIN;
@@ -454,8 +452,8 @@ absl::StatusOr<std::unique_ptr<QueuePair>> SoftPd::CreateQp(const QpConfig& conf
   return std::unique_ptr<QueuePair>(new SoftQp(std::move(core)));
 }
 
-absl::StatusOr<std::unique_ptr<Device>> SoftDevice::Open() {
-  absl::StatusOr<std::shared_ptr<DeviceCore>> core = DeviceCore::Create();
+absl::StatusOr<std::unique_ptr<Device>> SoftDevice::Open(const DeviceOptions& options) {
+  absl::StatusOr<std::shared_ptr<DeviceCore>> core = DeviceCore::Create(options);
   if (!core.ok()) return core.status();
   return std::unique_ptr<Device>(new SoftDevice(std::move(*core)));
 }
@@ -506,7 +504,9 @@ namespace msgr {
 namespace verbs {
 namespace soft {
 
-absl::StatusOr<std::unique_ptr<Device>> OpenSoftDevice() { return SoftDevice::Open(); }
+absl::StatusOr<std::unique_ptr<Device>> OpenSoftDevice(const DeviceOptions& options) {
+  return SoftDevice::Open(options);
+}
 
 }  // namespace soft
 }  // namespace verbs

@@ -47,7 +47,7 @@ struct Conn {
 
 class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
  public:
-  static absl::StatusOr<std::shared_ptr<DeviceCore>> Create();
+  static absl::StatusOr<std::shared_ptr<DeviceCore>> Create(const DeviceOptions& options);
   ~DeviceCore();
 
   const std::string& locator() const { return locator_; }
@@ -75,9 +75,7 @@ class DeviceCore : public std::enable_shared_from_this<DeviceCore> {
   int PollAsyncEvents(AsyncEvent* out, int max);
   void DropAsyncEvents(uint32_t qp_num);  // the QP is destroyed
   int async_fd() const { return async_fd_; }
-  // Test hook, from env MSGR_SOFT_ASYNC_EVENT_DELAY_US at creation: QP events are queued
-  // this long after the completions they explain (as on HCAs that raise them from a
-  // kernel work queue). Default 0: the event comes first.
+  // DeviceOptions::soft_async_event_delay (tests): QP events trail their completions.
   absl::Duration async_event_delay() const { return async_event_delay_; }
 
   // Service thread control (called by SoftDevice).
@@ -160,7 +158,7 @@ class SoftPd : public ProtectionDomain {
 
 class SoftDevice : public Device {
  public:
-  static absl::StatusOr<std::unique_ptr<Device>> Open();
+  static absl::StatusOr<std::unique_ptr<Device>> Open(const DeviceOptions& options);
   ~SoftDevice() override;
   const DeviceAttr& attr() const override { return attr_; }
   const PortAttr& port() const override { return port_; }
