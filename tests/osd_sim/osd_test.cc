@@ -349,6 +349,46 @@ TEST_P(OsdTest, GarbageOnThePortDoesNotDisturbOtherClients) {
   EXPECT_EQ(*data, Pattern("after", 5000));
 }
 
+// A client whose RDMA WRITE lands outside its ring (the 3rd record is aimed past the end)
+// is cut off by the OSD -- perf dump counts it -- and the OSD keeps serving the others.
+TEST_P(OsdTest, ClientWritingOutsideItsRingIsCutOffAndOthersAreServed) {
+  if (GetParam() != std::string("rdma")) {
+    GTEST_SKIP() << "an out-of-ring RDMA write needs the rdma backend (tcp has no rings to miss)";
+  }
+  StartOsd();
+  ClientSide bad_d;
+  MessengerOptions mo;
+  mo.type = "rdma";
+  mo.name = EntityName{EntityType::kClient, 78};
+  mo.auth = options_.auth;
+  mo.backend_options["rdma_device"] = "soft";
+  mo.backend_options["rdma_inject_out_of_ring_write"] = "3";
+  auto bad = Messenger::Create(mo, &bad_d);
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  auto bc = (*bad)->Connect(osd_->addrs().at("rdma"), ConnectOptions{Policy::Lossless(), true});
+  ASSERT_TRUE(bc.ok()) << bc.status();
+  for (uint64_t t = 1; t <= 3; ++t) {
+    RecordDesc d{absl::StrCat("stray-", t), t, 0, kRecordFlagTruncate | kRecordFlagLast};
+    (void)(*bc)->WriteRecord(d, Pattern(d.oid, 3000), absl::Seconds(5));
+  }
+  int violations = 0;
+  for (int i = 0; i < 200 && violations == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+    violations = PerfDump()["messenger"]["rdma"]["rdma"]["peer_access_violations"].get<int>();
+  }
+  EXPECT_EQ(violations, 1) << "the OSD did not cut off the client that wrote outside its ring";
+  (*bad)->Shutdown();
+  ConnectClient();
+  for (uint64_t t = 1; t <= 5; ++t) {
+    const std::string oid = absl::StrCat("good-", t);
+    ASSERT_TRUE(Write(oid, Pattern(oid, 20000), t).ok()) << oid;
+  }
+  auto data = Read("good-3", 100);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(*data, Pattern("good-3", 20000));
+  EXPECT_GE(PerfDump()["osd"]["connection_resets"].get<int>(), 1);
+}
+
 TEST_P(OsdTest, WrongKeyIsRefused) {
   StartOsd();
   options_.auth.secret = "not-the-cluster-secret";
