@@ -285,10 +285,12 @@ void RdmaMessenger::ExpireSessions() {
   }
   const absl::Time now = absl::Now();
   for (const auto& c : sessions) c->ExpireIfGone(now);
+  RetryUnmatchedQpEvents();
   shared_->BuryLingering(/*all=*/false);
 }
 
 void RdmaMessenger::OnAsyncEvents() {
+  RetryUnmatchedQpEvents();  // their sessions may be set up by now
   verbs::AsyncEvent evs[16];
   int n;
   while (!device_failed_ && (n = shared_->ctx->device->PollAsyncEvents(evs, 16)) > 0) {
@@ -314,29 +316,51 @@ void RdmaMessenger::HandleAsyncEvent(const verbs::AsyncEvent& ev) {
                  verbs::AsyncEventName(ev.type));
     return;
   }
+  if (!DeliverQpEvent(ev)) {
+    // The QP may belong to a session still being set up: a client may write as soon as its
+    // own side is connected, before the accepting side has attached the link. Retried.
+    absl::MutexLock l(&unmatched_mu_);
+    unmatched_.emplace_back(absl::Now(), ev);
+  }
+}
+
+bool RdmaMessenger::DeliverQpEvent(const verbs::AsyncEvent& ev) {
   std::vector<std::shared_ptr<RdmaConnection>> conns;
   {
     absl::MutexLock l(&mu_);
-    if (shut_down_) return;
+    if (shut_down_) return true;
     for (const auto& [key, c] : sessions_) conns.push_back(c);
     for (const auto& [key, c] : outgoing_) conns.push_back(c);
   }
-  bool owned = false;
   for (const auto& c : conns) {
-    if (c->OnQpEvent(ev)) {
-      owned = true;
-      break;  // a live QP number belongs to one connection
-    }
+    if (c->OnQpEvent(ev)) return true;  // a live QP number belongs to one connection
   }
   // A session that already ended (e.g. lossy, reset by the flushed completions that
   // preceded the event) is still told: its retired QP lingers.
-  if (!owned) {
-    if (auto c = shared_->LingeringOwner(ev.qp_num)) owned = c->OnQpEvent(ev);
+  if (auto c = shared_->LingeringOwner(ev.qp_num)) return c->OnQpEvent(ev);
+  return false;
+}
+
+void RdmaMessenger::RetryUnmatchedQpEvents() {
+  std::vector<std::pair<absl::Time, verbs::AsyncEvent>> retry;
+  {
+    absl::MutexLock l(&unmatched_mu_);
+    retry.swap(unmatched_);
   }
-  if (!owned) {
-    spdlog::warn("msgr rdma: device {}: {} for QP {}, which no live connection uses",
-                 device_name(), verbs::AsyncEventName(ev.type), ev.qp_num);
+  if (retry.empty()) return;
+  const absl::Time now = absl::Now();
+  std::vector<std::pair<absl::Time, verbs::AsyncEvent>> keep;
+  for (const auto& [since, ev] : retry) {
+    if (DeliverQpEvent(ev)) continue;
+    if (now - since < kUnmatchedQpEventTtl) {
+      keep.emplace_back(since, ev);
+    } else {
+      spdlog::warn("msgr rdma: device {}: {} for QP {}, which no connection claimed",
+                   device_name(), verbs::AsyncEventName(ev.type), ev.qp_num);
+    }
   }
+  absl::MutexLock l(&unmatched_mu_);
+  unmatched_.insert(unmatched_.end(), keep.begin(), keep.end());
 }
 
 void RdmaMessenger::SetPolicy(EntityType type, Policy policy) {

@@ -66,6 +66,15 @@ class RdmaMessenger : public Messenger {
   // Loop thread: the device's asynchronous events (a QP event goes to its connection).
   void OnAsyncEvents();
   void HandleAsyncEvent(const verbs::AsyncEvent& ev);
+  // Hands a QP event to the connection that owns the QP; false if none does (yet).
+  bool DeliverQpEvent(const verbs::AsyncEvent& ev);
+  // QP events no connection claimed yet, retried on every event drain and tick for
+  // kUnmatchedQpEventTtl (the session may still be in setup).
+  void RetryUnmatchedQpEvents();
+  static constexpr absl::Duration kUnmatchedQpEventTtl = absl::Seconds(3);
+  absl::Mutex unmatched_mu_;
+  std::vector<std::pair<absl::Time, verbs::AsyncEvent>> unmatched_
+      ABSL_GUARDED_BY(unmatched_mu_);
   bool device_failed_ = false;  // loop thread only
 
   std::shared_ptr<RdmaShared> shared_;
