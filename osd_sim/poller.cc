@@ -221,17 +221,31 @@ void Poller::Complete(RingState* r) {
   }
 }
 
-void Poller::Sleep() {
-  // Drain the eventfds, then look once more before blocking, so that a record
-  // published between the last poll and epoll_wait is never missed.
-  for (auto& r : rings_) r->ring->SetPollerSleeping(true);
-  for (auto& r : rings_) DrainEventFd(r->ring->wait_fd());
+bool Poller::Sleep() {
+  // Drain the eventfds first, then say we sleep, then look once more: whatever wakes us
+  // after the drain (a doorbell, a store completion, a ring added) stays pending and ends
+  // the epoll_wait at once, and whatever happened before it is seen by the last look. In
+  // the other order a store completion (or a doorbell) arriving between the caller's last
+  // look and the drain was swallowed, and its ack waited for the epoll timeout.
+  // RDMA producers rely on this order too: a doorbell sent for this sleep (they saw its
+  // sleep word, published after the drain) can never be drained unseen, so they send one
+  // per sleep, not one per record (RdmaConnection::CheckDoorbellLocked).
   DrainEventFd(wake_fd_);
+  for (auto& r : rings_) DrainEventFd(r->ring->wait_fd());
+  for (auto& r : rings_) r->ring->SetPollerSleeping(true);
+  bool work = control_pending_.load() || stop_.load();
+  bool unsignalled_records = false;
   for (auto& r : rings_) {
+    if (work) break;
     if (PollRing(r.get())) {
-      for (auto& q : rings_) q->ring->SetPollerSleeping(false);
-      return;
+      work = true;
+      unsignalled_records = !r->ring->producer_signals();
     }
+    work = work || (!r->pending.empty() && r->pending.front()->done.load(std::memory_order_acquire));
+  }
+  if (work) {
+    for (auto& r : rings_) r->ring->SetPollerSleeping(false);
+    return unsignalled_records;
   }
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -239,10 +253,11 @@ void Poller::Sleep() {
   }
   const uint64_t t0 = NowNs();
   epoll_event evs[16];
-  epoll_wait(epoll_fd_, evs, 16, /*timeout_ms=*/200);
+  epoll_wait(epoll_fd_, evs, 16, static_cast<int>(absl::ToInt64Milliseconds(options_.max_sleep)));
   counters_.sleep_ns += NowNs() - t0;
   for (auto& r : rings_) r->ring->SetPollerSleeping(false);
   ++counters_.sleeps;
+  return false;
 }
 
 void Poller::Run() {
@@ -277,7 +292,7 @@ void Poller::Run() {
       ++counters_.poll_misses;
       if (now - unsignalled_work_at >= max_spin_ns) {
         counters_.spin_ns += now - idle_since;
-        Sleep();
+        if (Sleep()) unsignalled_work_at = NowNs();
         idle_since = NowNs();
       } else {
         sched_yield();  // on 2 cores, let the reader threads run while we spin

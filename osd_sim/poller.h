@@ -52,6 +52,9 @@ struct PollerOptions {
   absl::Duration spin = absl::Microseconds(1000);
   int cpu = -1;                                   // pin the thread to this CPU (-1: no)
   size_t max_batch = 256;                         // records taken per ring per pass
+  // The longest one sleep lasts. A safety net only: every event that matters (a record on
+  // a signalled ring, a doorbell, a store completion, a ring added) wakes the poller.
+  absl::Duration max_sleep = absl::Milliseconds(200);
 };
 
 struct PollerCounters {
@@ -87,7 +90,9 @@ class Poller {
   bool PollRing(RingState* r);           // true if it found work
   void Complete(RingState* r);           // releases space and sends acks
   void ApplyControl();                   // ring adds/removals from other threads
-  void Sleep();
+  // Sleeps until woken or options_.max_sleep; returns at once if a last look finds work
+  // (true if that look took records from a ring nobody signals).
+  bool Sleep();
   void Wake();
 
   const int index_;

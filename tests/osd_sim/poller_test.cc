@@ -4,9 +4,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -45,6 +47,28 @@ class TestRing : public RecvRing {
 class UnsignalledRing : public TestRing {
  public:
   bool producer_signals() const override { return false; }
+};
+
+// Runs a hook when the poller announces it goes to sleep (what an RDMA ring forwards to
+// its client): the test makes things happen at exactly that moment.
+class HookedRing : public UnsignalledRing {
+ public:
+  void SetPollerSleeping(bool sleeping) override {
+    std::function<void()> f;
+    if (sleeping) {
+      std::lock_guard<std::mutex> l(mu_);
+      f.swap(on_sleep_);
+    }
+    if (f) f();
+  }
+  void OnNextSleep(std::function<void()> f) {
+    std::lock_guard<std::mutex> l(mu_);
+    on_sleep_ = std::move(f);
+  }
+
+ private:
+  std::mutex mu_;
+  std::function<void()> on_sleep_;
 };
 
 // Records what the poller does to the connection.
@@ -288,6 +312,67 @@ TEST(PollerTest, OnlyRecordsOnUnsignalledRingsStartTheSpin) {
   std::this_thread::sleep_for(std::chrono::milliseconds(120));
   EXPECT_GE((*poller)->counters().spin_ns - spin1, 30'000'000u)
       << "a record on an unsignalled ring must start the 50 ms spin";
+}
+
+// A store completion that lands while the poller is on its way to sleep must still be
+// acknowledged at once. The poller used to drain its wake-up eventfd after announcing
+// the sleep, swallowing such a completion's wake-up: the ack then waited for the epoll
+// timeout (200 ms, seen as a 203 ms max latency in durable runs; here it is made 60 s
+// so that a lost wake-up cannot pass for a slow machine).
+TEST(PollerTest, StoreCompletionWhileGoingToSleepIsNotLost) {
+  FakeSink sink;
+  PollerOptions opt;
+  opt.spin = absl::Microseconds(50);
+  opt.max_sleep = absl::Seconds(60);
+  auto poller = Poller::Create(0, opt, &sink);
+  ASSERT_TRUE(poller.ok());
+  auto conn = std::make_shared<FakeConnection>();
+  auto ring = std::make_shared<HookedRing>();
+  conn->ring = ring.get();
+  (*poller)->AddRing(conn, ring);
+  RingProducer prod(kRingBytes);
+  for (uint64_t tid = 1; tid <= 3; ++tid) {
+    std::atomic<bool> fired{false};
+    // The store finishes (on its own thread, as the group commit does) just as the
+    // poller has decided to sleep.
+    ring->OnNextSleep([&] {
+      std::thread([&] { sink.Flush(); }).join();
+      fired = true;
+    });
+    Produce(&prod, ring.get(), "obj", "payload", tid);
+    ASSERT_TRUE(WaitFor([&] { return fired.load(); })) << "the poller never went to sleep";
+    ASSERT_TRUE(WaitFor([&] {
+      std::lock_guard<std::mutex> l(conn->mu);
+      return conn->acked.count(tid) == 1;
+    })) << "record " << tid << " was made durable but never acknowledged";
+  }
+}
+
+// A record published (and signalled) while the poller is on its way to sleep is seen
+// without waiting for the timeout either.
+TEST(PollerTest, RecordPublishedWhileGoingToSleepIsSeen) {
+  FakeSink sink;
+  PollerOptions opt;
+  opt.spin = absl::Microseconds(50);
+  opt.max_sleep = absl::Seconds(60);
+  auto poller = Poller::Create(0, opt, &sink);
+  ASSERT_TRUE(poller.ok());
+  auto conn = std::make_shared<FakeConnection>();
+  auto ring = std::make_shared<HookedRing>();
+  conn->ring = ring.get();
+  RingProducer prod(kRingBytes);
+  std::atomic<bool> fired{false};
+  ring->OnNextSleep([&] {
+    Produce(&prod, ring.get(), "obj", "late", 9);
+    fired = true;
+  });
+  (*poller)->AddRing(conn, ring);
+  ASSERT_TRUE(WaitFor([&] { return fired.load(); }));
+  ASSERT_TRUE(WaitFor([&] {
+    sink.Flush();
+    std::lock_guard<std::mutex> l(conn->mu);
+    return conn->acked.count(9) == 1;
+  }));
 }
 
 }  // namespace
