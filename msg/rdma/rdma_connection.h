@@ -279,7 +279,6 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   uint64_t session_epoch_ ABSL_GUARDED_BY(mu_) = 0;      // bumped when the peer restarts
   uint64_t posted_seq_ ABSL_GUARDED_BY(mu_) = 0;       // highest record seq posted
   uint64_t doorbelled_word_ ABSL_GUARDED_BY(mu_) = 0;  // sleep word of the last doorbell
-  uint64_t doorbelled_seq_ ABSL_GUARDED_BY(mu_) = 0;   // posted_seq_ when it was sent
   size_t max_record_payload_ ABSL_GUARDED_BY(mu_) = 0;
   SentRecords sent_records_ ABSL_GUARDED_BY(mu_);         // written, not acknowledged
   std::vector<RecordAck> acks_ready_ ABSL_GUARDED_BY(mu_);  // for DeliverAcks

@@ -185,7 +185,7 @@ absl::Status RdmaConnection::ClientHandshake() {
         for (SentRecord& r : records_) UnpinLocked(&r);
         records_.clear();
         sent_records_.Clear();
-        posted_seq_ = doorbelled_seq_ = 0;
+        posted_seq_ = 0;
       }
       if (!mirror_mr_ || mirror_mr_->length() < ss->ring_bytes) {
         if (mirror_mr_) shared_->counters.registered_bytes -= mirror_mr_->length();
@@ -199,6 +199,7 @@ absl::Status RdmaConnection::ClientHandshake() {
       acks_pending_.store(!acks_ready_.empty(), std::memory_order_release);
       __atomic_store_n(reinterpret_cast<uint64_t*>(ctrl_mr_->data() + kCtrlSleepOffset),
                        ss->sleep_word, __ATOMIC_RELEASE);
+      doorbelled_word_ = 0;  // a doorbell sent on the old link may have been lost with it
       max_record_payload_ = std::min<size_t>(MaxRecordPayload(ss->ring_bytes),
                                              shared_->options.max_message_bytes);
     }

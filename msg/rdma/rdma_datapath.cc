@@ -367,11 +367,12 @@ void RdmaConnection::CheckDoorbellLocked() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const uint64_t w = LoadWord(ctrl_mr_->data() + kCtrlSleepOffset);
   if ((w & 1) == 0) return;
-  // A doorbell only counts for records published before it was sent: the poller may have
-  // swallowed an earlier one while going to sleep under the same sleep word.
-  if (w == doorbelled_word_ && doorbelled_seq_ >= posted_seq_) return;
+  // One doorbell per sleep: the poller drains its eventfd before it publishes a sleep
+  // word, so a doorbell sent after we saw that word always wakes it, and it looks at the
+  // ring again after it wakes -- records published meanwhile need no doorbell of their
+  // own (osd_sim/poller.cc, Poller::Sleep).
+  if (w == doorbelled_word_) return;
   doorbelled_word_ = w;
-  doorbelled_seq_ = posted_seq_;
   doorbell_pending_ = true;
   FlushLocked();
 }
