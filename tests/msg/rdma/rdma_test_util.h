@@ -115,8 +115,8 @@ class Recorder : public Dispatcher {
   int remote_resets_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// Drains one ring like the OSD poller: spin, then (if `sleep`) SetPollerSleeping(true),
-// re-check, and block on wait_fd(). Releases each record after `hold` records are held.
+// Drains one ring like the OSD poller: spin, then (if `sleep`) drain wait_fd(),
+// SetPollerSleeping(true), re-check, and block on wait_fd(). Releases each record after `hold` records are held.
 class Drainer {
  public:
   // `paused`: starts paused (set_paused(false) to drain); pausing after the start may
@@ -204,9 +204,11 @@ class Drainer {
         continue;
       }
       if (!sleep_ || absl::Now() - idle < spin_) continue;
-      ring_->SetPollerSleeping(true);
+      // The poller's order (osd_sim/poller.cc): drain the eventfd, announce the sleep,
+      // look once more. A doorbell for this sleep then always ends the poll below.
       uint64_t v;
       (void)!read(ring_->wait_fd(), &v, sizeof(v));
+      ring_->SetPollerSleeping(true);
       if (PollOnce()) {
         ring_->SetPollerSleeping(false);
         idle = absl::Now();
