@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "gtest/gtest.h"
 #include "msg/messenger.h"
@@ -56,6 +57,23 @@ struct Pair {
     ASSERT_TRUE(c.ok()) << c.status();
     client = std::move(*c);
   }
+  // The default pair: an OSD-type server and a client, both with Options().
+  void Start() {
+    ASSERT_NO_FATAL_FAILURE(
+        Start(Options(EntityType::kOsd, 0), Options(EntityType::kClient, 1)));
+  }
+  // Connects the client with a receive ring and takes the server's side of it (the
+  // server's `n`th ring).
+  void ConnectRing(ConnectionRef* conn, ConnectionRef* sconn, std::shared_ptr<RecvRing>* ring,
+                   size_t n = 0) {
+    ConnectOptions co;
+    co.want_ring = true;
+    auto c = client->Connect(addr, co);
+    ASSERT_TRUE(c.ok()) << c.status();
+    *conn = *c;
+    ASSERT_TRUE(server_d.WaitRings(n + 1));
+    std::tie(*sconn, *ring) = server_d.ring(n);
+  }
   ~Pair() {
     if (client) client->Shutdown();
     if (server) server->Shutdown();
@@ -64,7 +82,7 @@ struct Pair {
 
 TEST(RdmaMessenger, MessagesBothWaysAndLargeFragmentedMessage) {
   Pair p;
-  ASSERT_NO_FATAL_FAILURE(p.Start(Options(EntityType::kOsd, 0), Options(EntityType::kClient, 1)));
+  ASSERT_NO_FATAL_FAILURE(p.Start());
   p.server_d.set_echo(true);
   auto conn = p.client->Connect(p.addr, ConnectOptions{});
   ASSERT_TRUE(conn.ok());
@@ -92,13 +110,10 @@ TEST(RdmaMessenger, MessagesBothWaysAndLargeFragmentedMessage) {
 
 TEST(RdmaMessenger, RingRecordsWrapByteIdenticalWithNoReceiveCopy) {
   Pair p;
-  ASSERT_NO_FATAL_FAILURE(p.Start(Options(EntityType::kOsd, 0), Options(EntityType::kClient, 1)));
-  ConnectOptions co;
-  co.want_ring = true;
-  auto conn = p.client->Connect(p.addr, co);
-  ASSERT_TRUE(conn.ok());
-  ASSERT_TRUE(p.server_d.WaitRings(1));
-  auto [sconn, ring] = p.server_d.ring(0);
+  ASSERT_NO_FATAL_FAILURE(p.Start());
+  ConnectionRef conn, sconn;
+  std::shared_ptr<RecvRing> ring;
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing(&conn, &sconn, &ring));
   Drainer drain(sconn, ring, /*sleep=*/false);
   std::vector<std::string> payloads;
   const size_t kRecords = 300;  // ~3.5 laps of a 256 KiB ring
@@ -107,7 +122,7 @@ TEST(RdmaMessenger, RingRecordsWrapByteIdenticalWithNoReceiveCopy) {
     RecordDesc d;
     d.oid = "obj." + std::to_string(i);
     d.tid = i + 1;
-    ASSERT_TRUE((*conn)->WriteRecord(d, payloads.back(), absl::Seconds(10)).ok()) << i;
+    ASSERT_TRUE(conn->WriteRecord(d, payloads.back(), absl::Seconds(10)).ok()) << i;
   }
   ASSERT_TRUE(drain.WaitRecords(kRecords)) << drain.error();
   auto seen = drain.records();
@@ -208,18 +223,16 @@ TEST(RdmaMessenger, PollingCallerCollectsAcksOfConnectionsOpenedLater) {
 
 TEST(RdmaMessenger, CreditBackpressureTimesOutThenResumes) {
   Pair p;
-  ASSERT_NO_FATAL_FAILURE(p.Start(Options(EntityType::kOsd, 0), Options(EntityType::kClient, 1)));
-  ConnectOptions co;
-  co.want_ring = true;
-  auto conn = p.client->Connect(p.addr, co);
-  ASSERT_TRUE(p.server_d.WaitRings(1));
-  auto [sconn, ring] = p.server_d.ring(0);
+  ASSERT_NO_FATAL_FAILURE(p.Start());
+  ConnectionRef conn, sconn;
+  std::shared_ptr<RecvRing> ring;
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing(&conn, &sconn, &ring));
   const std::string payload = Bytes(60000, 1);
   RecordDesc d;
   d.oid = "o";
   int written = 0;
   absl::Status s;
-  while ((s = (*conn)->WriteRecord(d, payload, absl::Milliseconds(200))).ok()) ++written;
+  while ((s = conn->WriteRecord(d, payload, absl::Milliseconds(200))).ok()) ++written;
   EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
   EXPECT_GE(written, 3);
   EXPECT_LE(written, 5);  // a 256 KiB ring holds four 60 KB records
@@ -227,26 +240,24 @@ TEST(RdmaMessenger, CreditBackpressureTimesOutThenResumes) {
   Drainer drain(sconn, ring, /*sleep=*/false);
   ASSERT_TRUE(drain.WaitRecords(written));
   for (int i = 0; i < 20; ++i) {
-    ASSERT_TRUE((*conn)->WriteRecord(d, payload, absl::Seconds(5)).ok());
+    ASSERT_TRUE(conn->WriteRecord(d, payload, absl::Seconds(5)).ok());
   }
   ASSERT_TRUE(drain.WaitRecords(written + 20)) << drain.error();
 }
 
 TEST(RdmaMessenger, DoorbellWakesSleepingPoller) {
   Pair p;
-  ASSERT_NO_FATAL_FAILURE(p.Start(Options(EntityType::kOsd, 0), Options(EntityType::kClient, 1)));
-  ConnectOptions co;
-  co.want_ring = true;
-  auto conn = p.client->Connect(p.addr, co);
-  ASSERT_TRUE(p.server_d.WaitRings(1));
-  auto [sconn, ring] = p.server_d.ring(0);
+  ASSERT_NO_FATAL_FAILURE(p.Start());
+  ConnectionRef conn, sconn;
+  std::shared_ptr<RecvRing> ring;
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing(&conn, &sconn, &ring));
   Drainer drain(sconn, ring, /*sleep=*/true, absl::Microseconds(10));
   RecordDesc d;
   d.oid = "o";
   for (int i = 0; i < 30; ++i) {
     absl::SleepFor(absl::Milliseconds(20));  // the poller goes to sleep in between
     const absl::Time t0 = absl::Now();
-    ASSERT_TRUE((*conn)->WriteRecord(d, "x" + std::to_string(i), absl::Seconds(5)).ok());
+    ASSERT_TRUE(conn->WriteRecord(d, "x" + std::to_string(i), absl::Seconds(5)).ok());
     ASSERT_TRUE(drain.WaitRecords(static_cast<size_t>(i) + 1, absl::Seconds(5)))
         << "lost wake-up at record " << i << ": doorbells sent "
         << RdmaStatsOf(*p.client)->doorbells_sent << " received "
@@ -271,13 +282,10 @@ TEST(RdmaMessenger, DoorbellWakesSleepingPoller) {
 // wake-ups, and durable small writes over rdma ran slower than over tcp.)
 TEST(RdmaMessenger, OneDoorbellPerPollerSleep) {
   Pair p;
-  ASSERT_NO_FATAL_FAILURE(p.Start(Options(EntityType::kOsd, 0), Options(EntityType::kClient, 1)));
-  ConnectOptions co;
-  co.want_ring = true;
-  auto conn = p.client->Connect(p.addr, co);
-  ASSERT_TRUE(conn.ok());
-  ASSERT_TRUE(p.server_d.WaitRings(1));
-  auto [sconn, ring] = p.server_d.ring(0);
+  ASSERT_NO_FATAL_FAILURE(p.Start());
+  ConnectionRef conn, sconn;
+  std::shared_ptr<RecvRing> ring;
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing(&conn, &sconn, &ring));
   // This thread is the poller: it announces a sleep and does not wake up yet.
   ring->SetPollerSleeping(true);
   constexpr int kRecords = 20;
@@ -285,7 +293,7 @@ TEST(RdmaMessenger, OneDoorbellPerPollerSleep) {
   d.oid = "o";
   for (int i = 0; i < kRecords; ++i) {
     d.tid = static_cast<uint64_t>(i) + 1;
-    ASSERT_TRUE((*conn)->WriteRecord(d, Bytes(512, i), absl::Seconds(5)).ok()) << i;
+    ASSERT_TRUE(conn->WriteRecord(d, Bytes(512, i), absl::Seconds(5)).ok()) << i;
   }
   // The doorbell arrives (the ring's eventfd is signalled) ...
   pollfd pfd{ring->wait_fd(), POLLIN, 0};
@@ -304,7 +312,7 @@ TEST(RdmaMessenger, OneDoorbellPerPollerSleep) {
     while (drain.sleeps() <= i) absl::SleepFor(absl::Milliseconds(1));
     absl::SleepFor(absl::Milliseconds(5));
     d.tid = kRecords + static_cast<uint64_t>(i) + 1;
-    ASSERT_TRUE((*conn)->WriteRecord(d, "late", absl::Seconds(5)).ok());
+    ASSERT_TRUE(conn->WriteRecord(d, "late", absl::Seconds(5)).ok());
     ASSERT_TRUE(drain.WaitRecords(kRecords + i + 1, absl::Seconds(5))) << "record " << i;
   }
   EXPECT_GE(RdmaStatsOf(*p.client)->doorbells_sent, 6u);
@@ -332,11 +340,9 @@ TEST(RdmaMessenger, LosslessSurvivesInjectedFaults) {
   co.inject_socket_failures = 37;
   ASSERT_NO_FATAL_FAILURE(p.Start(so, co));
   p.server_d.set_echo(true);
-  ConnectOptions opts;
-  opts.want_ring = true;
-  auto conn = p.client->Connect(p.addr, opts);
-  ASSERT_TRUE(p.server_d.WaitRings(1));
-  auto [sconn, ring] = p.server_d.ring(0);
+  ConnectionRef conn, sconn;
+  std::shared_ptr<RecvRing> ring;
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing(&conn, &sconn, &ring));
   Drainer drain(sconn, ring, /*sleep=*/true);
   const int kN = 300;
   std::vector<std::string> payloads;
@@ -345,8 +351,8 @@ TEST(RdmaMessenger, LosslessSurvivesInjectedFaults) {
     RecordDesc d;
     d.oid = "obj" + std::to_string(i);
     d.tid = i + 1;
-    ASSERT_TRUE((*conn)->WriteRecord(d, payloads.back(), absl::Seconds(10)).ok());
-    ASSERT_TRUE((*conn)->Send(Message{1, std::to_string(i)}).ok());
+    ASSERT_TRUE(conn->WriteRecord(d, payloads.back(), absl::Seconds(10)).ok());
+    ASSERT_TRUE(conn->Send(Message{1, std::to_string(i)}).ok());
   }
   ASSERT_TRUE(drain.WaitRecords(kN, absl::Seconds(60))) << drain.error();
   ASSERT_TRUE(p.client_d.WaitMessages(kN, absl::Seconds(60)));
@@ -375,12 +381,9 @@ TEST(RdmaMessenger, LargeSharedPayloadsAreWrittenFromCallerMemory) {
   co.backend_options["rdma_zero_copy_min_bytes"] = "65536";
   co.inject_socket_failures = 13;
   ASSERT_NO_FATAL_FAILURE(p.Start(so, co));
-  ConnectOptions opts;
-  opts.want_ring = true;
-  auto conn = p.client->Connect(p.addr, opts);
-  ASSERT_TRUE(conn.ok());
-  ASSERT_TRUE(p.server_d.WaitRings(1));
-  auto [sconn, ring] = p.server_d.ring(0);
+  ConnectionRef conn, sconn;
+  std::shared_ptr<RecvRing> ring;
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing(&conn, &sconn, &ring));
   Drainer drain(sconn, ring, /*sleep=*/true);
   const uint64_t registered_before = RdmaStatsOf(*p.client)->registered_bytes;
   constexpr int kN = 60;
@@ -406,7 +409,7 @@ TEST(RdmaMessenger, LargeSharedPayloadsAreWrittenFromCallerMemory) {
     RecordDesc d;
     d.oid = "zc." + std::to_string(i);
     d.tid = i + 1;
-    ASSERT_TRUE((*conn)->WriteRecordShared(d, body, std::move(buf), absl::Seconds(20)).ok())
+    ASSERT_TRUE(conn->WriteRecordShared(d, body, std::move(buf), absl::Seconds(20)).ok())
         << i;
   }
   ASSERT_TRUE(drain.WaitRecords(kN, absl::Seconds(60))) << drain.error();
@@ -551,7 +554,7 @@ TEST(RdmaMessenger, LossyOutOfRingWriterIsCountedWhenTheEventTrailsTheCompletion
 
 TEST(RdmaMessenger, PeerKilledMidWriteServerKeepsServing) {
   Pair p;
-  ASSERT_NO_FATAL_FAILURE(p.Start(Options(EntityType::kOsd, 0), Options(EntityType::kClient, 1)));
+  ASSERT_NO_FATAL_FAILURE(p.Start());
   const std::string addr = p.addr;
   const pid_t child = fork();
   ASSERT_GE(child, 0);
@@ -577,16 +580,14 @@ TEST(RdmaMessenger, PeerKilledMidWriteServerKeepsServing) {
     waitpid(child, &status, 0);
   }
   // Another client is served normally.
-  ConnectOptions co;
-  co.want_ring = true;
-  auto conn = p.client->Connect(p.addr, co);
-  ASSERT_TRUE(p.server_d.WaitRings(2));
-  auto [sconn, ring] = p.server_d.ring(1);
+  ConnectionRef conn, sconn;
+  std::shared_ptr<RecvRing> ring;
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing(&conn, &sconn, &ring, 1));
   Drainer drain(sconn, ring, /*sleep=*/false);
   RecordDesc d;
   d.oid = "survivor";
   for (int i = 0; i < 50; ++i) {
-    ASSERT_TRUE((*conn)->WriteRecord(d, Bytes(3000, i), absl::Seconds(5)).ok());
+    ASSERT_TRUE(conn->WriteRecord(d, Bytes(3000, i), absl::Seconds(5)).ok());
   }
   ASSERT_TRUE(drain.WaitRecords(50)) << drain.error();
   EXPECT_FALSE(vconn->is_connected());
