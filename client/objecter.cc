@@ -133,6 +133,11 @@ std::string Objecter::DownReasonLocked(int osd) const {
   const OsdEntry* e = map_.Find(osd);
   if (e == nullptr) return absl::StrCat("osd.", osd, " not in the map");
   if (!e->up) return absl::StrCat("osd.", osd, " down");
+  auto s = sessions_.find(osd);
+  if (s != sessions_.end() && !s->second->refused.ok()) {
+    return absl::StrCat("osd.", osd, " up, but connecting to it fails: ",
+                        s->second->refused.ToString());
+  }
   return absl::StrCat("osd.", osd, " up, no reply");
 }
 
@@ -220,8 +225,14 @@ void Objecter::OnRemoteReset(const ConnectionRef& conn) {
 }
 
 void Objecter::OnConnectRefused(const ConnectionRef& conn, const absl::Status& why) {
-  spdlog::debug("client: connect to {} failed: {} (retrying)", conn->peer_addr(),
-                why.ToString());
+  absl::MutexLock l(&mu_);
+  Session* s = SessionByConnLocked(conn.get());
+  // Said once per reason, not on every retry.
+  if (s != nullptr && s->refused != why) {
+    spdlog::warn("client: connecting to osd.{} at {} failed: {} (retrying)", s->osd,
+                 conn->peer_addr(), why.ToString());
+  }
+  if (s != nullptr) s->refused = why;
 }
 
 void Objecter::RetryLoop() {

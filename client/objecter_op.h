@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "client/objecter.h"
 
@@ -41,6 +42,9 @@ struct Objecter::Session {
   std::string addr;
   uint64_t up_from = 0;
   ConnectionRef conn;
+  // Why the last connection attempt failed (the messenger retries); named in an op's
+  // timeout error. Cleared when the OSD answers.
+  absl::Status refused;
 };
 
 }  // namespace msgr::client

@@ -64,6 +64,7 @@ struct FakeCluster::Osd {
   std::mutex mu;
   bool alive = true;
   bool hold = false;
+  absl::Status refuse;
   std::map<std::string, std::string> objects;
   FakeOsdStats stats;
   std::vector<std::pair<std::weak_ptr<Connection>, RecordAck>> held;
@@ -180,6 +181,10 @@ class FakeMessenger : public Messenger {
     auto c = std::make_shared<FakeConnection>(addr, worker_, dispatcher_);
     if (auto o = FakeCluster::Get().Find(addr)) {
       std::lock_guard<std::mutex> ol(o->mu);
+      if (!o->refuse.ok()) {
+        o->hold = true;  // a refused session carries nothing
+        worker_->Post([d = dispatcher_, c, why = o->refuse] { d->OnConnectRefused(c, why); });
+      }
       o->conns.push_back(c);
     }
     conns_.push_back(c);
@@ -249,6 +254,12 @@ void FakeCluster::HoldAcks(const std::string& addr, bool hold) {
   auto o = Find(addr);
   std::lock_guard<std::mutex> l(o->mu);
   o->hold = hold;
+}
+
+void FakeCluster::RefuseConnections(const std::string& addr, absl::Status why) {
+  auto o = Find(addr);
+  std::lock_guard<std::mutex> l(o->mu);
+  o->refuse = std::move(why);
 }
 
 void FakeCluster::ReleaseAcks(const std::string& addr) {

@@ -36,6 +36,9 @@ class FakeCluster {
   void AddOsd(const std::string& addr);
   void SetAlive(const std::string& addr, bool alive);
   void HoldAcks(const std::string& addr, bool hold);
+  // Connections to `addr` fail with `why` (OnConnectRefused, nothing delivered), as a
+  // messenger reports a peer that refuses the session; OkStatus() ends it.
+  void RefuseConnections(const std::string& addr, absl::Status why);
   void ReleaseAcks(const std::string& addr);
   // A new session: every connection to `addr` gets OnRemoteReset; nothing is lost on
   // the fake (its objects persist, like a durable store).

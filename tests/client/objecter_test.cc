@@ -186,6 +186,22 @@ TEST_F(ObjecterTest, DeadOsdTimesOutWithAClearError) {
   EXPECT_EQ(o->counters().ops_timed_out, 2u);
 }
 
+// An OSD that is up but refuses the session (e.g. its RDMA registered-memory budget is
+// full): the op's timeout error carries the OSD's reason, not just "no reply".
+TEST_F(ObjecterTest, RefusedSessionTimesOutWithTheOsdsReason) {
+  FakeCluster::Get().RefuseConnections(
+      Addr(2), absl::ResourceExhaustedError("peer refused the connection: budget exhausted"));
+  auto o = Make(absl::Milliseconds(500));
+  Publish(*o);
+  absl::Status s = o->Write(OidOn(2), Data(10, 'x'));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(s.message().find("osd.2 up, but connecting to it fails: RESOURCE_EXHAUSTED: peer "
+                             "refused the connection: budget exhausted"),
+            std::string::npos)
+      << s;
+  EXPECT_TRUE(o->Write(OidOn(0), Data(10, 'y')).ok()) << "other OSDs are served";
+}
+
 TEST_F(ObjecterTest, OpsFollowAPgThatMovesWhenTheOsdGoesOut) {
   auto o = Make();
   Publish(*o);
