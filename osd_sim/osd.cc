@@ -45,6 +45,8 @@ nlohmann::json ToJson(const MessengerCounters& c) {
 // no payload was copied off the wire, peers cut off for breaking memory protection.
 nlohmann::json ToJson(const rdma::RdmaStats& s) {
   return {{"registered_bytes", s.registered_bytes},
+          {"registered_max_bytes", s.registered_max_bytes},
+          {"registration_refusals", s.registration_refusals},
           {"ring_credit_writes", s.ring_credit_writes},
           {"ring_credit_messages", s.ring_credit_messages},
           {"sleep_word_writes", s.sleep_word_writes},

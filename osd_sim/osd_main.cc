@@ -4,7 +4,7 @@
 //       [--durability durable|buffered|memory] [--pollers N] [--poller-cpus 0,1]
 //       [--poller-spin-us 1000] [--ring-bytes 8388608] [--capacity BYTES]
 //       [--keyring FILE | --auth none] [--rdma-device soft|IBDEV] [--weight W]
-//       [--log-level info]
+//       [--rdma-max-registered-mb 4096] [--log-level info]
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -24,7 +24,8 @@ constexpr const char* kUsage =
     "           [--ms-type tcp|rdma|both] [--durability durable|buffered|memory]\n"
     "           [--pollers N] [--poller-cpus LIST] [--poller-spin-us US] [--ring-bytes B]\n"
     "           [--capacity BYTES] [--keyring FILE | --auth none] [--rdma-device soft|IBDEV]\n"
-    "           [--weight W] [--log-level trace|debug|info|warn|error]\n";
+    "           [--rdma-max-registered-mb MB] [--weight W]\n"
+    "           [--log-level trace|debug|info|warn|error]\n";
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "osd: %s\n%s", msg.c_str(), kUsage);
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
       argc, argv,
       {"id", "mon", "data-dir", "run-dir", "ms-type", "durability", "pollers", "poller-cpus",
        "poller-spin-us", "ring-bytes", "capacity", "keyring", "auth", "rdma-device", "weight",
-       "log-level", "help"});
+       "rdma-max-registered-mb", "log-level", "help"});
   if (!flags.ok()) return Fail(std::string(flags.status().message()));
   if (flags->Has("help")) {
     std::fputs(kUsage, stdout);
@@ -111,6 +112,15 @@ int main(int argc, char** argv) {
     return Fail("give --keyring FILE (cluster secret) or --auth none");
   }
   if (flags->Has("rdma-device")) o.backend_options["rdma_device"] = flags->Get("rdma-device");
+  if (flags->Has("rdma-max-registered-mb")) {
+    // Registered memory the rdma messenger may hold (rings, pools); sessions beyond it are
+    // refused with the reason (default 4096).
+    auto mb = flags->GetUint("rdma-max-registered-mb", 0);
+    if (!mb.ok() || *mb == 0 || *mb > UINT32_MAX) {
+      return Fail("--rdma-max-registered-mb must be a positive number of MiB");
+    }
+    o.backend_options["rdma_max_registered_mb"] = std::to_string(*mb);
+  }
 
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);

@@ -6,6 +6,7 @@
 #                          [--pollers N] [--poller-cpus LIST] [--poller-spin-us US]
 #                          [--capacity BYTES]
 #                          [--ring-bytes BYTES] [--rdma-device soft|IBDEV] [--grace-ms MS]
+#                          [--rdma-max-registered-mb MB]
 #   tools/cluster.sh stop --dir DIR
 #   tools/cluster.sh status --dir DIR
 #   tools/cluster.sh start-osd --dir DIR --id K     (re)starts one OSD with its data
@@ -22,12 +23,12 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BIN="${MSGR_BIN:-$ROOT/bazel-bin}"
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 CMD=${1:-}; [[ -n "$CMD" && "$CMD" != -h && "$CMD" != --help ]] || usage; shift
 DIR="" OSDS=3 MS_TYPE=tcp DURABILITY=durable AUTH=secret POLLERS=1 POLLER_CPUS="" ID=""
 POLLER_SPIN_US=""
-CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" GRACE_MS=3000 KILL=0
+CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" RDMA_MAX_REG_MB="" GRACE_MS=3000 KILL=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dir) DIR=$2; shift 2 ;;
@@ -41,6 +42,7 @@ while [[ $# -gt 0 ]]; do
     --capacity) CAPACITY=$2; shift 2 ;;
     --ring-bytes) RING_BYTES=$2; shift 2 ;;
     --rdma-device) RDMA_DEVICE=$2; shift 2 ;;
+    --rdma-max-registered-mb) RDMA_MAX_REG_MB=$2; shift 2 ;;
     --grace-ms) GRACE_MS=$2; shift 2 ;;
     --id) ID=$2; shift 2 ;;
     --kill) KILL=1; shift ;;
@@ -91,6 +93,7 @@ start_osd() {
   [[ -n "$POLLER_SPIN_US" ]] && args+=(--poller-spin-us "$POLLER_SPIN_US")
   [[ -n "$RING_BYTES" ]] && args+=(--ring-bytes "$RING_BYTES")
   [[ -n "$RDMA_DEVICE" ]] && args+=(--rdma-device "$RDMA_DEVICE")
+  [[ -n "$RDMA_MAX_REG_MB" ]] && args+=(--rdma-max-registered-mb "$RDMA_MAX_REG_MB")
   if [[ "$AUTH" == secret ]]; then args+=(--keyring "$DIR/keyring"); else args+=(--auth none); fi
   setsid "$BIN/osd_sim/osd" "${args[@]}" >>"$DIR/log/osd.$id.log" 2>&1 < /dev/null &
   echo $! > "$pidf"
@@ -135,6 +138,7 @@ POLLER_SPIN_US="$POLLER_SPIN_US"
 CAPACITY=$CAPACITY
 RING_BYTES="$RING_BYTES"
 RDMA_DEVICE="$RDMA_DEVICE"
+RDMA_MAX_REG_MB="$RDMA_MAX_REG_MB"
 EOF
     if [[ "$AUTH" == secret && ! -f "$DIR/keyring" ]]; then
       (umask 077; echo "key = $(head -c 32 /dev/urandom | base64)" > "$DIR/keyring")

@@ -68,11 +68,6 @@ RdmaConnection::RdmaConnection(std::shared_ptr<RdmaShared> shared, EntityName pe
 }
 
 RdmaConnection::~RdmaConnection() {
-  size_t bytes = 0;
-  if (ctrl_mr_) bytes += ctrl_mr_->length();
-  if (mirror_mr_) bytes += mirror_mr_->length();
-  if (ring_) bytes += ring_->bytes();
-  shared_->counters.registered_bytes -= bytes;
   shared_->bytes_in_flight -= bytes_in_flight_;
 }
 

@@ -47,13 +47,9 @@ inline constexpr size_t kMaxRecordWrs = 5;
 // One incarnation: side channel + transport + what the peer told us at setup.
 class Link : public LoopClient {
  public:
-  // `budget` (the messenger's registered-bytes counter) outlives the link.
   Link(std::weak_ptr<RdmaConnection> conn, std::shared_ptr<Transport> tp,
-       std::unique_ptr<SideChannel> ch, std::atomic<uint64_t>* budget)
-      : conn_(std::move(conn)), tp(std::move(tp)), ch(std::move(ch)), budget_(budget) {
-    *budget_ += this->tp->registered_bytes();
-  }
-  ~Link() override { *budget_ -= tp->registered_bytes(); }
+       std::unique_ptr<SideChannel> ch)
+      : conn_(std::move(conn)), tp(std::move(tp)), ch(std::move(ch)) {}
   verbs::CompletionQueue* loop_cq() override { return tp->cq(); }
   int loop_side_fd() override { return ch->fd(); }
   bool OnCompletions(const verbs::Completion* wc, int n) override;
@@ -73,9 +69,6 @@ class Link : public LoopClient {
   uint64_t ring_addr = 0;            // connecting side: the peer's ring
   uint32_t ring_rkey = 0;
   uint64_t ring_bytes = 0;
-
- private:
-  std::atomic<uint64_t>* budget_;
 };
 
 class RdmaConnection : public Connection, public std::enable_shared_from_this<RdmaConnection> {
@@ -274,6 +267,9 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // Ring, connecting side.
   std::unique_ptr<verbs::MemoryRegion> ctrl_mr_;    // set once at construction
   std::unique_ptr<verbs::MemoryRegion> mirror_mr_ ABSL_GUARDED_BY(mu_);  // staging
+  // Their shares of the registered-memory budget (the ring's is the ring's own).
+  RegisteredBudget::Charge ctrl_charge_ ABSL_GUARDED_BY(mu_);
+  RegisteredBudget::Charge mirror_charge_ ABSL_GUARDED_BY(mu_);
   std::optional<RingProducer> producer_ ABSL_GUARDED_BY(mu_);
   std::deque<SentRecord> records_ ABSL_GUARDED_BY(mu_);  // in seq order
   uint64_t session_epoch_ ABSL_GUARDED_BY(mu_) = 0;      // bumped when the peer restarts

@@ -21,7 +21,12 @@ namespace {
 
 absl::Status Expect(const DecodedFrame& f, FrameType type, uint16_t msg_type, const char* what) {
   if (f.header.type == FrameType::kClose) {
-    return absl::UnauthenticatedError(absl::StrCat("peer refused the connection: ", f.payload));
+    // msg_type: the refusal's absl::StatusCode (0: an authentication refusal).
+    const auto code = static_cast<absl::StatusCode>(f.header.msg_type);
+    return absl::Status(
+        f.header.msg_type == 0 || f.header.msg_type > 16 ? absl::StatusCode::kUnauthenticated
+                                                         : code,
+        absl::StrCat("peer refused the connection: ", f.payload));
   }
   if (f.header.type != type || (type == FrameType::kMessage && f.header.msg_type != msg_type)) {
     return absl::InvalidArgumentError(
@@ -91,7 +96,7 @@ absl::Status RdmaConnection::ClientHandshake() {
   if (auto s = ch->WriteFrame(Header(FrameType::kAuth), EncodeAuth(auth), deadline); !s.ok()) {
     return s;
   }
-  auto tp_or = Transport::Create(shared_->ctx, shared_->transport);
+  auto tp_or = Transport::Create(shared_->ctx, shared_->transport, shared_->budget.get(), addr_);
   if (!tp_or.ok()) return tp_or.status();
   std::shared_ptr<Transport> tp = *tp_or;
   if (auto s = ch->ReadFrame(kMaxControlPayload, deadline, &f); !s.ok()) return s;
@@ -110,11 +115,14 @@ absl::Status RdmaConnection::ClientHandshake() {
   {
     absl::MutexLock l(&mu_);
     if (want_ring_ && !ctrl_mr_) {
+      auto charge = shared_->budget->Take(kCtrlRegionBytes,
+                                          absl::StrCat("the control region for ", addr_));
+      if (!charge.ok()) return charge.status();
       auto ctrl = shared_->ctx->pd->AllocRegion(kCtrlRegionBytes,
                                                 verbs::kLocalWrite | verbs::kRemoteWrite);
       if (!ctrl.ok()) return ctrl.status();
       ctrl_mr_ = std::move(*ctrl);
-      shared_->counters.registered_bytes += ctrl_mr_->length();
+      ctrl_charge_ = std::move(*charge);
     }
     if (ctrl_mr_) {
       cs.ctrl_addr = reinterpret_cast<uint64_t>(ctrl_mr_->addr());
@@ -142,8 +150,7 @@ absl::Status RdmaConnection::ClientHandshake() {
     return s;
   }
 
-  auto link = std::make_shared<Link>(weak_from_this(), tp, std::move(ch),
-                                     &shared_->counters.registered_bytes);
+  auto link = std::make_shared<Link>(weak_from_this(), tp, std::move(ch));
   link->peer_recv_buffers = ss->recv_buffers;
   link->frag_bytes = std::min(ss->buffer_bytes, cs.buffer_bytes) -
                      static_cast<uint32_t>(kSendHeaderBytes);
@@ -188,11 +195,15 @@ absl::Status RdmaConnection::ClientHandshake() {
         posted_seq_ = 0;
       }
       if (!mirror_mr_ || mirror_mr_->length() < ss->ring_bytes) {
-        if (mirror_mr_) shared_->counters.registered_bytes -= mirror_mr_->length();
+        mirror_mr_.reset();
+        mirror_charge_ = RegisteredBudget::Charge();
+        auto charge = shared_->budget->Take(
+            ss->ring_bytes, absl::StrCat("the staging mirror of ", addr_, "'s ring"));
+        if (!charge.ok()) return charge.status();
         auto mirror = shared_->ctx->pd->AllocRegion(ss->ring_bytes, verbs::kLocalWrite);
         if (!mirror.ok()) return mirror.status();
         mirror_mr_ = std::move(*mirror);
-        shared_->counters.registered_bytes += mirror_mr_->length();
+        mirror_charge_ = std::move(*charge);
       }
       producer_->OnCredit(ready->ring_credit);
       sent_records_.OnCredit(ready->ring_credit, &acks_ready_);
@@ -309,14 +320,22 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
   auto fail = [&](const absl::Status& s) {
     spdlog::warn("msgr rdma: setup with {} at {} failed: {}", peer_name().ToString(),
                  ch ? ch->peer() : addr_, s.ToString());
+    // Tell the client why, with the code (it would otherwise see the channel close only).
+    if (ch && !s.ok()) {
+      FrameHeader h = Header(FrameType::kClose);
+      h.msg_type = static_cast<uint16_t>(s.code());
+      (void)ch->WriteFrame(h, std::string(s.message()), absl::Now() + absl::Milliseconds(200));
+    }
     if (!resumed) Reset(s, /*send_close=*/false);
   };
-  auto tp_or = Transport::Create(shared_->ctx, shared_->transport);
+  auto tp_or = Transport::Create(shared_->ctx, shared_->transport, shared_->budget.get(),
+                                 peer_name().ToString());
   if (!tp_or.ok()) return fail(tp_or.status());
   std::shared_ptr<Transport> tp = *tp_or;
 
   Ready ready;
   ServerSetup ss;
+  absl::Status ring_error;  // handled after mu_ is released: fail() takes it
   {
     std::shared_ptr<Link> old;
     {
@@ -324,19 +343,22 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
       if (closed_) return;
       if (link_) FaultLocked(link_.get(), absl::AbortedError("peer reconnected"), &old);
       if (!ring_ && want_ring_) {
-        auto ring = RdmaRecvRing::Create(shared_->ctx, o.ring_bytes);
-        if (!ring.ok()) return fail(ring.status());
-        ring_ = *ring;
-        shared_->counters.registered_bytes += ring_->bytes();
-        std::weak_ptr<RdmaConnection> weak = weak_from_this();
-        ring_->set_sleep_hook([weak](bool sleeping) {
-          if (auto c = weak.lock()) c->SetPeerSleeping(sleeping);
-        });
+        auto ring = RdmaRecvRing::Create(shared_->ctx, o.ring_bytes, shared_->budget.get(),
+                                         peer_name_.ToString());
+        if (ring.ok()) {
+          ring_ = *ring;
+          std::weak_ptr<RdmaConnection> weak = weak_from_this();
+          ring_->set_sleep_hook([weak](bool sleeping) {
+            if (auto c = weak.lock()) c->SetPeerSleeping(sleeping);
+          });
+        } else {
+          ring_error = ring.status();
+        }
       } else if (ring_ && resumed) {
         // A new QP gets a new key: anything still in flight from the old one, or a stale
         // copy of the key, now finds the ring closed (PROTOCOL.md, "Faults").
-        if (absl::Status s = ring_->Reregister(); !s.ok()) return fail(s);
-        shared_->counters.ring_reregistrations++;
+        ring_error = ring_->Reregister();
+        if (ring_error.ok()) shared_->counters.ring_reregistrations++;
       }
       ready.flags = resumed ? kReadyResumed : 0;
       ready.in_seq = in_seq_;
@@ -369,6 +391,7 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
     }
     Retire(std::move(old));
   }
+  if (!ring_error.ok()) return fail(ring_error);
   if (auto s = ch->WriteFrame(Header(FrameType::kReady), EncodeReady(ready), deadline); !s.ok()) {
     return fail(s);
   }
@@ -402,8 +425,7 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
     return fail(s);
   }
 
-  auto link = std::make_shared<Link>(weak_from_this(), tp, std::move(ch),
-                                     &shared_->counters.registered_bytes);
+  auto link = std::make_shared<Link>(weak_from_this(), tp, std::move(ch));
   link->peer_recv_buffers = cs->recv_buffers;
   link->frag_bytes = std::min(cs->buffer_bytes, tp->config().buffer_bytes) -
                      static_cast<uint32_t>(kSendHeaderBytes);

@@ -473,6 +473,9 @@ absl::Status RdmaConnection::WriteRecord(const RecordDesc& desc, std::string_vie
 }
 
 std::shared_ptr<verbs::MemoryRegion> RdmaConnection::RegisterPayload(std::string_view payload) {
+  // Over the budget, the payload is copied into the (already registered) mirror instead.
+  auto charge = shared_->budget->Take(payload.size(), "a zero-copy payload");
+  if (!charge.ok()) return nullptr;
   auto mr = shared_->ctx->pd->RegisterMemory(const_cast<char*>(payload.data()), payload.size(),
                                              /*access=*/0);  // the HCA only reads it
   if (!mr.ok()) {
@@ -482,13 +485,9 @@ std::shared_ptr<verbs::MemoryRegion> RdmaConnection::RegisterPayload(std::string
                  id_, payload.size(), mr.status().ToString());
     return nullptr;
   }
-  const size_t len = (*mr)->length();
-  shared_->counters.registered_bytes += len;
-  return std::shared_ptr<verbs::MemoryRegion>(
-      mr->release(), [shared = shared_, len](verbs::MemoryRegion* m) {
-        delete m;
-        shared->counters.registered_bytes -= len;
-      });
+  auto held = std::make_shared<RegisteredBudget::Charge>(std::move(*charge));
+  return std::shared_ptr<verbs::MemoryRegion>(mr->release(),
+                                              [held](verbs::MemoryRegion* m) { delete m; });
 }
 
 absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::string_view payload,

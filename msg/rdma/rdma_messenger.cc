@@ -140,6 +140,10 @@ absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const Messenger
       int64_t{1000} * OptionU32(options, "rdma_app_poll_window_us", 200);
   shared->inject_out_of_ring_write = OptionU32(options, "rdma_inject_out_of_ring_write", 0);
   shared->zero_copy_min_bytes = OptionU32(options, "rdma_zero_copy_min_bytes", 256 * 1024);
+  shared->budget = RegisteredBudget::Create(
+      uint64_t{OptionU32(options, "rdma_max_registered_mb",
+                         static_cast<uint32_t>(kDefaultMaxRegisteredBytes >> 20))}
+      << 20);
   auto loop = EventLoop::Create(shared->cq_spin);
   if (!loop.ok()) return loop.status();
   shared->loop = std::move(*loop);

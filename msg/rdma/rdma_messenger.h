@@ -4,7 +4,8 @@
 // "rxe0", or ""/absent = auto); the environment variable MSGR_RDMA_DEVICE overrides it.
 // Other backend options (all optional): "rdma_recv_buffers", "rdma_buffer_bytes",
 // "rdma_send_buffers", "rdma_sq_depth", "rdma_signal_every", "rdma_cq_spin_us",
-// "rdma_app_poll_window_us".
+// "rdma_app_poll_window_us", "rdma_zero_copy_min_bytes", "rdma_max_registered_mb" (the
+// registered-memory budget, registered_budget.h).
 //
 // Layout (one topic per file):
 //   rdma_messenger.cc          this class: device, listener, sessions, Connect, Shutdown
@@ -50,7 +51,7 @@ class RdmaMessenger : public Messenger {
   const MessengerOptions& options() const override { return shared_->options; }
   void Shutdown() override;
 
-  RdmaStats stats() const { return shared_->counters.Stats(); }
+  RdmaStats stats() const { return shared_->Stats(); }
   const std::string& device_name() const;
 
   // The accepting side removes a session that ended (from RdmaConnection::Reset).

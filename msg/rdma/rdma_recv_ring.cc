@@ -5,17 +5,22 @@
 
 #include <cerrno>
 
+#include "absl/strings/str_cat.h"
 #include "msg/rdma/side_channel.h"
 #include "msg/ring/ring.h"
 
 namespace msgr::rdma {
 
 absl::StatusOr<std::shared_ptr<RdmaRecvRing>> RdmaRecvRing::Create(
-    std::shared_ptr<DeviceContext> ctx, size_t bytes) {
+    std::shared_ptr<DeviceContext> ctx, size_t bytes, RegisteredBudget* budget,
+    const std::string& peer) {
   if (!IsValidRingSize(bytes)) {
     return absl::InvalidArgumentError("ring_bytes must be a power of two >= 64 KiB");
   }
+  auto charge = budget->Take(bytes, absl::StrCat("a ", bytes >> 10, " KiB receive ring for ", peer));
+  if (!charge.ok()) return charge.status();
   std::shared_ptr<RdmaRecvRing> r(new RdmaRecvRing(std::move(ctx), bytes));
+  r->charge_ = std::move(*charge);
   auto mr = r->ctx_->pd->AllocRegion(bytes, verbs::kLocalWrite | verbs::kRemoteWrite);
   if (!mr.ok()) return mr.status();
   r->mr_ = std::move(*mr);

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "msg/messenger.h"
+#include "msg/rdma/registered_budget.h"
 #include "msg/rdma/transport.h"
 #include "msg/rdma/verbs/device.h"
 
@@ -23,9 +24,12 @@ namespace msgr::rdma {
 
 class RdmaRecvRing : public RecvRing {
  public:
-  // Allocates and registers a ring of `bytes` (REQUIRES: IsValidRingSize(bytes)).
+  // Allocates and registers a ring of `bytes` (REQUIRES: IsValidRingSize(bytes)), charged
+  // to `budget` until the ring is destroyed (`peer` names it in a refusal).
   static absl::StatusOr<std::shared_ptr<RdmaRecvRing>> Create(std::shared_ptr<DeviceContext> ctx,
-                                                              size_t bytes);
+                                                              size_t bytes,
+                                                              RegisteredBudget* budget,
+                                                              const std::string& peer);
   ~RdmaRecvRing() override;
 
   uint8_t* base() override { return mr_->data(); }
@@ -50,6 +54,7 @@ class RdmaRecvRing : public RecvRing {
   std::shared_ptr<DeviceContext> ctx_;  // outlives mr_
   size_t bytes_;
   std::unique_ptr<verbs::MemoryRegion> mr_;
+  RegisteredBudget::Charge charge_;
   int event_fd_ = -1;
   absl::Mutex mu_;
   std::function<void(bool)> sleep_hook_ ABSL_GUARDED_BY(mu_);

@@ -7,7 +7,6 @@ namespace msgr::rdma {
 
 RdmaStats RdmaCounters::Stats() const {
   RdmaStats s;
-  s.registered_bytes = registered_bytes;
   s.ring_credit_writes = ring_credit_writes;
   s.ring_credit_messages = ring_credit_messages;
   s.sleep_word_writes = sleep_word_writes;
@@ -23,6 +22,14 @@ RdmaStats RdmaCounters::Stats() const {
   s.record_payload_bytes_staged = record_payload_bytes_staged;
   s.zero_copy_records = zero_copy_records;
   s.ring_reregistrations = ring_reregistrations;
+  return s;
+}
+
+RdmaStats RdmaShared::Stats() const {
+  RdmaStats s = counters.Stats();
+  s.registered_bytes = budget->used();
+  s.registered_max_bytes = budget->max();
+  s.registration_refusals = budget->refusals();
   return s;
 }
 

@@ -21,6 +21,7 @@
 #include "msg/messenger.h"
 #include "msg/messenger_counters.h"
 #include "msg/rdma/rdma_stats.h"
+#include "msg/rdma/registered_budget.h"
 #include "msg/rdma/transport.h"
 
 namespace msgr::rdma {
@@ -35,8 +36,7 @@ inline constexpr absl::Duration kRetiredTransportLinger = absl::Seconds(1);
 
 // The common counters plus what only the RDMA backend counts (RdmaStats).
 struct RdmaCounters : LiveMessengerCounters {
-  // RDMA specifics (RdmaStats).
-  std::atomic<uint64_t> registered_bytes{0};
+  // RDMA specifics (RdmaStats; registered memory is counted by RdmaShared::budget).
   std::atomic<uint64_t> ring_credit_writes{0}, ring_credit_messages{0};
   std::atomic<uint64_t> sleep_word_writes{0}, doorbells_sent{0}, doorbells_received{0};
   std::atomic<uint64_t> record_payload_bytes_copied_rx{0};
@@ -44,7 +44,7 @@ struct RdmaCounters : LiveMessengerCounters {
   std::atomic<uint64_t> record_writes_posted{0}, qp_faults{0}, ring_reregistrations{0};
   std::atomic<uint64_t> peer_access_violations{0};
   std::atomic<uint64_t> record_payload_bytes_staged{0}, zero_copy_records{0};
-  RdmaStats Stats() const;
+  RdmaStats Stats() const;  // all but the registered-memory fields
 };
 
 // Runs closures in order per key (connection) on a few threads.
@@ -74,6 +74,9 @@ struct RdmaShared {
   RdmaCounters counters;
   std::shared_ptr<DeviceContext> ctx;
   TransportConfig transport;
+  // Every registration is charged here first ("rdma_max_registered_mb").
+  std::shared_ptr<RegisteredBudget> budget = RegisteredBudget::Create(kDefaultMaxRegisteredBytes);
+  RdmaStats Stats() const;
   absl::Duration cq_spin = absl::Microseconds(20);
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> bytes_in_flight{0};

@@ -13,6 +13,9 @@ namespace msgr::rdma {
 
 struct RdmaStats {
   uint64_t registered_bytes = 0;       // registered memory currently held (all connections)
+  uint64_t registered_max_bytes = 0;   // the budget (backend option rdma_max_registered_mb)
+  uint64_t registration_refusals = 0;  // registrations refused by the budget (sessions
+                                       // refused; zero-copy payloads copied instead)
   uint64_t ring_credit_writes = 0;     // OSD: released positions RDMA-written to clients
   uint64_t ring_credit_messages = 0;   // ring credits sent as messages (always 0: by design)
   uint64_t sleep_word_writes = 0;      // OSD: poller sleep/wake words written to clients

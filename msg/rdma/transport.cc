@@ -10,7 +10,9 @@
 namespace msgr::rdma {
 
 absl::StatusOr<std::shared_ptr<Transport>> Transport::Create(std::shared_ptr<DeviceContext> ctx,
-                                                             const TransportConfig& config) {
+                                                             const TransportConfig& config,
+                                                             RegisteredBudget* budget,
+                                                             const std::string& peer) {
   std::shared_ptr<Transport> t(new Transport(std::move(ctx), config));
   TransportConfig& c = t->config_;
   const verbs::DeviceAttr& attr = t->ctx_->device->attr();
@@ -23,18 +25,23 @@ absl::StatusOr<std::shared_ptr<Transport>> Transport::Create(std::shared_ptr<Dev
     return absl::InvalidArgumentError("RDMA transport: buffer pool too small");
   }
   c.signal_every = std::clamp<uint32_t>(c.signal_every, 1, c.sq_depth / 4);
+  const size_t pool = static_cast<size_t>(c.buffer_bytes);
+  const size_t scratch_bytes = 8 * static_cast<size_t>(c.sq_depth);
+  auto charge = budget->Take(pool * (c.recv_buffers + c.send_buffers) + scratch_bytes,
+                             absl::StrCat("the SEND/RECV pools of a connection with ", peer));
+  if (!charge.ok()) return charge.status();
+  t->charge_ = std::move(*charge);
   verbs::ProtectionDomain* pd = t->ctx_->pd.get();
   auto cq = t->ctx_->device->CreateCq(static_cast<int>(c.sq_depth + c.recv_buffers + 16));
   if (!cq.ok()) return cq.status();
   t->cq_ = std::move(*cq);
-  const size_t pool = static_cast<size_t>(c.buffer_bytes);
   auto recv = pd->AllocRegion(pool * c.recv_buffers, verbs::kLocalWrite);
   if (!recv.ok()) return recv.status();
   t->recv_mr_ = std::move(*recv);
   auto send = pd->AllocRegion(pool * c.send_buffers, verbs::kLocalWrite);
   if (!send.ok()) return send.status();
   t->send_mr_ = std::move(*send);
-  auto scratch = pd->AllocRegion(8 * static_cast<size_t>(c.sq_depth), verbs::kLocalWrite);
+  auto scratch = pd->AllocRegion(scratch_bytes, verbs::kLocalWrite);
   if (!scratch.ok()) return scratch.status();
   t->scratch_mr_ = std::move(*scratch);
   verbs::QpConfig qc;

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -26,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "msg/rdma/registered_budget.h"
 #include "msg/rdma/verbs/device.h"
 
 namespace msgr::rdma {
@@ -64,8 +66,11 @@ struct WrSpec {
 
 class Transport {
  public:
+  // Registers the pools after charging them to `budget` (for `peer`, named in a refusal).
   static absl::StatusOr<std::shared_ptr<Transport>> Create(std::shared_ptr<DeviceContext> ctx,
-                                                           const TransportConfig& config);
+                                                           const TransportConfig& config,
+                                                           RegisteredBudget* budget,
+                                                           const std::string& peer);
   ~Transport();
 
   verbs::QueuePair* qp() const { return qp_.get(); }
@@ -113,6 +118,7 @@ class Transport {
   std::shared_ptr<DeviceContext> ctx_;
   TransportConfig config_;
   size_t registered_bytes_ = 0;
+  RegisteredBudget::Charge charge_;  // registered_bytes_ of the budget, until destroyed
   // Creation order; destroyed in reverse (QP first, CQ last).
   std::unique_ptr<verbs::CompletionQueue> cq_;
   std::unique_ptr<verbs::MemoryRegion> recv_mr_;

@@ -201,6 +201,8 @@ TEST_P(OsdTest, WritesAreAckedDurableAndReadBack) {
     EXPECT_EQ(r["record_payload_bytes_copied_rx"], 0) << r;
     EXPECT_GT(r["ring_credit_writes"].get<int>(), 0) << r;
     EXPECT_GT(r["registered_bytes"].get<int64_t>(), 0) << r;
+    EXPECT_LE(r["registered_bytes"].get<int64_t>(), r["registered_max_bytes"].get<int64_t>()) << r;
+    EXPECT_EQ(r["registration_refusals"], 0) << r;
     EXPECT_EQ(r["peer_access_violations"], 0) << r;
   } else {
     EXPECT_FALSE(j["messenger"]["tcp"].contains("rdma"));
