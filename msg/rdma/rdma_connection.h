@@ -127,9 +127,10 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   void HandleSideReadable(Link* link);
   void Fault(Link* link, const absl::Status& why);
   // Client side of the ring: looks at the credit word the OSD writes into our control
-  // region and delivers the acknowledgements it implies (msg/record_acks.h). Cheap when
-  // nothing changed (one load, no lock). Returns true if it delivered any.
-  bool PollAcks();
+  // region and delivers the acknowledgements it implies (msg/record_acks.h) on the calling
+  // thread. Cheap when nothing changed (one load, no lock); never waits for a lock.
+  // Returns true if it applied a new credit.
+  bool PollAcks() ABSL_LOCKS_EXCLUDED(mu_, ack_mu_);
   // True while the application calls Messenger::Poll (the last call is less than
   // rdma_app_poll_window_us old, default 200): the
   // completion thread then leaves acknowledgements to it instead of competing for this

@@ -307,12 +307,26 @@ bool RdmaConnection::PollAcks() {
       credit_seen_.load(std::memory_order_relaxed)) {
     return false;
   }
-  // Whoever holds the lock (a writer reserving, the completion thread) applies the
-  // credit itself: do not queue up behind it.
-  if (!mu_.TryLock()) return false;
+  // Whoever holds a lock (a writer reserving, the completion thread delivering) applies
+  // the credit itself: do not queue up behind it.
+  if (!ack_mu_.TryLock()) return false;
+  if (!mu_.TryLock()) {
+    ack_mu_.Unlock();
+    return false;
+  }
   ApplyCreditLocked();
+  // Deliver what this thread gathered itself (ack_mu_ keeps the order): left in
+  // acks_ready_, the completion thread could take it -- a thread hop for a caller that
+  // polls so as not to have one.
+  std::vector<RecordAck> acks;
+  acks.swap(acks_ready_);
+  acks_pending_.store(false, std::memory_order_relaxed);
   mu_.Unlock();
-  DeliverAcks();
+  if (!acks.empty() && !shared_->stopping) {
+    shared_->dispatcher->OnRecordsAcked(shared_from_this(), acks);
+  }
+  ack_mu_.Unlock();
+  ReleaseUnpinned();
   return true;
 }
 
