@@ -73,6 +73,10 @@ struct Pair {
     *conn = *c;
     ASSERT_TRUE(server_d.WaitRings(n + 1));
     std::tie(*sconn, *ring) = server_d.ring(n);
+    // The server attaches the ring when setup ends on its side; the client finishes its
+    // own (staging mirror, link) a moment later.
+    for (int i = 0; i < 1000 && !(*conn)->is_connected(); ++i) absl::SleepFor(absl::Milliseconds(5));
+    ASSERT_TRUE((*conn)->is_connected());
   }
   ~Pair() {
     if (client) client->Shutdown();
@@ -398,6 +402,7 @@ TEST(RdmaMessenger, RingOverTheBudgetIsRefusedAndTheMessengerGoesOn) {
   EXPECT_TRUE(absl::IsResourceExhausted(why)) << why;
   EXPECT_NE(why.message().find("receive ring"), std::string::npos) << why;
   EXPECT_EQ(RdmaStatsOf(*p.server)->registration_refusals, 1u);
+  ASSERT_TRUE(p.client_d.WaitResets(1));  // the refused (lossy) connection is closed
   auto plain = p.client->Connect(p.addr, ConnectOptions{});
   ASSERT_TRUE(plain.ok());
   ASSERT_TRUE((*plain)->Send(Message{3, "hello"}).ok());
