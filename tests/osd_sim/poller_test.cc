@@ -314,22 +314,35 @@ TEST(PollerTest, OnlyRecordsOnUnsignalledRingsStartTheSpin) {
       << "a record on an unsignalled ring must start the 50 ms spin";
 }
 
+// A poller with one HookedRing whose sleeps are long (60 s): a lost wake-up cannot pass for
+// a slow machine. The ring is attached by the test (Attach), so it can arm the hook first.
+struct SleepRaceRig {
+  FakeSink sink;
+  std::unique_ptr<Poller> poller;
+  std::shared_ptr<FakeConnection> conn = std::make_shared<FakeConnection>();
+  std::shared_ptr<HookedRing> ring = std::make_shared<HookedRing>();
+  void Start() {
+    PollerOptions opt;
+    opt.spin = absl::Microseconds(50);
+    opt.max_sleep = absl::Seconds(60);
+    auto p = Poller::Create(0, opt, &sink);
+    ASSERT_TRUE(p.ok());
+    poller = std::move(*p);
+    conn->ring = ring.get();
+  }
+  void Attach() { poller->AddRing(conn, ring); }
+};
+
 // A store completion that lands while the poller is on its way to sleep must still be
 // acknowledged at once. The poller used to drain its wake-up eventfd after announcing
 // the sleep, swallowing such a completion's wake-up: the ack then waited for the epoll
 // timeout (200 ms, seen as a 203 ms max latency in durable runs; here it is made 60 s
 // so that a lost wake-up cannot pass for a slow machine).
 TEST(PollerTest, StoreCompletionWhileGoingToSleepIsNotLost) {
-  FakeSink sink;
-  PollerOptions opt;
-  opt.spin = absl::Microseconds(50);
-  opt.max_sleep = absl::Seconds(60);
-  auto poller = Poller::Create(0, opt, &sink);
-  ASSERT_TRUE(poller.ok());
-  auto conn = std::make_shared<FakeConnection>();
-  auto ring = std::make_shared<HookedRing>();
-  conn->ring = ring.get();
-  (*poller)->AddRing(conn, ring);
+  SleepRaceRig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.Start());
+  auto& [sink, poller, conn, ring] = rig;
+  rig.Attach();
   RingProducer prod(kRingBytes);
   for (uint64_t tid = 1; tid <= 3; ++tid) {
     std::atomic<bool> fired{false};
@@ -351,22 +364,16 @@ TEST(PollerTest, StoreCompletionWhileGoingToSleepIsNotLost) {
 // A record published (and signalled) while the poller is on its way to sleep is seen
 // without waiting for the timeout either.
 TEST(PollerTest, RecordPublishedWhileGoingToSleepIsSeen) {
-  FakeSink sink;
-  PollerOptions opt;
-  opt.spin = absl::Microseconds(50);
-  opt.max_sleep = absl::Seconds(60);
-  auto poller = Poller::Create(0, opt, &sink);
-  ASSERT_TRUE(poller.ok());
-  auto conn = std::make_shared<FakeConnection>();
-  auto ring = std::make_shared<HookedRing>();
-  conn->ring = ring.get();
+  SleepRaceRig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.Start());
+  auto& [sink, poller, conn, ring] = rig;
   RingProducer prod(kRingBytes);
   std::atomic<bool> fired{false};
   ring->OnNextSleep([&] {
     Produce(&prod, ring.get(), "obj", "late", 9);
     fired = true;
   });
-  (*poller)->AddRing(conn, ring);
+  rig.Attach();
   ASSERT_TRUE(WaitFor([&] { return fired.load(); }));
   ASSERT_TRUE(WaitFor([&] {
     sink.Flush();
