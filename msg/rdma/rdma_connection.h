@@ -11,7 +11,7 @@
 //
 // Threads: public methods from any thread. The completion thread (EventLoop) runs
 // OnCompletions/OnSideReadable; Dispatcher callbacks run on shared_->workers, in order per
-// connection. Lock order: record_mu_ before mu_ before Transport's lock.
+// connection. Lock order: record_mu_ before ack_mu_ before mu_ before Transport's lock.
 #ifndef MSGR_MSG_RDMA_RDMA_CONNECTION_H_
 #define MSGR_MSG_RDMA_RDMA_CONNECTION_H_
 
@@ -266,11 +266,12 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   bool doorbell_pending_ ABSL_GUARDED_BY(mu_) = false;
 
   // Ring, connecting side.
-  std::unique_ptr<verbs::MemoryRegion> ctrl_mr_;    // set once at construction
-  std::unique_ptr<verbs::MemoryRegion> mirror_mr_ ABSL_GUARDED_BY(mu_);  // staging
-  // Their shares of the registered-memory budget (the ring's is the ring's own).
+  // The regions' shares of the registered-memory budget (the ring's is the ring's own),
+  // declared first so that a region is deregistered before its share is given back.
   RegisteredBudget::Charge ctrl_charge_ ABSL_GUARDED_BY(mu_);
   RegisteredBudget::Charge mirror_charge_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<verbs::MemoryRegion> ctrl_mr_;    // set by the first handshake
+  std::unique_ptr<verbs::MemoryRegion> mirror_mr_ ABSL_GUARDED_BY(mu_);  // staging
   std::optional<RingProducer> producer_ ABSL_GUARDED_BY(mu_);
   std::deque<SentRecord> records_ ABSL_GUARDED_BY(mu_);  // in seq order
   uint64_t session_epoch_ ABSL_GUARDED_BY(mu_) = 0;      // bumped when the peer restarts

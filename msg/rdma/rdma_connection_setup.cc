@@ -109,6 +109,33 @@ absl::Status RdmaConnection::ClientHandshake() {
   if (want_ring_ && !IsValidRingSize(ready->ring_bytes)) {
     return absl::FailedPreconditionError(absl::StrCat("peer ", addr_, " gave no usable ring"));
   }
+  // What we cannot set up is refused here, before the peer sets anything up for this
+  // attempt and before the session's state changes: CLOSE with the code tells it why.
+  auto refuse = [&](const absl::Status& s) {
+    FrameHeader h = Header(FrameType::kClose);
+    h.msg_type = static_cast<uint16_t>(s.code());
+    (void)ch->WriteFrame(h, std::string(s.message()), absl::Now() + absl::Milliseconds(200));
+    return s;
+  };
+  // The staging mirror (READY gave the ring's size); installed once setup succeeded.
+  std::unique_ptr<verbs::MemoryRegion> new_mirror;
+  RegisteredBudget::Charge new_mirror_charge;
+  if (want_ring_) {
+    bool need_mirror;
+    {
+      absl::MutexLock l(&mu_);
+      need_mirror = !mirror_mr_ || mirror_mr_->length() < ready->ring_bytes;
+    }
+    if (need_mirror) {
+      auto charge = shared_->budget->Take(
+          ready->ring_bytes, absl::StrCat("the staging mirror of ", addr_, "'s ring"));
+      if (!charge.ok()) return refuse(charge.status());
+      auto mirror = shared_->ctx->pd->AllocRegion(ready->ring_bytes, verbs::kLocalWrite);
+      if (!mirror.ok()) return refuse(mirror.status());
+      new_mirror = std::move(*mirror);
+      new_mirror_charge = std::move(*charge);
+    }
+  }
 
   // RDMA setup.
   ClientSetup cs;
@@ -117,10 +144,10 @@ absl::Status RdmaConnection::ClientHandshake() {
     if (want_ring_ && !ctrl_mr_) {
       auto charge = shared_->budget->Take(kCtrlRegionBytes,
                                           absl::StrCat("the control region for ", addr_));
-      if (!charge.ok()) return charge.status();
+      if (!charge.ok()) return refuse(charge.status());
       auto ctrl = shared_->ctx->pd->AllocRegion(kCtrlRegionBytes,
                                                 verbs::kLocalWrite | verbs::kRemoteWrite);
-      if (!ctrl.ok()) return ctrl.status();
+      if (!ctrl.ok()) return refuse(ctrl.status());
       ctrl_mr_ = std::move(*ctrl);
       ctrl_charge_ = std::move(*charge);
     }
@@ -143,9 +170,20 @@ absl::Status RdmaConnection::ClientHandshake() {
   if (auto s = Expect(f, FrameType::kMessage, kSetupServer, "RDMA setup"); !s.ok()) return s;
   auto ss = DecodeServerSetup(f.payload);
   if (!ss.ok()) return ss.status();
+  if (want_ring_ && ss->ring_bytes != ready->ring_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("peer ", addr_, " announced a ring of ",
+                                                   ready->ring_bytes, " bytes, then of ",
+                                                   ss->ring_bytes));
+  }
   auto ep = verbs::QpEndpoint::Parse(ss->endpoint);
   if (!ep.ok()) return ep.status();
   if (auto s = tp->qp()->Connect(*ep); !s.ok()) return s;
+  if (want_ring_) {
+    // The poller's current sleep word, before the peer may write a newer one: it writes
+    // ours only once it has our kSetupReady.
+    __atomic_store_n(reinterpret_cast<uint64_t*>(ctrl_mr_->data() + kCtrlSleepOffset),
+                     ss->sleep_word, __ATOMIC_RELEASE);
+  }
   if (auto s = ch->WriteFrame(Header(FrameType::kMessage, kSetupReady), "", deadline); !s.ok()) {
     return s;
   }
@@ -194,22 +232,13 @@ absl::Status RdmaConnection::ClientHandshake() {
         sent_records_.Clear();
         posted_seq_ = 0;
       }
-      if (!mirror_mr_ || mirror_mr_->length() < ss->ring_bytes) {
-        mirror_mr_.reset();
-        mirror_charge_ = RegisteredBudget::Charge();
-        auto charge = shared_->budget->Take(
-            ss->ring_bytes, absl::StrCat("the staging mirror of ", addr_, "'s ring"));
-        if (!charge.ok()) return charge.status();
-        auto mirror = shared_->ctx->pd->AllocRegion(ss->ring_bytes, verbs::kLocalWrite);
-        if (!mirror.ok()) return mirror.status();
-        mirror_mr_ = std::move(*mirror);
-        mirror_charge_ = std::move(*charge);
+      if (new_mirror) {  // the old one is deregistered, then its charge given back
+        mirror_mr_ = std::move(new_mirror);
+        mirror_charge_ = std::move(new_mirror_charge);
       }
       producer_->OnCredit(ready->ring_credit);
       sent_records_.OnCredit(ready->ring_credit, &acks_ready_);
       acks_pending_.store(!acks_ready_.empty(), std::memory_order_release);
-      __atomic_store_n(reinterpret_cast<uint64_t*>(ctrl_mr_->data() + kCtrlSleepOffset),
-                       ss->sleep_word, __ATOMIC_RELEASE);
       doorbelled_word_ = 0;  // a doorbell sent on the old link may have been lost with it
       max_record_payload_ = std::min<size_t>(MaxRecordPayload(ss->ring_bytes),
                                              shared_->options.max_message_bytes);

@@ -410,6 +410,41 @@ TEST(RdmaMessenger, RingOverTheBudgetIsRefusedAndTheMessengerGoesOn) {
   EXPECT_EQ(p.client_d.messages()[0].payload, "hello");
 }
 
+// A client whose own budget cannot hold the staging mirror of the OSD's ring refuses the
+// session before either side has set anything up: the reason on both sides, nothing left
+// registered on the OSD, and writes on the refused connection fail cleanly. (The mirror
+// used to be charged after setup had ended: a refusal left a session without a mirror,
+// and a write on it crashed.)
+TEST(RdmaMessenger, ClientMirrorOverItsBudgetIsRefusedBeforeSetup) {
+  MessengerOptions so = Options(EntityType::kOsd, 0);
+  so.ring_bytes = 4 << 20;
+  MessengerOptions co = Options(EntityType::kClient, 1);
+  co.backend_options["rdma_max_registered_mb"] = "6";  // pools ~4 MiB fit, + the mirror not
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(p.Start(so, co));
+  ConnectOptions opts;
+  opts.want_ring = true;
+  opts.policy = Policy::Lossy();
+  auto conn = p.client->Connect(p.addr, opts);
+  ASSERT_TRUE(conn.ok());
+  ASSERT_TRUE(p.client_d.WaitRefused(1));
+  const absl::Status why = p.client_d.refused()[0];
+  EXPECT_TRUE(absl::IsResourceExhausted(why)) << why;
+  EXPECT_NE(why.message().find("staging mirror"), std::string::npos) << why;
+  EXPECT_EQ(RdmaStatsOf(*p.client)->registration_refusals, 1u);
+  ASSERT_TRUE(p.client_d.WaitResets(1));
+  RecordDesc d;
+  d.oid = "x";
+  EXPECT_FALSE((*conn)->WriteRecord(d, "", absl::Milliseconds(100)).ok());
+  EXPECT_FALSE((*conn)->WriteRecord(d, "abc", absl::Milliseconds(100)).ok());
+  // The OSD never accepted the session and let go of what it had registered for it.
+  for (int i = 0; i < 200 && RdmaStatsOf(*p.server)->registered_bytes != 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(RdmaStatsOf(*p.server)->registered_bytes, 0u);
+  EXPECT_EQ(p.server_d.accepted(), 0u);
+}
+
 // A client whose budget has no room for a zero-copy registration copies the payload into
 // its (registered) staging mirror instead: every write succeeds, byte-identical.
 TEST(RdmaMessenger, ZeroCopyOverTheBudgetFallsBackToStaging) {
