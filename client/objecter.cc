@@ -133,10 +133,8 @@ std::string Objecter::DownReasonLocked(int osd) const {
   const OsdEntry* e = map_.Find(osd);
   if (e == nullptr) return absl::StrCat("osd.", osd, " not in the map");
   if (!e->up) return absl::StrCat("osd.", osd, " down");
-  auto s = sessions_.find(osd);
-  if (s != sessions_.end() && !s->second->refused.ok()) {
-    return absl::StrCat("osd.", osd, " up, but connecting to it fails: ",
-                        s->second->refused.ToString());
+  if (auto r = connect_refusals_.find(e->addr); r != connect_refusals_.end()) {
+    return absl::StrCat("osd.", osd, " up, but connecting to it fails: ", r->second.ToString());
   }
   return absl::StrCat("osd.", osd, " up, no reply");
 }
@@ -225,14 +223,15 @@ void Objecter::OnRemoteReset(const ConnectionRef& conn) {
 }
 
 void Objecter::OnConnectRefused(const ConnectionRef& conn, const absl::Status& why) {
+  // Kept by address: the refusal may come before Connect() has returned and the session
+  // is registered. Said once per kind of failure, not on every retry.
   absl::MutexLock l(&mu_);
-  Session* s = SessionByConnLocked(conn.get());
-  // Said once per reason, not on every retry.
-  if (s != nullptr && s->refused != why) {
-    spdlog::warn("client: connecting to osd.{} at {} failed: {} (retrying)", s->osd,
-                 conn->peer_addr(), why.ToString());
+  absl::Status& last = connect_refusals_[conn->peer_addr()];
+  if (last.code() != why.code()) {
+    spdlog::warn("client: connecting to {} failed: {} (retrying)", conn->peer_addr(),
+                 why.ToString());
   }
-  if (s != nullptr) s->refused = why;
+  last = why;
 }
 
 void Objecter::RetryLoop() {

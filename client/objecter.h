@@ -167,6 +167,9 @@ class Objecter : public Dispatcher {
   std::set<std::pair<absl::Time, uint64_t>> deadlines_ ABSL_GUARDED_BY(mu_);  // (when, op id)
   std::unordered_map<uint64_t, OpRef> by_tid_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::unique_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  // Why connecting to an address last failed (the messenger retries); named in the timeout
+  // errors of ops waiting for that OSD. Erased when the address acknowledges something.
+  std::map<std::string, absl::Status> connect_refusals_ ABSL_GUARDED_BY(mu_);
   std::deque<OpRef> retry_queue_ ABSL_GUARDED_BY(mu_);
   ObjecterCounters counters_ ABSL_GUARDED_BY(mu_);
   std::thread retry_thread_;

@@ -295,7 +295,7 @@ void Objecter::OnRecordsAcked(const ConnectionRef& conn, absl::Span<const Record
   std::vector<std::function<void()>> done;
   {
     absl::MutexLock l(&mu_);
-    if (Session* s = SessionByConnLocked(conn.get()); s != nullptr) s->refused = absl::OkStatus();
+    if (!connect_refusals_.empty()) connect_refusals_.erase(conn->peer_addr());
     for (const RecordAck& e : acks) {
       auto it = by_tid_.find(e.tid);
       if (it == by_tid_.end()) {

@@ -42,9 +42,6 @@ struct Objecter::Session {
   std::string addr;
   uint64_t up_from = 0;
   ConnectionRef conn;
-  // Why the last connection attempt failed (the messenger retries); named in an op's
-  // timeout error. Cleared when the OSD answers.
-  absl::Status refused;
 };
 
 }  // namespace msgr::client
