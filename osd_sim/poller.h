@@ -52,8 +52,9 @@ struct PollerOptions {
   absl::Duration spin = absl::Microseconds(1000);
   int cpu = -1;                                   // pin the thread to this CPU (-1: no)
   size_t max_batch = 256;                         // records taken per ring per pass
-  // The longest one sleep lasts. A safety net only: every event that matters (a record on
-  // a signalled ring, a doorbell, a store completion, a ring added) wakes the poller.
+  // The longest one sleep lasts. Every event that matters (a record on a signalled ring, a
+  // doorbell, a store completion, a ring added) wakes the poller; this bounds the sleeps
+  // in which no doorbell can come (announcing the sleep to an RDMA client failed).
   absl::Duration max_sleep = absl::Milliseconds(200);
 };
 

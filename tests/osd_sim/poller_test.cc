@@ -347,11 +347,22 @@ TEST(PollerTest, StoreCompletionWhileGoingToSleepIsNotLost) {
   for (uint64_t tid = 1; tid <= 3; ++tid) {
     std::atomic<bool> fired{false};
     // The store finishes (on its own thread, as the group commit does) just as the
-    // poller has decided to sleep.
-    ring->OnNextSleep([&] {
+    // poller has decided to sleep -- the first sleep after the record reached the store
+    // (an earlier one, before the record was even published, re-arms the hook).
+    std::function<void()> hook = [&] {
+      bool stored;
+      {
+        std::lock_guard<std::mutex> l(sink.mu);
+        stored = !sink.waiting.empty();
+      }
+      if (!stored) {
+        ring->OnNextSleep(hook);
+        return;
+      }
       std::thread([&] { sink.Flush(); }).join();
       fired = true;
-    });
+    };
+    ring->OnNextSleep(hook);
     Produce(&prod, ring.get(), "obj", "payload", tid);
     ASSERT_TRUE(WaitFor([&] { return fired.load(); })) << "the poller never went to sleep";
     ASSERT_TRUE(WaitFor([&] {
