@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tests/msg/client_child_spawn.h"
 #include "tests/msg/messenger_test_util.h"
 
 namespace msgr {
@@ -390,19 +391,8 @@ TEST_P(MessengerTest, LosslessSessionOfAVanishedClientEndsAfterTheReconnectTimeo
   });
   // The client lives in a child process that exits without Shutdown (no goodbye): its
   // sockets close as the kernel cleans up, as when a process dies.
-  const MessengerOptions co = Options(EntityType::kClient, 21);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    RecordingDispatcher cd;
-    auto client = Messenger::Create(co, &cd);
-    if (!client.ok()) _exit(2);
-    auto conn = (*client)->Connect(addr_, ConnectOptions{Policy::Lossless(), true});
-    if (!conn.ok()) _exit(3);
-    if (!(*conn)->WriteRecord(RecordDesc{"o", 1, 0, 0}, "data", absl::Seconds(10)).ok()) _exit(4);
-    if (!cd.WaitFor([&] { return cd.record_acks.size() == 1; })) _exit(5);
-    _exit(0);
-  }
+  const pid_t child = testing::SpawnClientChild({GetParam(), addr_, "21", "exit"});
+  ASSERT_GT(child, 0) << "cannot start tests/msg/client_child";
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "msg/messenger.h"
 #include "msg/rdma/rdma_stats.h"
+#include "tests/msg/client_child_spawn.h"
 #include "tests/msg/rdma/rdma_test_util.h"
 
 namespace msgr::rdma {
@@ -707,21 +708,9 @@ TEST(RdmaMessenger, LossyOutOfRingWriterIsCountedWhenTheEventTrailsTheCompletion
 TEST(RdmaMessenger, PeerKilledMidWriteServerKeepsServing) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.Start());
-  const std::string addr = p.addr;
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    Recorder d;
-    auto m = Messenger::Create(Options(EntityType::kClient, 7), &d);
-    if (!m.ok()) _exit(2);
-    ConnectOptions co;
-    co.want_ring = true;
-    auto c = (*m)->Connect(addr, co);
-    const std::string payload(50000, 'k');
-    RecordDesc rd;
-    rd.oid = "victim";
-    for (;;) (void)(*c)->WriteRecord(rd, payload, absl::Seconds(1));
-  }
+  // The victim writes 50 KB records in a process of its own until it is killed.
+  const pid_t child = msgr::testing::SpawnClientChild({"rdma", p.addr, "7", "write", "k3y"});
+  ASSERT_GT(child, 0) << "cannot start tests/msg/client_child";
   ASSERT_TRUE(p.server_d.WaitRings(1));
   auto [vconn, vring] = p.server_d.ring(0);
   {
