@@ -54,7 +54,8 @@ nlohmann::json ToJson(const rdma::RdmaStats& s) {
           {"record_payload_bytes_copied_rx", s.record_payload_bytes_copied_rx},
           {"qp_faults", s.qp_faults},
           {"ring_reregistrations", s.ring_reregistrations},
-          {"peer_access_violations", s.peer_access_violations}};
+          {"peer_access_violations", s.peer_access_violations},
+          {"cutoff_refusals", s.cutoff_refusals}};
 }
 
 nlohmann::json ToJson(const PollerCounters& c) {

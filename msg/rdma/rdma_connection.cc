@@ -324,6 +324,7 @@ bool RdmaConnection::OnQpEvent(const verbs::AsyncEvent& ev) {
         verbs::AsyncEventName(ev.type), "); session cut off"));
     spdlog::error("msgr rdma: connection {}: {}{}", id_, why.ToString(),
                   closed ? " (the session had already ended)" : "");
+    if (!outgoing_) shared_->Ban(peer_name());  // an OSD does not serve it for a while
     if (closed) return true;
     // Here and now, so that the failed completions that follow cannot fault the session
     // into a resume first.

@@ -92,6 +92,20 @@ absl::StatusOr<Authenticated> ServerAuthenticate(RdmaShared& shared, SideChannel
     return refuse(absl::UnauthenticatedError("bad proof: peer does not hold the cluster key"),
                   true);
   }
+  // A peer recently cut off for an RDMA access outside its memory is not served yet.
+  if (const absl::Time until = shared.BannedUntil(hello->name); until > absl::Now()) {
+    shared.counters.cutoff_refusals++;
+    const absl::Status why = absl::PermissionDeniedError(absl::StrCat(
+        hello->name.ToString(), " is not served for another ",
+        absl::FormatDuration(absl::Ceil(until - absl::Now(), absl::Seconds(1))),
+        ": it made an RDMA access outside the memory it was given (rdma_cutoff_ban_s)"));
+    FrameHeader h;
+    h.type = FrameType::kClose;
+    h.msg_type = static_cast<uint16_t>(why.code());
+    (void)ch.WriteFrame(h, std::string(why.message()), deadline);
+    spdlog::warn("msgr rdma: refusing connection from {}: {}", who, why.ToString());
+    return why;
+  }
   out.auth = *auth;
   return out;
 }
@@ -140,6 +154,7 @@ absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const Messenger
       int64_t{1000} * OptionU32(options, "rdma_app_poll_window_us", 200);
   shared->inject_out_of_ring_write = OptionU32(options, "rdma_inject_out_of_ring_write", 0);
   shared->zero_copy_min_bytes = OptionU32(options, "rdma_zero_copy_min_bytes", 256 * 1024);
+  shared->cutoff_ban = absl::Seconds(OptionU32(options, "rdma_cutoff_ban_s", 60));
   shared->budget = RegisteredBudget::Create(
       uint64_t{OptionU32(options, "rdma_max_registered_mb",
                          static_cast<uint32_t>(kDefaultMaxRegisteredBytes >> 20))}

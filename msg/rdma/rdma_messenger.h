@@ -5,7 +5,8 @@
 // Other backend options (all optional): "rdma_recv_buffers", "rdma_buffer_bytes",
 // "rdma_send_buffers", "rdma_sq_depth", "rdma_signal_every", "rdma_cq_spin_us",
 // "rdma_app_poll_window_us", "rdma_zero_copy_min_bytes", "rdma_max_registered_mb" (the
-// registered-memory budget, registered_budget.h).
+// registered-memory budget, registered_budget.h), "rdma_cutoff_ban_s" (how long a peer
+// cut off for an access outside its memory is refused, default 60).
 //
 // Layout (one topic per file):
 //   rdma_messenger.cc          this class: device, listener, sessions, Connect, Shutdown

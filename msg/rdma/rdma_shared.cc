@@ -19,6 +19,7 @@ RdmaStats RdmaCounters::Stats() const {
   s.record_writes_posted = record_writes_posted;
   s.qp_faults = qp_faults;
   s.peer_access_violations = peer_access_violations;
+  s.cutoff_refusals = cutoff_refusals;
   s.record_payload_bytes_staged = record_payload_bytes_staged;
   s.zero_copy_records = zero_copy_records;
   s.ring_reregistrations = ring_reregistrations;
@@ -31,6 +32,22 @@ RdmaStats RdmaShared::Stats() const {
   s.registered_max_bytes = budget->max();
   s.registration_refusals = budget->refusals();
   return s;
+}
+
+void RdmaShared::Ban(const EntityName& peer) {
+  if (cutoff_ban <= absl::ZeroDuration()) return;
+  absl::MutexLock l(&ban_mu);
+  const absl::Time now = absl::Now();
+  for (auto it = banned.begin(); it != banned.end();) {  // forget expired bans
+    it = it->second <= now ? banned.erase(it) : std::next(it);
+  }
+  banned[peer.ToString()] = now + cutoff_ban;
+}
+
+absl::Time RdmaShared::BannedUntil(const EntityName& peer) {
+  absl::MutexLock l(&ban_mu);
+  auto it = banned.find(peer.ToString());
+  return it == banned.end() ? absl::InfinitePast() : it->second;
 }
 
 void RdmaShared::Linger(std::shared_ptr<Transport> tp, std::weak_ptr<RdmaConnection> owner) {

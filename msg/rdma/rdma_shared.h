@@ -10,6 +10,7 @@
 #include <atomic>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -42,7 +43,7 @@ struct RdmaCounters : LiveMessengerCounters {
   std::atomic<uint64_t> record_payload_bytes_copied_rx{0};
   std::atomic<uint64_t> sends_posted{0}, recvs_completed{0}, control_sends{0};
   std::atomic<uint64_t> record_writes_posted{0}, qp_faults{0}, ring_reregistrations{0};
-  std::atomic<uint64_t> peer_access_violations{0};
+  std::atomic<uint64_t> peer_access_violations{0}, cutoff_refusals{0};
   std::atomic<uint64_t> record_payload_bytes_staged{0}, zero_copy_records{0};
   RdmaStats Stats() const;  // all but the registered-memory fields
 };
@@ -104,6 +105,16 @@ struct RdmaShared {
     }
     return left == 1;
   }
+
+  // A peer cut off for an RDMA access outside its memory is refused for `cutoff_ban`
+  // ("rdma_cutoff_ban_s", default 60; 0: it may come back at once). By entity name, checked
+  // once the peer has authenticated (so nobody can get another peer banned).
+  absl::Duration cutoff_ban = absl::Seconds(60);
+  absl::Mutex ban_mu;
+  std::map<std::string, absl::Time> banned ABSL_GUARDED_BY(ban_mu);  // name -> until
+  void Ban(const EntityName& peer);
+  // When `peer` may be served again (absl::InfinitePast() if it is not banned).
+  absl::Time BannedUntil(const EntityName& peer);
 
   // Retired transports kept alive kRetiredTransportLinger (their QPs' async events).
   absl::Mutex linger_mu;

@@ -29,6 +29,7 @@ struct RdmaStats {
   uint64_t qp_faults = 0;              // QP errors / lost side channels handled
   uint64_t ring_reregistrations = 0;   // OSD: rings given new keys when a session resumed
   uint64_t peer_access_violations = 0; // sessions cut off: the peer's RDMA access was refused
+  uint64_t cutoff_refusals = 0;        // connections of such a peer refused while banned
 };
 
 std::optional<RdmaStats> RdmaStatsOf(const Messenger& m);

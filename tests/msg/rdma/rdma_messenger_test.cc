@@ -673,6 +673,20 @@ void OutOfRingWriterIsCutOff(bool lossy, bool late_event = false) {
       EXPECT_TRUE(got[i].payload == payloads[got[i].tid - 1]) << got[i].tid;
     }
     EXPECT_TRUE(bad_drain.error().empty()) << bad_drain.error();
+    // Nor is it served again for a while (rdma_cutoff_ban_s): its next session -- a
+    // reconnect of its own or a new Connect -- is refused once it has authenticated.
+    ConnectOptions again;
+    again.want_ring = true;
+    again.policy = Policy::Lossy();
+    auto retry = p.client->Connect(p.addr, again);
+    ASSERT_TRUE(retry.ok());
+    ASSERT_TRUE(p.client_d.WaitRefused(1));
+    const absl::Status refused = p.client_d.refused().back();
+    EXPECT_TRUE(absl::IsPermissionDenied(refused)) << refused;
+    EXPECT_NE(refused.message().find("client.1 is not served for another"), std::string::npos)
+        << refused;
+    EXPECT_GE(RdmaStatsOf(*p.server)->cutoff_refusals, 1u);
+    EXPECT_EQ(p.server_d.rings(), 2u) << "a banned peer got a ring";
   }
 
   // The other client is served as before.

@@ -78,6 +78,10 @@ class Recorder : public Dispatcher {
     absl::MutexLock l(&mu_);
     return rings_.at(i);
   }
+  size_t rings() {
+    absl::MutexLock l(&mu_);
+    return rings_.size();
+  }
   size_t accepted() {
     absl::MutexLock l(&mu_);
     return accepted_.size();
