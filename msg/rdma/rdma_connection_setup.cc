@@ -117,14 +117,29 @@ absl::Status RdmaConnection::ClientHandshake() {
     (void)ch->WriteFrame(h, std::string(s.message()), absl::Now() + absl::Milliseconds(200));
     return s;
   };
-  // The staging mirror (READY gave the ring's size); installed once setup succeeded.
-  std::unique_ptr<verbs::MemoryRegion> new_mirror;
-  RegisteredBudget::Charge new_mirror_charge;
+  // The control region (kept for the connection's life) and the staging mirror (READY
+  // gave the ring's size): registered here, outside mu_ (a refusal writes to the peer),
+  // and installed once setup succeeded. A mirror that must grow is charged while the old
+  // one still is: a tight budget may refuse what freeing first would have allowed.
+  // (Charges declared before their regions: a region is deregistered first.)
+  RegisteredBudget::Charge new_ctrl_charge, new_mirror_charge;
+  std::unique_ptr<verbs::MemoryRegion> new_ctrl, new_mirror;
   if (want_ring_) {
-    bool need_mirror;
+    bool need_ctrl, need_mirror;
     {
       absl::MutexLock l(&mu_);
+      need_ctrl = !ctrl_mr_;
       need_mirror = !mirror_mr_ || mirror_mr_->length() < ready->ring_bytes;
+    }
+    if (need_ctrl) {
+      auto charge = shared_->budget->Take(kCtrlRegionBytes,
+                                          absl::StrCat("the control region for ", addr_));
+      if (!charge.ok()) return refuse(charge.status());
+      auto ctrl = shared_->ctx->pd->AllocRegion(kCtrlRegionBytes,
+                                                verbs::kLocalWrite | verbs::kRemoteWrite);
+      if (!ctrl.ok()) return refuse(ctrl.status());
+      new_ctrl = std::move(*ctrl);
+      new_ctrl_charge = std::move(*charge);
     }
     if (need_mirror) {
       auto charge = shared_->budget->Take(
@@ -141,15 +156,9 @@ absl::Status RdmaConnection::ClientHandshake() {
   ClientSetup cs;
   {
     absl::MutexLock l(&mu_);
-    if (want_ring_ && !ctrl_mr_) {
-      auto charge = shared_->budget->Take(kCtrlRegionBytes,
-                                          absl::StrCat("the control region for ", addr_));
-      if (!charge.ok()) return refuse(charge.status());
-      auto ctrl = shared_->ctx->pd->AllocRegion(kCtrlRegionBytes,
-                                                verbs::kLocalWrite | verbs::kRemoteWrite);
-      if (!ctrl.ok()) return refuse(ctrl.status());
-      ctrl_mr_ = std::move(*ctrl);
-      ctrl_charge_ = std::move(*charge);
+    if (new_ctrl) {  // nobody reads it before this attempt's setup
+      ctrl_mr_ = std::move(new_ctrl);
+      ctrl_charge_ = std::move(new_ctrl_charge);
     }
     if (ctrl_mr_) {
       cs.ctrl_addr = reinterpret_cast<uint64_t>(ctrl_mr_->addr());

@@ -108,7 +108,8 @@ struct RdmaShared {
 
   // A peer cut off for an RDMA access outside its memory is refused for `cutoff_ban`
   // ("rdma_cutoff_ban_s", default 60; 0: it may come back at once). By entity name, checked
-  // once the peer has authenticated (so nobody can get another peer banned).
+  // once the peer has authenticated -- which, with one cluster key shared by all (or with
+  // auth none), does not stop a peer that holds the key from claiming another's name.
   absl::Duration cutoff_ban = absl::Seconds(60);
   absl::Mutex ban_mu;
   std::map<std::string, absl::Time> banned ABSL_GUARDED_BY(ban_mu);  // name -> until
