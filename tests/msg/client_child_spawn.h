@@ -3,6 +3,8 @@
 #ifndef MSGR_TESTS_MSG_CLIENT_CHILD_SPAWN_H_
 #define MSGR_TESTS_MSG_CLIENT_CHILD_SPAWN_H_
 
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -32,11 +34,15 @@ inline pid_t SpawnClientChild(const std::vector<std::string>& args) {
   if (path.empty()) return -1;
   std::vector<std::string> all{path};
   all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;  // built before the fork: the child only calls execv
+  std::vector<char*> argv;  // built before the fork: the child only makes system calls
   for (auto& a : all) argv.push_back(a.data());
   argv.push_back(nullptr);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid == 0) {
+    // Dies with the test process (a failed test must not leave a writer running).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(126);
     execv(path.c_str(), argv.data());
     _exit(127);
   }
