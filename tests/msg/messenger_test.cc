@@ -306,7 +306,9 @@ TEST_P(MessengerTest, RecordAcksExactlyOnceWithFailuresAcrossFaults) {
   for (uint64_t t = 1; t <= kRecs; ++t) {
     const std::string oid = absl::StrCat(should_fail(t) ? "fail-" : "ok-", t);
     // Messages in between give the fault injection frames to count on both sides.
-    if (t % 3 == 0) ASSERT_TRUE((*conn)->Send(Message{1, absl::StrCat(t)}).ok());
+    if (t % 3 == 0) {
+      ASSERT_TRUE((*conn)->Send(Message{1, absl::StrCat(t)}).ok());
+    }
     const absl::Status ws = (*conn)->WriteRecord(RecordDesc{oid, t, 0, 0},
                                                  Pattern(64 + t * 13 % 2000, t), absl::Seconds(30));
     ASSERT_TRUE(ws.ok()) << "record " << t << ": " << ws;
@@ -354,7 +356,9 @@ TEST_P(MessengerTest, SharedPayloadRecordsSurviveFaultsAndAreLetGoWhenAcked) {
     want.push_back(Pattern(100 + i * 37 % 6000, i));
     auto buf = std::make_shared<const std::string>("head" + want.back() + "tail");
     owners.push_back(buf);
-    if (i % 4 == 0) ASSERT_TRUE((*conn)->Send(Message{1, absl::StrCat(i)}).ok());
+    if (i % 4 == 0) {
+      ASSERT_TRUE((*conn)->Send(Message{1, absl::StrCat(i)}).ok());
+    }
     const std::string_view body(buf->data() + 4, want.back().size());
     const absl::Status ws = (*conn)->WriteRecordShared(
         RecordDesc{absl::StrCat("s", i), static_cast<uint64_t>(i + 1), 0, 0}, body,
@@ -580,7 +584,9 @@ TEST_P(AuthTest, RightKeyAcceptedWrongOrNoKeyRefused) {
     ASSERT_TRUE(conn.ok());
     const absl::Status sent = (*conn)->Send(Message{1, "secret data"});
     // A refused (lossy) connection may be down before Send is called: then Send says so.
-    if (c.ok) ASSERT_TRUE(sent.ok()) << sent;
+    if (c.ok) {
+      ASSERT_TRUE(sent.ok()) << sent;
+    }
     if (c.ok) {
       ASSERT_TRUE(sd.WaitFor([&] { return sd.messages.size() == 1; }));
       EXPECT_TRUE((*conn)->is_connected());

@@ -667,7 +667,9 @@ void OutOfRingWriterIsCutOff(bool lossy, bool late_event = false) {
     ASSERT_TRUE(bad_drain.WaitRecords(4)) << bad_drain.error();
     absl::SleepFor(absl::Milliseconds(50));
     const auto got = bad_drain.records();
-    if (!late_event) ASSERT_EQ(got.size(), 4u) << "a record after the refused write was delivered";
+    if (!late_event) {
+      ASSERT_EQ(got.size(), 4u) << "a record after the refused write was delivered";
+    }
     for (size_t i = 0; i < got.size(); ++i) {
       EXPECT_EQ(got[i].tid, i + 1);
       EXPECT_TRUE(got[i].payload == payloads[got[i].tid - 1]) << got[i].tid;
