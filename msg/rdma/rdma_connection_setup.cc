@@ -112,9 +112,7 @@ absl::Status RdmaConnection::ClientHandshake() {
   // What we cannot set up is refused here, before the peer sets anything up for this
   // attempt and before the session's state changes: CLOSE with the code tells it why.
   auto refuse = [&](const absl::Status& s) {
-    FrameHeader h = Header(FrameType::kClose);
-    h.msg_type = static_cast<uint16_t>(s.code());
-    (void)ch->WriteFrame(h, std::string(s.message()), absl::Now() + absl::Milliseconds(200));
+    (void)ch->WriteClose(s, absl::Now() + absl::Milliseconds(200));
     return s;
   };
   // The control region (kept for the connection's life) and the staging mirror (READY
@@ -359,11 +357,7 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
     spdlog::warn("msgr rdma: setup with {} at {} failed: {}", peer_name().ToString(),
                  ch ? ch->peer() : addr_, s.ToString());
     // Tell the client why, with the code (it would otherwise see the channel close only).
-    if (ch && !s.ok()) {
-      FrameHeader h = Header(FrameType::kClose);
-      h.msg_type = static_cast<uint16_t>(s.code());
-      (void)ch->WriteFrame(h, std::string(s.message()), absl::Now() + absl::Milliseconds(200));
-    }
+    if (ch && !s.ok()) (void)ch->WriteClose(s, absl::Now() + absl::Milliseconds(200));
     if (!resumed) Reset(s, /*send_close=*/false);
   };
   auto tp_or = Transport::Create(shared_->ctx, shared_->transport, shared_->budget.get(),

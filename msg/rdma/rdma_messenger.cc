@@ -99,10 +99,7 @@ absl::StatusOr<Authenticated> ServerAuthenticate(RdmaShared& shared, SideChannel
         hello->name.ToString(), " is not served for another ",
         absl::FormatDuration(absl::Ceil(until - absl::Now(), absl::Seconds(1))),
         ": it made an RDMA access outside the memory it was given (rdma_cutoff_ban_s)"));
-    FrameHeader h;
-    h.type = FrameType::kClose;
-    h.msg_type = static_cast<uint16_t>(why.code());
-    (void)ch.WriteFrame(h, std::string(why.message()), deadline);
+    (void)ch.WriteClose(why, deadline);
     spdlog::warn("msgr rdma: refusing connection from {}: {}", who, why.ToString());
     return why;
   }

@@ -146,6 +146,13 @@ absl::Status SideChannel::WriteFrame(const FrameHeader& h, std::string_view payl
   return WriteAll(bytes.data(), bytes.size(), deadline);
 }
 
+absl::Status SideChannel::WriteClose(const absl::Status& why, absl::Time deadline) {
+  FrameHeader h;
+  h.type = FrameType::kClose;
+  h.msg_type = static_cast<uint16_t>(why.code());
+  return WriteFrame(h, std::string(why.message()), deadline);
+}
+
 absl::Status SideChannel::ReadSome(absl::Time deadline) {
   char buf[4096];
   for (;;) {

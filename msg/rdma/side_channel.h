@@ -37,6 +37,8 @@ class SideChannel {
 
   // Thread-safe against other writers (frames are never interleaved).
   absl::Status WriteFrame(const FrameHeader& h, std::string_view payload, absl::Time deadline);
+  // A setup refusal: CLOSE carrying `why`'s code (in msg_type) and message.
+  absl::Status WriteClose(const absl::Status& why, absl::Time deadline);
   // Reads one verified frame (payload at most `max_payload` bytes).
   absl::Status ReadFrame(uint32_t max_payload, absl::Time deadline, DecodedFrame* out);
   // Non-blocking check after the fd polled readable: kUnavailable on EOF/error, else reads
