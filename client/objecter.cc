@@ -193,13 +193,9 @@ std::function<void()> Objecter::FinishLocked(const OpRef& op,
 }
 
 void Objecter::OnMessage(const ConnectionRef& conn, Message m) {
-  {
-    absl::MutexLock l(&mu_);
-    if (!connect_refusals_.empty()) connect_refusals_.erase(conn->peer_addr());  // it answers
-  }
   switch (m.type) {
     case osd::kReadReply:
-      HandleReadReply(m);
+      HandleReadReply(conn, m);
       break;
     default:
       spdlog::warn("client: unexpected message type {:#x} from {}", m.type, conn->peer_addr());

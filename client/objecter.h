@@ -146,7 +146,7 @@ class Objecter : public Dispatcher {
   Session* SessionByConnLocked(const Connection* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool OsdUsableLocked(int osd) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  void HandleReadReply(const Message& m);
+  void HandleReadReply(const ConnectionRef& conn, const Message& m);
   void RetryLoop();  // sends queued (re)attempts
   void TimerLoop();  // expires ops, retries parked ops whose OSD is usable again
 

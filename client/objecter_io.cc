@@ -327,7 +327,7 @@ void Objecter::OnRecordsAcked(const ConnectionRef& conn, absl::Span<const Record
   }
 }
 
-void Objecter::HandleReadReply(const Message& m) {
+void Objecter::HandleReadReply(const ConnectionRef& conn, const Message& m) {
   auto reply = osd::DecodeReadReply(m);
   if (!reply.ok()) {
     spdlog::warn("client: bad read reply: {}", reply.status().ToString());
@@ -336,6 +336,7 @@ void Objecter::HandleReadReply(const Message& m) {
   std::function<void()> done;
   {
     absl::MutexLock l(&mu_);
+    if (!connect_refusals_.empty()) connect_refusals_.erase(conn->peer_addr());  // it answers
     auto it = by_tid_.find(reply->tid);
     if (it == by_tid_.end()) {
       ++counters_.stale_acks;
