@@ -13,31 +13,13 @@
 // Exit status: 0 acked (exit mode), 2 usage, 3 messenger, 4 connect, 5 write, 6 no ack.
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "msg/messenger.h"
-
-namespace {
-
-class AckCounter : public msgr::Dispatcher {
- public:
-  void OnMessage(const msgr::ConnectionRef&, msgr::Message) override {}
-  void OnReset(const msgr::ConnectionRef&, const absl::Status&) override {}
-  void OnRecordsAcked(const msgr::ConnectionRef&, absl::Span<const msgr::RecordAck>) override {
-    if (!acked_.HasBeenNotified()) acked_.Notify();
-  }
-  bool WaitAck(absl::Duration d) { return acked_.WaitForNotificationWithTimeout(d); }
-
- private:
-  absl::Notification acked_;
-};
-
-}  // namespace
+#include "tests/msg/messenger_test_util.h"
 
 int main(int argc, char** argv) {
   if (argc < 5) {
@@ -53,7 +35,7 @@ int main(int argc, char** argv) {
   o.handshake_timeout = absl::Seconds(3);
   o.reconnect_backoff_max = absl::Milliseconds(100);
   if (backend == "rdma") o.backend_options["rdma_device"] = "soft";
-  AckCounter d;
+  msgr::testing::RecordingDispatcher d;
   auto m = msgr::Messenger::Create(o, &d);
   if (!m.ok()) return 3;
   auto conn = (*m)->Connect(addr, msgr::ConnectOptions{msgr::Policy::Lossless(), true});
@@ -63,7 +45,7 @@ int main(int argc, char** argv) {
   rd.tid = 1;
   if (mode == "exit") {
     if (!(*conn)->WriteRecord(rd, "data", absl::Seconds(10)).ok()) return 5;
-    if (!d.WaitAck(absl::Seconds(10))) return 6;
+    if (!d.WaitFor([&] { return !d.record_acks.empty(); })) return 6;
     _exit(0);
   }
   const std::string payload(50000, 'k');

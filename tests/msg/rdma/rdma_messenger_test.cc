@@ -339,6 +339,20 @@ TEST(RdmaMessenger, WrongKeyIsRefusedAndNeverDispatched) {
   EXPECT_FALSE((*conn)->is_connected());
 }
 
+// Connects `m` to `addr` with a ring, lossy (one attempt), and waits for the refusal that
+// must come; `why` is the first one `d` recorded.
+void ConnectRingRefused(Messenger& m, Recorder& d, const std::string& addr, ConnectionRef* conn,
+                        absl::Status* why) {
+  ConnectOptions co;
+  co.want_ring = true;
+  co.policy = Policy::Lossy();
+  auto c = m.Connect(addr, co);
+  ASSERT_TRUE(c.ok()) << c.status();
+  *conn = *c;
+  ASSERT_TRUE(d.WaitRefused(1));
+  *why = d.refused()[0];
+}
+
 // The registered-memory budget (rdma_max_registered_mb). An OSD whose budget holds one
 // session refuses the second with the reason -- RESOURCE_EXHAUSTED, naming the option --
 // and keeps serving the first; nothing it registered goes over the budget.
@@ -355,16 +369,12 @@ TEST(RdmaMessenger, RegisteredMemoryBudgetRefusesASessionAndKeepsServing) {
   Recorder second_d;
   auto second = Messenger::Create(Options(EntityType::kClient, 2), &second_d);
   ASSERT_TRUE(second.ok()) << second.status();
-  ConnectOptions co;
-  co.want_ring = true;
-  co.policy = Policy::Lossy();  // one attempt
-  auto refused = (*second)->Connect(p.addr, co);
-  ASSERT_TRUE(refused.ok());
-  ASSERT_TRUE(second_d.WaitRefused(1));
-  const absl::Status why = second_d.refused()[0];
+  ConnectionRef refused;
+  absl::Status why;
+  ASSERT_NO_FATAL_FAILURE(ConnectRingRefused(**second, second_d, p.addr, &refused, &why));
   EXPECT_TRUE(absl::IsResourceExhausted(why)) << why;
   EXPECT_NE(why.message().find("rdma_max_registered_mb"), std::string::npos) << why;
-  EXPECT_FALSE(refused.value()->is_connected());
+  EXPECT_FALSE(refused->is_connected());
   auto ss = RdmaStatsOf(*p.server);
   EXPECT_EQ(ss->registered_max_bytes, 5u << 20);
   EXPECT_GE(ss->registration_refusals, 1u);
@@ -393,13 +403,9 @@ TEST(RdmaMessenger, RingOverTheBudgetIsRefusedAndTheMessengerGoesOn) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.Start(so, Options(EntityType::kClient, 1)));
   p.server_d.set_echo(true);
-  ConnectOptions co;
-  co.want_ring = true;
-  co.policy = Policy::Lossy();
-  auto refused = p.client->Connect(p.addr, co);
-  ASSERT_TRUE(refused.ok());
-  ASSERT_TRUE(p.client_d.WaitRefused(1));
-  const absl::Status why = p.client_d.refused()[0];
+  ConnectionRef refused;
+  absl::Status why;
+  ASSERT_NO_FATAL_FAILURE(ConnectRingRefused(*p.client, p.client_d, p.addr, &refused, &why));
   EXPECT_TRUE(absl::IsResourceExhausted(why)) << why;
   EXPECT_NE(why.message().find("receive ring"), std::string::npos) << why;
   EXPECT_EQ(RdmaStatsOf(*p.server)->registration_refusals, 1u);
@@ -423,21 +429,17 @@ TEST(RdmaMessenger, ClientMirrorOverItsBudgetIsRefusedBeforeSetup) {
   co.backend_options["rdma_max_registered_mb"] = "6";  // pools ~4 MiB fit, + the mirror not
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.Start(so, co));
-  ConnectOptions opts;
-  opts.want_ring = true;
-  opts.policy = Policy::Lossy();
-  auto conn = p.client->Connect(p.addr, opts);
-  ASSERT_TRUE(conn.ok());
-  ASSERT_TRUE(p.client_d.WaitRefused(1));
-  const absl::Status why = p.client_d.refused()[0];
+  ConnectionRef conn;
+  absl::Status why;
+  ASSERT_NO_FATAL_FAILURE(ConnectRingRefused(*p.client, p.client_d, p.addr, &conn, &why));
   EXPECT_TRUE(absl::IsResourceExhausted(why)) << why;
   EXPECT_NE(why.message().find("staging mirror"), std::string::npos) << why;
   EXPECT_EQ(RdmaStatsOf(*p.client)->registration_refusals, 1u);
   ASSERT_TRUE(p.client_d.WaitResets(1));
   RecordDesc d;
   d.oid = "x";
-  EXPECT_FALSE((*conn)->WriteRecord(d, "", absl::Milliseconds(100)).ok());
-  EXPECT_FALSE((*conn)->WriteRecord(d, "abc", absl::Milliseconds(100)).ok());
+  EXPECT_FALSE(conn->WriteRecord(d, "", absl::Milliseconds(100)).ok());
+  EXPECT_FALSE(conn->WriteRecord(d, "abc", absl::Milliseconds(100)).ok());
   // The OSD never accepted the session and let go of what it had registered for it.
   for (int i = 0; i < 200 && RdmaStatsOf(*p.server)->registered_bytes != 0; ++i) {
     absl::SleepFor(absl::Milliseconds(10));
