@@ -5,10 +5,13 @@
 #include "msg/rdma/verbs/device.h"
 
 #include <dlfcn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -228,6 +231,20 @@ TEST_P(DeviceTest, RdmaWrite1MiBByteForByte) {
   // No receive completion for a plain WRITE.
   Completion none;
   EXPECT_EQ(b_.rcq->Poll(&none, 1), 0);
+}
+
+// Registration makes the memory resident, as ibv_reg_mr pins it: the data path must not
+// take one page fault per page of a fresh ring (soft: MAP_POPULATE of its memfd).
+TEST_P(DeviceTest, AllocatedRegionIsResidentAfterRegistration) {
+  constexpr size_t kBytes = 8 * kMiB;
+  auto mr = Alloc(kBytes, kLocalWrite | kRemoteWrite);
+  ASSERT_NE(mr, nullptr);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident((kBytes + page - 1) / page);
+  ASSERT_EQ(::mincore(mr->data(), kBytes, resident.data()), 0) << std::strerror(errno);
+  const size_t in_core = static_cast<size_t>(
+      std::count_if(resident.begin(), resident.end(), [](unsigned char v) { return v & 1; }));
+  EXPECT_EQ(in_core, resident.size()) << "pages of a just-registered region not resident";
 }
 
 TEST_P(DeviceTest, RdmaReadBack) {
