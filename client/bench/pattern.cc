@@ -38,8 +38,9 @@ void AppendBody(uint64_t seed, std::string* out, size_t n) {
   size_t word = 0;
   while (n > 0) {
     uint64_t k = seed ^ ((word / kTableWords + 1) * 0xd6e8feb86659fd93ull);
-    for (size_t i = 0; i < kTableWords; ++i) block_buf[i] = table[i] ^ k;
-    size_t take = std::min(n, sizeof block_buf);
+    const size_t take = std::min(n, sizeof block_buf);
+    const size_t words = (take + sizeof(uint64_t) - 1) / sizeof(uint64_t);
+    for (size_t i = 0; i < words; ++i) block_buf[i] = table[i] ^ k;
     out->append(reinterpret_cast<const char*>(block_buf), take);
     n -= take;
     word += kTableWords;
