@@ -96,6 +96,12 @@ void Objecter::HandleMap(PlacementMap map) {
                   map.pg_num());
     map_ = std::move(map);
     have_map_ = true;
+    // Refusals are remembered by address: forget those of addresses no OSD has now.
+    for (auto it = connect_refusals_.begin(); it != connect_refusals_.end();) {
+      const bool known = std::any_of(map_.osds().begin(), map_.osds().end(),
+                                     [&](const OsdEntry& e) { return e.addr == it->first; });
+      it = known ? std::next(it) : connect_refusals_.erase(it);
+    }
     // A session whose OSD changed address or incarnation (or vanished) is stale: drop
     // it and re-send everything that OSD had not acknowledged.
     std::vector<int> stale;

@@ -164,16 +164,26 @@ absl::StatusOr<ConnectionRef> Objecter::ConnectionFor(int osd) {
   copts.want_ring = true;
   auto conn = messenger_->Connect(addr, copts);
   if (!conn.ok()) return conn.status();
-  absl::MutexLock l(&mu_);
-  auto& s = sessions_[osd];
-  if (s && s->conn) return s->conn;  // another thread won the race
-  s = std::make_unique<Session>();
-  s->osd = osd;
-  s->addr = addr;
-  s->up_from = up_from;
-  s->conn = *conn;
-  spdlog::debug("client: connecting to osd.{} at {}", osd, addr);
-  return s->conn;
+  {
+    absl::MutexLock l(&mu_);
+    // A map that moved the OSD while we connected found no session to mark stale: this
+    // connection goes to the old address and must not be kept.
+    const OsdEntry* now = have_map_ ? map_.Find(osd) : nullptr;
+    if (now != nullptr && now->addr == addr && now->up_from == up_from) {
+      auto& s = sessions_[osd];
+      if (s && s->conn) return s->conn;  // another thread won the race
+      s = std::make_unique<Session>();
+      s->osd = osd;
+      s->addr = addr;
+      s->up_from = up_from;
+      s->conn = *conn;
+      spdlog::debug("client: connecting to osd.{} at {}", osd, addr);
+      return s->conn;
+    }
+  }
+  (*conn)->MarkDown();
+  return absl::UnavailableError(
+      absl::StrCat("osd.", osd, " changed address or restarted while connecting to ", addr));
 }
 
 void Objecter::SendOp(const OpRef& op) {
@@ -186,6 +196,7 @@ void Objecter::SendOp(const OpRef& op) {
         op->sending = false;
         return;
       }
+      op->waiting = false;  // a retryable ack may have parked it while it sat in the queue
       attempt = op->attempt;
       target = op->target;
       if (!OsdUsableLocked(target)) {  // down, out of the map, or no map: park
@@ -244,9 +255,13 @@ void Objecter::SendOp(const OpRef& op) {
 }
 
 bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const ConnectionRef& conn) {
+  // Still worth sending: not finished or superseded, and its OSD not marked down (an OSD
+  // that died with the map still saying up leaves us waiting for a handshake or credit
+  // that will not come; once the map says down the op parks until the OSD is back,
+  // instead of holding this thread -- often the retry thread -- until its deadline).
   auto current = [&]() {
     absl::MutexLock l(&mu_);
-    return !op->done && !shutdown_ && op->attempt == attempt;
+    return !op->done && !shutdown_ && op->attempt == attempt && OsdUsableLocked(op->target);
   };
   // The record size is known once the handshake is done.
   size_t max = conn->max_record_payload();

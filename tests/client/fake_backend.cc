@@ -6,6 +6,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "osd_sim/osd_protocol.h"
 
 namespace msgr::client::testing {
@@ -64,6 +66,7 @@ struct FakeCluster::Osd {
   std::mutex mu;
   bool alive = true;
   bool hold = false;
+  bool stall = false;
   absl::Status refuse;
   std::map<std::string, std::string> objects;
   FakeOsdStats stats;
@@ -112,11 +115,21 @@ class FakeConnection : public Connection, public std::enable_shared_from_this<Fa
   }
 
   absl::Status WriteRecord(const RecordDesc& desc, std::string_view payload,
-                           absl::Duration) override {
+                           absl::Duration timeout) override {
     if (down_) return absl::CancelledError("marked down");
     if (payload.size() > max_record_payload()) return absl::InvalidArgumentError("too big");
     auto o = FakeCluster::Get().Find(addr_);
     if (!o) return absl::OkStatus();
+    const absl::Time until = absl::Now() + timeout;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> l(o->mu);
+        if (!o->stall) break;
+      }
+      if (down_) return absl::CancelledError("marked down");
+      if (absl::Now() >= until) return absl::DeadlineExceededError("no ring credit (stalled)");
+      absl::SleepFor(absl::Milliseconds(2));
+    }
     RecordAck ack{desc.tid, absl::StatusCode::kOk};
     {
       std::lock_guard<std::mutex> l(o->mu);
@@ -176,6 +189,7 @@ class FakeMessenger : public Messenger {
   }
   absl::StatusOr<ConnectionRef> Connect(const std::string& addr,
                                         const ConnectOptions&) override {
+    if (auto hook = FakeCluster::Get().connect_hook()) hook(addr);
     std::lock_guard<std::mutex> l(mu_);
     if (shutdown_) return absl::CancelledError("shut down");
     auto c = std::make_shared<FakeConnection>(addr, worker_, dispatcher_);
@@ -230,6 +244,7 @@ void FakeCluster::Reset(size_t max_record_payload) {
   });
   std::lock_guard<std::mutex> l(mu_);
   osds_.clear();
+  connect_hook_ = nullptr;
   max_record_payload_ = max_record_payload;
 }
 
@@ -254,6 +269,22 @@ void FakeCluster::HoldAcks(const std::string& addr, bool hold) {
   auto o = Find(addr);
   std::lock_guard<std::mutex> l(o->mu);
   o->hold = hold;
+}
+
+void FakeCluster::StallWrites(const std::string& addr, bool stall) {
+  auto o = Find(addr);
+  std::lock_guard<std::mutex> l(o->mu);
+  o->stall = stall;
+}
+
+void FakeCluster::SetConnectHook(std::function<void(const std::string&)> hook) {
+  std::lock_guard<std::mutex> l(mu_);
+  connect_hook_ = std::move(hook);
+}
+
+std::function<void(const std::string&)> FakeCluster::connect_hook() {
+  std::lock_guard<std::mutex> l(mu_);
+  return connect_hook_;
 }
 
 void FakeCluster::RefuseConnections(const std::string& addr, absl::Status why) {

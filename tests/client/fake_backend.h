@@ -11,6 +11,7 @@
 #define MSGR_TESTS_CLIENT_FAKE_BACKEND_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,12 @@ class FakeCluster {
   // messenger reports a peer that refuses the session; OkStatus() ends it.
   void RefuseConnections(const std::string& addr, absl::Status why);
   void ReleaseAcks(const std::string& addr);
+  // While stalled, WriteRecord to `addr` waits as for ring credit that does not come: it
+  // returns kDeadlineExceeded when its timeout expires (or at once after MarkDown).
+  void StallWrites(const std::string& addr, bool stall);
+  // Runs `hook(addr)` inside every Connect, before the connection is returned (nullptr
+  // clears it): a test changes the map while a connection is being set up.
+  void SetConnectHook(std::function<void(const std::string&)> hook);
   // A new session: every connection to `addr` gets OnRemoteReset; nothing is lost on
   // the fake (its objects persist, like a durable store).
   void Restart(const std::string& addr);
@@ -54,11 +61,13 @@ class FakeCluster {
   struct Osd;
   std::shared_ptr<Osd> Find(const std::string& addr);
   size_t max_record_payload() const { return max_record_payload_; }
+  std::function<void(const std::string&)> connect_hook();
 
  private:
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Osd>> osds_;
   size_t max_record_payload_ = 1024;
+  std::function<void(const std::string&)> connect_hook_;
 };
 
 }  // namespace msgr::client::testing

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -223,6 +224,71 @@ TEST_F(ObjecterTest, OpsFollowAPgThatMovesWhenTheOsdGoesOut) {
   ASSERT_NE(now_on, 1);
   EXPECT_EQ(FakeCluster::Get().Object(Addr(now_on), oid), *Data(1200, 'm'));
   EXPECT_EQ(*o->Read(oid), *Data(1200, 'm'));
+}
+
+// An OSD that died while the map still says up leaves its sender waiting for ring credit.
+// Once the map marks it down the op parks -- the sending thread (here the caller's, often
+// the retry thread that re-sends every OSD's ops) is free again -- and it is re-sent when
+// the OSD is back, completing once.
+TEST_F(ObjecterTest, SenderWaitingForCreditParksWhenTheMapMarksTheOsdDown) {
+  auto o = Make(absl::Seconds(20));
+  Publish(*o);
+  const std::string oid = OidOn(1);
+  FakeCluster::Get().StallWrites(Addr(1), true);
+  absl::Notification returned, done;
+  std::atomic<int> callbacks{0};
+  absl::Status result;
+  std::thread submitter([&] {
+    o->AsyncWrite(oid, Data(10, 's'), [&](absl::Status s) {
+      result = s;
+      if (callbacks.fetch_add(1) == 0) done.Notify();
+    });
+    returned.Notify();
+  });
+  EXPECT_FALSE(returned.WaitForNotificationWithTimeout(absl::Milliseconds(300)))
+      << "the fake should hold the sender as a ring without credit does";
+  osds_[1].up = false;  // the monitor notices: down, still in (its PGs stay)
+  Publish(*o);
+  const absl::Time marked = absl::Now();
+  const bool freed = returned.WaitForNotificationWithTimeout(absl::Seconds(3));
+  EXPECT_TRUE(freed) << "the sender still waits for credit from an OSD the map says is down";
+  if (freed) {
+    EXPECT_LT(absl::Now() - marked, absl::Seconds(1));
+    EXPECT_FALSE(done.HasBeenNotified()) << "parked, not failed: " << result;
+  }
+  FakeCluster::Get().StallWrites(Addr(1), false);
+  submitter.join();
+  osds_[1].up = true;
+  Publish(*o);
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(result.ok()) << result;
+  EXPECT_EQ(FakeCluster::Get().Object(Addr(1), oid), *Data(10, 's'));
+  absl::SleepFor(absl::Milliseconds(300));  // a second callback would come by now
+  EXPECT_EQ(callbacks.load(), 1);
+}
+
+// A map that moves an OSD (restart on a new address) while the client is connecting to
+// the old one: that connection is dropped, not kept as the OSD's session.
+TEST_F(ObjecterTest, ConnectionToAnAddressTheMapLeftMeanwhileIsNotUsed) {
+  auto o = Make(absl::Seconds(5));
+  Publish(*o);
+  const std::string oid = OidOn(1);
+  const std::string new_addr = "fake:1-restarted";
+  FakeCluster::Get().AddOsd(new_addr);
+  FakeCluster::Get().SetAlive(Addr(1), false);  // the old incarnation is gone
+  bool moved = false;  // only the sending thread connects
+  FakeCluster::Get().SetConnectHook([&](const std::string& addr) {
+    if (addr != Addr(1) || moved) return;
+    moved = true;
+    osds_[1].addr = new_addr;
+    osds_[1].up_from = 2;
+    Publish(*o);
+  });
+  absl::Status s = o->Write(oid, Data(10, 'a'));
+  FakeCluster::Get().SetConnectHook(nullptr);
+  ASSERT_TRUE(moved);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(FakeCluster::Get().Object(new_addr, oid), *Data(10, 'a'));
 }
 
 TEST_F(ObjecterTest, OpsSubmittedBeforeTheFirstMapWaitForIt) {
