@@ -244,6 +244,12 @@ class MemoryRegion {
 
   // Revokes lkey and rkey: later accesses through them fail (peers see kRemoteAccessError).
   // Memory owned by the region stays mapped until the object is destroyed. Idempotent.
+  // soft: a remote WRITE that checked the key just before the revocation may still copy
+  // its bytes after this returns (the check and the copy are not one step as in an HCA);
+  // what comes later is refused. The rdma transport's one revocation with live memory
+  // (the ring, on a reconnect) tolerates that: such a late write carries the bytes the
+  // client rewrites into the same slot on the new QP. Memory reused at once for other
+  // data would not.
   virtual absl::Status Deregister() = 0;
   virtual bool registered() const = 0;
   // Registers the same memory again under new keys and revokes the old ones (what a

@@ -345,10 +345,20 @@ absl::StatusOr<std::unique_ptr<MemoryRegion>> SoftMr::Alloc(std::shared_ptr<PdCo
   size_t map_bytes = RoundUp(bytes, huge ? kHugePageBytes : page);
   absl::StatusOr<int> fd = CreateMemfd("msgr-soft-region", map_bytes, huge);
   if (!fd.ok()) return fd.status();
-  // MAP_POPULATE: the pages are allocated now, during registration, as a real HCA pins
-  // them in ibv_reg_mr -- not one page fault at a time on the data path.
+  // The memfd's pages exist (CreateMemfd allocates them); MAP_POPULATE maps them now,
+  // during registration, as ibv_reg_mr faults in what it pins -- not one page fault at a
+  // time on the data path. (Unlike ibv_reg_mr nothing is locked: the pages may swap.)
   void* p = ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
                    *fd, 0);
+  if (p == MAP_FAILED && huge) {
+    // Hugetlb memfds reserve their pages here, not in ftruncate: none configured is seen
+    // only now. Fall back to ordinary pages, as CreateMemfd does when it can tell.
+    ::close(*fd);
+    map_bytes = RoundUp(bytes, page);
+    fd = CreateMemfd("msgr-soft-region", map_bytes, false);
+    if (!fd.ok()) return fd.status();
+    p = ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, *fd, 0);
+  }
   if (p == MAP_FAILED) {
     int err = errno;
     ::close(*fd);

@@ -74,7 +74,11 @@ absl::Status QpCore::ModifyToRtr(const QpEndpoint& remote) {
   absl::Status st = SendMessage(link->fd, hello);
   if (!st.ok()) return st;
   struct pollfd pfd = {link->fd, POLLIN, 0};
-  if (::poll(&pfd, 1, kHandshakeTimeoutMs) <= 0) {
+  int ready;
+  do {
+    ready = ::poll(&pfd, 1, kHandshakeTimeoutMs);
+  } while (ready < 0 && errno == EINTR);
+  if (ready <= 0) {
     return absl::DeadlineExceededError(
         absl::StrCat("soft: no answer from the peer device @", remote.locator));
   }
@@ -132,6 +136,12 @@ void QpCore::Close() {
     rq_.clear();
     remote = std::atomic_load(&remote_);
     incoming.swap(incoming_);
+    if (remote) {
+      // The peer's regions we mapped (under post_mu_): unmapped now, not when the last
+      // reference to `remote` goes -- a freed peer region stays resident while mapped.
+      for (auto& kv : remote->mappings) ::munmap(kv.second.base, kv.second.bytes);
+      remote->mappings.clear();
+    }
   }
   pd_->dev->RemoveQp(qp_num_);
   // As ibv_destroy_qp: the QP's asynchronous events not yet read are gone with it.
@@ -208,13 +218,20 @@ void QpCore::FailWrLocked(uint64_t seq, WcStatus status) {
 
 void QpCore::FailAllLocked(WcStatus first) {
   state_ = QpState::kError;
-  bool first_done = false;
+  // WRs that finished before the first unfinished one keep their status; that one gets
+  // `first`, and every WR after it is flushed -- even one whose bytes already landed and
+  // that only waited to be reported in order (as FailWrLocked, and as an HCA does).
+  bool failed_one = false;
   for (SqEntry& e : sq_) {
-    if (e.done && e.status != WcStatus::kSuccess) continue;
-    if (e.done) continue;  // Finished successfully, waiting behind an older WR.
-    e.done = true;
-    e.status = first_done ? WcStatus::kWrFlushError : first;
-    first_done = true;
+    if (!failed_one) {
+      if (e.done) continue;
+      e.done = true;
+      e.status = first;
+      failed_one = true;
+    } else if (!e.done || e.status == WcStatus::kSuccess) {
+      e.done = true;
+      e.status = WcStatus::kWrFlushError;
+    }
   }
   FlushRecvLocked();
   DrainSqLocked();

@@ -1,5 +1,6 @@
 #include "msg/rdma/verbs/soft/wire.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -94,11 +95,16 @@ absl::Status RecvHeader(int sock, WireHeader* hdr, int* fd_out) {
     msg.msg_control = cbuf;
     msg.msg_controllen = sizeof(cbuf);
     ssize_t r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(errno, "soft: recvmsg");
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      const int err = errno;
+      if (*fd_out >= 0) {  // came with an earlier chunk of this header: not the caller's
+        ::close(*fd_out);
+        *fd_out = -1;
+      }
+      if (r == 0) return absl::UnavailableError("soft: peer closed the connection");
+      return ErrnoStatus(err, "soft: recvmsg");
     }
-    if (r == 0) return absl::UnavailableError("soft: peer closed the connection");
     for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
       if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
       size_t nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -184,6 +190,12 @@ absl::StatusOr<int> CreateMemfd(const char* name, size_t bytes, bool huge) {
     int err = errno;
     ::close(fd);
     return ErrnoStatus(err, "soft: ftruncate(memfd)");
+  }
+  // Allocated now: a shortage of memory is an error of this registration, not an OOM
+  // kill at some later write into the region (shmem has no size limit of its own).
+  if (int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
+    ::close(fd);
+    return ErrnoStatus(err, absl::StrCat("soft: allocating ", bytes, " bytes for ", name));
   }
   return fd;
 }
