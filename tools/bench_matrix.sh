@@ -228,9 +228,14 @@ def bench(tag, key):
     return med(vals)
 load = dict(l.split(" ", 1) for l in open(f"{out}/load.txt").read().splitlines() if l)
 print(f"# msgr bench matrix  ({out}; medians of runs; load = uptime 1/5/15 min at section start)")
+print("units: MiB/s (2^20 bytes per second) and CPU-seconds per GiB, as the bench reports them")
 if os.path.exists(f"{out}/layout.txt"):
     print(f"layout: {open(out + '/layout.txt').read().strip()}")
-memcpy = med([float(m.group(1)) for p in glob.glob(f"{out}/ring.r*.txt")
+# Every rate in these tables is MiB/s (2^20 bytes), the unit of the bench's mb_per_s;
+# fio, Google Benchmark and ring_throughput_benchmark's decimal MB/s are converted.
+MIB = float(1 << 20)
+DEC = 1e6 / MIB
+memcpy = med([float(m.group(1)) * DEC for p in glob.glob(f"{out}/ring.r*.txt")
               for m in re.finditer(r"memcpy\s+4194304 B:\s+([\d.]+) MB/s", open(p).read())])
 if "mem" in load:
     print(f"\n## 1. cluster, 3 OSDs, memory mode, auth none   load {load['mem']}")
@@ -239,7 +244,7 @@ if "mem" in load:
             ("4 KiB -t 1 p99 latency (us)", "4k.t1", "lat_us.p99", "{:,.1f}"),
             ("4 KiB -t 16 IOPS", "4k.t16", "iops", "{:,.0f}"),
             ("4 KiB -t 16 p50 latency (us)", "4k.t16", "lat_us.p50", "{:,.1f}"),
-            ("4 MiB -t 16 MB/s", "4m.t16", "mb_per_s", "{:,.0f}"),
+            ("4 MiB -t 16 MiB/s", "4m.t16", "mb_per_s", "{:,.0f}"),
             ("4 MiB -t 16 OSD CPU-s/GB", "4m.t16", "cpu_s_per_gb.osds", "{:,.2f}"),
             ("4 KiB -t 16 OSD CPU-s/GB", "4k.t16", "cpu_s_per_gb.osds", "{:,.2f}"),
             ("4 MiB -t 16 client CPU-s/GB", "4m.t16", "cpu_s_per_gb.client", "{:,.2f}")]
@@ -247,15 +252,15 @@ if "mem" in load:
         t, r = bench(f"mem.tcp.{case}", key), bench(f"mem.rdma.{case}", key)
         print(f"| {name} | {f(t, fmt)} | {f(r, fmt)} | {f(ratio(r, t), '{:.2f}x')} |")
     r4m = bench("mem.rdma.4m.t16", "mb_per_s")
-    print(f"| single-thread memcpy 4 MiB (MB/s) | {f(memcpy)} | rdma 4 MiB = {f(ratio(r4m, memcpy), '{:.0%}')} of memcpy | |")
+    print(f"| single-thread memcpy 4 MiB (MiB/s) | {f(memcpy)} | rdma 4 MiB = {f(ratio(r4m, memcpy), '{:.0%}')} of memcpy | |")
 if os.path.exists(f"{out}/idle.txt"):
     ticks, hz = map(int, open(f"{out}/idle.txt").read().split())
     print(f"\n## 5. idle cluster (mon + 3 OSDs), 10 s   load {load.get('idle','')}")
     print(f"CPU used: {ticks / hz:.2f} s in 10 s = {ticks / hz / 10:.1%} of one core")
 if "durable" in load:
-    fio = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / 1e6
+    fio = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / MIB
                for p in glob.glob(f"{out}/fio.r*.json")])
-    fiosync = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / 1e6
+    fiosync = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / MIB
                    for p in glob.glob(f"{out}/fiosync.r*.json")])
     fds = {}
     for p in glob.glob(f"{out}/fdatasync.r*.json"):
@@ -266,31 +271,31 @@ if "durable" in load:
     print(f"| metric | tcp | rdma (soft) | rdma/tcp |\n|---|---|---|---|")
     for name, case, key in [("4 KiB -t 16 IOPS", "4k.t16", "iops"),
                             ("4 KiB -t 16 p50 latency (us)", "4k.t16", "lat_us.p50"),
-                            ("4 MiB -t 16 MB/s", "4m.t16", "mb_per_s")]:
+                            ("4 MiB -t 16 MiB/s", "4m.t16", "mb_per_s")]:
         t, r = bench(f"dur.tcp.{case}", key), bench(f"dur.rdma.{case}", key)
         print(f"| {name} | {f(t)} | {f(r)} | {f(ratio(r, t), '{:.2f}x')} |")
     t4m = bench("dur.tcp.4m.t16", "mb_per_s")
     r4m = bench("dur.rdma.4m.t16", "mb_per_s")
-    print(f"| fio seq 4 MiB O_DIRECT psync (MB/s) | {f(fio)} | | |")
-    print(f"| fio seq 4 MiB O_DIRECT psync + fdatasync each write (MB/s) | {f(fiosync)} | | |")
+    print(f"| fio seq 4 MiB O_DIRECT psync (MiB/s) | {f(fio)} | | |")
+    print(f"| fio seq 4 MiB O_DIRECT psync + fdatasync each write (MiB/s) | {f(fiosync)} | | |")
     fd4m = fd("BM_WriteFdatasync/4194304/real_time", "bytes_per_second")
-    print(f"| pwrite+fdatasync loop 4 MiB (MB/s) | {f(None if fd4m is None else fd4m / 1e6)} | | |")
+    print(f"| pwrite+fdatasync loop 4 MiB (MiB/s) | {f(None if fd4m is None else fd4m / MIB)} | | |")
     print(f"| pwrite+fdatasync loop 4 KiB (ops/s) | {f(fd('BM_WriteFdatasync/4096/real_time', 'items_per_second'))} | | |")
     print(f"| cluster 4 MiB / fio | {f(ratio(t4m, fio), '{:.0%}')} | {f(ratio(r4m, fio), '{:.0%}')} | |")
     print(f"| cluster 4 MiB / fio+fdatasync | {f(ratio(t4m, fiosync), '{:.0%}')} | {f(ratio(r4m, fiosync), '{:.0%}')} | |")
 if os.path.exists(f"{out}/store.json"):
-    fio = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / 1e6
+    fio = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / MIB
                for p in glob.glob(f"{out}/store.fio.r*.json")])
     print(f"\n## 3. store only (store_benchmark, medians of {len(glob.glob(out + '/store.fio.r*.json'))})   load {load.get('store','')}")
-    fiosync = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / 1e6
+    fiosync = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / MIB
                    for p in glob.glob(f"{out}/store.fiosync.r*.json")])
-    print(f"fio seq 4 MiB O_DIRECT (same session): {f(fio)} MB/s; "
-          f"with --fdatasync=1: {f(fiosync)} MB/s\n")
-    print("| case | records/s | MB/s | vs fio | appends/flush | flush us |\n|---|---|---|---|---|---|")
+    print(f"fio seq 4 MiB O_DIRECT (same session): {f(fio)} MiB/s; "
+          f"with --fdatasync=1: {f(fiosync)} MiB/s\n")
+    print("| case | records/s | MiB/s | vs fio | appends/flush | flush us |\n|---|---|---|---|---|---|")
     for b in json.load(open(f"{out}/store.json"))["benchmarks"]:
         if b.get("aggregate_name") != "median":
             continue
-        mbs = b.get("bytes_per_second", 0) / 1e6
+        mbs = b.get("bytes_per_second", 0) / MIB
         print(f"| {b['run_name']} | {f(b.get('items_per_second'))} | {f(mbs)} | "
               f"{f(ratio(mbs, fio), '{:.0%}')} | {f(b.get('appends_per_flush'), '{:.1f}')} | "
               f"{f(b.get('flush_us'), '{:,.0f}')} |")
@@ -300,18 +305,18 @@ if os.path.exists(f"{out}/tcp.json"):
     for b in json.load(open(f"{out}/tcp.json"))["benchmarks"]:
         if b.get("aggregate_name") == "median":
             name, size = b["run_name"].split("/")[:2]
-            rows.setdefault(size, {})[name] = b.get("bytes_per_second", 0) / 1e6
-    print("| record size | messenger MB/s | raw TCP MB/s | messenger/raw |\n|---|---|---|---|")
+            rows.setdefault(size, {})[name] = b.get("bytes_per_second", 0) / MIB
+    print("| record size | messenger MiB/s | raw TCP MiB/s | messenger/raw |\n|---|---|---|---|")
     for size, d in sorted(rows.items(), key=lambda x: int(x[0])):
         m, r = d.get("BM_MessengerRingRecords"), d.get("BM_RawTcp")
         print(f"| {int(size) // 1024} KiB | {f(m)} | {f(r)} | {f(ratio(m, r), '{:.0%}')} |")
 ring = {}
 for p in glob.glob(f"{out}/ring.r*.txt"):
     for m in re.finditer(r"^(\w+)\s+(\d+) B records:\s+([\d.]+) MB/s\s+(\d+) records/s", open(p).read(), re.M):
-        ring.setdefault((m.group(1), int(m.group(2))), []).append((float(m.group(3)), float(m.group(4))))
+        ring.setdefault((m.group(1), int(m.group(2))), []).append((float(m.group(3)) * DEC, float(m.group(4))))
 if ring:
     print("\nring_throughput_benchmark (1 s per case; one ring, one drainer):")
-    print("| backend | size | MB/s | records/s | vs memcpy 4 MiB |\n|---|---|---|---|---|")
+    print("| backend | size | MiB/s | records/s | vs memcpy 4 MiB |\n|---|---|---|---|---|")
     for (t, s), v in sorted(ring.items(), key=lambda x: (x[0][1], x[0][0])):
         mb = med([x[0] for x in v])
         print(f"| {t} | {s // 1024} KiB | {f(mb)} | {f(med([x[1] for x in v]))} | {f(ratio(mb, memcpy), '{:.0%}')} |")
