@@ -2,7 +2,7 @@
 //
 //   osd --id N --mon HOST:PORT --data-dir DIR [--run-dir DIR] [--ms-type tcp|rdma|both]
 //       [--durability durable|buffered|memory] [--pollers N] [--poller-cpus 0,1]
-//       [--poller-spin-us 1000] [--ring-bytes 8388608] [--capacity BYTES]
+//       [--poller-spin-us 1000] [--ring-bytes 33554432] [--capacity BYTES]
 //       [--keyring FILE | --auth none] [--rdma-device soft|IBDEV] [--weight W]
 //       [--rdma-max-registered-mb 4096] [--log-level info]
 #include <csignal>

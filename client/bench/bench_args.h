@@ -4,7 +4,7 @@
 //         [--count N] [--json FILE] [--acked-log FILE] [--verify] [--auth none|KEYRING]
 //         [--prefix P] [--osd-pids PID,...] [--cluster-dir DIR] [--op-timeout S]
 //         [--mon-timeout S] [--rdma-device soft|IBDEV] [--ms-threads N] [--spin-us US]
-//         [--quiet]
+//         [--submit-threads N] [--max-objects N] [--quiet]
 //   bench verify --mon HOST:PORT [--ms-type tcp|rdma] --oids FILE [--json FILE] [-t N] ...
 //
 // Parsing is pure (no I/O): errors are INVALID_ARGUMENT with a message naming the flag;
@@ -47,8 +47,8 @@ struct BenchArgs {
   // How long the driver thread polls for a completion before sleeping (0 = never spin).
   // Same default as kDefaultSpin (async_driver.h).
   int spin_us = 0;
-  int submit_threads = -1;
-  uint64_t max_objects = 0;  // 0: every op writes a new object  // -1: DefaultSubmitThreads(object_size)
+  int submit_threads = -1;   // -1: DefaultSubmitThreads(object_size)
+  uint64_t max_objects = 0;  // 0: every op writes a new object
 };
 
 // "4096", "4K", "4k", "64KiB", "4M", "4MB", "1G": binary multiples. Must be > 0.
