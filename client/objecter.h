@@ -9,7 +9,10 @@
 //     thread (WriteRecord may wait for ring credit: that is the back-pressure). An object
 //     larger than the connection's max_record_payload() goes as several records, the
 //     first flagged kRecordFlagTruncate, the last kRecordFlagLast, each with its own tid;
-//     the op completes when every tid of its current attempt is acknowledged.
+//     the op completes when every tid of its current attempt is acknowledged. Such a write
+//     is not atomic: the OSD applies each record as it lands, so a client that dies (or an
+//     op that times out) part-way leaves the object partly rewritten, and two concurrent
+//     writes of one large object may interleave (README "Known limits").
 //   * OSD down but in: the op waits. When the OSD comes back (new up_from/address in a
 //     map, or the messenger reports OnRemoteReset / OnReset), every unacknowledged op of
 //     that OSD is re-sent in full (a new attempt with new tids; acks of older attempts
@@ -22,7 +25,9 @@
 //
 // Threads: all public methods are thread-safe. Callbacks run on messenger worker threads,
 // on the objecter's retry thread, or inline on the submitting thread for immediate
-// errors; they must not block and must not call the synchronous Write/Read.
+// errors; they must not block and must not call the synchronous Write/Read. AsyncWrite
+// from a callback may block too (max_in_flight, ring credit) -- on a thread that the
+// credit or the free slot it waits for must come through: it then waits for its deadline.
 // REQUIRES: the Objecter is not destroyed from inside a callback.
 #ifndef MSGR_CLIENT_OBJECTER_H_
 #define MSGR_CLIENT_OBJECTER_H_
