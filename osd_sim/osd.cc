@@ -81,6 +81,8 @@ nlohmann::json ToJson(const store::StoreStats& s) {
           {"direct_appends", s.direct_appends},
           {"direct_fallbacks", s.direct_fallbacks},
           {"log_bytes", s.log_bytes},
+          {"writes_aborted", s.writes_aborted},
+          {"orphan_parts", s.orphan_parts},
           {"objects", s.objects},
           {"flushes", s.flushes},
           {"flushed_appends", s.flushed_appends},

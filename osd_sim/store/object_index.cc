@@ -43,6 +43,58 @@ uint64_t ObjectIndex::Apply(std::string_view oid, Extent e, bool truncate) {
   return freed;
 }
 
+uint64_t ObjectIndex::BeginWrite(std::string_view oid, uint32_t id, Extent first,
+                                 bool truncate) {
+  const uint64_t freed = Abort(oid, id);
+  OpenWrite& w = open_[WriteKey(std::string(oid), id)];
+  w.truncate = truncate;
+  w.parts.push_back(std::move(first));
+  return freed;
+}
+
+bool ObjectIndex::AddPart(std::string_view oid, uint32_t id, Extent part) {
+  auto it = open_.find(WriteKey(std::string(oid), id));
+  if (it == open_.end()) return false;
+  it->second.parts.push_back(std::move(part));
+  return true;
+}
+
+bool ObjectIndex::HasWrite(std::string_view oid, uint32_t id) const {
+  return open_.count(WriteKey(std::string(oid), id)) != 0;
+}
+
+std::optional<uint64_t> ObjectIndex::Commit(std::string_view oid, uint32_t id, Extent last) {
+  auto it = open_.find(WriteKey(std::string(oid), id));
+  if (it == open_.end()) return std::nullopt;
+  OpenWrite w = std::move(it->second);
+  open_.erase(it);
+  // All at the last part's seq: the write takes effect where it completes. The parts do
+  // not overlap, so their order among themselves does not matter past the first.
+  const uint64_t at = last.seq;
+  w.parts.push_back(std::move(last));
+  uint64_t freed = 0;
+  for (size_t i = 0; i < w.parts.size(); ++i) {
+    w.parts[i].seq = at;
+    freed += Apply(oid, std::move(w.parts[i]), i == 0 && w.truncate);
+  }
+  return freed;
+}
+
+uint64_t ObjectIndex::Abort(std::string_view oid, uint32_t id) {
+  auto it = open_.find(WriteKey(std::string(oid), id));
+  if (it == open_.end()) return 0;
+  uint64_t freed = 0;
+  for (const Extent& e : it->second.parts) freed += e.len;
+  open_.erase(it);
+  return freed;
+}
+
+size_t ObjectIndex::DropOpenWrites() {
+  const size_t n = open_.size();
+  open_.clear();
+  return n;
+}
+
 std::optional<ObjectEntry> ObjectIndex::Lookup(std::string_view oid) const {
   auto it = objects_.find(std::string(oid));
   if (it == objects_.end()) return std::nullopt;

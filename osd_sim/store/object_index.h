@@ -5,11 +5,17 @@
 // object may finish their pwritev out of order, and recovery replays the log in seq
 // order, so the index must give the same answer either way. An extent fully covered
 // by a newer one is dropped; a truncating write drops every older extent.
+//
+// A write of several records (kContinued parts, then a last part) is held apart until its
+// last part arrives and then applied as one write at the last part's seq: readers never
+// see part of it, and a later-committed write wins over an earlier-committed one even if
+// that one began first.
 // Not thread-safe: the store guards it with its mutex.
 #ifndef MSGR_OSD_SIM_STORE_OBJECT_INDEX_H_
 #define MSGR_OSD_SIM_STORE_OBJECT_INDEX_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,13 +53,34 @@ class ObjectIndex {
   // newer write already covers it): memory mode frees them.
   uint64_t Apply(std::string_view oid, Extent e, bool truncate);
 
+  // Writes of several records. BeginWrite starts write `id` of `oid` with its first part
+  // (replacing a write of that id not finished: its parts are returned to the caller's
+  // accounting as freed bytes); AddPart adds a middle part and Commit applies every part
+  // plus `last`, all at last.seq; false / nothing applied when no such write is open (it
+  // was aborted). Abort drops an open write. The uint64_t results: payload bytes no
+  // longer referenced, as for Apply.
+  uint64_t BeginWrite(std::string_view oid, uint32_t id, Extent first, bool truncate);
+  bool AddPart(std::string_view oid, uint32_t id, Extent part);
+  bool HasWrite(std::string_view oid, uint32_t id) const;
+  std::optional<uint64_t> Commit(std::string_view oid, uint32_t id, Extent last);
+  uint64_t Abort(std::string_view oid, uint32_t id);
+  size_t open_writes() const { return open_.size(); }
+  // Drops every open write (recovery: their writers are gone); returns how many.
+  size_t DropOpenWrites();
+
   // Returns a copy of the object's entry, or nullopt if it was never written.
   std::optional<ObjectEntry> Lookup(std::string_view oid) const;
 
   size_t object_count() const { return objects_.size(); }
 
  private:
+  struct OpenWrite {
+    bool truncate = false;       // the first part truncates
+    std::vector<Extent> parts;   // in arrival order (the writer sends them in order)
+  };
+  using WriteKey = std::pair<std::string, uint32_t>;
   std::unordered_map<std::string, ObjectEntry> objects_;
+  std::map<WriteKey, OpenWrite> open_;
 };
 
 }  // namespace msgr::store

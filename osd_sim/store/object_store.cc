@@ -55,14 +55,25 @@ ObjectStore::~ObjectStore() = default;
 absl::StatusOr<uint64_t> ObjectStore::Append(std::string_view oid, uint64_t off,
                                              const struct iovec* iov, int iovcnt,
                                              uint32_t payload_crc, uint32_t flags) {
-  return impl_->Append(oid, off, iov, iovcnt, payload_crc, flags, nullptr);
+  return impl_->Append(oid, off, iov, iovcnt, payload_crc, flags, 0, nullptr);
 }
 
 absl::StatusOr<uint64_t> ObjectStore::Append(std::string_view oid, uint64_t off,
                                              const struct iovec* iov, int iovcnt,
                                              uint32_t payload_crc, uint32_t flags,
                                              DurableCallback done) {
-  return impl_->Append(oid, off, iov, iovcnt, payload_crc, flags, &done);
+  return impl_->Append(oid, off, iov, iovcnt, payload_crc, flags, 0, &done);
+}
+
+absl::StatusOr<uint64_t> ObjectStore::AppendPart(std::string_view oid, uint64_t off,
+                                                 const struct iovec* iov, int iovcnt,
+                                                 uint32_t payload_crc, uint32_t flags,
+                                                 uint32_t write_id, DurableCallback done) {
+  return impl_->Append(oid, off, iov, iovcnt, payload_crc, flags, write_id, &done);
+}
+
+void ObjectStore::AbortWrite(std::string_view oid, uint32_t write_id) {
+  impl_->AbortWrite(oid, write_id);
 }
 
 void ObjectStore::WhenDurable(uint64_t ticket, DurableCallback done) {
@@ -137,7 +148,7 @@ absl::Status ObjectStore::Impl::Recover() {
       e.payload_crc = h.payload_crc;
       e.segment_id = ids[i];
       e.file_off = r.pos + PayloadOffset(h.oid_len, h.flags);
-      index_.Apply(r.oid, std::move(e), (h.flags & kTruncate) != 0);
+      PublishLocked(r.oid, std::move(e), h.flags, h.write_id);
     }
     last_seq = scan->last_seq;
     stats_.recovered_records += scan->records.size();
@@ -175,6 +186,13 @@ absl::Status ObjectStore::Impl::Recover() {
     segments_.emplace(ids[i], std::move(*seg));
   }
   next_seq_ = last_seq + 1;
+  // Writes of several records whose last part never reached the log: their writer died
+  // or gave up; what they replaced stays.
+  if (const size_t open = index_.DropOpenWrites(); open > 0) {
+    stats_.writes_aborted += open;
+    spdlog::warn("store {}: {} write(s) of several records never completed; dropped", dir,
+                 open);
+  }
   spdlog::info("store {}: recovered {} records of {} objects from {} segments", dir,
                stats_.recovered_records, index_.object_count(), segments_.size());
   return absl::OkStatus();
@@ -239,7 +257,8 @@ std::string StoreStats::ToString() const {
                       " segments=", segments, " flushes=", flushes,
                       " flushed_appends=", flushed_appends, " max_batch=", max_batch,
                       " flush_us_sum=", flush_latency_sum_us, " flush_us_max=", flush_latency_max_us,
-                      " recovered=", recovered_records, " torn=", torn_records,
+                      " recovered=", recovered_records, " aborted_writes=", writes_aborted,
+                      " orphan_parts=", orphan_parts, " torn=", torn_records,
                       " corrupt=", corrupt_records, " read_crc_errors=", read_crc_errors);
 }
 

@@ -111,6 +111,22 @@ class ObjectStore {
                                   int iovcnt, uint32_t payload_crc, uint32_t flags,
                                   DurableCallback done);
 
+  // A write of several records, applied atomically: every part but the last has
+  // kContinued; the first (which may have kTruncate) is appended with write_id 0 and the
+  // write's id is WriteIdOf(its returned ticket) (record.h); the later parts pass that id.
+  // No part is visible until the last one has been appended; then the whole write is,
+  // as one write at the last part's place in the log. A write whose last part never
+  // comes stays invisible (AbortWrite drops it at once; recovery drops it on Open).
+  // Errors as Append, and kFailedPrecondition (nothing written) for a part whose write
+  // is not open. Each part's `done` reports that part's durability; a write is durable
+  // once its last part is.
+  absl::StatusOr<uint64_t> AppendPart(std::string_view oid, uint64_t off,
+                                      const struct iovec* iov, int iovcnt,
+                                      uint32_t payload_crc, uint32_t flags, uint32_t write_id,
+                                      DurableCallback done);
+  // Drops the parts appended so far of write `write_id` of `oid` (its writer is gone).
+  void AbortWrite(std::string_view oid, uint32_t write_id);
+
   // Calls `done` once `ticket` is durable (immediately, on this thread, if it already is).
   // An unknown ticket gets kInvalidArgument.
   void WhenDurable(uint64_t ticket, DurableCallback done);

@@ -65,7 +65,8 @@ char* HeaderBlock() {
 }
 
 absl::Status ValidateAppend(std::string_view oid, uint64_t off, const struct iovec* iov,
-                            int iovcnt, uint32_t flags, uint64_t* payload_len) {
+                            int iovcnt, uint32_t flags, uint32_t write_id,
+                            uint64_t* payload_len) {
   if (oid.empty() || oid.size() > kMaxOidBytes) {
     return absl::InvalidArgumentError(absl::StrCat("oid length ", oid.size(), " not in [1, ",
                                                    kMaxOidBytes, "]"));
@@ -84,6 +85,9 @@ absl::Status ValidateAppend(std::string_view oid, uint64_t off, const struct iov
   }
   if ((flags & kTruncate) != 0 && off != 0) {
     return absl::InvalidArgumentError("kTruncate requires offset 0");
+  }
+  if (write_id != 0 && (flags & kTruncate) != 0) {
+    return absl::InvalidArgumentError("kTruncate only on the first part of a write");
   }
   *payload_len = len;
   return absl::OkStatus();
@@ -193,13 +197,14 @@ void ObjectStore::Impl::RollbackLocked(const Reservation& r, const absl::Status&
 absl::Status ObjectStore::Impl::WriteRecord(const Reservation& r, std::string_view oid,
                                              uint64_t off, const struct iovec* iov, int iovcnt,
                                              uint64_t len, uint32_t payload_crc, uint32_t flags,
-                                             bool* fell_back) {
+                                             uint32_t write_id, bool* fell_back) {
   std::vector<struct iovec> v;
   v.reserve(static_cast<size_t>(iovcnt) + 3);
   if (r.direct) {
     // [header block][payload]: one O_DIRECT write, the payload straight from the caller.
     const RecordHeader h =
-        MakeRecordHeader(oid, r.seq, off, len, payload_crc, flags | kRecordAlignedPayload);
+        MakeRecordHeader(oid, r.seq, off, len, payload_crc, flags | kRecordAlignedPayload,
+                         write_id);
     char* block = HeaderBlock();
     const uint64_t head = PayloadOffset(oid.size(), kRecordAlignedPayload);
     std::memset(block, 0, head);
@@ -247,7 +252,7 @@ absl::Status ObjectStore::Impl::WriteRecord(const Reservation& r, std::string_vi
     }
     return absl::OkStatus();
   }
-  const RecordHeader h = MakeRecordHeader(oid, r.seq, off, len, payload_crc, flags);
+  const RecordHeader h = MakeRecordHeader(oid, r.seq, off, len, payload_crc, flags, write_id);
   v.push_back({const_cast<RecordHeader*>(&h), sizeof(h)});
   v.push_back({const_cast<char*>(oid.data()), oid.size()});
   for (int i = 0; i < iovcnt; ++i) {
@@ -258,14 +263,53 @@ absl::Status ObjectStore::Impl::WriteRecord(const Reservation& r, std::string_vi
   return r.seg->WriteFull(r.pos, v.data(), static_cast<int>(v.size()));
 }
 
+uint64_t ObjectStore::Impl::PublishLocked(std::string_view oid, Extent e, uint32_t flags,
+                                          uint32_t write_id) {
+  const bool truncate = (flags & kTruncate) != 0;
+  if (write_id == 0) return index_.Apply(oid, std::move(e), truncate);
+  if (WriteIdOf(e.seq) == write_id && (flags & kContinued) != 0) {
+    return index_.BeginWrite(oid, write_id, std::move(e), truncate);
+  }
+  const uint64_t len = e.len;
+  if ((flags & kContinued) != 0) {
+    if (index_.AddPart(oid, write_id, std::move(e))) return 0;
+  } else if (std::optional<uint64_t> freed = index_.Commit(oid, write_id, std::move(e))) {
+    return *freed;
+  }
+  // A part of a write that is no longer open (aborted meanwhile): never visible.
+  ++stats_.orphan_parts;
+  return len;
+}
+
+void ObjectStore::Impl::AbortWrite(std::string_view oid, uint32_t write_id) {
+  absl::MutexLock l(&mu_);
+  if (!index_.HasWrite(oid, write_id)) return;
+  const uint64_t freed = index_.Abort(oid, write_id);
+  ++stats_.writes_aborted;
+  // Memory mode holds the payloads: they no longer count against the capacity.
+  if (opts_.mode == Durability::kMemory) stats_.log_bytes -= std::min(stats_.log_bytes, freed);
+}
+
 absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_t off,
                                                    const struct iovec* iov, int iovcnt,
                                                    uint32_t payload_crc, uint32_t flags,
-                                                   DurableCallback* done) {
+                                                   uint32_t write_id, DurableCallback* done) {
   uint64_t len = 0;
-  if (absl::Status s = ValidateAppend(oid, off, iov, iovcnt, flags, &len); !s.ok()) return s;
+  if (absl::Status s = ValidateAppend(oid, off, iov, iovcnt, flags, write_id, &len); !s.ok()) {
+    return s;
+  }
+  if (write_id != 0) {
+    absl::MutexLock l(&mu_);
+    if (!index_.HasWrite(oid, write_id)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "write ", write_id, " of '", Sv(oid), "' is not open (never begun, or aborted)"));
+    }
+  }
   absl::StatusOr<Reservation> r = Reserve(oid, len, DirectEligible(opts_, iov, iovcnt, len));
   if (!r.ok()) return r.status();
+  // kContinued without an id begins a write of several records: its id follows from the
+  // seq just reserved (WriteIdOf), which the caller learns from the returned ticket.
+  if ((flags & kContinued) != 0 && write_id == 0) write_id = WriteIdOf(r->seq);
 
   bool fell_back = false;  // a direct record written through the buffered descriptor
   Extent e;
@@ -280,7 +324,8 @@ absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_
     for (int i = 0; i < iovcnt; ++i) copy->append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
     e.mem = std::move(copy);
   } else {
-    absl::Status s = WriteRecord(*r, oid, off, iov, iovcnt, len, payload_crc, flags, &fell_back);
+    absl::Status s =
+        WriteRecord(*r, oid, off, iov, iovcnt, len, payload_crc, flags, write_id, &fell_back);
     if (!s.ok()) {
       absl::MutexLock l(&mu_);
       RollbackLocked(*r, s);
@@ -293,7 +338,7 @@ absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_
   Fired fire;
   {
     absl::MutexLock l(&mu_);
-    const uint64_t freed = index_.Apply(oid, std::move(e), (flags & kTruncate) != 0);
+    const uint64_t freed = PublishLocked(oid, std::move(e), flags, write_id);
     // Memory mode holds only live payloads: what an overwrite replaced no longer counts
     // against the capacity. (The log on disk keeps every record until it is removed.)
     if (r->seg == nullptr) stats_.log_bytes -= std::min(stats_.log_bytes, freed);

@@ -36,7 +36,8 @@ class ObjectStore::Impl {
 
   absl::StatusOr<uint64_t> Append(std::string_view oid, uint64_t off, const struct iovec* iov,
                                   int iovcnt, uint32_t payload_crc, uint32_t flags,
-                                  DurableCallback* done);
+                                  uint32_t write_id, DurableCallback* done);
+  void AbortWrite(std::string_view oid, uint32_t write_id);
   void WhenDurable(uint64_t ticket, DurableCallback done);
   absl::StatusOr<std::string> Read(std::string_view oid);
   StoreStats GetStats() const;
@@ -63,7 +64,12 @@ class ObjectStore::Impl {
   // `*fell_back`: a direct record (part) went through the buffered descriptor (EINVAL).
   absl::Status WriteRecord(const Reservation& r, std::string_view oid, uint64_t off,
                            const struct iovec* iov, int iovcnt, uint64_t len,
-                           uint32_t payload_crc, uint32_t flags, bool* fell_back);
+                           uint32_t payload_crc, uint32_t flags, uint32_t write_id,
+                           bool* fell_back);
+  // Publishes a written record in the index: alone, or as a part of a write of several
+  // records (`write_id`). Returns the payload bytes no longer referenced.
+  uint64_t PublishLocked(std::string_view oid, Extent e, uint32_t flags, uint32_t write_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Best-effort fallocate of `seg` to segment_bytes (StoreOptions::preallocate).
   void PreallocateSegment(const SegmentFile& seg) const;
   absl::Status RollSegmentLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -18,7 +18,8 @@ uint32_t ComputeHeaderCrc(RecordHeader h, std::string_view oid) {
 }  // namespace
 
 RecordHeader MakeRecordHeader(std::string_view oid, uint64_t seq, uint64_t object_off,
-                              uint64_t payload_len, uint32_t payload_crc, uint32_t flags) {
+                              uint64_t payload_len, uint32_t payload_crc, uint32_t flags,
+                              uint32_t write_id) {
   RecordHeader h{};
   h.magic = kRecordMagic;
   h.version = kRecordVersion;
@@ -28,6 +29,7 @@ RecordHeader MakeRecordHeader(std::string_view oid, uint64_t seq, uint64_t objec
   h.seq = seq;
   h.object_off = object_off;
   h.payload_len = payload_len;
+  h.write_id = write_id;
   h.header_crc = ComputeHeaderCrc(h, oid);
   return h;
 }
@@ -35,7 +37,8 @@ RecordHeader MakeRecordHeader(std::string_view oid, uint64_t seq, uint64_t objec
 bool HeaderShapeValid(const RecordHeader& h) {
   return h.magic == kRecordMagic && h.version == kRecordVersion && h.oid_len >= 1 &&
          h.oid_len <= kMaxOidBytes && (h.flags & ~kKnownRecordFlags) == 0 &&
-         h.payload_len <= kMaxPayloadBytes && h.reserved == 0 &&
+         h.payload_len <= kMaxPayloadBytes &&
+         ((h.flags & kContinued) == 0 || h.write_id != 0) &&
          h.object_off <= UINT64_MAX - h.payload_len;
 }
 

@@ -44,7 +44,12 @@ static_assert(kDirectAlign % kRecordAlign == 0);
 
 // Append flags (RecordHeader::flags).
 inline constexpr uint32_t kTruncate = 1u << 0;  // the write replaces the whole object
-inline constexpr uint32_t kKnownFlags = kTruncate;
+// A part of a write of several records, not its last: the store applies the parts of
+// such a write only together with its last part, so that the write is atomic (a write
+// whose last part never comes -- its writer died -- never becomes visible, and recovery
+// drops it). RecordHeader::write_id ties the parts together.
+inline constexpr uint32_t kContinued = 1u << 1;
+inline constexpr uint32_t kKnownFlags = kTruncate | kContinued;
 // Layout flag, set by the store (never by a caller): the record has the aligned layout.
 inline constexpr uint32_t kRecordAlignedPayload = 1u << 16;
 inline constexpr uint32_t kKnownRecordFlags = kKnownFlags | kRecordAlignedPayload;
@@ -58,7 +63,7 @@ struct RecordHeader {
   uint64_t seq;
   uint64_t object_off;
   uint64_t payload_len;
-  uint32_t reserved;
+  uint32_t write_id;  // 0: a write of one record; else the write this part belongs to
   uint32_t header_crc;
 };
 static_assert(sizeof(RecordHeader) == 48, "record header layout is part of the disk format");
@@ -86,11 +91,20 @@ static_assert(PayloadOffset(kMaxOidBytes, kRecordAlignedPayload) == kDirectAlign
 // crc32c over `oid` then `len` payload bytes: the record's payload_crc.
 uint32_t PayloadCrc(std::string_view oid, const void* payload, size_t len);
 
+// The id of a write of several records: derived from the seq of its first part, so the
+// first part is recognisable in the log (WriteIdOf(h.seq) == h.write_id) and ids of
+// writes in progress at the same time differ. Never 0.
+constexpr uint32_t WriteIdOf(uint64_t first_seq) {
+  const uint32_t id = static_cast<uint32_t>(first_seq);
+  return id == 0 ? 1 : id;
+}
+
 // Returns a complete header (header_crc filled in) for a record. `flags` may include
 // kRecordAlignedPayload.
 // REQUIRES: 1 <= oid.size() <= kMaxOidBytes, payload_len <= kMaxPayloadBytes.
 RecordHeader MakeRecordHeader(std::string_view oid, uint64_t seq, uint64_t object_off,
-                              uint64_t payload_len, uint32_t payload_crc, uint32_t flags);
+                              uint64_t payload_len, uint32_t payload_crc, uint32_t flags,
+                              uint32_t write_id = 0);
 
 // Cheap structural check of a header read from disk: magic, version, bounds, flags.
 // Does not look at the crc (the oid is needed for that).

@@ -20,6 +20,10 @@ struct StoreStats {
   uint64_t direct_appends = 0; // of the successful appends, written with O_DIRECT
   uint64_t direct_fallbacks = 0; // of those, refused by O_DIRECT (EINVAL), written buffered
   uint64_t log_bytes = 0;      // bytes the log occupies (records + padding)
+  // Writes of several records (ObjectStore::AppendPart) aborted by the caller or found
+  // incomplete by recovery, and parts that arrived for a write no longer open.
+  uint64_t writes_aborted = 0;
+  uint64_t orphan_parts = 0;
   uint64_t objects = 0;
   uint64_t segments = 0;
   // Group commit.

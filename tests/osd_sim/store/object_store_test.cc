@@ -164,6 +164,123 @@ TEST_P(ObjectStoreTest, SegmentsRollOver) {
   EXPECT_EQ(store_->GetStats().recovered_records, 41u);
 }
 
+// ---- Writes of several records (AppendPart): atomic.
+
+class MultiPartTest : public ObjectStoreTest {
+ protected:
+  // Appends one part of `data`'s [off, off + len) and waits until it is durable; returns
+  // its ticket (the write id of a first part is WriteIdOf(ticket)).
+  uint64_t Part(std::string_view oid, const std::string& data, uint64_t off, uint64_t len,
+                uint32_t flags, uint32_t write_id) {
+    struct iovec iov = {const_cast<char*>(data.data() + off), len};
+    auto t = store_->AppendPart(oid, off, &iov, 1, PayloadCrc(oid, data.data() + off, len),
+                                flags, write_id, [](absl::Status) {});
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (!t.ok()) return 0;
+    EXPECT_TRUE(store_->WaitDurable(*t).ok());
+    return *t;
+  }
+  // Begins a write of `data` in `parts` equal parts and appends all but the last part;
+  // returns its id.
+  uint32_t BeginAllButLast(std::string_view oid, const std::string& data, int parts) {
+    const uint64_t step = data.size() / parts;
+    const uint32_t id = WriteIdOf(Part(oid, data, 0, step, kTruncate | kContinued, 0));
+    for (int i = 1; i + 1 < parts; ++i) Part(oid, data, i * step, step, kContinued, id);
+    return id;
+  }
+  void Finish(std::string_view oid, const std::string& data, int parts, uint32_t id) {
+    const uint64_t step = data.size() / parts;
+    Part(oid, data, (parts - 1) * step, data.size() - (parts - 1) * step, 0, id);
+  }
+};
+
+TEST_P(MultiPartTest, PartsAreInvisibleUntilTheLastOneThenTheWholeWriteIs) {
+  const std::string v1 = Pattern("big", 40000, 1), v2 = Pattern("big", 90000, 2);
+  PutDurable("big", 0, v1, kTruncate);
+  const uint32_t id = BeginAllButLast("big", v2, 3);
+  ExpectObject("big", v1);  // two of three parts durable: still the old version
+  if (persistent()) {
+    // The writer dies here: on reopen the unfinished write is dropped.
+    Reopen();
+    ExpectObject("big", v1);
+    EXPECT_EQ(store_->GetStats().writes_aborted, 1u);
+    return;
+  }
+  Finish("big", v2, 3, id);
+  ExpectObject("big", v2);
+}
+
+TEST_P(MultiPartTest, CompletedWriteSurvivesReopen) {
+  const std::string v1 = Pattern("obj", 5000, 1), v2 = Pattern("obj", 30000, 2);
+  PutDurable("obj", 0, v1, kTruncate);
+  Finish("obj", v2, 4, BeginAllButLast("obj", v2, 4));
+  ExpectObject("obj", v2);
+  if (!persistent()) return;
+  Reopen();
+  ExpectObject("obj", v2);
+  EXPECT_EQ(store_->GetStats().writes_aborted, 0u);
+}
+
+TEST_P(MultiPartTest, AbortedWriteNeverBecomesVisibleAndRefusesMoreParts) {
+  const std::string v1 = Pattern("a", 3000, 1), v2 = Pattern("a", 6000, 2);
+  PutDurable("a", 0, v1, kTruncate);
+  const uint32_t id = BeginAllButLast("a", v2, 2);
+  const uint64_t bytes_before = store_->GetStats().log_bytes;
+  store_->AbortWrite("a", id);
+  EXPECT_EQ(store_->GetStats().writes_aborted, 1u);
+  if (!persistent()) EXPECT_LT(store_->GetStats().log_bytes, bytes_before) << "memory freed";
+  struct iovec iov = {const_cast<char*>(v2.data() + 3000), 3000};
+  auto t = store_->AppendPart("a", 3000, &iov, 1, PayloadCrc("a", v2.data() + 3000, 3000), 0,
+                              id, [](absl::Status) {});
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition) << t.status();
+  ExpectObject("a", v1);
+  if (!persistent()) return;
+  Reopen();
+  ExpectObject("a", v1);
+}
+
+// Two writers' parts interleave in the log; the write whose last part lands last wins,
+// whole -- at run time and after recovery alike.
+TEST_P(MultiPartTest, InterleavedWritesOfOneObjectEachApplyWhole) {
+  const std::string a = Pattern("x", 20000, 1), b = Pattern("x", 12000, 2);
+  const uint32_t ida = BeginAllButLast("x", a, 2);
+  const uint32_t idb = BeginAllButLast("x", b, 2);
+  EXPECT_NE(ida, idb);
+  Finish("x", b, 2, idb);
+  ExpectObject("x", b);
+  Finish("x", a, 2, ida);  // began first, completes last: it is the object now
+  ExpectObject("x", a);
+  if (!persistent()) return;
+  Reopen();
+  ExpectObject("x", a);
+}
+
+TEST_P(MultiPartTest, BadPartsAreRefused) {
+  const std::string d = Pattern("p", 2000);
+  struct iovec iov = {const_cast<char*>(d.data()), d.size()};
+  const uint32_t crc = PayloadCrc("p", d.data(), d.size());
+  auto none = [](absl::Status) {};
+  // A later part of a write never begun.
+  EXPECT_EQ(store_->AppendPart("p", 0, &iov, 1, crc, kContinued, 12345, none).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // kTruncate on a later part.
+  const uint32_t id = BeginAllButLast("p", d + d, 2);
+  EXPECT_EQ(store_->AppendPart("p", 0, &iov, 1, crc, kTruncate, id, none).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Read("p").status().code(), absl::StatusCode::kNotFound);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, MultiPartTest,
+                         ::testing::Values(Durability::kDurable, Durability::kBuffered,
+                                           Durability::kMemory),
+                         [](const auto& info) {
+                           switch (info.param) {
+                             case Durability::kDurable: return std::string("Durable");
+                             case Durability::kBuffered: return std::string("Buffered");
+                             default: return std::string("Memory");
+                           }
+                         });
+
 INSTANTIATE_TEST_SUITE_P(Modes, ObjectStoreTest,
                          ::testing::Values(Durability::kDurable, Durability::kBuffered,
                                            Durability::kMemory),
