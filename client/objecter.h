@@ -9,10 +9,10 @@
 //     thread (WriteRecord may wait for ring credit: that is the back-pressure). An object
 //     larger than the connection's max_record_payload() goes as several records, the
 //     first flagged kRecordFlagTruncate, the last kRecordFlagLast, each with its own tid;
-//     the op completes when every tid of its current attempt is acknowledged. Such a write
-//     is not atomic: the OSD applies each record as it lands, so a client that dies (or an
-//     op that times out) part-way leaves the object partly rewritten, and two concurrent
-//     writes of one large object may interleave (README "Known limits").
+//     the op completes when every tid of its current attempt is acknowledged. The tids of
+//     one attempt are consecutive: the OSD applies the records as one write, with the
+//     last (msg/PROTOCOL.md "Writes of several records"); a record it refuses with
+//     ABORTED (it lacks the write's first part) makes the op re-send the whole write.
 //   * OSD down but in: the op waits. When the OSD comes back (new up_from/address in a
 //     map, or the messenger reports OnRemoteReset / OnReset), every unacknowledged op of
 //     that OSD is re-sent in full (a new attempt with new tids; acks of older attempts

@@ -273,17 +273,28 @@ bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const Connect
   if (options_.max_record_payload > 0) max = std::min(max, options_.max_record_payload);
   const std::string& data = *op->data;
   const size_t n = data.empty() ? 1 : (data.size() + max - 1) / max;
+  // The records of one write carry consecutive tids, all taken now: the OSD tells which
+  // write a later part belongs to by its tid (msg/PROTOCOL.md "Writes of several records").
+  uint64_t first_tid;
+  {
+    absl::MutexLock l(&mu_);
+    if (op->done || shutdown_ || op->attempt != attempt) return false;
+    first_tid = next_tid_;
+    next_tid_ += n;
+    for (size_t i = 0; i < n; ++i) {
+      op->tids.insert(first_tid + i);
+      by_tid_[first_tid + i] = op;
+    }
+  }
   for (size_t i = 0; i < n; ++i) {
     RecordDesc desc;
     desc.oid = op->oid;
+    desc.tid = first_tid + i;
     desc.object_offset = i * max;
     desc.flags = (i == 0 ? kRecordFlagTruncate : 0) | (i + 1 == n ? kRecordFlagLast : 0);
     {
       absl::MutexLock l(&mu_);
       if (op->done || shutdown_ || op->attempt != attempt) return false;
-      desc.tid = next_tid_++;
-      op->tids.insert(desc.tid);
-      by_tid_[desc.tid] = op;
       ++counters_.records_sent;
     }
     std::string_view chunk(data.data() + desc.object_offset,

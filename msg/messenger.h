@@ -164,6 +164,9 @@ class Connection;
 using ConnectionRef = std::shared_ptr<Connection>;
 
 // Description of one ring record to write; the messenger fills seq and crcs.
+// One ring record. A write too large for one record is several: the first flagged
+// kRecordFlagTruncate, the last kRecordFlagLast, consecutive tids (msg/PROTOCOL.md,
+// "Writes of several records"; the OSD applies them together).
 struct RecordDesc {
   std::string oid;            // REQUIRES: 1..kMaxOidBytes bytes
   uint64_t tid = 0;

@@ -69,6 +69,8 @@ nlohmann::json ToJson(const PollerCounters& c) {
           {"acks_sent", c.acks_sent},
           {"write_errors", c.write_errors},
           {"crc_errors", c.crc_errors},
+          {"orphan_parts", c.orphan_parts},
+          {"writes_aborted", c.writes_aborted},
           {"ring_high_water_bytes", c.ring_high_water},
           {"rings", c.rings}};
 }
@@ -298,14 +300,42 @@ void Osd::OnRemoteReset(const ConnectionRef& conn) {
   spdlog::info("osd.{}: {} started a new session", options_.id, conn->peer_addr());
 }
 
-void Osd::Persist(const RecordView& rec, std::function<void(absl::Status)> done) {
+uint32_t Osd::Persist(const RecordView& rec, const WritePart& part,
+                      std::function<void(absl::Status)> done) {
   const RecordHeader& h = *rec.header;
+  const std::string_view oid(rec.oid, h.oid_len);
   iovec iov{const_cast<uint8_t*>(rec.payload), h.payload_len};
-  const uint32_t flags = (h.flags & kRecordFlagTruncate) ? store::kTruncate : 0;
-  auto ticket = store_->Append(std::string_view(rec.oid, h.oid_len), h.object_offset, &iov, 1,
-                               h.payload_crc, flags,
-                               [done](absl::Status s) { done(std::move(s)); });
-  if (!ticket.ok()) done(ticket.status());
+  uint32_t flags = (h.flags & kRecordFlagTruncate) ? store::kTruncate : 0;
+  auto cb = [done](absl::Status s) { done(std::move(s)); };
+  absl::StatusOr<uint64_t> ticket;
+  switch (part.kind) {
+    case WritePart::Kind::kWhole:
+      ticket = store_->Append(oid, h.object_offset, &iov, 1, h.payload_crc, flags, cb);
+      break;
+    case WritePart::Kind::kFirst:
+    case WritePart::Kind::kMiddle:
+      flags |= store::kContinued;
+      [[fallthrough]];
+    case WritePart::Kind::kLast:
+      ticket = store_->AppendPart(oid, h.object_offset, &iov, 1, h.payload_crc, flags,
+                                  part.write_id, cb);
+      // A part that could not be stored: the write can never be whole, drop it (its later
+      // parts are then refused by the store and fail their ops too).
+      if (!ticket.ok() && part.write_id != 0) store_->AbortWrite(oid, part.write_id);
+      break;
+  }
+  if (!ticket.ok()) {
+    done(ticket.status());
+    return 0;
+  }
+  return part.kind == WritePart::Kind::kFirst ? store::WriteIdOf(*ticket) : part.write_id;
+}
+
+void Osd::AbortWrite(std::string_view oid, uint32_t write_id) {
+  spdlog::info("osd.{}: dropping the unfinished write of several records of '{}' (its "
+               "session ended)",
+               options_.id, std::string(oid));
+  store_->AbortWrite(oid, write_id);
 }
 
 std::string Osd::PerfDumpJson() const {

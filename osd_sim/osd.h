@@ -73,7 +73,9 @@ class Osd : public Dispatcher, public RecordSink {
   void OnRemoteReset(const ConnectionRef& conn) override;
 
   // RecordSink
-  void Persist(const RecordView& rec, std::function<void(absl::Status)> done) override;
+  uint32_t Persist(const RecordView& rec, const WritePart& part,
+                   std::function<void(absl::Status)> done) override;
+  void AbortWrite(std::string_view oid, uint32_t write_id) override;
 
  private:
   explicit Osd(const OsdOptions& options);

@@ -6,8 +6,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "osd_sim/osd_protocol.h"
@@ -22,6 +25,13 @@ struct Poller::Pending {
   absl::Status status;  // written before `done` is set
 };
 
+// A write of several records whose first part came through this ring.
+struct Poller::OpenWrite {
+  std::string oid;
+  uint64_t next_tid = 0;   // the tid its next part carries
+  uint32_t write_id = 0;   // the sink's id; 0: the first part failed, refuse the rest
+};
+
 struct Poller::RingState {
   RingState(ConnectionRef c, std::shared_ptr<RecvRing> r)
       : conn(std::move(c)), ring(std::move(r)), consumer(ring->base(), ring->bytes()) {}
@@ -29,6 +39,7 @@ struct Poller::RingState {
   std::shared_ptr<RecvRing> ring;
   RingConsumer consumer;
   std::deque<std::shared_ptr<Pending>> pending;  // in ring order
+  std::vector<OpenWrite> open_writes;            // few: one per large write in flight
   bool removing = false;  // no more polling; erased once pending is empty
 };
 
@@ -153,6 +164,7 @@ void Poller::ApplyControl() {
   }
   for (auto it = rings_.begin(); it != rings_.end();) {
     if ((*it)->removing && (*it)->pending.empty()) {
+      AbortOpenWrites(it->get());
       epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, (*it)->ring->wait_fd(), nullptr);
       it = rings_.erase(it);
     } else {
@@ -187,13 +199,65 @@ bool Poller::PollRing(RingState* r) {
     p->tid = rec.header->tid;
     p->end_position = rec.end_position;
     r->pending.push_back(p);
-    sink_->Persist(rec, [this, p](absl::Status s) {
+    WritePart part;
+    std::string why;
+    if (!ClassifyPart(r, rec, &part, &why)) {
+      ++counters_.orphan_parts;
+      // Retryable: the client sends the whole write again.
+      p->status = absl::AbortedError(why);
+      p->done.store(true, std::memory_order_release);
+      continue;
+    }
+    const uint32_t id = sink_->Persist(rec, part, [this, p](absl::Status s) {
       p->status = std::move(s);
       p->done.store(true, std::memory_order_release);
       if (tls_poller != this) Wake();
     });
+    if (part.kind == WritePart::Kind::kFirst) {
+      r->open_writes.push_back(
+          OpenWrite{std::string(rec.oid, rec.header->oid_len), rec.header->tid + 1, id});
+    }
   }
   return found;
+}
+
+bool Poller::ClassifyPart(RingState* r, const RecordView& rec, WritePart* part,
+                          std::string* why) {
+  const RecordHeader& h = *rec.header;
+  const bool first = (h.flags & kRecordFlagTruncate) != 0;
+  const bool last = (h.flags & kRecordFlagLast) != 0;
+  if (first) {
+    part->kind = last ? WritePart::Kind::kWhole : WritePart::Kind::kFirst;
+    return true;
+  }
+  const std::string_view oid(rec.oid, h.oid_len);
+  auto w = std::find_if(r->open_writes.begin(), r->open_writes.end(), [&](const OpenWrite& o) {
+    return o.next_tid == h.tid && o.oid == oid;
+  });
+  if (w == r->open_writes.end() || w->write_id == 0) {
+    *why = absl::StrCat("tid ", h.tid, " of '", std::string(oid), "' continues a write whose first part ",
+                        w == r->open_writes.end() ? "this session never had"
+                                                  : "could not be stored");
+    if (w != r->open_writes.end() && last) r->open_writes.erase(w);
+    return false;
+  }
+  part->kind = last ? WritePart::Kind::kLast : WritePart::Kind::kMiddle;
+  part->write_id = w->write_id;
+  if (last) {
+    r->open_writes.erase(w);
+  } else {
+    ++w->next_tid;
+  }
+  return true;
+}
+
+void Poller::AbortOpenWrites(RingState* r) {
+  for (const OpenWrite& w : r->open_writes) {
+    if (w.write_id == 0) continue;
+    ++counters_.writes_aborted;
+    sink_->AbortWrite(w.oid, w.write_id);
+  }
+  r->open_writes.clear();
 }
 
 void Poller::Complete(RingState* r) {

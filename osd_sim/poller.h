@@ -37,12 +37,26 @@
 
 namespace msgr::osd {
 
+// What a record is to the object it writes: a whole write, or one part of a write of
+// several records (the client's kRecordFlagTruncate on the first part, kRecordFlagLast on
+// the last, consecutive tids in between: msg/PROTOCOL.md "Writes of several records").
+struct WritePart {
+  enum class Kind { kWhole, kFirst, kMiddle, kLast };
+  Kind kind = Kind::kWhole;
+  uint32_t write_id = 0;  // kMiddle / kLast: what Persist returned for the first part
+};
+
 // Where records go. Persist() starts making `rec` durable; the payload stays valid in
-// ring memory until `done` has run. `done` runs exactly once, on any thread.
+// ring memory until `done` has run. `done` runs exactly once, on any thread. The parts of
+// a write of several records become visible together, with the last one.
 class RecordSink {
  public:
   virtual ~RecordSink() = default;
-  virtual void Persist(const RecordView& rec, std::function<void(absl::Status)> done) = 0;
+  // Returns, for a kFirst part, the id its later parts pass (0 if it failed at once).
+  virtual uint32_t Persist(const RecordView& rec, const WritePart& part,
+                           std::function<void(absl::Status)> done) = 0;
+  // The connection of an unfinished write went away: drop what it stored so far.
+  virtual void AbortWrite(std::string_view oid, uint32_t write_id) = 0;
 };
 
 struct PollerOptions {
@@ -63,6 +77,8 @@ struct PollerCounters {
   uint64_t poll_hits = 0, poll_misses = 0;
   uint64_t spin_ns = 0, sleep_ns = 0, sleeps = 0;
   uint64_t acks_sent = 0, write_errors = 0, crc_errors = 0;
+  uint64_t orphan_parts = 0;    // parts of writes whose first part is not here (refused)
+  uint64_t writes_aborted = 0;  // writes of several records left unfinished by a session
   uint64_t ring_high_water = 0;  // most bytes ever in use in one ring
   uint64_t rings = 0;
 };
@@ -85,10 +101,15 @@ class Poller {
 
  private:
   struct Pending;
+  struct OpenWrite;
   struct RingState;
   Poller(int index, const PollerOptions& options, RecordSink* sink, int wake_fd, int epoll_fd);
   void Run();
   bool PollRing(RingState* r);           // true if it found work
+  // Classifies `rec` for the sink; false (and `*why`) for a part of a write that has no
+  // first part on this ring.
+  bool ClassifyPart(RingState* r, const RecordView& rec, WritePart* part, std::string* why);
+  void AbortOpenWrites(RingState* r);    // the ring goes away with writes unfinished
   void Complete(RingState* r);           // releases space and sends acks
   void ApplyControl();                   // ring adds/removals from other threads
   // Sleeps until woken or options_.max_sleep; returns at once if a last look finds work

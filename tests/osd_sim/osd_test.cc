@@ -313,6 +313,58 @@ TEST_P(OsdTest, AcknowledgedWritesSurviveRestart) {
   }
 }
 
+// A write of several records (larger than one ring record) is applied whole or not at
+// all: its parts stay invisible until the last one; a client that goes away part-way
+// leaves the previous version (in the store and after a restart); a part whose first
+// part the OSD never saw is refused with ABORTED (the client re-sends the whole write).
+TEST_P(OsdTest, WriteOfSeveralRecordsIsAppliedWholeOrNotAtAll) {
+  StartOsd();
+  ConnectClient();
+  const std::string v1 = Pattern("v1", 5000), v2 = Pattern("v2", 3 * 4000);
+  ASSERT_TRUE(Write("big", v1, 1).ok());
+  auto part = [&](const std::string& data, uint64_t tid, int i, int n) {
+    RecordDesc d;
+    d.oid = "big";
+    d.tid = tid;
+    d.object_offset = static_cast<uint64_t>(i) * 4000;
+    d.flags = (i == 0 ? kRecordFlagTruncate : 0) | (i + 1 == n ? kRecordFlagLast : 0);
+    absl::Status s = conn_->WriteRecord(d, std::string_view(data).substr(i * 4000, 4000),
+                                        absl::Seconds(20));
+    return s.ok() ? dispatcher_.WaitAck(tid) : s;
+  };
+  ASSERT_TRUE(part(v2, 10, 0, 3).ok());
+  ASSERT_TRUE(part(v2, 11, 1, 3).ok());
+  EXPECT_EQ(*Read("big", 100), v1) << "two of three parts durable: still the old version";
+  ASSERT_TRUE(part(v2, 12, 2, 3).ok());
+  EXPECT_EQ(*Read("big", 101), v2);
+
+  // The next write's client goes away after its first part.
+  const std::string v3 = Pattern("v3", 3 * 4000);
+  ASSERT_TRUE(part(v3, 20, 0, 3).ok());
+  ConnectClient();  // the old session ends: the OSD drops the unfinished write
+  int aborted = 0;
+  for (int i = 0; i < 100 && aborted == 0; ++i) {
+    aborted = PerfDump()["store"]["writes_aborted"].get<int>();
+    if (aborted == 0) absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(aborted, 1);
+  EXPECT_EQ(*Read("big", 102), v2);
+  // The new session never had tid 30's first part.
+  EXPECT_EQ(part(v3, 31, 1, 3).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(*Read("big", 103), v2);
+
+  // And across a restart of the OSD with a first part in its log and no last part (the
+  // session's end drops it first here; the store's recovery tests cover a crash).
+  ASSERT_TRUE(part(v3, 40, 0, 3).ok());
+  conn_.reset();
+  client_->Shutdown();
+  client_.reset();
+  osd_.reset();
+  StartOsd();
+  ConnectClient();
+  EXPECT_EQ(*Read("big", 104), v2);
+}
+
 TEST_P(OsdTest, FullStoreFailsTheWriteClearlyAndKeepsServing) {
   options_.capacity_bytes = 256 * 1024;
   StartOsd();

@@ -115,14 +115,22 @@ class FakeConnection : public Connection {
 // Completes records on another thread after the test lets it, like a group commit.
 class FakeSink : public RecordSink {
  public:
-  void Persist(const RecordView& rec, std::function<void(absl::Status)> done) override {
+  uint32_t Persist(const RecordView& rec, const WritePart& part,
+                   std::function<void(absl::Status)> done) override {
     std::lock_guard<std::mutex> l(mu);
     payloads.emplace_back(reinterpret_cast<const char*>(rec.payload), rec.header->payload_len);
     payload_ptrs.push_back(rec.payload);
+    parts.emplace_back(rec.header->tid, part);
     const bool fail = std::string(rec.oid, rec.header->oid_len) == "full";
     waiting.push_back([done, fail] {
       done(fail ? absl::ResourceExhaustedError("store full") : absl::OkStatus());
     });
+    return part.kind == WritePart::Kind::kFirst ? static_cast<uint32_t>(1000 + rec.header->tid)
+                                                : part.write_id;
+  }
+  void AbortWrite(std::string_view oid, uint32_t write_id) override {
+    std::lock_guard<std::mutex> l(mu);
+    aborted.emplace_back(std::string(oid), write_id);
   }
   void Flush() {
     std::vector<std::function<void()>> w;
@@ -135,11 +143,14 @@ class FakeSink : public RecordSink {
   std::mutex mu;
   std::vector<std::string> payloads;
   std::vector<const uint8_t*> payload_ptrs;
+  std::vector<std::pair<uint64_t, WritePart>> parts;  // (tid, how the poller classified it)
+  std::vector<std::pair<std::string, uint32_t>> aborted;
   std::vector<std::function<void()>> waiting;
 };
 
 void Produce(RingProducer* p, TestRing* ring, const std::string& oid, const std::string& data,
-             uint64_t tid, bool corrupt = false) {
+             uint64_t tid, bool corrupt = false,
+             uint16_t flags = kRecordFlagTruncate | kRecordFlagLast) {
   auto pl = p->Reserve(RecordBytes(oid.size(), data.size()));
   ASSERT_TRUE(pl.has_value());
   if (pl->has_pad) WritePadRecord(ring->base() + pl->pad_offset, pl->pad_bytes, pl->pad_seq);
@@ -149,7 +160,7 @@ void Produce(RingProducer* p, TestRing* ring, const std::string& oid, const std:
   RecordHeader h;
   uint32_t crc = RecordPayloadCrc(oid.data(), oid.size(), data.data(), data.size());
   if (corrupt) crc ^= 1;
-  FillRecordHeader(&h, RecordType::kWrite, 0, pl->seq, static_cast<uint16_t>(oid.size()),
+  FillRecordHeader(&h, RecordType::kWrite, flags, pl->seq, static_cast<uint16_t>(oid.size()),
                    static_cast<uint32_t>(data.size()), crc, 1, tid, 0);
   PublishRecord(slot, h);
   ring->Signal();
@@ -219,6 +230,67 @@ TEST(PollerTest, StoreErrorIsAckedAsErrorAndSpaceStillReturned) {
   EXPECT_EQ(conn->acked[1], absl::StatusCode::kOk);
   EXPECT_EQ(conn->acked[2], absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(conn->released, prod.produced());
+}
+
+// Writes of several records: the poller tells the sink each record's part, with the id
+// the sink gave the first part; a part whose first part it never saw is refused with
+// ABORTED (the client re-sends the whole write); a session that ends with a write
+// unfinished gets that write aborted in the sink.
+TEST(PollerTest, PartsOfAWriteReachTheSinkTogetherAndOrphansAreRefused) {
+  FakeSink sink;
+  auto poller = Poller::Create(0, PollerOptions{}, &sink);
+  ASSERT_TRUE(poller.ok());
+  auto conn = std::make_shared<FakeConnection>();
+  auto ring = std::make_shared<TestRing>();
+  conn->ring = ring.get();
+  (*poller)->AddRing(conn, ring);
+  RingProducer prod(kRingBytes);
+  // Write A: tids 10-12; write B (another object) interleaved: tids 20-21; a single write
+  // (tid 5); an orphan middle part (tid 31) and an orphan last part (tid 41).
+  Produce(&prod, ring.get(), "a", "a0", 10, false, kRecordFlagTruncate);
+  Produce(&prod, ring.get(), "b", "b0", 20, false, kRecordFlagTruncate);
+  Produce(&prod, ring.get(), "a", "a1", 11, false, 0);
+  Produce(&prod, ring.get(), "one", "x", 5);
+  Produce(&prod, ring.get(), "b", "b1", 21, false, kRecordFlagLast);
+  Produce(&prod, ring.get(), "a", "zz", 31, false, 0);
+  Produce(&prod, ring.get(), "a", "zz", 41, false, kRecordFlagLast);
+  Produce(&prod, ring.get(), "a", "a2", 12, false, kRecordFlagLast);
+  // Write C begins and never ends.
+  Produce(&prod, ring.get(), "c", "c0", 50, false, kRecordFlagTruncate);
+  ASSERT_TRUE(WaitFor([&] {
+    sink.Flush();
+    std::lock_guard<std::mutex> l(conn->mu);
+    return conn->acked.size() == 9;
+  }));
+  using K = WritePart::Kind;
+  {
+    std::lock_guard<std::mutex> l(sink.mu);
+    std::map<uint64_t, WritePart> by_tid(sink.parts.begin(), sink.parts.end());
+    ASSERT_EQ(by_tid.size(), 7u) << "the two orphans never reach the sink";
+    EXPECT_EQ(by_tid[10].kind, K::kFirst);
+    EXPECT_EQ(by_tid[11].kind, K::kMiddle);
+    EXPECT_EQ(by_tid[11].write_id, 1010u);
+    EXPECT_EQ(by_tid[12].kind, K::kLast);
+    EXPECT_EQ(by_tid[12].write_id, 1010u);
+    EXPECT_EQ(by_tid[20].kind, K::kFirst);
+    EXPECT_EQ(by_tid[21].kind, K::kLast);
+    EXPECT_EQ(by_tid[21].write_id, 1020u);
+    EXPECT_EQ(by_tid[5].kind, K::kWhole);
+    EXPECT_EQ(by_tid[50].kind, K::kFirst);
+  }
+  {
+    std::lock_guard<std::mutex> l(conn->mu);
+    EXPECT_EQ(conn->acked[31], absl::StatusCode::kAborted);
+    EXPECT_EQ(conn->acked[41], absl::StatusCode::kAborted);
+    EXPECT_EQ(conn->acked[12], absl::StatusCode::kOk);
+    EXPECT_EQ(conn->released, prod.produced());
+  }
+  EXPECT_EQ((*poller)->counters().orphan_parts, 2u);
+  (*poller)->RemoveRings(conn.get());  // the session ends with write C unfinished
+  ASSERT_TRUE(WaitFor([&] { return (*poller)->ring_count() == 0; }));
+  std::lock_guard<std::mutex> l(sink.mu);
+  ASSERT_EQ(sink.aborted.size(), 1u);
+  EXPECT_EQ(sink.aborted[0], std::make_pair(std::string("c"), 1050u));
 }
 
 TEST(PollerTest, CorruptRecordDropsConnectionButEarlierRecordsAreAcked) {
