@@ -180,6 +180,14 @@ absl::StatusOr<ConnectionRef> Objecter::ConnectionFor(int osd) {
       spdlog::debug("client: connecting to osd.{} at {}", osd, addr);
       return s->conn;
     }
+    // The messenger hands out one connection per address: if the OSD's new incarnation
+    // at the same address already has it as its session, it is in use -- keep it.
+    for (const auto& [id, s] : sessions_) {
+      if (s->conn == *conn) {
+        return absl::UnavailableError(
+            absl::StrCat("osd.", osd, " restarted while connecting to ", addr));
+      }
+    }
   }
   (*conn)->MarkDown();
   return absl::UnavailableError(

@@ -238,6 +238,11 @@ void Osd::OnRingAttached(const ConnectionRef& conn, std::shared_ptr<RecvRing> ri
   Poller* p = PickPoller();
   spdlog::info("osd.{}: ring of {} bytes for {} ({}) on poller {}", options_.id, ring->bytes(),
                conn->peer_name().ToString(), conn->peer_addr(), p->index());
+  // A new ring for a connection replaces its old one (a new session): the poller that
+  // gets it retires the old one itself; any other poller holding it is told here.
+  for (auto& other : pollers_) {
+    if (other.get() != p) other->RemoveRings(conn.get());
+  }
   p->AddRing(conn, std::move(ring));
 }
 

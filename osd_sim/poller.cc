@@ -30,6 +30,7 @@ struct Poller::OpenWrite {
   std::string oid;
   uint64_t next_tid = 0;   // the tid its next part carries
   uint32_t write_id = 0;   // the sink's id; 0: the first part failed, refuse the rest
+  uint64_t last_part_ns = 0;
 };
 
 struct Poller::RingState {
@@ -214,8 +215,8 @@ bool Poller::PollRing(RingState* r) {
       if (tls_poller != this) Wake();
     });
     if (part.kind == WritePart::Kind::kFirst) {
-      r->open_writes.push_back(
-          OpenWrite{std::string(rec.oid, rec.header->oid_len), rec.header->tid + 1, id});
+      r->open_writes.push_back(OpenWrite{std::string(rec.oid, rec.header->oid_len),
+                                         rec.header->tid + 1, id, NowNs()});
     }
   }
   return found;
@@ -236,9 +237,15 @@ bool Poller::ClassifyPart(RingState* r, const RecordView& rec, WritePart* part,
   });
   if (w == r->open_writes.end() || w->write_id == 0) {
     *why = absl::StrCat("tid ", h.tid, " of '", std::string(oid), "' continues a write whose first part ",
-                        w == r->open_writes.end() ? "this session never had"
+                        w == r->open_writes.end() ? "this session does not have"
                                                   : "could not be stored");
-    if (w != r->open_writes.end() && last) r->open_writes.erase(w);
+    if (w != r->open_writes.end()) {
+      if (last) {
+        r->open_writes.erase(w);
+      } else {
+        ++w->next_tid;  // refuse the rest of it the same way
+      }
+    }
     return false;
   }
   part->kind = last ? WritePart::Kind::kLast : WritePart::Kind::kMiddle;
@@ -247,8 +254,29 @@ bool Poller::ClassifyPart(RingState* r, const RecordView& rec, WritePart* part,
     r->open_writes.erase(w);
   } else {
     ++w->next_tid;
+    w->last_part_ns = NowNs();
   }
   return true;
+}
+
+void Poller::AbortStaleWrites(uint64_t now_ns) {
+  const uint64_t limit = static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.open_write_timeout));
+  for (auto& r : rings_) {
+    auto& ws = r->open_writes;
+    for (auto w = ws.begin(); w != ws.end();) {
+      if (now_ns - w->last_part_ns < limit) {
+        ++w;
+        continue;
+      }
+      spdlog::warn("osd poller {}: write of '{}' from {} got no part for {}: dropped", index_,
+                   w->oid, r->conn->peer_addr(), absl::FormatDuration(options_.open_write_timeout));
+      if (w->write_id != 0) {
+        ++counters_.writes_aborted;
+        sink_->AbortWrite(w->oid, w->write_id);
+      }
+      w = ws.erase(w);
+    }
+  }
 }
 
 void Poller::AbortOpenWrites(RingState* r) {
@@ -363,6 +391,7 @@ void Poller::Run() {
       }
     }
     if (now - last_publish > 10'000'000) {
+      AbortStaleWrites(now);
       std::lock_guard<std::mutex> l(mu_);
       snapshot_ = counters_;
       last_publish = now;

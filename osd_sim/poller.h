@@ -70,6 +70,9 @@ struct PollerOptions {
   // doorbell, a store completion, a ring added) wakes the poller; this bounds the sleeps
   // in which no doorbell can come (announcing the sleep to an RDMA client failed).
   absl::Duration max_sleep = absl::Milliseconds(200);
+  // A write of several records that gets no further part for this long is dropped (its
+  // client gave up on it but kept the session; default: twice the client's op timeout).
+  absl::Duration open_write_timeout = absl::Seconds(60);
 };
 
 struct PollerCounters {
@@ -110,6 +113,7 @@ class Poller {
   // first part on this ring.
   bool ClassifyPart(RingState* r, const RecordView& rec, WritePart* part, std::string* why);
   void AbortOpenWrites(RingState* r);    // the ring goes away with writes unfinished
+  void AbortStaleWrites(uint64_t now_ns);  // open writes idle past open_write_timeout
   void Complete(RingState* r);           // releases space and sends acks
   void ApplyControl();                   // ring adds/removals from other threads
   // Sleeps until woken or options_.max_sleep; returns at once if a last look finds work

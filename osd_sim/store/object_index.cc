@@ -48,13 +48,20 @@ uint64_t ObjectIndex::BeginWrite(std::string_view oid, uint32_t id, Extent first
   const uint64_t freed = Abort(oid, id);
   OpenWrite& w = open_[WriteKey(std::string(oid), id)];
   w.truncate = truncate;
+  w.next_off = first.end();
   w.parts.push_back(std::move(first));
   return freed;
 }
 
-bool ObjectIndex::AddPart(std::string_view oid, uint32_t id, Extent part) {
+bool ObjectIndex::AddPart(std::string_view oid, uint32_t id, Extent part, uint64_t* dropped) {
+  *dropped = 0;
   auto it = open_.find(WriteKey(std::string(oid), id));
   if (it == open_.end()) return false;
+  if (part.object_off != it->second.next_off) {
+    *dropped = Abort(oid, id);  // a part is missing: the write can never be whole
+    return false;
+  }
+  it->second.next_off = part.end();
   it->second.parts.push_back(std::move(part));
   return true;
 }
@@ -63,9 +70,15 @@ bool ObjectIndex::HasWrite(std::string_view oid, uint32_t id) const {
   return open_.count(WriteKey(std::string(oid), id)) != 0;
 }
 
-std::optional<uint64_t> ObjectIndex::Commit(std::string_view oid, uint32_t id, Extent last) {
+std::optional<uint64_t> ObjectIndex::Commit(std::string_view oid, uint32_t id, Extent last,
+                                            uint64_t* dropped) {
+  *dropped = 0;
   auto it = open_.find(WriteKey(std::string(oid), id));
   if (it == open_.end()) return std::nullopt;
+  if (last.object_off != it->second.next_off) {
+    *dropped = Abort(oid, id);  // a part is missing
+    return std::nullopt;
+  }
   OpenWrite w = std::move(it->second);
   open_.erase(it);
   // All at the last part's seq: the write takes effect where it completes. The parts do

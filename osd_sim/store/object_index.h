@@ -53,16 +53,21 @@ class ObjectIndex {
   // newer write already covers it): memory mode frees them.
   uint64_t Apply(std::string_view oid, Extent e, bool truncate);
 
-  // Writes of several records. BeginWrite starts write `id` of `oid` with its first part
+  // Writes of several records, whose parts follow each other in the object (each starts
+  // where the previous ended). BeginWrite starts write `id` of `oid` with its first part
   // (replacing a write of that id not finished: its parts are returned to the caller's
   // accounting as freed bytes); AddPart adds a middle part and Commit applies every part
-  // plus `last`, all at last.seq; false / nothing applied when no such write is open (it
-  // was aborted). Abort drops an open write. The uint64_t results: payload bytes no
-  // longer referenced, as for Apply.
+  // plus `last`, all at last.seq. Both refuse (false / nullopt, nothing applied) a part
+  // of a write that is not open (aborted, or never begun) and drop the write when the
+  // part does not start where the previous one ended (one is missing: recovery skipped a
+  // corrupt or unsynced record). Abort drops an open write. The uint64_t results: payload
+  // bytes no longer referenced, as for Apply.
   uint64_t BeginWrite(std::string_view oid, uint32_t id, Extent first, bool truncate);
-  bool AddPart(std::string_view oid, uint32_t id, Extent part);
+  // `*dropped`: payload bytes of the parts of a write dropped for a missing part.
+  bool AddPart(std::string_view oid, uint32_t id, Extent part, uint64_t* dropped);
   bool HasWrite(std::string_view oid, uint32_t id) const;
-  std::optional<uint64_t> Commit(std::string_view oid, uint32_t id, Extent last);
+  std::optional<uint64_t> Commit(std::string_view oid, uint32_t id, Extent last,
+                                 uint64_t* dropped);
   uint64_t Abort(std::string_view oid, uint32_t id);
   size_t open_writes() const { return open_.size(); }
   // Drops every open write (recovery: their writers are gone); returns how many.
@@ -76,7 +81,8 @@ class ObjectIndex {
  private:
   struct OpenWrite {
     bool truncate = false;       // the first part truncates
-    std::vector<Extent> parts;   // in arrival order (the writer sends them in order)
+    uint64_t next_off = 0;       // where the next part must start
+    std::vector<Extent> parts;   // in offset order, contiguous
   };
   using WriteKey = std::pair<std::string, uint32_t>;
   std::unordered_map<std::string, ObjectEntry> objects_;

@@ -119,7 +119,10 @@ class ObjectStore {
   // comes stays invisible (AbortWrite drops it at once; recovery drops it on Open).
   // Errors as Append, and kFailedPrecondition (nothing written) for a part whose write
   // is not open. Each part's `done` reports that part's durability; a write is durable
-  // once its last part is.
+  // once its last part is. One thread appends a write's parts (in offset order, each
+  // where the previous ended) and aborts it; different writes may go on in parallel.
+  // Logs with writes of several records are not readable by builds before this API
+  // (they skip those records as corrupt): no downgrade.
   absl::StatusOr<uint64_t> AppendPart(std::string_view oid, uint64_t off,
                                       const struct iovec* iov, int iovcnt,
                                       uint32_t payload_crc, uint32_t flags, uint32_t write_id,

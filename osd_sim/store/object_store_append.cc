@@ -166,6 +166,9 @@ absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::s
     r.bytes = payload_len;  // memory mode holds the payload only (see Append)
   }
   stats_.log_bytes += r.pad + r.bytes;
+  // A seq whose low 32 bits are 0 is skipped: WriteIdOf(seq) is then the seq's low bits,
+  // unique among writes open at the same time.
+  if (static_cast<uint32_t>(next_seq_) == 0) ++next_seq_;
   r.seq = next_seq_++;
   not_durable_.insert(r.seq);
   return r;
@@ -271,14 +274,19 @@ uint64_t ObjectStore::Impl::PublishLocked(std::string_view oid, Extent e, uint32
     return index_.BeginWrite(oid, write_id, std::move(e), truncate);
   }
   const uint64_t len = e.len;
+  const bool had_write = index_.HasWrite(oid, write_id);
+  uint64_t dropped = 0;
   if ((flags & kContinued) != 0) {
-    if (index_.AddPart(oid, write_id, std::move(e))) return 0;
-  } else if (std::optional<uint64_t> freed = index_.Commit(oid, write_id, std::move(e))) {
+    if (index_.AddPart(oid, write_id, std::move(e), &dropped)) return 0;
+  } else if (std::optional<uint64_t> freed =
+                 index_.Commit(oid, write_id, std::move(e), &dropped)) {
     return *freed;
   }
-  // A part of a write that is no longer open (aborted meanwhile): never visible.
+  // A part of a write that is no longer open (aborted meanwhile), or that does not follow
+  // the part before it (one is missing, so the write was dropped): never visible.
   ++stats_.orphan_parts;
-  return len;
+  if (had_write) ++stats_.writes_aborted;
+  return len + dropped;
 }
 
 void ObjectStore::Impl::AbortWrite(std::string_view oid, uint32_t write_id) {

@@ -91,13 +91,11 @@ static_assert(PayloadOffset(kMaxOidBytes, kRecordAlignedPayload) == kDirectAlign
 // crc32c over `oid` then `len` payload bytes: the record's payload_crc.
 uint32_t PayloadCrc(std::string_view oid, const void* payload, size_t len);
 
-// The id of a write of several records: derived from the seq of its first part, so the
-// first part is recognisable in the log (WriteIdOf(h.seq) == h.write_id) and ids of
-// writes in progress at the same time differ. Never 0.
-constexpr uint32_t WriteIdOf(uint64_t first_seq) {
-  const uint32_t id = static_cast<uint32_t>(first_seq);
-  return id == 0 ? 1 : id;
-}
+// The id of a write of several records: the low 32 bits of the seq of its first part, so
+// the first part is recognisable in the log (WriteIdOf(h.seq) == h.write_id) and ids of
+// writes in progress at the same time differ. The store never uses a seq whose low bits
+// are 0, so an id is never 0.
+constexpr uint32_t WriteIdOf(uint64_t first_seq) { return static_cast<uint32_t>(first_seq); }
 
 // Returns a complete header (header_crc filled in) for a record. `flags` may include
 // kRecordAlignedPayload.

@@ -293,6 +293,38 @@ TEST(PollerTest, PartsOfAWriteReachTheSinkTogetherAndOrphansAreRefused) {
   EXPECT_EQ(sink.aborted[0], std::make_pair(std::string("c"), 1050u));
 }
 
+// A write whose client stopped sending parts but kept its session is dropped after
+// open_write_timeout; its next part is then refused like an orphan.
+TEST(PollerTest, WriteWithoutFurtherPartsIsDroppedAfterTheTimeout) {
+  FakeSink sink;
+  PollerOptions po;
+  po.open_write_timeout = absl::Milliseconds(100);
+  auto poller = Poller::Create(0, po, &sink);
+  ASSERT_TRUE(poller.ok());
+  auto conn = std::make_shared<FakeConnection>();
+  auto ring = std::make_shared<TestRing>();
+  conn->ring = ring.get();
+  (*poller)->AddRing(conn, ring);
+  RingProducer prod(kRingBytes);
+  Produce(&prod, ring.get(), "slow", "p0", 7, false, kRecordFlagTruncate);
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> l(sink.mu);
+    return !sink.aborted.empty();
+  }));
+  {
+    std::lock_guard<std::mutex> l(sink.mu);
+    EXPECT_EQ(sink.aborted[0], std::make_pair(std::string("slow"), 1007u));
+  }
+  Produce(&prod, ring.get(), "slow", "p1", 8, false, kRecordFlagLast);
+  ASSERT_TRUE(WaitFor([&] {
+    sink.Flush();
+    std::lock_guard<std::mutex> l(conn->mu);
+    return conn->acked.size() == 2;
+  }));
+  std::lock_guard<std::mutex> l(conn->mu);
+  EXPECT_EQ(conn->acked[8], absl::StatusCode::kAborted);
+}
+
 TEST(PollerTest, CorruptRecordDropsConnectionButEarlierRecordsAreAcked) {
   FakeSink sink;
   auto poller = Poller::Create(0, PollerOptions{}, &sink);

@@ -197,6 +197,44 @@ TEST(RecoveryTest, HeaderBitFlipMidLogResyncsOnNextRecord) {
   EXPECT_GE((*store)->GetStats().corrupt_bytes, RecordBytes(1, 7000));
 }
 
+// A write of several records whose middle part is lost (corrupt, or never synced while
+// the last part was) is not applied at all by recovery: the object keeps its previous
+// version instead of reading zeros where the part was.
+TEST(RecoveryTest, WriteOfSeveralRecordsMissingAMiddlePartIsDropped) {
+  const std::string dir = FreshDir("multi-part-hole");
+  StoreOptions o = Options(dir, Durability::kBuffered);
+  o.segment_bytes = 4 << 20;
+  const std::string v1 = Pattern("m", 3000, 1), v2 = Pattern("m", 3 * 2000, 2);
+  uint64_t part1_pos = 0;
+  {
+    auto store = ObjectStore::Open(o);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE(Put(**store, "m", 0, v1, kTruncate).ok());
+    auto part = [&](int i, uint32_t flags, uint32_t id) {
+      struct iovec iov = {const_cast<char*>(v2.data() + i * 2000), 2000};
+      return (*store)->AppendPart("m", i * 2000, &iov, 1,
+                                  PayloadCrc("m", v2.data() + i * 2000, 2000), flags, id,
+                                  [](absl::Status) {});
+    };
+    auto first = part(0, kTruncate | kContinued, 0);
+    ASSERT_TRUE(first.ok()) << first.status();
+    const uint32_t id = WriteIdOf(*first);
+    ASSERT_TRUE(part(1, kContinued, id).ok());
+    ASSERT_TRUE(part(2, 0, id).ok());
+    auto got = (*store)->Read("m");
+    ASSERT_TRUE(got.ok() && *got == v2) << "complete before the damage";
+    part1_pos = RecordBytes(1, v1.size()) + RecordBytes(1, 2000);
+  }
+  FlipByte(OnlySegment(dir), part1_pos + sizeof(RecordHeader) + 1 + 100);  // part 1's payload
+  auto store = ObjectStore::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto got = (*store)->Read("m");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(*got == v1) << "must be the previous version, not v2 with a hole";
+  EXPECT_EQ((*store)->GetStats().corrupt_records, 1u);
+  EXPECT_EQ((*store)->GetStats().writes_aborted, 1u);
+}
+
 TEST(RecoveryTest, CorruptionAfterOpenIsDataLossNotData) {
   MidLog m = WriteMidLog("flip-runtime");
   auto store = ObjectStore::Open(Options(m.dir, Durability::kDurable));
