@@ -228,7 +228,9 @@ TEST_P(MultiPartTest, AbortedWriteNeverBecomesVisibleAndRefusesMoreParts) {
   const uint64_t bytes_before = store_->GetStats().log_bytes;
   store_->AbortWrite("a", id);
   EXPECT_EQ(store_->GetStats().writes_aborted, 1u);
-  if (!persistent()) EXPECT_LT(store_->GetStats().log_bytes, bytes_before) << "memory freed";
+  if (!persistent()) {
+    EXPECT_LT(store_->GetStats().log_bytes, bytes_before) << "memory freed";
+  }
   struct iovec iov = {const_cast<char*>(v2.data() + 3000), 3000};
   auto t = store_->AppendPart("a", 3000, &iov, 1, PayloadCrc("a", v2.data() + 3000, 3000), 0,
                               id, [](absl::Status) {});
