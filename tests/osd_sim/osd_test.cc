@@ -142,6 +142,16 @@ class OsdTest : public ::testing::TestWithParam<std::string> {
     conn_ = *c;
   }
 
+  // Stops the client and the OSD, then starts both again (same data directory).
+  void RestartOsd() {
+    conn_.reset();
+    client_->Shutdown();
+    client_.reset();
+    osd_.reset();
+    StartOsd();
+    ConnectClient();
+  }
+
   absl::Status Write(const std::string& oid, const std::string& data, uint64_t tid) {
     RecordDesc d;
     d.oid = oid;
@@ -299,12 +309,7 @@ TEST_P(OsdTest, AcknowledgedWritesSurviveRestart) {
     const std::string oid = absl::StrCat("persist-", i);
     ASSERT_TRUE(Write(oid, Pattern(oid, 3000 + i), i + 1).ok());
   }
-  conn_.reset();
-  client_->Shutdown();
-  client_.reset();
-  osd_.reset();
-  StartOsd();
-  ConnectClient();
+  RestartOsd();
   for (uint64_t i = 0; i < 20; ++i) {
     const std::string oid = absl::StrCat("persist-", i);
     auto data = Read(oid, 100 + i);
@@ -356,12 +361,7 @@ TEST_P(OsdTest, WriteOfSeveralRecordsIsAppliedWholeOrNotAtAll) {
   // And across a restart of the OSD with a first part in its log and no last part (the
   // session's end drops it first here; the store's recovery tests cover a crash).
   ASSERT_TRUE(part(v3, 40, 0, 3).ok());
-  conn_.reset();
-  client_->Shutdown();
-  client_.reset();
-  osd_.reset();
-  StartOsd();
-  ConnectClient();
+  RestartOsd();
   EXPECT_EQ(*Read("big", 104), v2);
 }
 

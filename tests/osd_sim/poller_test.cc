@@ -232,31 +232,45 @@ TEST(PollerTest, StoreErrorIsAckedAsErrorAndSpaceStillReturned) {
   EXPECT_EQ(conn->released, prod.produced());
 }
 
+// One poller draining one ring of one fake connection into a FakeSink.
+struct Rig {
+  explicit Rig(const PollerOptions& po = PollerOptions{}) {
+    auto p = Poller::Create(0, po, &sink);
+    EXPECT_TRUE(p.ok()) << p.status();
+    poller = std::move(*p);
+    conn->ring = ring.get();
+    poller->AddRing(conn, ring);
+  }
+  FakeSink sink;  // outlives the poller
+  std::shared_ptr<FakeConnection> conn = std::make_shared<FakeConnection>();
+  std::shared_ptr<TestRing> ring = std::make_shared<TestRing>();
+  std::unique_ptr<Poller> poller;
+  RingProducer prod{kRingBytes};
+};
+
 // Writes of several records: the poller tells the sink each record's part, with the id
 // the sink gave the first part; a part whose first part it never saw is refused with
 // ABORTED (the client re-sends the whole write); a session that ends with a write
 // unfinished gets that write aborted in the sink.
 TEST(PollerTest, PartsOfAWriteReachTheSinkTogetherAndOrphansAreRefused) {
-  FakeSink sink;
-  auto poller = Poller::Create(0, PollerOptions{}, &sink);
-  ASSERT_TRUE(poller.ok());
-  auto conn = std::make_shared<FakeConnection>();
-  auto ring = std::make_shared<TestRing>();
-  conn->ring = ring.get();
-  (*poller)->AddRing(conn, ring);
-  RingProducer prod(kRingBytes);
+  Rig rig;
+  FakeSink& sink = rig.sink;
+  auto& conn = rig.conn;
+  auto& poller = rig.poller;
+  auto* ring = rig.ring.get();
+  RingProducer& prod = rig.prod;
   // Write A: tids 10-12; write B (another object) interleaved: tids 20-21; a single write
   // (tid 5); an orphan middle part (tid 31) and an orphan last part (tid 41).
-  Produce(&prod, ring.get(), "a", "a0", 10, false, kRecordFlagTruncate);
-  Produce(&prod, ring.get(), "b", "b0", 20, false, kRecordFlagTruncate);
-  Produce(&prod, ring.get(), "a", "a1", 11, false, 0);
-  Produce(&prod, ring.get(), "one", "x", 5);
-  Produce(&prod, ring.get(), "b", "b1", 21, false, kRecordFlagLast);
-  Produce(&prod, ring.get(), "a", "zz", 31, false, 0);
-  Produce(&prod, ring.get(), "a", "zz", 41, false, kRecordFlagLast);
-  Produce(&prod, ring.get(), "a", "a2", 12, false, kRecordFlagLast);
+  Produce(&prod, ring, "a", "a0", 10, false, kRecordFlagTruncate);
+  Produce(&prod, ring, "b", "b0", 20, false, kRecordFlagTruncate);
+  Produce(&prod, ring, "a", "a1", 11, false, 0);
+  Produce(&prod, ring, "one", "x", 5);
+  Produce(&prod, ring, "b", "b1", 21, false, kRecordFlagLast);
+  Produce(&prod, ring, "a", "zz", 31, false, 0);
+  Produce(&prod, ring, "a", "zz", 41, false, kRecordFlagLast);
+  Produce(&prod, ring, "a", "a2", 12, false, kRecordFlagLast);
   // Write C begins and never ends.
-  Produce(&prod, ring.get(), "c", "c0", 50, false, kRecordFlagTruncate);
+  Produce(&prod, ring, "c", "c0", 50, false, kRecordFlagTruncate);
   ASSERT_TRUE(WaitFor([&] {
     sink.Flush();
     std::lock_guard<std::mutex> l(conn->mu);
@@ -285,9 +299,9 @@ TEST(PollerTest, PartsOfAWriteReachTheSinkTogetherAndOrphansAreRefused) {
     EXPECT_EQ(conn->acked[12], absl::StatusCode::kOk);
     EXPECT_EQ(conn->released, prod.produced());
   }
-  EXPECT_EQ((*poller)->counters().orphan_parts, 2u);
-  (*poller)->RemoveRings(conn.get());  // the session ends with write C unfinished
-  ASSERT_TRUE(WaitFor([&] { return (*poller)->ring_count() == 0; }));
+  EXPECT_EQ(poller->counters().orphan_parts, 2u);
+  poller->RemoveRings(conn.get());  // the session ends with write C unfinished
+  ASSERT_TRUE(WaitFor([&] { return poller->ring_count() == 0; }));
   std::lock_guard<std::mutex> l(sink.mu);
   ASSERT_EQ(sink.aborted.size(), 1u);
   EXPECT_EQ(sink.aborted[0], std::make_pair(std::string("c"), 1050u));
@@ -296,17 +310,14 @@ TEST(PollerTest, PartsOfAWriteReachTheSinkTogetherAndOrphansAreRefused) {
 // A write whose client stopped sending parts but kept its session is dropped after
 // open_write_timeout; its next part is then refused like an orphan.
 TEST(PollerTest, WriteWithoutFurtherPartsIsDroppedAfterTheTimeout) {
-  FakeSink sink;
   PollerOptions po;
   po.open_write_timeout = absl::Milliseconds(100);
-  auto poller = Poller::Create(0, po, &sink);
-  ASSERT_TRUE(poller.ok());
-  auto conn = std::make_shared<FakeConnection>();
-  auto ring = std::make_shared<TestRing>();
-  conn->ring = ring.get();
-  (*poller)->AddRing(conn, ring);
-  RingProducer prod(kRingBytes);
-  Produce(&prod, ring.get(), "slow", "p0", 7, false, kRecordFlagTruncate);
+  Rig rig(po);
+  FakeSink& sink = rig.sink;
+  auto& conn = rig.conn;
+  auto* ring = rig.ring.get();
+  RingProducer& prod = rig.prod;
+  Produce(&prod, ring, "slow", "p0", 7, false, kRecordFlagTruncate);
   ASSERT_TRUE(WaitFor([&] {
     std::lock_guard<std::mutex> l(sink.mu);
     return !sink.aborted.empty();
@@ -315,7 +326,7 @@ TEST(PollerTest, WriteWithoutFurtherPartsIsDroppedAfterTheTimeout) {
     std::lock_guard<std::mutex> l(sink.mu);
     EXPECT_EQ(sink.aborted[0], std::make_pair(std::string("slow"), 1007u));
   }
-  Produce(&prod, ring.get(), "slow", "p1", 8, false, kRecordFlagLast);
+  Produce(&prod, ring, "slow", "p1", 8, false, kRecordFlagLast);
   ASSERT_TRUE(WaitFor([&] {
     sink.Flush();
     std::lock_guard<std::mutex> l(conn->mu);

@@ -16,6 +16,14 @@ using testing::Options;
 using testing::Pattern;
 using testing::Put;
 
+std::string ModeName(const ::testing::TestParamInfo<Durability>& info) {
+  switch (info.param) {
+    case Durability::kDurable: return "Durable";
+    case Durability::kBuffered: return "Buffered";
+    default: return "Memory";
+  }
+}
+
 class ObjectStoreTest : public ::testing::TestWithParam<Durability> {
  protected:
   void SetUp() override {
@@ -275,24 +283,12 @@ TEST_P(MultiPartTest, BadPartsAreRefused) {
 INSTANTIATE_TEST_SUITE_P(Modes, MultiPartTest,
                          ::testing::Values(Durability::kDurable, Durability::kBuffered,
                                            Durability::kMemory),
-                         [](const auto& info) {
-                           switch (info.param) {
-                             case Durability::kDurable: return std::string("Durable");
-                             case Durability::kBuffered: return std::string("Buffered");
-                             default: return std::string("Memory");
-                           }
-                         });
+                         ModeName);
 
 INSTANTIATE_TEST_SUITE_P(Modes, ObjectStoreTest,
                          ::testing::Values(Durability::kDurable, Durability::kBuffered,
                                            Durability::kMemory),
-                         [](const auto& info) {
-                           switch (info.param) {
-                             case Durability::kDurable: return std::string("Durable");
-                             case Durability::kBuffered: return std::string("Buffered");
-                             default: return std::string("Memory");
-                           }
-                         });
+                         ModeName);
 
 }  // namespace
 }  // namespace msgr::store
