@@ -236,7 +236,8 @@ bool Poller::ClassifyPart(RingState* r, const RecordView& rec, WritePart* part,
     return o.next_tid == h.tid && o.oid == oid;
   });
   if (w == r->open_writes.end() || w->write_id == 0) {
-    *why = absl::StrCat("tid ", h.tid, " of '", std::string(oid), "' continues a write whose first part ",
+    *why = absl::StrCat("tid ", h.tid, " of '", std::string(oid),
+                        "' continues a write whose first part ",
                         w == r->open_writes.end() ? "this session does not have"
                                                   : "could not be stored");
     if (w != r->open_writes.end()) {
@@ -260,7 +261,8 @@ bool Poller::ClassifyPart(RingState* r, const RecordView& rec, WritePart* part,
 }
 
 void Poller::AbortStaleWrites(uint64_t now_ns) {
-  const uint64_t limit = static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.open_write_timeout));
+  const uint64_t limit =
+      static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.open_write_timeout));
   for (auto& r : rings_) {
     auto& ws = r->open_writes;
     for (auto w = ws.begin(); w != ws.end();) {
@@ -269,7 +271,8 @@ void Poller::AbortStaleWrites(uint64_t now_ns) {
         continue;
       }
       spdlog::warn("osd poller {}: write of '{}' from {} got no part for {}: dropped", index_,
-                   w->oid, r->conn->peer_addr(), absl::FormatDuration(options_.open_write_timeout));
+                   w->oid, r->conn->peer_addr(),
+                   absl::FormatDuration(options_.open_write_timeout));
       if (w->write_id != 0) {
         ++counters_.writes_aborted;
         sink_->AbortWrite(w->oid, w->write_id);

@@ -67,7 +67,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     uint8_t* slot = ring + placed->offset;
     const size_t payload_off = msgr::RecordPayloadOffset(oid_len, len);
-    std::memset(slot + msgr::kRecordHeaderBytes, 0, payload_off - oid_len - msgr::kRecordHeaderBytes);
+    uint8_t* gap = slot + msgr::kRecordHeaderBytes;  // zeros before the oid (aligned layout)
+    std::memset(gap, 0, payload_off - oid_len - msgr::kRecordHeaderBytes);
     std::memcpy(slot + payload_off - oid_len, oid.data(), oid_len);
     std::memcpy(slot + payload_off, payload.data(), len);
     msgr::RecordHeader h;
