@@ -175,63 +175,6 @@ bool WaitFor(F f) {
   return false;
 }
 
-TEST(PollerTest, AcksOnlyAfterDurableAndReleasesSpaceInOrder) {
-  FakeSink sink;
-  auto poller = Poller::Create(0, PollerOptions{}, &sink);
-  ASSERT_TRUE(poller.ok()) << poller.status();
-  auto conn = std::make_shared<FakeConnection>();
-  auto ring = std::make_shared<TestRing>();
-  conn->ring = ring.get();
-  (*poller)->AddRing(conn, ring);
-  RingProducer prod(kRingBytes);
-  for (uint64_t t = 1; t <= 5; ++t) Produce(&prod, ring.get(), "obj", "payload-" + std::to_string(t), t);
-  ASSERT_TRUE(WaitFor([&] {
-    std::lock_guard<std::mutex> l(sink.mu);
-    return sink.payloads.size() == 5;
-  }));
-  {
-    std::lock_guard<std::mutex> l(conn->mu);
-    EXPECT_TRUE(conn->acked.empty()) << "nothing is acked before the store says durable";
-    EXPECT_EQ(conn->released, 0u);
-  }
-  // The store got pointers into ring memory, not copies.
-  for (const uint8_t* p : sink.payload_ptrs) {
-    EXPECT_GE(p, ring->base());
-    EXPECT_LT(p, ring->base() + kRingBytes);
-  }
-  sink.Flush();
-  ASSERT_TRUE(WaitFor([&] {
-    std::lock_guard<std::mutex> l(conn->mu);
-    return conn->acked.size() == 5;
-  }));
-  std::lock_guard<std::mutex> l(conn->mu);
-  EXPECT_EQ(conn->released, prod.produced());
-  auto c = (*poller)->counters();
-  EXPECT_EQ(c.records, 5u);
-}
-
-TEST(PollerTest, StoreErrorIsAckedAsErrorAndSpaceStillReturned) {
-  FakeSink sink;
-  auto poller = Poller::Create(0, PollerOptions{}, &sink);
-  ASSERT_TRUE(poller.ok());
-  auto conn = std::make_shared<FakeConnection>();
-  auto ring = std::make_shared<TestRing>();
-  conn->ring = ring.get();
-  (*poller)->AddRing(conn, ring);
-  RingProducer prod(kRingBytes);
-  Produce(&prod, ring.get(), "ok", "a", 1);
-  Produce(&prod, ring.get(), "full", "b", 2);
-  ASSERT_TRUE(WaitFor([&] {
-    sink.Flush();
-    std::lock_guard<std::mutex> l(conn->mu);
-    return conn->acked.size() == 2;
-  }));
-  std::lock_guard<std::mutex> l(conn->mu);
-  EXPECT_EQ(conn->acked[1], absl::StatusCode::kOk);
-  EXPECT_EQ(conn->acked[2], absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(conn->released, prod.produced());
-}
-
 // One poller draining one ring of one fake connection into a FakeSink.
 struct Rig {
   explicit Rig(const PollerOptions& po = PollerOptions{}) {
@@ -248,38 +191,78 @@ struct Rig {
   RingProducer prod{kRingBytes};
 };
 
+TEST(PollerTest, AcksOnlyAfterDurableAndReleasesSpaceInOrder) {
+  Rig rig;
+  for (uint64_t t = 1; t <= 5; ++t) {
+    Produce(&rig.prod, rig.ring.get(), "obj", "payload-" + std::to_string(t), t);
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> l(rig.sink.mu);
+    return rig.sink.payloads.size() == 5;
+  }));
+  {
+    std::lock_guard<std::mutex> l(rig.conn->mu);
+    EXPECT_TRUE(rig.conn->acked.empty()) << "nothing is acked before the store says durable";
+    EXPECT_EQ(rig.conn->released, 0u);
+  }
+  // The store got pointers into ring memory, not copies.
+  for (const uint8_t* p : rig.sink.payload_ptrs) {
+    EXPECT_GE(p, rig.ring->base());
+    EXPECT_LT(p, rig.ring->base() + kRingBytes);
+  }
+  rig.sink.Flush();
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> l(rig.conn->mu);
+    return rig.conn->acked.size() == 5;
+  }));
+  std::lock_guard<std::mutex> l(rig.conn->mu);
+  EXPECT_EQ(rig.conn->released, rig.prod.produced());
+  auto c = rig.poller->counters();
+  EXPECT_EQ(c.records, 5u);
+}
+
+TEST(PollerTest, StoreErrorIsAckedAsErrorAndSpaceStillReturned) {
+  Rig rig;
+  Produce(&rig.prod, rig.ring.get(), "ok", "a", 1);
+  Produce(&rig.prod, rig.ring.get(), "full", "b", 2);
+  ASSERT_TRUE(WaitFor([&] {
+    rig.sink.Flush();
+    std::lock_guard<std::mutex> l(rig.conn->mu);
+    return rig.conn->acked.size() == 2;
+  }));
+  std::lock_guard<std::mutex> l(rig.conn->mu);
+  EXPECT_EQ(rig.conn->acked[1], absl::StatusCode::kOk);
+  EXPECT_EQ(rig.conn->acked[2], absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(rig.conn->released, rig.prod.produced());
+}
+
 // Writes of several records: the poller tells the sink each record's part, with the id
 // the sink gave the first part; a part whose first part it never saw is refused with
 // ABORTED (the client re-sends the whole write); a session that ends with a write
-// unfinished gets that write aborted in the sink.
+// unfinished gets that write aborted in the rig.sink.
 TEST(PollerTest, PartsOfAWriteReachTheSinkTogetherAndOrphansAreRefused) {
   Rig rig;
-  FakeSink& sink = rig.sink;
-  auto& conn = rig.conn;
-  auto& poller = rig.poller;
-  auto* ring = rig.ring.get();
-  RingProducer& prod = rig.prod;
   // Write A: tids 10-12; write B (another object) interleaved: tids 20-21; a single write
   // (tid 5); an orphan middle part (tid 31) and an orphan last part (tid 41).
-  Produce(&prod, ring, "a", "a0", 10, false, kRecordFlagTruncate);
-  Produce(&prod, ring, "b", "b0", 20, false, kRecordFlagTruncate);
-  Produce(&prod, ring, "a", "a1", 11, false, 0);
-  Produce(&prod, ring, "one", "x", 5);
-  Produce(&prod, ring, "b", "b1", 21, false, kRecordFlagLast);
-  Produce(&prod, ring, "a", "zz", 31, false, 0);
-  Produce(&prod, ring, "a", "zz", 41, false, kRecordFlagLast);
-  Produce(&prod, ring, "a", "a2", 12, false, kRecordFlagLast);
+  Produce(&rig.prod, rig.ring.get(), "a", "a0", 10, false, kRecordFlagTruncate);
+  Produce(&rig.prod, rig.ring.get(), "b", "b0", 20, false, kRecordFlagTruncate);
+  Produce(&rig.prod, rig.ring.get(), "a", "a1", 11, false, 0);
+  Produce(&rig.prod, rig.ring.get(), "one", "x", 5);
+  Produce(&rig.prod, rig.ring.get(), "b", "b1", 21, false, kRecordFlagLast);
+  Produce(&rig.prod, rig.ring.get(), "a", "zz", 31, false, 0);
+  Produce(&rig.prod, rig.ring.get(), "a", "zz", 41, false, kRecordFlagLast);
+  Produce(&rig.prod, rig.ring.get(), "a", "a2", 12, false, kRecordFlagLast);
   // Write C begins and never ends.
-  Produce(&prod, ring, "c", "c0", 50, false, kRecordFlagTruncate);
+  Produce(&rig.prod, rig.ring.get(), "c", "c0", 50, false, kRecordFlagTruncate);
   ASSERT_TRUE(WaitFor([&] {
-    sink.Flush();
-    std::lock_guard<std::mutex> l(conn->mu);
-    return conn->acked.size() == 9;
+    rig.sink.Flush();
+    std::lock_guard<std::mutex> l(rig.conn->mu);
+    return rig.conn->acked.size() == 9;
   }));
   using K = WritePart::Kind;
   {
-    std::lock_guard<std::mutex> l(sink.mu);
-    std::map<uint64_t, WritePart> by_tid(sink.parts.begin(), sink.parts.end());
+    std::lock_guard<std::mutex> l(rig.sink.mu);
+    std::map<uint64_t, WritePart> by_tid(rig.sink.parts.begin(), rig.sink.parts.end());
     ASSERT_EQ(by_tid.size(), 7u) << "the two orphans never reach the sink";
     EXPECT_EQ(by_tid[10].kind, K::kFirst);
     EXPECT_EQ(by_tid[11].kind, K::kMiddle);
@@ -293,18 +276,18 @@ TEST(PollerTest, PartsOfAWriteReachTheSinkTogetherAndOrphansAreRefused) {
     EXPECT_EQ(by_tid[50].kind, K::kFirst);
   }
   {
-    std::lock_guard<std::mutex> l(conn->mu);
-    EXPECT_EQ(conn->acked[31], absl::StatusCode::kAborted);
-    EXPECT_EQ(conn->acked[41], absl::StatusCode::kAborted);
-    EXPECT_EQ(conn->acked[12], absl::StatusCode::kOk);
-    EXPECT_EQ(conn->released, prod.produced());
+    std::lock_guard<std::mutex> l(rig.conn->mu);
+    EXPECT_EQ(rig.conn->acked[31], absl::StatusCode::kAborted);
+    EXPECT_EQ(rig.conn->acked[41], absl::StatusCode::kAborted);
+    EXPECT_EQ(rig.conn->acked[12], absl::StatusCode::kOk);
+    EXPECT_EQ(rig.conn->released, rig.prod.produced());
   }
-  EXPECT_EQ(poller->counters().orphan_parts, 2u);
-  poller->RemoveRings(conn.get());  // the session ends with write C unfinished
-  ASSERT_TRUE(WaitFor([&] { return poller->ring_count() == 0; }));
-  std::lock_guard<std::mutex> l(sink.mu);
-  ASSERT_EQ(sink.aborted.size(), 1u);
-  EXPECT_EQ(sink.aborted[0], std::make_pair(std::string("c"), 1050u));
+  EXPECT_EQ(rig.poller->counters().orphan_parts, 2u);
+  rig.poller->RemoveRings(rig.conn.get());  // the session ends with write C unfinished
+  ASSERT_TRUE(WaitFor([&] { return rig.poller->ring_count() == 0; }));
+  std::lock_guard<std::mutex> l(rig.sink.mu);
+  ASSERT_EQ(rig.sink.aborted.size(), 1u);
+  EXPECT_EQ(rig.sink.aborted[0], std::make_pair(std::string("c"), 1050u));
 }
 
 // A write whose client stopped sending parts but kept its session is dropped after
@@ -313,73 +296,55 @@ TEST(PollerTest, WriteWithoutFurtherPartsIsDroppedAfterTheTimeout) {
   PollerOptions po;
   po.open_write_timeout = absl::Milliseconds(100);
   Rig rig(po);
-  FakeSink& sink = rig.sink;
-  auto& conn = rig.conn;
-  auto* ring = rig.ring.get();
-  RingProducer& prod = rig.prod;
-  Produce(&prod, ring, "slow", "p0", 7, false, kRecordFlagTruncate);
+  Produce(&rig.prod, rig.ring.get(), "slow", "p0", 7, false, kRecordFlagTruncate);
   ASSERT_TRUE(WaitFor([&] {
-    std::lock_guard<std::mutex> l(sink.mu);
-    return !sink.aborted.empty();
+    std::lock_guard<std::mutex> l(rig.sink.mu);
+    return !rig.sink.aborted.empty();
   }));
   {
-    std::lock_guard<std::mutex> l(sink.mu);
-    EXPECT_EQ(sink.aborted[0], std::make_pair(std::string("slow"), 1007u));
+    std::lock_guard<std::mutex> l(rig.sink.mu);
+    EXPECT_EQ(rig.sink.aborted[0], std::make_pair(std::string("slow"), 1007u));
   }
-  Produce(&prod, ring, "slow", "p1", 8, false, kRecordFlagLast);
+  Produce(&rig.prod, rig.ring.get(), "slow", "p1", 8, false, kRecordFlagLast);
   ASSERT_TRUE(WaitFor([&] {
-    sink.Flush();
-    std::lock_guard<std::mutex> l(conn->mu);
-    return conn->acked.size() == 2;
+    rig.sink.Flush();
+    std::lock_guard<std::mutex> l(rig.conn->mu);
+    return rig.conn->acked.size() == 2;
   }));
-  std::lock_guard<std::mutex> l(conn->mu);
-  EXPECT_EQ(conn->acked[8], absl::StatusCode::kAborted);
+  std::lock_guard<std::mutex> l(rig.conn->mu);
+  EXPECT_EQ(rig.conn->acked[8], absl::StatusCode::kAborted);
 }
 
 TEST(PollerTest, CorruptRecordDropsConnectionButEarlierRecordsAreAcked) {
-  FakeSink sink;
-  auto poller = Poller::Create(0, PollerOptions{}, &sink);
-  ASSERT_TRUE(poller.ok());
-  auto conn = std::make_shared<FakeConnection>();
-  auto ring = std::make_shared<TestRing>();
-  conn->ring = ring.get();
-  (*poller)->AddRing(conn, ring);
-  RingProducer prod(kRingBytes);
-  Produce(&prod, ring.get(), "good", "first", 1);
-  Produce(&prod, ring.get(), "bad", "second", 2, /*corrupt=*/true);
-  ASSERT_TRUE(WaitFor([&] { return conn->marked_down.load(); }));
+  Rig rig;
+  Produce(&rig.prod, rig.ring.get(), "good", "first", 1);
+  Produce(&rig.prod, rig.ring.get(), "bad", "second", 2, /*corrupt=*/true);
+  ASSERT_TRUE(WaitFor([&] { return rig.conn->marked_down.load(); }));
   ASSERT_TRUE(WaitFor([&] {
-    sink.Flush();
-    std::lock_guard<std::mutex> l(conn->mu);
-    return conn->acked.size() == 1;
+    rig.sink.Flush();
+    std::lock_guard<std::mutex> l(rig.conn->mu);
+    return rig.conn->acked.size() == 1;
   }));
-  std::lock_guard<std::mutex> l(conn->mu);
-  EXPECT_EQ(conn->acked.count(1), 1u);
-  EXPECT_EQ(conn->acked.count(2), 0u) << "a corrupt record is never acknowledged";
-  EXPECT_GE((*poller)->counters().crc_errors, 1u);
+  std::lock_guard<std::mutex> l(rig.conn->mu);
+  EXPECT_EQ(rig.conn->acked.count(1), 1u);
+  EXPECT_EQ(rig.conn->acked.count(2), 0u) << "a corrupt record is never acknowledged";
+  EXPECT_GE(rig.poller->counters().crc_errors, 1u);
 }
 
 TEST(PollerTest, IdlePollerSleepsInsteadOfSpinning) {
-  FakeSink sink;
   PollerOptions opt;
   opt.spin = absl::Microseconds(100);
-  auto poller = Poller::Create(0, opt, &sink);
-  ASSERT_TRUE(poller.ok());
-  auto conn = std::make_shared<FakeConnection>();
-  auto ring = std::make_shared<TestRing>();
-  conn->ring = ring.get();
-  (*poller)->AddRing(conn, ring);
+  Rig rig(opt);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  auto c = (*poller)->counters();
+  auto c = rig.poller->counters();
   EXPECT_GT(c.sleeps, 0u);
   EXPECT_GT(c.sleep_ns, 5 * c.spin_ns) << "an idle poller must mostly sleep";
   // And it wakes up for a record published while it sleeps.
-  RingProducer prod(kRingBytes);
-  Produce(&prod, ring.get(), "late", "wake up", 7);
+  Produce(&rig.prod, rig.ring.get(), "late", "wake up", 7);
   ASSERT_TRUE(WaitFor([&] {
-    sink.Flush();
-    std::lock_guard<std::mutex> l(conn->mu);
-    return conn->acked.count(7) == 1;
+    rig.sink.Flush();
+    std::lock_guard<std::mutex> l(rig.conn->mu);
+    return rig.conn->acked.count(7) == 1;
   }));
 }
 
