@@ -76,9 +76,15 @@ struct Pair {
     std::tie(*sconn, *ring) = server_d.ring(n);
     // The server attaches the ring when setup ends on its side; the client finishes its
     // own (staging mirror, link) a moment later.
-    for (int i = 0; i < 1000 && !(*conn)->is_connected(); ++i) absl::SleepFor(absl::Milliseconds(5));
+    for (int i = 0; i < 1000 && !(*conn)->is_connected(); ++i) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
     ASSERT_TRUE((*conn)->is_connected());
   }
+  // The same, into conn / sconn / ring.
+  void ConnectRing(size_t n = 0) { ConnectRing(&conn, &sconn, &ring, n); }
+  ConnectionRef conn, sconn;  // after ConnectRing(): the client's and the server's side
+  std::shared_ptr<RecvRing> ring;
   ~Pair() {
     if (client) client->Shutdown();
     if (server) server->Shutdown();
@@ -116,10 +122,8 @@ TEST(RdmaMessenger, MessagesBothWaysAndLargeFragmentedMessage) {
 TEST(RdmaMessenger, RingRecordsWrapByteIdenticalWithNoReceiveCopy) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.Start());
-  ConnectionRef conn, sconn;
-  std::shared_ptr<RecvRing> ring;
-  ASSERT_NO_FATAL_FAILURE(p.ConnectRing(&conn, &sconn, &ring));
-  Drainer drain(sconn, ring, /*sleep=*/false);
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing());
+  Drainer drain(p.sconn, p.ring, /*sleep=*/false);
   std::vector<std::string> payloads;
   const size_t kRecords = 300;  // ~3.5 laps of a 256 KiB ring
   for (size_t i = 0; i < kRecords; ++i) {
@@ -127,7 +131,7 @@ TEST(RdmaMessenger, RingRecordsWrapByteIdenticalWithNoReceiveCopy) {
     RecordDesc d;
     d.oid = "obj." + std::to_string(i);
     d.tid = i + 1;
-    ASSERT_TRUE(conn->WriteRecord(d, payloads.back(), absl::Seconds(10)).ok()) << i;
+    ASSERT_TRUE(p.conn->WriteRecord(d, payloads.back(), absl::Seconds(10)).ok()) << i;
   }
   ASSERT_TRUE(drain.WaitRecords(kRecords)) << drain.error();
   auto seen = drain.records();
@@ -229,23 +233,21 @@ TEST(RdmaMessenger, PollingCallerCollectsAcksOfConnectionsOpenedLater) {
 TEST(RdmaMessenger, CreditBackpressureTimesOutThenResumes) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.Start());
-  ConnectionRef conn, sconn;
-  std::shared_ptr<RecvRing> ring;
-  ASSERT_NO_FATAL_FAILURE(p.ConnectRing(&conn, &sconn, &ring));
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing());
   const std::string payload = Bytes(60000, 1);
   RecordDesc d;
   d.oid = "o";
   int written = 0;
   absl::Status s;
-  while ((s = conn->WriteRecord(d, payload, absl::Milliseconds(200))).ok()) ++written;
+  while ((s = p.conn->WriteRecord(d, payload, absl::Milliseconds(200))).ok()) ++written;
   EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
   EXPECT_GE(written, 3);
   EXPECT_LE(written, 5);  // a 256 KiB ring holds four 60 KB records
   EXPECT_GE(p.client->counters().ring_credit_waits, 1u);
-  Drainer drain(sconn, ring, /*sleep=*/false);
+  Drainer drain(p.sconn, p.ring, /*sleep=*/false);
   ASSERT_TRUE(drain.WaitRecords(written));
   for (int i = 0; i < 20; ++i) {
-    ASSERT_TRUE(conn->WriteRecord(d, payload, absl::Seconds(5)).ok());
+    ASSERT_TRUE(p.conn->WriteRecord(d, payload, absl::Seconds(5)).ok());
   }
   ASSERT_TRUE(drain.WaitRecords(written + 20)) << drain.error();
 }
@@ -253,16 +255,14 @@ TEST(RdmaMessenger, CreditBackpressureTimesOutThenResumes) {
 TEST(RdmaMessenger, DoorbellWakesSleepingPoller) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.Start());
-  ConnectionRef conn, sconn;
-  std::shared_ptr<RecvRing> ring;
-  ASSERT_NO_FATAL_FAILURE(p.ConnectRing(&conn, &sconn, &ring));
-  Drainer drain(sconn, ring, /*sleep=*/true, absl::Microseconds(10));
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing());
+  Drainer drain(p.sconn, p.ring, /*sleep=*/true, absl::Microseconds(10));
   RecordDesc d;
   d.oid = "o";
   for (int i = 0; i < 30; ++i) {
     absl::SleepFor(absl::Milliseconds(20));  // the poller goes to sleep in between
     const absl::Time t0 = absl::Now();
-    ASSERT_TRUE(conn->WriteRecord(d, "x" + std::to_string(i), absl::Seconds(5)).ok());
+    ASSERT_TRUE(p.conn->WriteRecord(d, "x" + std::to_string(i), absl::Seconds(5)).ok());
     ASSERT_TRUE(drain.WaitRecords(static_cast<size_t>(i) + 1, absl::Seconds(5)))
         << "lost wake-up at record " << i << ": doorbells sent "
         << RdmaStatsOf(*p.client)->doorbells_sent << " received "
@@ -288,20 +288,18 @@ TEST(RdmaMessenger, DoorbellWakesSleepingPoller) {
 TEST(RdmaMessenger, OneDoorbellPerPollerSleep) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.Start());
-  ConnectionRef conn, sconn;
-  std::shared_ptr<RecvRing> ring;
-  ASSERT_NO_FATAL_FAILURE(p.ConnectRing(&conn, &sconn, &ring));
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing());
   // This thread is the poller: it announces a sleep and does not wake up yet.
-  ring->SetPollerSleeping(true);
+  p.ring->SetPollerSleeping(true);
   constexpr int kRecords = 20;
   RecordDesc d;
   d.oid = "o";
   for (int i = 0; i < kRecords; ++i) {
     d.tid = static_cast<uint64_t>(i) + 1;
-    ASSERT_TRUE(conn->WriteRecord(d, Bytes(512, i), absl::Seconds(5)).ok()) << i;
+    ASSERT_TRUE(p.conn->WriteRecord(d, Bytes(512, i), absl::Seconds(5)).ok()) << i;
   }
   // The doorbell arrives (the ring's eventfd is signalled) ...
-  pollfd pfd{ring->wait_fd(), POLLIN, 0};
+  pollfd pfd{p.ring->wait_fd(), POLLIN, 0};
   ASSERT_EQ(poll(&pfd, 1, 5000), 1) << "no doorbell for a sleeping poller";
   absl::SleepFor(absl::Milliseconds(50));  // let any further doorbell land too
   auto cs = RdmaStatsOf(*p.client);
@@ -309,15 +307,15 @@ TEST(RdmaMessenger, OneDoorbellPerPollerSleep) {
   EXPECT_EQ(cs->doorbells_sent, 1u);
   EXPECT_EQ(ss->doorbells_received, 1u);
   // ... and the woken poller finds every record.
-  ring->SetPollerSleeping(false);
-  Drainer drain(sconn, ring, /*sleep=*/true, absl::Microseconds(10));
+  p.ring->SetPollerSleeping(false);
+  Drainer drain(p.sconn, p.ring, /*sleep=*/true, absl::Microseconds(10));
   ASSERT_TRUE(drain.WaitRecords(kRecords, absl::Seconds(5))) << drain.error();
   // Each later sleep gets its own doorbell.
   for (int i = 0; i < 5; ++i) {
     while (drain.sleeps() <= i) absl::SleepFor(absl::Milliseconds(1));
     absl::SleepFor(absl::Milliseconds(5));
     d.tid = kRecords + static_cast<uint64_t>(i) + 1;
-    ASSERT_TRUE(conn->WriteRecord(d, "late", absl::Seconds(5)).ok());
+    ASSERT_TRUE(p.conn->WriteRecord(d, "late", absl::Seconds(5)).ok());
     ASSERT_TRUE(drain.WaitRecords(kRecords + i + 1, absl::Seconds(5))) << "record " << i;
   }
   EXPECT_GE(RdmaStatsOf(*p.client)->doorbells_sent, 6u);
@@ -361,10 +359,8 @@ TEST(RdmaMessenger, RegisteredMemoryBudgetRefusesASessionAndKeepsServing) {
   so.backend_options["rdma_max_registered_mb"] = "5";  // pools ~4 MiB + a 256 KiB ring
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.Start(so, Options(EntityType::kClient, 1)));
-  ConnectionRef conn, sconn;
-  std::shared_ptr<RecvRing> ring;
-  ASSERT_NO_FATAL_FAILURE(p.ConnectRing(&conn, &sconn, &ring));
-  Drainer drain(sconn, ring, /*sleep=*/false);
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing());
+  Drainer drain(p.sconn, p.ring, /*sleep=*/false);
 
   Recorder second_d;
   auto second = Messenger::Create(Options(EntityType::kClient, 2), &second_d);
@@ -387,7 +383,7 @@ TEST(RdmaMessenger, RegisteredMemoryBudgetRefusesASessionAndKeepsServing) {
   d.oid = "still.served";
   for (int i = 0; i < 50; ++i) {
     d.tid = static_cast<uint64_t>(i) + 1;
-    ASSERT_TRUE(conn->WriteRecord(d, Bytes(3000, i), absl::Seconds(5)).ok()) << i;
+    ASSERT_TRUE(p.conn->WriteRecord(d, Bytes(3000, i), absl::Seconds(5)).ok()) << i;
   }
   ASSERT_TRUE(drain.WaitRecords(50)) << drain.error();
   (*second)->Shutdown();
@@ -461,10 +457,8 @@ TEST(RdmaMessenger, ZeroCopyOverTheBudgetFallsBackToStaging) {
   co.backend_options["rdma_zero_copy_min_bytes"] = "65536";
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.Start(so, co));
-  ConnectionRef conn, sconn;
-  std::shared_ptr<RecvRing> ring;
-  ASSERT_NO_FATAL_FAILURE(p.ConnectRing(&conn, &sconn, &ring));
-  Drainer drain(sconn, ring, /*sleep=*/false);
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing());
+  Drainer drain(p.sconn, p.ring, /*sleep=*/false);
   std::vector<std::string> want;
   for (int i = 0; i < 6; ++i) {
     want.push_back(Bytes((12 << 17) + i, 70 + i));  // 1.5 MiB
@@ -472,7 +466,7 @@ TEST(RdmaMessenger, ZeroCopyOverTheBudgetFallsBackToStaging) {
     RecordDesc d;
     d.oid = "big." + std::to_string(i);
     d.tid = static_cast<uint64_t>(i) + 1;
-    ASSERT_TRUE(conn->WriteRecordShared(d, *buf, buf, absl::Seconds(10)).ok()) << i;
+    ASSERT_TRUE(p.conn->WriteRecordShared(d, *buf, buf, absl::Seconds(10)).ok()) << i;
   }
   ASSERT_TRUE(drain.WaitRecords(want.size())) << drain.error();
   auto seen = drain.records();
@@ -490,10 +484,8 @@ TEST(RdmaMessenger, LosslessSurvivesInjectedFaults) {
   co.inject_socket_failures = 37;
   ASSERT_NO_FATAL_FAILURE(p.Start(so, co));
   p.server_d.set_echo(true);
-  ConnectionRef conn, sconn;
-  std::shared_ptr<RecvRing> ring;
-  ASSERT_NO_FATAL_FAILURE(p.ConnectRing(&conn, &sconn, &ring));
-  Drainer drain(sconn, ring, /*sleep=*/true);
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing());
+  Drainer drain(p.sconn, p.ring, /*sleep=*/true);
   const int kN = 300;
   std::vector<std::string> payloads;
   for (int i = 0; i < kN; ++i) {
@@ -501,8 +493,8 @@ TEST(RdmaMessenger, LosslessSurvivesInjectedFaults) {
     RecordDesc d;
     d.oid = "obj" + std::to_string(i);
     d.tid = i + 1;
-    ASSERT_TRUE(conn->WriteRecord(d, payloads.back(), absl::Seconds(10)).ok());
-    ASSERT_TRUE(conn->Send(Message{1, std::to_string(i)}).ok());
+    ASSERT_TRUE(p.conn->WriteRecord(d, payloads.back(), absl::Seconds(10)).ok());
+    ASSERT_TRUE(p.conn->Send(Message{1, std::to_string(i)}).ok());
   }
   ASSERT_TRUE(drain.WaitRecords(kN, absl::Seconds(60))) << drain.error();
   ASSERT_TRUE(p.client_d.WaitMessages(kN, absl::Seconds(60)));
@@ -531,10 +523,8 @@ TEST(RdmaMessenger, LargeSharedPayloadsAreWrittenFromCallerMemory) {
   co.backend_options["rdma_zero_copy_min_bytes"] = "65536";
   co.inject_socket_failures = 13;
   ASSERT_NO_FATAL_FAILURE(p.Start(so, co));
-  ConnectionRef conn, sconn;
-  std::shared_ptr<RecvRing> ring;
-  ASSERT_NO_FATAL_FAILURE(p.ConnectRing(&conn, &sconn, &ring));
-  Drainer drain(sconn, ring, /*sleep=*/true);
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing());
+  Drainer drain(p.sconn, p.ring, /*sleep=*/true);
   const uint64_t registered_before = RdmaStatsOf(*p.client)->registered_bytes;
   constexpr int kN = 60;
   std::vector<std::string> want;
@@ -559,7 +549,7 @@ TEST(RdmaMessenger, LargeSharedPayloadsAreWrittenFromCallerMemory) {
     RecordDesc d;
     d.oid = "zc." + std::to_string(i);
     d.tid = i + 1;
-    ASSERT_TRUE(conn->WriteRecordShared(d, body, std::move(buf), absl::Seconds(20)).ok())
+    ASSERT_TRUE(p.conn->WriteRecordShared(d, body, std::move(buf), absl::Seconds(20)).ok())
         << i;
   }
   ASSERT_TRUE(drain.WaitRecords(kN, absl::Seconds(60))) << drain.error();
@@ -749,14 +739,12 @@ TEST(RdmaMessenger, PeerKilledMidWriteServerKeepsServing) {
     waitpid(child, &status, 0);
   }
   // Another client is served normally.
-  ConnectionRef conn, sconn;
-  std::shared_ptr<RecvRing> ring;
-  ASSERT_NO_FATAL_FAILURE(p.ConnectRing(&conn, &sconn, &ring, 1));
-  Drainer drain(sconn, ring, /*sleep=*/false);
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing(1));
+  Drainer drain(p.sconn, p.ring, /*sleep=*/false);
   RecordDesc d;
   d.oid = "survivor";
   for (int i = 0; i < 50; ++i) {
-    ASSERT_TRUE(conn->WriteRecord(d, Bytes(3000, i), absl::Seconds(5)).ok());
+    ASSERT_TRUE(p.conn->WriteRecord(d, Bytes(3000, i), absl::Seconds(5)).ok());
   }
   ASSERT_TRUE(drain.WaitRecords(50)) << drain.error();
   EXPECT_FALSE(vconn->is_connected());
