@@ -182,11 +182,9 @@ absl::StatusOr<ConnectionRef> Objecter::ConnectionFor(int osd) {
     }
     // The messenger hands out one connection per address: if the OSD's new incarnation
     // at the same address already has it as its session, it is in use -- keep it.
-    for (const auto& [id, s] : sessions_) {
-      if (s->conn == *conn) {
-        return absl::UnavailableError(
-            absl::StrCat("osd.", osd, " restarted while connecting to ", addr));
-      }
+    if (SessionByConnLocked(conn->get()) != nullptr) {
+      return absl::UnavailableError(
+          absl::StrCat("osd.", osd, " restarted while connecting to ", addr));
     }
   }
   (*conn)->MarkDown();
@@ -281,30 +279,29 @@ bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const Connect
   if (options_.max_record_payload > 0) max = std::min(max, options_.max_record_payload);
   const std::string& data = *op->data;
   const size_t n = data.empty() ? 1 : (data.size() + max - 1) / max;
-  // The records of one write carry consecutive tids, all taken now: the OSD tells which
-  // write a later part belongs to by its tid (msg/PROTOCOL.md "Writes of several records").
-  uint64_t first_tid;
-  {
-    absl::MutexLock l(&mu_);
-    if (op->done || shutdown_ || op->attempt != attempt) return false;
-    first_tid = next_tid_;
-    next_tid_ += n;
-    for (size_t i = 0; i < n; ++i) {
-      op->tids.insert(first_tid + i);
-      by_tid_[first_tid + i] = op;
-    }
-  }
+  uint64_t first_tid = 0;
   for (size_t i = 0; i < n; ++i) {
+    {
+      absl::MutexLock l(&mu_);
+      if (op->done || shutdown_ || op->attempt != attempt) return false;
+      if (i == 0) {
+        // The records of one write carry consecutive tids, all taken now: the OSD tells
+        // which write a later part belongs to by its tid (msg/PROTOCOL.md "Writes of
+        // several records").
+        first_tid = next_tid_;
+        next_tid_ += n;
+        for (size_t k = 0; k < n; ++k) {
+          op->tids.insert(first_tid + k);
+          by_tid_[first_tid + k] = op;
+        }
+      }
+      ++counters_.records_sent;
+    }
     RecordDesc desc;
     desc.oid = op->oid;
     desc.tid = first_tid + i;
     desc.object_offset = i * max;
     desc.flags = (i == 0 ? kRecordFlagTruncate : 0) | (i + 1 == n ? kRecordFlagLast : 0);
-    {
-      absl::MutexLock l(&mu_);
-      if (op->done || shutdown_ || op->attempt != attempt) return false;
-      ++counters_.records_sent;
-    }
     std::string_view chunk(data.data() + desc.object_offset,
                            std::min(max, data.size() - desc.object_offset));
     for (;;) {

@@ -311,11 +311,13 @@ uint32_t Osd::Persist(const RecordView& rec, const WritePart& part,
   const std::string_view oid(rec.oid, h.oid_len);
   iovec iov{const_cast<uint8_t*>(rec.payload), h.payload_len};
   uint32_t flags = (h.flags & kRecordFlagTruncate) ? store::kTruncate : 0;
+  // A copy: `done` itself reports an error the store returns at once.
   auto cb = [done](absl::Status s) { done(std::move(s)); };
   absl::StatusOr<uint64_t> ticket;
   switch (part.kind) {
     case WritePart::Kind::kWhole:
-      ticket = store_->Append(oid, h.object_offset, &iov, 1, h.payload_crc, flags, cb);
+      ticket =
+          store_->Append(oid, h.object_offset, &iov, 1, h.payload_crc, flags, std::move(cb));
       break;
     case WritePart::Kind::kFirst:
     case WritePart::Kind::kMiddle:
@@ -323,7 +325,7 @@ uint32_t Osd::Persist(const RecordView& rec, const WritePart& part,
       [[fallthrough]];
     case WritePart::Kind::kLast:
       ticket = store_->AppendPart(oid, h.object_offset, &iov, 1, h.payload_crc, flags,
-                                  part.write_id, cb);
+                                  part.write_id, std::move(cb));
       // A part that could not be stored: the write can never be whole, drop it (its later
       // parts are then refused by the store and fail their ops too).
       if (!ticket.ok() && part.write_id != 0) store_->AbortWrite(oid, part.write_id);
@@ -337,8 +339,7 @@ uint32_t Osd::Persist(const RecordView& rec, const WritePart& part,
 }
 
 void Osd::AbortWrite(std::string_view oid, uint32_t write_id) {
-  spdlog::info("osd.{}: dropping the unfinished write of several records of '{}' (its "
-               "session ended)",
+  spdlog::info("osd.{}: dropping the unfinished write of several records of '{}'",
                options_.id, std::string(oid));
   store_->AbortWrite(oid, write_id);
 }
