@@ -29,7 +29,7 @@ struct Poller::Pending {
 struct Poller::OpenWrite {
   std::string oid;
   uint64_t next_tid = 0;   // the tid its next part carries
-  uint32_t write_id = 0;   // the sink's id; 0: the first part failed, refuse the rest
+  uint32_t write_id = 0;   // the sink's id
   uint64_t last_part_ns = 0;
 };
 
@@ -214,7 +214,9 @@ bool Poller::PollRing(RingState* r) {
       p->done.store(true, std::memory_order_release);
       if (tls_poller != this) Wake();
     });
-    if (part.kind == WritePart::Kind::kFirst) {
+    // A first part the sink could not take opens nothing: the rest of its write is then
+    // refused like any part without its first.
+    if (part.kind == WritePart::Kind::kFirst && id != 0) {
       r->open_writes.push_back(OpenWrite{std::string(rec.oid, rec.header->oid_len),
                                          rec.header->tid + 1, id, NowNs()});
     }
@@ -235,18 +237,10 @@ bool Poller::ClassifyPart(RingState* r, const RecordView& rec, WritePart* part,
   auto w = std::find_if(r->open_writes.begin(), r->open_writes.end(), [&](const OpenWrite& o) {
     return o.next_tid == h.tid && o.oid == oid;
   });
-  if (w == r->open_writes.end() || w->write_id == 0) {
+  if (w == r->open_writes.end()) {
     *why = absl::StrCat("tid ", h.tid, " of '", std::string(oid),
-                        "' continues a write whose first part ",
-                        w == r->open_writes.end() ? "this session does not have"
-                                                  : "could not be stored");
-    if (w != r->open_writes.end()) {
-      if (last) {
-        r->open_writes.erase(w);
-      } else {
-        ++w->next_tid;  // refuse the rest of it the same way
-      }
-    }
+                        "' continues a write whose first part this session does not have "
+                        "(never sent, not stored, or dropped)");
     return false;
   }
   part->kind = last ? WritePart::Kind::kLast : WritePart::Kind::kMiddle;
@@ -273,22 +267,20 @@ void Poller::AbortStaleWrites(uint64_t now_ns) {
       spdlog::warn("osd poller {}: write of '{}' from {} got no part for {}: dropped", index_,
                    w->oid, r->conn->peer_addr(),
                    absl::FormatDuration(options_.open_write_timeout));
-      if (w->write_id != 0) {
-        ++counters_.writes_aborted;
-        sink_->AbortWrite(w->oid, w->write_id);
-      }
+      AbortWrite(*w);
       w = ws.erase(w);
     }
   }
 }
 
 void Poller::AbortOpenWrites(RingState* r) {
-  for (const OpenWrite& w : r->open_writes) {
-    if (w.write_id == 0) continue;
-    ++counters_.writes_aborted;
-    sink_->AbortWrite(w.oid, w.write_id);
-  }
+  for (const OpenWrite& w : r->open_writes) AbortWrite(w);
   r->open_writes.clear();
+}
+
+void Poller::AbortWrite(const OpenWrite& w) {
+  ++counters_.writes_aborted;
+  sink_->AbortWrite(w.oid, w.write_id);
 }
 
 void Poller::Complete(RingState* r) {

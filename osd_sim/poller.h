@@ -113,6 +113,7 @@ class Poller {
   // first part on this ring.
   bool ClassifyPart(RingState* r, const RecordView& rec, WritePart* part, std::string* why);
   void AbortOpenWrites(RingState* r);    // the ring goes away with writes unfinished
+  void AbortWrite(const OpenWrite& w);
   void AbortStaleWrites(uint64_t now_ns);  // open writes idle past open_write_timeout
   void Complete(RingState* r);           // releases space and sends acks
   void ApplyControl();                   // ring adds/removals from other threads
