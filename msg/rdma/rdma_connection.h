@@ -181,6 +181,11 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   void EnqueueLocked(Message m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands acknowledgements gathered under mu_ to the dispatcher, in order (outside mu_).
   void DeliverAcks() ABSL_LOCKS_EXCLUDED(mu_, ack_mu_);
+  // The two halves of a delivery: take the gathered acks (under both locks), then hand
+  // them to the dispatcher (under ack_mu_ only, which keeps deliveries in order).
+  std::vector<RecordAck> TakeAcksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ack_mu_, mu_);
+  void HandOverAcks(const std::vector<RecordAck>& acks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ack_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ClientHandshake();
   absl::Status InstallLink(std::shared_ptr<Link> link) ABSL_LOCKS_EXCLUDED(mu_);
   void FaultLocked(Link* link, const absl::Status& why, std::shared_ptr<Link>* retired)

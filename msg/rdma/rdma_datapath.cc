@@ -318,13 +318,9 @@ bool RdmaConnection::PollAcks() {
   // Deliver what this thread gathered itself (ack_mu_ keeps the order): left in
   // acks_ready_, the completion thread could take it -- a thread hop for a caller that
   // polls so as not to have one.
-  std::vector<RecordAck> acks;
-  acks.swap(acks_ready_);
-  acks_pending_.store(false, std::memory_order_relaxed);
+  std::vector<RecordAck> acks = TakeAcksLocked();
   mu_.Unlock();
-  if (!acks.empty() && !shared_->stopping) {
-    shared_->dispatcher->OnRecordsAcked(shared_from_this(), acks);
-  }
+  HandOverAcks(acks);
   ack_mu_.Unlock();
   ReleaseUnpinned();
   return true;
@@ -366,11 +362,20 @@ void RdmaConnection::DeliverAcks() {
   std::vector<RecordAck> acks;
   {
     absl::MutexLock l(&mu_);
-    if (acks_ready_.empty()) return;
-    acks.swap(acks_ready_);
-    acks_pending_.store(false, std::memory_order_relaxed);
+    acks = TakeAcksLocked();
   }
-  if (shared_->stopping) return;
+  HandOverAcks(acks);
+}
+
+std::vector<RecordAck> RdmaConnection::TakeAcksLocked() {
+  std::vector<RecordAck> acks;
+  acks.swap(acks_ready_);
+  acks_pending_.store(false, std::memory_order_relaxed);
+  return acks;
+}
+
+void RdmaConnection::HandOverAcks(const std::vector<RecordAck>& acks) {
+  if (acks.empty() || shared_->stopping) return;
   shared_->dispatcher->OnRecordsAcked(shared_from_this(), acks);
 }
 
