@@ -58,7 +58,7 @@ bool ObjectIndex::AddPart(std::string_view oid, uint32_t id, Extent part, uint64
   auto it = open_.find(WriteKey(std::string(oid), id));
   if (it == open_.end()) return false;
   if (part.object_off != it->second.next_off) {
-    *dropped = Abort(oid, id);  // a part is missing: the write can never be whole
+    *dropped = Drop(it);  // a part is missing: the write can never be whole
     return false;
   }
   it->second.next_off = part.end();
@@ -76,7 +76,7 @@ std::optional<uint64_t> ObjectIndex::Commit(std::string_view oid, uint32_t id, E
   auto it = open_.find(WriteKey(std::string(oid), id));
   if (it == open_.end()) return std::nullopt;
   if (last.object_off != it->second.next_off) {
-    *dropped = Abort(oid, id);  // a part is missing
+    *dropped = Drop(it);  // a part is missing
     return std::nullopt;
   }
   OpenWrite w = std::move(it->second);
@@ -95,7 +95,10 @@ std::optional<uint64_t> ObjectIndex::Commit(std::string_view oid, uint32_t id, E
 
 uint64_t ObjectIndex::Abort(std::string_view oid, uint32_t id) {
   auto it = open_.find(WriteKey(std::string(oid), id));
-  if (it == open_.end()) return 0;
+  return it == open_.end() ? 0 : Drop(it);
+}
+
+uint64_t ObjectIndex::Drop(std::map<WriteKey, OpenWrite>::iterator it) {
   uint64_t freed = 0;
   for (const Extent& e : it->second.parts) freed += e.len;
   open_.erase(it);

@@ -85,6 +85,8 @@ class ObjectIndex {
     std::vector<Extent> parts;   // in offset order, contiguous
   };
   using WriteKey = std::pair<std::string, uint32_t>;
+  // Erases an open write; returns its parts' payload bytes.
+  uint64_t Drop(std::map<WriteKey, OpenWrite>::iterator it);
   std::unordered_map<std::string, ObjectEntry> objects_;
   std::map<WriteKey, OpenWrite> open_;
 };
