@@ -12,9 +12,11 @@
 
 #include <condition_variable>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -23,6 +25,7 @@
 #include "osd_sim/admin_socket.h"
 #include "osd_sim/mon/mon_server.h"
 #include "osd_sim/osd_protocol.h"
+#include "tests/osd_sim/ring_fakes.h"
 
 namespace msgr::osd {
 namespace {
@@ -441,6 +444,41 @@ TEST_P(OsdTest, ClientWritingOutsideItsRingIsCutOffAndOthersAreServed) {
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(*data, Pattern("good-3", 20000));
   EXPECT_GE(PerfDump()["osd"]["connection_resets"].get<int>(), 1);
+}
+
+// A connection that starts a new session gets a new ring, and the OSD may hand it to
+// another poller than the old one (fewest rings wins). The old ring must then leave its
+// poller, or that poller keeps consuming a ring nobody writes to any more and releases its
+// space into the new session's credits.
+TEST_P(OsdTest, ReplacedRingLeavesThePollerThatHadIt) {
+  options_.pollers = 2;
+  StartOsd();
+  auto rings_per_poller = [&] {
+    const nlohmann::json dump = PerfDump();
+    std::vector<int> n;
+    for (const auto& p : dump["pollers"]) n.push_back(p["rings"].get<int>());
+    return n;
+  };
+  // Ring changes reach a poller's count when its thread applies them: wait for `done`.
+  auto wait_until = [&](const std::function<bool(const std::vector<int>&)>& done) {
+    std::vector<int> got;
+    for (int i = 0; i < 250; ++i) {
+      got = rings_per_poller();
+      if (done(got)) break;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return got;
+  };
+  auto conn = std::make_shared<fakes::FakeConnection>();
+  osd_->OnRingAttached(conn, std::make_shared<fakes::TestRing>());
+  const std::vector<int> first = wait_until(
+      [](const std::vector<int>& n) { return n.size() == 2 && n[0] + n[1] == 1; });
+  ASSERT_EQ(first.size(), 2u);
+  ASSERT_EQ(first[0] + first[1], 1) << "the first ring went to no poller";
+  osd_->OnRingAttached(conn, std::make_shared<fakes::TestRing>());
+  const std::vector<int> second{first[1], first[0]};  // on the other poller, which had none
+  EXPECT_EQ(wait_until([&](const std::vector<int>& n) { return n == second; }), second)
+      << "the replaced ring is still on the poller that had it (rings per poller)";
 }
 
 TEST_P(OsdTest, WrongKeyIsRefused) {
