@@ -270,13 +270,9 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   uint64_t ack_sent_ ABSL_GUARDED_BY(mu_) = 0;
   bool doorbell_pending_ ABSL_GUARDED_BY(mu_) = false;
 
-  // Ring, connecting side.
-  // The regions' shares of the registered-memory budget (the ring's is the ring's own),
-  // declared first so that a region is deregistered before its share is given back.
-  RegisteredBudget::Charge ctrl_charge_ ABSL_GUARDED_BY(mu_);
-  RegisteredBudget::Charge mirror_charge_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<verbs::MemoryRegion> ctrl_mr_;    // set by the first handshake
-  std::unique_ptr<verbs::MemoryRegion> mirror_mr_ ABSL_GUARDED_BY(mu_);  // staging
+  // Ring, connecting side (each region with its share of the registered-memory budget).
+  ChargedRegion ctrl_mr_;    // set by the first handshake
+  ChargedRegion mirror_mr_ ABSL_GUARDED_BY(mu_);  // staging
   std::optional<RingProducer> producer_ ABSL_GUARDED_BY(mu_);
   std::deque<SentRecord> records_ ABSL_GUARDED_BY(mu_);  // in seq order
   uint64_t session_epoch_ ABSL_GUARDED_BY(mu_) = 0;      // bumped when the peer restarts

@@ -119,9 +119,7 @@ absl::Status RdmaConnection::ClientHandshake() {
   // gave the ring's size): registered here, outside mu_ (a refusal writes to the peer),
   // and installed once setup succeeded. A mirror that must grow is charged while the old
   // one still is: a tight budget may refuse what freeing first would have allowed.
-  // (Charges declared before their regions: a region is deregistered first.)
-  RegisteredBudget::Charge new_ctrl_charge, new_mirror_charge;
-  std::unique_ptr<verbs::MemoryRegion> new_ctrl, new_mirror;
+  ChargedRegion new_ctrl, new_mirror;
   if (want_ring_) {
     bool need_ctrl, need_mirror;
     {
@@ -130,23 +128,18 @@ absl::Status RdmaConnection::ClientHandshake() {
       need_mirror = !mirror_mr_ || mirror_mr_->length() < ready->ring_bytes;
     }
     if (need_ctrl) {
-      auto charge = shared_->budget->Take(kCtrlRegionBytes,
-                                          absl::StrCat("the control region for ", addr_));
-      if (!charge.ok()) return refuse(charge.status());
-      auto ctrl = shared_->ctx->pd->AllocRegion(kCtrlRegionBytes,
-                                                verbs::kLocalWrite | verbs::kRemoteWrite);
+      auto ctrl = AllocCharged(*shared_->budget, *shared_->ctx->pd, kCtrlRegionBytes,
+                               verbs::kLocalWrite | verbs::kRemoteWrite,
+                               absl::StrCat("the control region for ", addr_));
       if (!ctrl.ok()) return refuse(ctrl.status());
       new_ctrl = std::move(*ctrl);
-      new_ctrl_charge = std::move(*charge);
     }
     if (need_mirror) {
-      auto charge = shared_->budget->Take(
-          ready->ring_bytes, absl::StrCat("the staging mirror of ", addr_, "'s ring"));
-      if (!charge.ok()) return refuse(charge.status());
-      auto mirror = shared_->ctx->pd->AllocRegion(ready->ring_bytes, verbs::kLocalWrite);
+      auto mirror = AllocCharged(*shared_->budget, *shared_->ctx->pd, ready->ring_bytes,
+                                 verbs::kLocalWrite,
+                                 absl::StrCat("the staging mirror of ", addr_, "'s ring"));
       if (!mirror.ok()) return refuse(mirror.status());
       new_mirror = std::move(*mirror);
-      new_mirror_charge = std::move(*charge);
     }
   }
 
@@ -154,10 +147,7 @@ absl::Status RdmaConnection::ClientHandshake() {
   ClientSetup cs;
   {
     absl::MutexLock l(&mu_);
-    if (new_ctrl) {  // nobody reads it before this attempt's setup
-      ctrl_mr_ = std::move(new_ctrl);
-      ctrl_charge_ = std::move(new_ctrl_charge);
-    }
+    if (new_ctrl) ctrl_mr_ = std::move(new_ctrl);  // nobody reads it before this setup
     if (ctrl_mr_) {
       cs.ctrl_addr = reinterpret_cast<uint64_t>(ctrl_mr_->addr());
       cs.ctrl_rkey = ctrl_mr_->rkey();
@@ -239,10 +229,7 @@ absl::Status RdmaConnection::ClientHandshake() {
         sent_records_.Clear();
         posted_seq_ = 0;
       }
-      if (new_mirror) {  // the old one is deregistered, then its charge given back
-        mirror_mr_ = std::move(new_mirror);
-        mirror_charge_ = std::move(new_mirror_charge);
-      }
+      if (new_mirror) mirror_mr_ = std::move(new_mirror);
       producer_->OnCredit(ready->ring_credit);
       sent_records_.OnCredit(ready->ring_credit, &acks_ready_);
       acks_pending_.store(!acks_ready_.empty(), std::memory_order_release);

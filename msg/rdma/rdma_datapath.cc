@@ -492,11 +492,12 @@ absl::Status RdmaConnection::WriteRecord(const RecordDesc& desc, std::string_vie
 }
 
 std::shared_ptr<verbs::MemoryRegion> RdmaConnection::RegisterPayload(std::string_view payload) {
-  // Over the budget, the payload is copied into the (already registered) mirror instead.
-  auto charge = shared_->budget->Take(payload.size(), "a zero-copy payload");
-  if (!charge.ok()) return nullptr;
-  auto mr = shared_->ctx->pd->RegisterMemory(const_cast<char*>(payload.data()), payload.size(),
-                                             /*access=*/0);  // the HCA only reads it
+  // Over the budget (or the HCA's own limit), the payload is copied into the (already
+  // registered) mirror instead; quietly, as that may happen on every write.
+  auto mr = RegisterCharged(*shared_->budget, *shared_->ctx->pd,
+                            const_cast<char*>(payload.data()), payload.size(),
+                            /*access=*/0, "a zero-copy payload");  // the HCA only reads it
+  if (absl::IsResourceExhausted(mr.status())) return nullptr;
   if (!mr.ok()) {
     // Staging is always possible: a full MR table costs a copy, not the write.
     spdlog::warn("msgr rdma: connection {}: cannot register a {} B payload in place ({}); "
@@ -504,9 +505,8 @@ std::shared_ptr<verbs::MemoryRegion> RdmaConnection::RegisterPayload(std::string
                  id_, payload.size(), mr.status().ToString());
     return nullptr;
   }
-  auto held = std::make_shared<RegisteredBudget::Charge>(std::move(*charge));
-  return std::shared_ptr<verbs::MemoryRegion>(mr->release(),
-                                              [held](verbs::MemoryRegion* m) { delete m; });
+  auto held = std::make_shared<ChargedRegion>(std::move(*mr));
+  return std::shared_ptr<verbs::MemoryRegion>(held, held->get());
 }
 
 absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::string_view payload,

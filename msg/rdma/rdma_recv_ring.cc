@@ -17,11 +17,9 @@ absl::StatusOr<std::shared_ptr<RdmaRecvRing>> RdmaRecvRing::Create(
   if (!IsValidRingSize(bytes)) {
     return absl::InvalidArgumentError("ring_bytes must be a power of two >= 64 KiB");
   }
-  auto charge = budget->Take(bytes, absl::StrCat("a ", bytes >> 10, " KiB receive ring for ", peer));
-  if (!charge.ok()) return charge.status();
   std::shared_ptr<RdmaRecvRing> r(new RdmaRecvRing(std::move(ctx), bytes));
-  r->charge_ = std::move(*charge);
-  auto mr = r->ctx_->pd->AllocRegion(bytes, verbs::kLocalWrite | verbs::kRemoteWrite);
+  auto mr = AllocCharged(*budget, *r->ctx_->pd, bytes, verbs::kLocalWrite | verbs::kRemoteWrite,
+                         absl::StrCat("a ", bytes >> 10, " KiB receive ring for ", peer));
   if (!mr.ok()) return mr.status();
   r->mr_ = std::move(*mr);
   r->event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -53,8 +53,7 @@ class RdmaRecvRing : public RecvRing {
   RdmaRecvRing(std::shared_ptr<DeviceContext> ctx, size_t bytes) : ctx_(std::move(ctx)), bytes_(bytes) {}
   std::shared_ptr<DeviceContext> ctx_;  // outlives mr_
   size_t bytes_;
-  std::unique_ptr<verbs::MemoryRegion> mr_;
-  RegisteredBudget::Charge charge_;
+  ChargedRegion mr_;
   int event_fd_ = -1;
   absl::Mutex mu_;
   std::function<void(bool)> sleep_hook_ ABSL_GUARDED_BY(mu_);

@@ -36,4 +36,29 @@ absl::StatusOr<RegisteredBudget::Charge> RegisteredBudget::Take(uint64_t bytes,
   return Charge(shared_from_this(), bytes);
 }
 
+absl::StatusOr<ChargedRegion> AllocCharged(RegisteredBudget& budget, verbs::ProtectionDomain& pd,
+                                           size_t bytes, uint32_t access, const std::string& what) {
+  auto charge = budget.Take(bytes, what);
+  if (!charge.ok()) return charge.status();
+  auto mr = pd.AllocRegion(bytes, access);
+  if (!mr.ok()) return mr.status();
+  ChargedRegion r;
+  r.charge_ = std::move(*charge);
+  r.mr_ = std::move(*mr);
+  return r;
+}
+
+absl::StatusOr<ChargedRegion> RegisterCharged(RegisteredBudget& budget,
+                                              verbs::ProtectionDomain& pd, void* addr,
+                                              size_t bytes, uint32_t access, const std::string& what) {
+  auto charge = budget.Take(bytes, what);
+  if (!charge.ok()) return charge.status();
+  auto mr = pd.RegisterMemory(addr, bytes, access);
+  if (!mr.ok()) return mr.status();
+  ChargedRegion r;
+  r.charge_ = std::move(*charge);
+  r.mr_ = std::move(*mr);
+  return r;
+}
+
 }  // namespace msgr::rdma

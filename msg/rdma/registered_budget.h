@@ -3,7 +3,9 @@
 //
 // Every region and buffer pool the rdma backend registers -- receive rings, staging
 // mirrors, control regions, SEND/RECV pools, zero-copy payloads -- is charged here *before*
-// it is registered and given back when it is deregistered (the Charge's destructor). A
+// it is registered and given back when it is deregistered (the Charge's destructor). They
+// are all made by AllocCharged/RegisterCharged below, the only places the backend
+// registers memory, so nothing can be registered uncharged. A
 // charge that would exceed the budget is refused with a status naming what wanted how much,
 // what is in use and how to raise the limit; the caller then refuses that session (or, for
 // a zero-copy payload, copies it instead), and everything already registered keeps working.
@@ -22,6 +24,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "msg/rdma/verbs/device.h"
 
 namespace msgr::rdma {
 
@@ -65,6 +68,46 @@ class RegisteredBudget : public std::enable_shared_from_this<RegisteredBudget> {
   std::atomic<uint64_t> used_{0};
   std::atomic<uint64_t> refusals_{0};
 };
+
+// A region registered with the HCA together with its share of the budget, used like the
+// region's unique_ptr. The region is deregistered before its share is given back (also
+// when it is replaced by assignment), so the budget never shows less than is registered.
+class ChargedRegion {
+ public:
+  ChargedRegion() = default;
+  ChargedRegion(ChargedRegion&& o) noexcept = default;
+  ChargedRegion& operator=(ChargedRegion&& o) noexcept {
+    mr_ = std::move(o.mr_);  // the old region first
+    charge_ = std::move(o.charge_);
+    return *this;
+  }
+  verbs::MemoryRegion* get() const { return mr_.get(); }
+  verbs::MemoryRegion* operator->() const { return mr_.get(); }
+  verbs::MemoryRegion& operator*() const { return *mr_; }
+  explicit operator bool() const { return mr_ != nullptr; }
+  uint64_t charged_bytes() const { return charge_.bytes(); }
+  void reset() { *this = ChargedRegion(); }
+
+ private:
+  friend absl::StatusOr<ChargedRegion> AllocCharged(RegisteredBudget&, verbs::ProtectionDomain&,
+                                                    size_t, uint32_t, const std::string&);
+  friend absl::StatusOr<ChargedRegion> RegisterCharged(RegisteredBudget&,
+                                                       verbs::ProtectionDomain&, void*, size_t,
+                                                       uint32_t, const std::string&);
+  RegisteredBudget::Charge charge_;        // destroyed after mr_
+  std::unique_ptr<verbs::MemoryRegion> mr_;
+};
+
+// Charges `bytes` for `what`, then allocates and registers a region of that size with
+// `access` (verbs::AccessFlags). RESOURCE_EXHAUSTED from the budget, or the provider's error.
+absl::StatusOr<ChargedRegion> AllocCharged(RegisteredBudget& budget, verbs::ProtectionDomain& pd,
+                                           size_t bytes, uint32_t access, const std::string& what);
+
+// The same for the caller's memory at [addr, addr + bytes) (local access only, as
+// ProtectionDomain::RegisterMemory); the memory must outlive the region.
+absl::StatusOr<ChargedRegion> RegisterCharged(RegisteredBudget& budget,
+                                              verbs::ProtectionDomain& pd, void* addr,
+                                              size_t bytes, uint32_t access, const std::string& what);
 
 // Default budget: 4 GiB (an OSD's 32 MiB rings for ~120 clients).
 inline constexpr uint64_t kDefaultMaxRegisteredBytes = uint64_t{4} << 30;

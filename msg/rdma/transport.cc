@@ -27,21 +27,20 @@ absl::StatusOr<std::shared_ptr<Transport>> Transport::Create(std::shared_ptr<Dev
   c.signal_every = std::clamp<uint32_t>(c.signal_every, 1, c.sq_depth / 4);
   const size_t pool = static_cast<size_t>(c.buffer_bytes);
   const size_t scratch_bytes = 8 * static_cast<size_t>(c.sq_depth);
-  auto charge = budget->Take(pool * (c.recv_buffers + c.send_buffers) + scratch_bytes,
-                             absl::StrCat("the SEND/RECV pools of a connection with ", peer));
-  if (!charge.ok()) return charge.status();
-  t->charge_ = std::move(*charge);
   verbs::ProtectionDomain* pd = t->ctx_->pd.get();
   auto cq = t->ctx_->device->CreateCq(static_cast<int>(c.sq_depth + c.recv_buffers + 16));
   if (!cq.ok()) return cq.status();
   t->cq_ = std::move(*cq);
-  auto recv = pd->AllocRegion(pool * c.recv_buffers, verbs::kLocalWrite);
+  auto recv = AllocCharged(*budget, *pd, pool * c.recv_buffers, verbs::kLocalWrite,
+                           absl::StrCat("the RECV pool of a connection with ", peer));
   if (!recv.ok()) return recv.status();
   t->recv_mr_ = std::move(*recv);
-  auto send = pd->AllocRegion(pool * c.send_buffers, verbs::kLocalWrite);
+  auto send = AllocCharged(*budget, *pd, pool * c.send_buffers, verbs::kLocalWrite,
+                           absl::StrCat("the SEND pool of a connection with ", peer));
   if (!send.ok()) return send.status();
   t->send_mr_ = std::move(*send);
-  auto scratch = pd->AllocRegion(scratch_bytes, verbs::kLocalWrite);
+  auto scratch = AllocCharged(*budget, *pd, scratch_bytes, verbs::kLocalWrite,
+                              absl::StrCat("the WRITE word sources of a connection with ", peer));
   if (!scratch.ok()) return scratch.status();
   t->scratch_mr_ = std::move(*scratch);
   verbs::QpConfig qc;

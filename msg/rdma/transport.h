@@ -118,12 +118,11 @@ class Transport {
   std::shared_ptr<DeviceContext> ctx_;
   TransportConfig config_;
   size_t registered_bytes_ = 0;
-  RegisteredBudget::Charge charge_;  // registered_bytes_ of the budget, until destroyed
-  // Creation order; destroyed in reverse (QP first, CQ last).
+  // Creation order; destroyed in reverse (QP first, CQ last). Regions hold their budget share.
   std::unique_ptr<verbs::CompletionQueue> cq_;
-  std::unique_ptr<verbs::MemoryRegion> recv_mr_;
-  std::unique_ptr<verbs::MemoryRegion> send_mr_;
-  std::unique_ptr<verbs::MemoryRegion> scratch_mr_;  // 8-byte word sources, one per SQ slot
+  ChargedRegion recv_mr_;
+  ChargedRegion send_mr_;
+  ChargedRegion scratch_mr_;  // 8-byte word sources, one per SQ slot
   std::unique_ptr<verbs::QueuePair> qp_;
 
   mutable absl::Mutex mu_;

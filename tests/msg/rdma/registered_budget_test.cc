@@ -48,6 +48,41 @@ TEST(RegisteredBudget, ChargeIsGivenBackOnceWhenDestroyedOrReplaced) {
   EXPECT_EQ(none.bytes(), 0u);
 }
 
+// The backend registers memory only through AllocCharged/RegisterCharged: the region
+// holds its share while it is registered, a refused region is never registered, and a
+// region replaced by assignment is deregistered before its share is given back.
+TEST(RegisteredBudget, ChargedRegionsHoldTheirShareWhileRegistered) {
+  auto dev = verbs::OpenDevice("soft");
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  auto pd = (*dev)->CreatePd();
+  ASSERT_TRUE(pd.ok()) << pd.status();
+  auto b = RegisteredBudget::Create(256 << 10);
+  auto ring = AllocCharged(*b, **pd, 128 << 10, verbs::kLocalWrite | verbs::kRemoteWrite,
+                           "ring");
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  EXPECT_EQ(b->used(), 128u << 10);
+  EXPECT_EQ((*ring)->length(), 128u << 10);
+  (*ring)->data()[0] = 1;  // registered memory, ours to use
+
+  auto too_big = AllocCharged(*b, **pd, 200 << 10, verbs::kLocalWrite, "second ring");
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(too_big.status())) << too_big.status();
+  EXPECT_EQ(b->used(), 128u << 10) << "a refused region must not keep a charge";
+
+  std::vector<char> payload(64 << 10, 'x');
+  auto pinned = RegisterCharged(*b, **pd, payload.data(), payload.size(), 0, "payload");
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_EQ((*pinned)->data(), reinterpret_cast<uint8_t*>(payload.data()));
+  EXPECT_EQ(b->used(), 192u << 10);
+
+  *ring = std::move(*pinned);  // the ring goes, the payload's region takes its place
+  EXPECT_EQ(b->used(), 64u << 10);
+  EXPECT_EQ(ring->charged_bytes(), 64u << 10);
+  ring->reset();
+  EXPECT_FALSE(*ring);
+  EXPECT_EQ(b->used(), 0u);
+}
+
 TEST(RegisteredBudget, ChargeMayOutliveItsOwnerAndKeepsTheBudgetAlive) {
   auto b = RegisteredBudget::Create(1 << 20);
   auto c = b->Take(4096, "x");
