@@ -18,6 +18,10 @@ namespace msgr::tcp {
 
 namespace asio = boost::asio;
 
+namespace {
+constexpr int kAcceptRetryMs = 100;
+}  // namespace
+
 class ServerHandshake : public std::enable_shared_from_this<ServerHandshake> {
  public:
   ServerHandshake(TcpMessenger* msgr, SocketPtr socket)
@@ -170,9 +174,11 @@ class ServerHandshake : public std::enable_shared_from_this<ServerHandshake> {
       return Fail(absl::InvalidArgumentError("AUTH with a zero session cookie"), Counter::kProtocol,
                   false);
     }
+    if (absl::Status st = msgr_->AttachAccepted(socket_, peer_, hello_, *a); !st.ok()) {
+      return Fail(st, Counter::kAuth, true);
+    }
     done_ = true;
     timer_.cancel();
-    msgr_->AttachAccepted(socket_, peer_, hello_, *a);
   }
 
   TcpMessenger* const msgr_;
@@ -221,12 +227,20 @@ void TcpMessenger::StartAccept() {
       *socket, asio::bind_executor(accept_strand_, [this, socket](boost::system::error_code ec) {
         if (shared_->stopping) return;
         if (ec) {
-          spdlog::warn("msgr tcp: accept failed: {}", ec.message());
-        } else {
-          auto hs = std::make_shared<ServerHandshake>(this, socket);
-          TrackHandshake(hs);
-          hs->Start();
+          // Out of descriptors (EMFILE/ENFILE) the listening socket stays readable and
+          // accept fails at once: wait a little instead of spinning and flooding the log.
+          spdlog::warn("msgr tcp: accept failed: {}; retrying in {} ms", ec.message(),
+                       kAcceptRetryMs);
+          auto t = std::make_shared<asio::steady_timer>(accept_strand_);
+          t->expires_after(std::chrono::milliseconds(kAcceptRetryMs));
+          t->async_wait([this, t, shared = shared_](boost::system::error_code) {
+            if (!shared->stopping) StartAccept();  // stopping is set before `this` goes
+          });
+          return;
         }
+        auto hs = std::make_shared<ServerHandshake>(this, socket);
+        TrackHandshake(hs);
+        hs->Start();
         StartAccept();
       }));
 }

@@ -161,6 +161,9 @@ void TcpConnection::OnReady(uint64_t gen, const FrameHeader& fh, const std::stri
     shared_->counters.protocol_errors++;
     return OnConnectFailed(bad, false);
   }
+  // A credit the server released after it encoded READY rides on READY's header (the
+  // batch that carries it clears the server's dirty flag): take the newer of the two.
+  if ((fh.flags & kFrameFlagCredit) != 0) r->ring_credit = std::max(r->ring_credit, fh.aux);
   if (timer_) timer_->cancel();
   OnEstablished(*r, hs_peer_);
 }

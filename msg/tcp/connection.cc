@@ -16,7 +16,7 @@ namespace msgr::tcp {
 namespace asio = boost::asio;
 
 TcpConnection::TcpConnection(TcpMessenger* msgr, Side side, Policy policy, std::string addr,
-                             bool want_ring, uint64_t cookie)
+                             bool want_ring, uint64_t cookie, EntityName peer)
     : msgr_(msgr),
       shared_(msgr->shared()),
       side_(side),
@@ -26,6 +26,7 @@ TcpConnection::TcpConnection(TcpMessenger* msgr, Side side, Policy policy, std::
       strand_(asio::make_strand(msgr->io())) {
   absl::MutexLock l(&mu_);
   peer_addr_ = std::move(addr);
+  peer_name_ = peer;
 }
 
 TcpConnection::~TcpConnection() = default;
@@ -449,7 +450,8 @@ void TcpConnection::Attach(std::shared_ptr<asio::ip::tcp::socket> socket,
     }
     if (!new_session) {
       if (absl::Status s = self->Requeue(auth.in_seq); !s.ok()) {
-        self->open_ = true;  // so the fault is counted like any other
+        self->open_ = true;  // so the fault is counted like any other (and closed once)
+        self->shared_->counters.connections_open++;
         self->ProtocolFault(s);
         return;
       }
@@ -496,10 +498,17 @@ void TcpConnection::OnEstablished(const Ready& ready, const EntityName& peer) {
       for (const auto& f : sent_) ReleaseAccountingLocked(*f);
       sent_.clear();
       out_seq_ = 0;
-      // Records were placed in the old ring; the owner resends them (OnRemoteReset).
+      // Records were placed in the old ring; the owner resends them (OnRemoteReset), as
+      // it does messages the old session had sent (a frame with a seq was sent: requeued
+      // by a resume and not yet written again). Messages never sent go in the new session,
+      // numbered from 1 like everything in it.
       std::deque<OutFramePtr> keep;
       for (auto& f : out_queue_) {
-        if (f->type == FrameType::kMessage) keep.push_back(std::move(f));
+        if (f->type == FrameType::kMessage && f->seq == 0) {
+          keep.push_back(std::move(f));
+        } else if (f->type == FrameType::kMessage) {
+          ReleaseAccountingLocked(*f);
+        }
       }
       out_queue_.swap(keep);
       sent_records_.Clear();

@@ -94,9 +94,10 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
  public:
   enum class Side { kClient, kServer };
 
-  // Client side: `addr` is where we connect. Server side: `addr` is the peer's address.
+  // Client side: `addr` is where we connect. Server side: `addr` is the peer's address and
+  // `peer` the name it authenticated with (the session's owner from the start).
   TcpConnection(TcpMessenger* msgr, Side side, Policy policy, std::string addr, bool want_ring,
-                uint64_t cookie);
+                uint64_t cookie, EntityName peer = {});
   ~TcpConnection() override;
 
   // --- Connection ---

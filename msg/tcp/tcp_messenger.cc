@@ -72,7 +72,7 @@ absl::StatusOr<ConnectionRef> TcpMessenger::Connect(const std::string& addr,
     conn = std::make_shared<TcpConnection>(this, TcpConnection::Side::kClient, options.policy, addr,
                                            options.want_ring, NewCookie());
     outgoing_[addr] = conn;
-    all_.push_back(conn);
+    TrackLocked(&all_, conn);
   }
   conn->StartConnect();
   return ConnectionRef(conn);
@@ -91,9 +91,9 @@ Policy TcpMessenger::PolicyFor(EntityType type) const {
   return Policy::Lossless();
 }
 
-void TcpMessenger::AttachAccepted(std::shared_ptr<asio::ip::tcp::socket> socket,
-                                  const std::string& peer_addr, const Hello& hello,
-                                  const AuthReply& auth) {
+absl::Status TcpMessenger::AttachAccepted(std::shared_ptr<asio::ip::tcp::socket> socket,
+                                          const std::string& peer_addr, const Hello& hello,
+                                          const AuthReply& auth) {
   const Policy policy = PolicyFor(hello.name.type);
   const bool want_ring = (auth.flags & kAuthWantRing) != 0;
   std::shared_ptr<TcpConnection> conn;
@@ -101,9 +101,16 @@ void TcpMessenger::AttachAccepted(std::shared_ptr<asio::ip::tcp::socket> socket,
   bool new_session = false;
   {
     absl::MutexLock l(&mu_);
-    if (shut_down_) return;
+    if (shut_down_) return absl::UnavailableError("messenger is shutting down");
     auto it = policy.lossless ? sessions_.find(auth.cookie) : sessions_.end();
     if (it != sessions_.end()) {
+      // A cookie crosses the wire in the clear: only the peer that opened the session
+      // may resume it (its queued messages, its ring).
+      if (!(it->second->peer_name() == hello.name)) {
+        return absl::PermissionDeniedError(
+            absl::StrCat("session cookie belongs to ", it->second->peer_name().ToString(),
+                         ", not to ", hello.name.ToString()));
+      }
       conn = it->second;
     } else {
       // A client that restarted comes back with a new cookie: its old session, if it
@@ -115,14 +122,14 @@ void TcpMessenger::AttachAccepted(std::shared_ptr<asio::ip::tcp::socket> socket,
         }
       }
       conn = std::make_shared<TcpConnection>(this, TcpConnection::Side::kServer, policy, peer_addr,
-                                             want_ring, auth.cookie);
+                                             want_ring, auth.cookie, hello.name);
       new_session = true;
       if (policy.lossless) {
         sessions_[auth.cookie] = conn;
       } else {
         lossy_[conn.get()] = conn;
       }
-      all_.push_back(conn);
+      TrackLocked(&all_, conn);
     }
   }
   for (auto& s : replaced) {
@@ -130,6 +137,7 @@ void TcpMessenger::AttachAccepted(std::shared_ptr<asio::ip::tcp::socket> socket,
         absl::StrCat(hello.name.ToString(), " restarted (new session from ", peer_addr, ")")));
   }
   conn->Attach(std::move(socket), peer_addr, hello, auth, new_session);
+  return absl::OkStatus();
 }
 
 void TcpMessenger::Forget(const TcpConnection* conn) {
@@ -147,14 +155,7 @@ void TcpMessenger::Forget(const TcpConnection* conn) {
 
 void TcpMessenger::TrackHandshake(std::weak_ptr<ServerHandshake> hs) {
   absl::MutexLock l(&mu_);
-  if (handshakes_.size() > 64) {
-    std::vector<std::weak_ptr<ServerHandshake>> live;
-    for (auto& w : handshakes_) {
-      if (!w.expired()) live.push_back(std::move(w));
-    }
-    handshakes_.swap(live);
-  }
-  handshakes_.push_back(std::move(hs));
+  TrackLocked(&handshakes_, std::move(hs));
 }
 
 void TcpMessenger::SayGoodbye(const std::vector<std::shared_ptr<TcpConnection>>& conns) {

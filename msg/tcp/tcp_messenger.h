@@ -13,6 +13,7 @@
 #ifndef MSGR_MSG_TCP_TCP_MESSENGER_H_
 #define MSGR_MSG_TCP_TCP_MESSENGER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -71,7 +72,9 @@ class TcpMessenger : public Messenger {
 
   // Server side, after a peer passed authentication: finds the lossless session named by
   // `auth.cookie` or creates a new one, and hands it the socket. Thread-safe.
-  void AttachAccepted(std::shared_ptr<boost::asio::ip::tcp::socket> socket,
+  // Hands an authenticated socket to its session (new or resumed); an error (a resume by
+  // another peer than the session's, shutdown) leaves the socket to the caller.
+  absl::Status AttachAccepted(std::shared_ptr<boost::asio::ip::tcp::socket> socket,
                       const std::string& peer_addr, const Hello& hello, const AuthReply& auth);
   // A connection is gone for good: drop it from the tables. Thread-safe.
   void Forget(const TcpConnection* conn);
@@ -98,9 +101,21 @@ class TcpMessenger : public Messenger {
   std::map<uint64_t, std::shared_ptr<TcpConnection>> sessions_ ABSL_GUARDED_BY(mu_);
   // Accepted lossy sessions (never resumed), kept so Shutdown can close them.
   std::map<const TcpConnection*, std::shared_ptr<TcpConnection>> lossy_ ABSL_GUARDED_BY(mu_);
-  // Every connection and handshake ever made (pruned as they go), for Shutdown.
+  // Every connection and handshake made (expired entries pruned as the lists grow), for
+  // Shutdown. A weak_ptr to a make_shared object keeps its memory: pruning bounds that.
   std::vector<std::weak_ptr<TcpConnection>> all_ ABSL_GUARDED_BY(mu_);
   std::vector<std::weak_ptr<class ServerHandshake>> handshakes_ ABSL_GUARDED_BY(mu_);
+
+  // Appends `w`, first dropping expired entries once `v` has doubled since the last prune.
+  template <typename T>
+  static void TrackLocked(std::vector<std::weak_ptr<T>>* v,
+                          typename std::vector<std::weak_ptr<T>>::value_type w) {
+    if (v->size() >= 64 && v->size() == v->capacity()) {
+      v->erase(std::remove_if(v->begin(), v->end(), [](const auto& e) { return e.expired(); }),
+               v->end());
+    }
+    v->push_back(std::move(w));
+  }
 
   friend class Acceptor;
 };

@@ -81,9 +81,9 @@ class RawSocket {
   int local_port_ = 0;
 };
 
-std::string HelloFrame() {
+std::string HelloFrame(EntityName name = EntityName{EntityType::kClient, 66}) {
   Hello h;
-  h.name = EntityName{EntityType::kClient, 66};
+  h.name = name;
   h.features = kFeaturesSupported;
   h.nonce = NewNonce();
   FrameHeader fh;
@@ -150,20 +150,26 @@ class BadInputTest : public ::testing::Test {
     return false;
   }
 
-  // Completes the handshake by hand (no auth) so data frames can be abused.
-  void Handshake(RawSocket* raw) {
-    raw->Send(HelloFrame());
+  // Sends HELLO as `name`, reads the challenge, sends AUTH (no auth) with session `cookie`.
+  void HelloAndAuth(RawSocket* raw, EntityName name, uint64_t cookie) {
+    raw->Send(HelloFrame(name));
     std::string ch = raw->Read(kFrameHeaderBytes);
     FrameHeader h;
     ASSERT_TRUE(DecodeFrameHeader(reinterpret_cast<const uint8_t*>(ch.data()), 4096, &h).ok());
     raw->Read(h.payload_len);
     AuthReply a;
-    a.cookie = 12345;
+    a.cookie = cookie;
     a.flags = kAuthLossless;
     FrameHeader ah;
     ah.type = FrameType::kAuth;
     raw->Send(EncodeFrame(ah, EncodeAuth(a)));
+  }
+
+  // Completes the handshake by hand (no auth) so data frames can be abused.
+  void Handshake(RawSocket* raw) {
+    HelloAndAuth(raw, EntityName{EntityType::kClient, 66}, 12345);
     std::string rd = raw->Read(kFrameHeaderBytes);
+    FrameHeader h;
     ASSERT_TRUE(DecodeFrameHeader(reinterpret_cast<const uint8_t*>(rd.data()), 4096, &h).ok());
     ASSERT_EQ(h.type, FrameType::kReady);
     raw->Read(h.payload_len);
@@ -253,6 +259,20 @@ TEST_F(BadInputTest, HandshakeNeverFinishes) {
   EXPECT_TRUE(raw.ClosedByPeer(3000));
   EXPECT_TRUE(Logged(raw, "handshake did not finish"));
   EXPECT_GT(server_->counters().protocol_errors, before);
+}
+
+// Session cookies cross the wire in the clear: a peer that presents another peer's cookie
+// must not resume (take over) that session, its queued messages or its ring.
+TEST_F(BadInputTest, ResumeOfAnotherPeersSessionIsRefused) {
+  RawSocket owner(port_);
+  Handshake(&owner);  // client.66 opens the lossless session 12345
+  const uint64_t before = server_->counters().auth_failures;
+  RawSocket thief(port_);
+  HelloAndAuth(&thief, EntityName{EntityType::kClient, 67}, 12345);
+  EXPECT_TRUE(thief.ClosedByPeer(3000));
+  EXPECT_TRUE(Logged(thief, "session cookie belongs to client.66, not to client.67"));
+  EXPECT_GT(server_->counters().auth_failures, before);
+  EXPECT_FALSE(owner.ClosedByPeer(200)) << "the owner's session must be left alone";
 }
 
 TEST_F(BadInputTest, OversizedMessageAfterHandshake) {
