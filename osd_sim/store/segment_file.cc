@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -83,9 +84,20 @@ absl::Status SegmentFile::ReadFull(uint64_t off, void* dst, size_t len) const {
   return absl::OkStatus();
 }
 
+namespace {
+std::atomic<int (*)(int)> g_fdatasync_for_test{nullptr};
+}  // namespace
+
+void SetFdatasyncForTest(int (*fn)(int fd)) { g_fdatasync_for_test.store(fn); }
+
 absl::Status SegmentFile::Sync() const {
-  if (::fdatasync(fd_) != 0) return PosixError("fdatasync", path_, errno);
-  return absl::OkStatus();
+  absl::MutexLock l(&sync_mu_);
+  if (!sync_error_.ok()) return sync_error_;
+  int (*const test_fn)(int) = g_fdatasync_for_test.load();
+  if ((test_fn ? test_fn(fd_) : ::fdatasync(fd_)) != 0) {
+    sync_error_ = PosixError("fdatasync", path_, errno);
+  }
+  return sync_error_;
 }
 
 absl::Status SegmentFile::Truncate(uint64_t size) const {

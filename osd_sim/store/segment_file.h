@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace msgr::store {
 
@@ -45,6 +46,10 @@ class SegmentFile {
   // Reads exactly `len` bytes at `off`; kOutOfRange if the file ends first.
   absl::Status ReadFull(uint64_t off, void* dst, size_t len) const;
   // fdatasync: data and the size needed to read it back are on stable storage.
+  // Serialised per file and sticky: Linux reports a writeback error to one fdatasync of
+  // an open file only, so two flushers syncing it at once could each miss the error the
+  // other consumed (one round would be told its lost pages are durable). Once a sync
+  // failed, every later Sync of this file returns that error.
   absl::Status Sync() const;
   absl::Status Truncate(uint64_t size) const;
   absl::StatusOr<uint64_t> Size() const;
@@ -72,7 +77,13 @@ class SegmentFile {
   const uint64_t id_;
   const int fd_;
   const int direct_fd_;  // -1: no O_DIRECT on this filesystem
+  mutable absl::Mutex sync_mu_;
+  mutable absl::Status sync_error_ ABSL_GUARDED_BY(sync_mu_);
 };
+
+// Tests only: every SegmentFile::Sync calls `fn` instead of fdatasync(2) (nullptr: the
+// real one again), to show what the store does when the disk fails a flush.
+void SetFdatasyncForTest(int (*fn)(int fd));
 
 // "seg-<16 hex digits>.log"; ParseSegmentName returns false for any other name.
 std::string SegmentName(uint64_t id);
