@@ -208,7 +208,9 @@ void Osd::Stop() {
   if (stopped_.exchange(true)) return;
   mon_.reset();  // stop heartbeats first: the monitor marks us down after its grace
   for (auto& m : messengers_) m->Shutdown();
-  pollers_.clear();  // waits for in-flight records
+  // The pollers stop (after in-flight records, bounded); the store then flushes and fires
+  // what is still pending into them, so they are destroyed only after the store.
+  for (auto& p : pollers_) p->Stop();
   {
     std::lock_guard<std::mutex> l(read_mu_);
     read_stop_ = true;
@@ -217,9 +219,10 @@ void Osd::Stop() {
   read_cv_.notify_all();
   for (auto& t : read_threads_) t.join();
   read_threads_.clear();
-  messengers_.clear();
   admin_.reset();
   store_.reset();  // final flush
+  pollers_.clear();
+  messengers_.clear();
 }
 
 Poller* Osd::PickPoller() {

@@ -100,11 +100,15 @@ Poller::Poller(int index, const PollerOptions& options, RecordSink* sink, int wa
 }
 
 Poller::~Poller() {
-  stop_.store(true);
-  Wake();
-  thread_.join();
+  Stop();
   close(epoll_fd_);
   close(wake_fd_);
+}
+
+void Poller::Stop() {
+  stop_.store(true);
+  Wake();
+  if (thread_.joinable()) thread_.join();
 }
 
 void Poller::AddRing(const ConnectionRef& conn, std::shared_ptr<RecvRing> ring) {

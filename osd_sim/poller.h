@@ -90,7 +90,11 @@ class Poller {
  public:
   static absl::StatusOr<std::unique_ptr<Poller>> Create(int index, const PollerOptions& options,
                                                         RecordSink* sink);
-  ~Poller();  // stops the thread; waits for in-flight records
+  ~Poller();  // Stop()s
+  // Stops the thread after it waited (up to 10 s) for in-flight records. Store callbacks
+  // still pending may come later: the poller must outlive the store's last one (the OSD
+  // stops its pollers, closes the store, then destroys them). Idempotent.
+  void Stop();
 
   // Starts draining `ring` for `conn`. A second ring for the same connection replaces
   // the first once the first has no records in flight.

@@ -70,6 +70,12 @@ bool ObjectIndex::HasWrite(std::string_view oid, uint32_t id) const {
   return open_.count(WriteKey(std::string(oid), id)) != 0;
 }
 
+std::optional<uint64_t> ObjectIndex::NextPartOffset(std::string_view oid, uint32_t id) const {
+  auto it = open_.find(WriteKey(std::string(oid), id));
+  if (it == open_.end()) return std::nullopt;
+  return it->second.next_off;
+}
+
 std::optional<uint64_t> ObjectIndex::Commit(std::string_view oid, uint32_t id, Extent last,
                                             uint64_t* dropped) {
   *dropped = 0;

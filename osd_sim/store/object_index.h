@@ -66,6 +66,8 @@ class ObjectIndex {
   // `*dropped`: payload bytes of the parts of a write dropped for a missing part.
   bool AddPart(std::string_view oid, uint32_t id, Extent part, uint64_t* dropped);
   bool HasWrite(std::string_view oid, uint32_t id) const;
+  // Where the next part of open write `id` must start; nullopt if it is not open.
+  std::optional<uint64_t> NextPartOffset(std::string_view oid, uint32_t id) const;
   std::optional<uint64_t> Commit(std::string_view oid, uint32_t id, Extent last,
                                  uint64_t* dropped);
   uint64_t Abort(std::string_view oid, uint32_t id);

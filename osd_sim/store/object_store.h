@@ -118,9 +118,12 @@ class ObjectStore {
   // as one write at the last part's place in the log. A write whose last part never
   // comes stays invisible (AbortWrite drops it at once; recovery drops it on Open).
   // Errors as Append, and kFailedPrecondition (nothing written) for a part whose write
-  // is not open. Each part's `done` reports that part's durability; a write is durable
-  // once its last part is. One thread appends a write's parts (in offset order, each
-  // where the previous ended) and aborts it; different writes may go on in parallel.
+  // is not open, or that does not start where the previous part ended (the write is then
+  // dropped). Each part's `done` reports that part's durability only, and callbacks of
+  // different flush rounds may fire out of order (a part in another segment may still be
+  // syncing): a write is durable once *every* part's `done` reported OK -- the OSD acks
+  // records in ring order, which waits for all of them. One thread appends a write's
+  // parts (in offset order) and aborts it; different writes may go on in parallel.
   // Logs with writes of several records are not readable by builds before this API
   // (they skip those records as corrupt): no downgrade.
   absl::StatusOr<uint64_t> AppendPart(std::string_view oid, uint64_t off,

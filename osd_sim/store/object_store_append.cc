@@ -1,6 +1,8 @@
 // The write path: validate, reserve log space and a seq under the lock, pwritev the
 // record from the caller's buffers without the lock, then publish it in the index.
 // Large payloads in aligned buffers are written with O_DIRECT in the aligned layout.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -102,7 +104,11 @@ absl::Status ObjectStore::Impl::RollSegmentLocked() {
   if (!seg.ok()) return seg.status();
   // The new file's directory entry must be durable before any write in it is acked.
   if (opts_.mode == Durability::kDurable) {
-    if (absl::Status s = SyncDir(opts_.dir); !s.ok()) return s;
+    if (absl::Status s = SyncDir(opts_.dir); !s.ok()) {
+      // Not in segments_: remove it, or every later roll would pick the same id and fail.
+      (void)::unlink((*seg)->path().c_str());
+      return s;
+    }
   }
   PreallocateSegment(**seg);
   active_ = seg->get();
@@ -177,8 +183,7 @@ absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::s
 void ObjectStore::Impl::RollbackLocked(const Reservation& r, const absl::Status& why) {
   ++stats_.append_errors;
   if (absl::IsResourceExhausted(why)) ++stats_.full_errors;
-  not_durable_.erase(r.seq);
-  failed_.emplace(r.seq, why);
+  not_durable_.erase(r.seq);  // Append returns `why`: the caller never learns this ticket
   if (r.direct) --direct_in_flight_;
   if (r.seg == active_ && active_tail_ == r.pos + r.bytes) {
     // Nobody reserved space after us: give it back and cut what was partly written
@@ -291,6 +296,10 @@ uint64_t ObjectStore::Impl::PublishLocked(std::string_view oid, Extent e, uint32
 
 void ObjectStore::Impl::AbortWrite(std::string_view oid, uint32_t write_id) {
   absl::MutexLock l(&mu_);
+  AbortWriteLocked(oid, write_id);
+}
+
+void ObjectStore::Impl::AbortWriteLocked(std::string_view oid, uint32_t write_id) {
   if (!index_.HasWrite(oid, write_id)) return;
   const uint64_t freed = index_.Abort(oid, write_id);
   ++stats_.writes_aborted;
@@ -308,9 +317,18 @@ absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_
   }
   if (write_id != 0) {
     absl::MutexLock l(&mu_);
-    if (!index_.HasWrite(oid, write_id)) {
+    const std::optional<uint64_t> next = index_.NextPartOffset(oid, write_id);
+    if (!next) {
       return absl::FailedPreconditionError(absl::StrCat(
           "write ", write_id, " of '", Sv(oid), "' is not open (never begun, or aborted)"));
+    }
+    if (off != *next) {
+      // A gap or an overlap can never make the write whole: refuse the part (it would be
+      // stored and then dropped, yet reported written) and drop the write.
+      AbortWriteLocked(oid, write_id);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "part at offset ", off, " of write ", write_id, " of '", Sv(oid),
+          "' does not start where the previous part ended (", *next, "); write dropped"));
     }
   }
   absl::StatusOr<Reservation> r = Reserve(oid, len, DirectEligible(opts_, iov, iovcnt, len));

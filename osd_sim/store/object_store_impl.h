@@ -38,6 +38,7 @@ class ObjectStore::Impl {
                                   int iovcnt, uint32_t payload_crc, uint32_t flags,
                                   uint32_t write_id, DurableCallback* done);
   void AbortWrite(std::string_view oid, uint32_t write_id);
+  void AbortWriteLocked(std::string_view oid, uint32_t write_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WhenDurable(uint64_t ticket, DurableCallback done);
   absl::StatusOr<std::string> Read(std::string_view oid);
   StoreStats GetStats() const;

@@ -277,6 +277,13 @@ TEST_P(MultiPartTest, BadPartsAreRefused) {
   const uint32_t id = BeginAllButLast("p", d + d, 2);
   EXPECT_EQ(store_->AppendPart("p", 0, &iov, 1, crc, kTruncate, id, none).status().code(),
             absl::StatusCode::kInvalidArgument);
+  // A last part that does not start where the previous one ended (a gap) is refused --
+  // not stored, dropped, and reported written -- and the write with it.
+  EXPECT_EQ(store_->AppendPart("p", 3000, &iov, 1, crc, 0, id, none).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->AppendPart("p", 2000, &iov, 1, crc, 0, id, none).status().code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "the write must be dropped with its bad part";
   EXPECT_EQ(store_->Read("p").status().code(), absl::StatusCode::kNotFound);
 }
 
