@@ -264,7 +264,9 @@ void Poller::AbortStaleWrites(uint64_t now_ns) {
   for (auto& r : rings_) {
     auto& ws = r->open_writes;
     for (auto w = ws.begin(); w != ws.end();) {
-      if (now_ns - w->last_part_ns < limit) {
+      // last_part_ns may be later than now_ns (the caller's clock reading predates the
+      // look that opened the write): no unsigned wrap-around.
+      if (w->last_part_ns + limit > now_ns) {
         ++w;
         continue;
       }
@@ -390,7 +392,7 @@ void Poller::Run() {
       }
     }
     if (now - last_publish > 10'000'000) {
-      AbortStaleWrites(now);
+      AbortStaleWrites(NowNs());  // `now` predates Sleep()'s last look
       std::lock_guard<std::mutex> l(mu_);
       snapshot_ = counters_;
       last_publish = now;

@@ -352,6 +352,40 @@ struct SleepRaceRig {
   void Attach() { poller->AddRing(conn, ring); }
 };
 
+// The poller's last look before it sleeps may open a write of several records. The clock
+// reading it took before that look must not make the new write look ancient (an unsigned
+// wrap-around dropped it at once as "got no part for 1m", and its next part was refused
+// ABORTED: seen in a chaos run over rdma, fresh sessions, 5 MiB writes).
+TEST(PollerTest, WriteOpenedOnTheWayToSleepIsNotDroppedAsStale) {
+  SleepRaceRig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.Start());
+  auto& [sink, poller, conn, ring] = rig;
+  RingProducer prod(kRingBytes);
+  absl::SleepFor(absl::Milliseconds(30));  // the poller's next counter publish is due
+  ring->OnNextSleep(
+      [&] { Produce(&prod, ring.get(), "w", "part-0", 7, false, kRecordFlagTruncate); });
+  rig.Attach();
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> l(sink.mu);
+    return sink.payloads.size() == 1;
+  }));
+  absl::SleepFor(absl::Milliseconds(50));  // several publishes later
+  {
+    std::lock_guard<std::mutex> l(sink.mu);
+    EXPECT_TRUE(sink.aborted.empty()) << "a write opened milliseconds ago was dropped as stale";
+  }
+  Produce(&prod, ring.get(), "w", "part-1", 8, false, kRecordFlagLast);
+  ring->Signal();  // the doorbell: the poller sleeps (max_sleep 60 s)
+  ASSERT_TRUE(WaitFor([&] {
+    sink.Flush();
+    std::lock_guard<std::mutex> l(conn->mu);
+    return conn->acked.size() == 2;
+  }));
+  std::lock_guard<std::mutex> l(conn->mu);
+  EXPECT_EQ(conn->acked[7], absl::StatusCode::kOk);
+  EXPECT_EQ(conn->acked[8], absl::StatusCode::kOk);
+}
+
 // A store completion that lands while the poller is on its way to sleep must still be
 // acknowledged at once. The poller used to drain its wake-up eventfd after announcing
 // the sleep, swallowing such a completion's wake-up: the ack then waited for the epoll
