@@ -15,6 +15,11 @@ namespace msgr::tcp {
 
 namespace asio = boost::asio;
 
+namespace {
+// How long a reset waits for its CLOSE frame to be written before closing regardless.
+constexpr absl::Duration kCloseLinger = absl::Seconds(1);
+}  // namespace
+
 TcpConnection::TcpConnection(TcpMessenger* msgr, Side side, Policy policy, std::string addr,
                              bool want_ring, uint64_t cookie, EntityName peer)
     : msgr_(msgr),
@@ -383,6 +388,8 @@ void TcpConnection::Reset(const absl::Status& why, bool send_close) {
   if (timer_) timer_->cancel();
   if (send_close && open_ && socket_) {
     Flush();  // writes CLOSE (after any write in progress), then closes the socket
+    // A peer that stopped reading would keep that write, and the socket, forever.
+    ArmTimer(kCloseLinger, &TcpConnection::OnCloseLinger);
   } else {
     CloseSocket();
   }
@@ -390,6 +397,10 @@ void TcpConnection::Reset(const absl::Status& why, bool send_close) {
   spdlog::info("msgr tcp: connection to {} reset: {}", PeerDesc(), why.ToString());
   msgr_->Forget(this);
   shared_->dispatcher->OnReset(shared_from_this(), why);
+}
+
+void TcpConnection::OnCloseLinger(uint64_t gen) {
+  if (gen == gen_ && socket_) CloseSocket();
 }
 
 void TcpConnection::StartKeepalive() {

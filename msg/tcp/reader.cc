@@ -36,6 +36,9 @@ namespace {
 // the rest of this frame and whatever follows it beats a dedicated recv per frame, and
 // copying < 32 KiB is cheap next to the syscall it saves. See also msg/PROTOCOL.md.
 constexpr size_t kDirectReadMinBytes = 32 * 1024;
+// One async_read of a direct body reads at most this much, and its completion refreshes
+// last_rx_ (asio loops over recv inside each one anyway: the split costs a handler call).
+constexpr size_t kDirectReadChunkBytes = 256 << 10;
 static_assert(kDirectReadMinBytes <= kReadBufferBytes / 2,
               "a buffered recv must be able to hold any body that is not read directly");
 static_assert(kReadBufferBytes >= kFrameHeaderBytes + kRingPrefixBytes);
@@ -113,6 +116,7 @@ void TcpConnection::ReadLoop(uint64_t gen) {
     }
     if (ec) return OnBufferedReadError(ec);
     rx_buf_.Commit(n);
+    last_rx_ = Clock::now();  // the peer is alive, even in the middle of a long frame
   }
 }
 
@@ -153,15 +157,20 @@ bool TcpConnection::ParseBuffered(uint64_t gen) {
 
 void TcpConnection::ReadBodyDirect(uint64_t gen, size_t rest) {
   // The buffer is empty here (its bytes went to the destination), so the socket's next
-  // `rest` bytes are exactly the rest of this body.
+  // `rest` bytes are exactly the rest of this body. Read in chunks, each a sign of life
+  // for the keepalive check (a 128 MiB body on a slow link takes longer than its timeout).
+  const size_t chunk = std::min(rest, kDirectReadChunkBytes);
   asio::async_read(
-      *socket_, asio::buffer(rx_body_dst_ + rx_body_done_, rest),
-      asio::bind_executor(strand_, [self = shared_from_this(), gen, rest, sock = socket_,
+      *socket_, asio::buffer(rx_body_dst_ + rx_body_done_, chunk),
+      asio::bind_executor(strand_, [self = shared_from_this(), gen, sock = socket_,
                                     ring = ring_](boost::system::error_code ec, size_t n) {
         if (gen != self->gen_ || self->reset_done_) return;
         self->rx_body_done_ += n;
         if (ec) return self->OnReadError(ec, self->rx_body_done_, self->rx_body_len_, true);
-        self->ReadLoop(gen);  // the body is complete: ParseBuffered finishes it
+        self->last_rx_ = Clock::now();
+        const size_t left = self->rx_body_len_ - self->rx_body_done_;
+        if (left >= kDirectReadMinBytes) return self->ReadBodyDirect(gen, left);
+        self->ReadLoop(gen);  // done, or a small rest that goes through the buffer
       }));
 }
 

@@ -168,6 +168,7 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   void OnKeepaliveTimer(uint64_t gen);
   // Server side, lossless: the peer did not come back within session_reconnect_timeout.
   void OnReconnectTimeout(uint64_t gen);
+  void OnCloseLinger(uint64_t gen);  // a reset's CLOSE did not go out in time: close anyway
   absl::Status ProcessAck(uint64_t ack_seq);
   absl::Status ProcessCredit(uint64_t released);
   // A kRecordNackType message arrived (client side): report the failures.

@@ -279,6 +279,8 @@ void TcpConnection::OnWritten(uint64_t gen, const std::shared_ptr<WriteBatch>& b
                               const boost::system::error_code& ec) {
   if (gen != gen_) return;  // CloseSocket took ownership back
   if (b->close_after) return CloseSocket();
+  // Reset meanwhile (Fault would return at once): nothing more goes on this socket.
+  if (ec && reset_done_) return CloseSocket();
   if (ec) return Fault(ErrorToStatus(ec, absl::StrCat("write to ", PeerDesc())));
   uint64_t frames = 0;
   {

@@ -103,6 +103,7 @@ class BadInputTest : public ::testing::Test {
     o.handshake_timeout = absl::Milliseconds(400);
     o.ring_bytes = 64 * 1024;
     o.max_message_bytes = 1 << 20;
+    TuneServer(&o);
     sd_.on_message = [](const ConnectionRef& c, const Message& m) {
       (void)c->Send(Message{m.type, m.payload});
     };
@@ -116,6 +117,7 @@ class BadInputTest : public ::testing::Test {
     good_ = *client_->Connect(addr_, ConnectOptions{});
     GoodClientWorks();
   }
+  virtual void TuneServer(MessengerOptions* o) {}
   void TearDown() override {
     GoodClientWorks();
     client_.reset();
@@ -307,6 +309,34 @@ TEST_F(BadInputTest, BadMessageCrcAfterHandshake) {
   EXPECT_TRUE(Logged(raw, "payload crc mismatch"));
   EXPECT_GT(server_->counters().crc_errors, before);
   EXPECT_EQ(sd_.Locked([&] { return sd_.messages.size(); }), 1u) << "corrupt message dispatched";
+}
+
+// A server with a short keepalive timeout.
+class SlowPeerTest : public BadInputTest {
+ protected:
+  void TuneServer(MessengerOptions* o) override {
+    o->keepalive_interval = absl::Milliseconds(200);
+    o->keepalive_timeout = absl::Seconds(1);
+  }
+};
+
+// A large frame that takes longer than the keepalive timeout to arrive, with bytes
+// arriving all along, is a slow peer, not a dead one (the check only looked at frame
+// headers: a 128 MiB message below ~13 MB/s was cut off, resent, cut off again).
+TEST_F(SlowPeerTest, LargeFrameArrivingSlowlyIsNotAKeepaliveTimeout) {
+  RawSocket raw(port_);
+  Handshake(&raw);
+  FrameHeader h;
+  h.type = FrameType::kMessage;
+  h.seq = 1;
+  const std::string frame = EncodeFrame(h, std::string(1000 << 10, 'm'));
+  // ~1.6 s for the whole frame at 32 KiB per 50 ms: longer than the 1 s timeout.
+  for (size_t off = 0; off < frame.size(); off += 32 << 10) {
+    raw.Send(frame.substr(off, 32 << 10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(sd_.WaitFor([&] { return sd_.messages.size() == 2; }))
+      << "the slow frame was not delivered (the session was cut off meanwhile?)";
 }
 
 TEST_F(BadInputTest, RingOverrunIsAProtocolError) {
