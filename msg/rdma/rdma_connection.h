@@ -268,6 +268,9 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   uint32_t send_credits_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t credits_owed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t ack_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  // A nack arrived and its ack has not gone out: acked at once even on a lossy session
+  // (the sender's ring credit waits for it).
+  bool nack_ack_owed_ ABSL_GUARDED_BY(mu_) = false;
   bool doorbell_pending_ ABSL_GUARDED_BY(mu_) = false;
 
   // Ring, connecting side (each region with its share of the registered-memory budget).

@@ -154,6 +154,7 @@ void RdmaConnection::OnRecvLocked(Link* link, const verbs::Completion& wc,
         }
         sent_records_.OnNack(*failed, &acks_ready_);
         acks_pending_.store(!acks_ready_.empty(), std::memory_order_release);
+        nack_ack_owed_ = true;  // the sender's credit waits for this ack, lossy or not
       } else {
         in_seq_ = h.seq;
         shared_->counters.msgs_received++;
@@ -203,6 +204,7 @@ bool RdmaConnection::PostControlLocked(uint8_t flags) {
   --send_credits_;
   credits_owed_ = 0;
   ack_sent_ = in_seq_;
+  nack_ack_owed_ = false;
   shared_->counters.control_sends++;
   shared_->counters.sends_posted++;
   if ((flags & kSendDoorbell) != 0) {
@@ -247,6 +249,7 @@ void RdmaConnection::FlushLocked() {
     --send_credits_;
     credits_owed_ = 0;
     ack_sent_ = in_seq_;
+    nack_ack_owed_ = false;
     shared_->counters.sends_posted++;
     if ((h.flags & kSendDoorbell) != 0) {
       doorbell_pending_ = false;
@@ -256,7 +259,7 @@ void RdmaConnection::FlushLocked() {
     if (m.sent == m.payload.size()) {
       shared_->counters.msgs_sent++;
       shared_->counters.bytes_sent += m.payload.size();
-      if (lossless_) {
+      if (lossless_ || m.type == kRecordNackType) {  // a nack holds the credit: kept until acked
         unacked_.push_back(std::move(m));
       } else {
         bytes_in_flight_ -= m.payload.size();
@@ -272,7 +275,7 @@ void RdmaConnection::FlushLocked() {
   const uint32_t half = link_->tp->config().recv_buffers / 2;
   const bool owe_much = credits_owed_ >= half;
   if (send_credits_ >= 2) {
-    if (doorbell_pending_ || owe_much || (lossless_ && in_seq_ > ack_sent_)) {
+    if (doorbell_pending_ || owe_much || ((lossless_ || nack_ack_owed_) && in_seq_ > ack_sent_)) {
       PostControlLocked(doorbell_pending_ ? kSendDoorbell : 0);
     }
   } else if (send_credits_ == 1 && owe_much) {
@@ -656,8 +659,10 @@ void RdmaConnection::ReleaseRing(uint64_t position, absl::Span<const RecordAck> 
     absl::MutexLock l(&mu_);
     if (!ring_ || position <= released_pos_) return;
     if (!failed.empty()) {
-      // Failures first, as a lossless message; the credit waits for its ack.
-      if (lossless_) nack_barrier_.Add(released_pos_);
+      // Failures first, as a message; the credit waits for its ack (also on lossy
+      // sessions: the credit is an RDMA WRITE the peer may read before it has handled
+      // the nack's SEND, and would then report the failed records as written).
+      nack_barrier_.Add(released_pos_);
       EnqueueLocked(EncodeRecordNack(failed));
       FlushLocked();
     }

@@ -20,8 +20,9 @@ constexpr std::chrono::microseconds kFlowDelay{200};
 
 // The credit is the acknowledgement (msg/record_acks.h): it goes out at once, on the
 // next frame we write or as a standalone CREDIT. Owners release per batch of records,
-// so this is one frame per batch, not per record. Failures go first, as a lossless
-// nack message, and the credit stays behind them until the peer acknowledged it.
+// so this is one frame per batch, not per record. Failures go first, as a nack message,
+// and the credit stays behind them until the peer acknowledged it (lossy: until it is
+// written, FinishBatchLocked).
 void TcpConnection::ReleaseRing(uint64_t position, absl::Span<const RecordAck> failed) {
   OutFramePtr nack;
   if (!failed.empty()) {
@@ -35,7 +36,10 @@ void TcpConnection::ReleaseRing(uint64_t position, absl::Span<const RecordAck> f
     absl::MutexLock l(&mu_);
     if (closed_ || position <= released_pos_) return;
     if (nack) {
-      if (policy_.lossless) nack_barrier_.Add(released_pos_);
+      // The credit waits behind the nack: until the peer acknowledged it (lossless), or
+      // until its frame is written (lossy: the frames after it, and their credit, are
+      // read after its body; its own header must not carry the credit past it).
+      nack_barrier_.Add(released_pos_);
       const uint64_t size = nack->wire_bytes();  // accounted like any message
       msgs_in_flight_++;
       bytes_in_flight_ += size;

@@ -255,6 +255,7 @@ void TcpConnection::StartAsyncWrite(const std::shared_ptr<WriteBatch>& b, size_t
 
 bool TcpConnection::FinishBatchLocked(WriteBatch* b) {
   auto& c = shared_->counters;
+  bool lifted_nack = false;
   for (const auto& f : b->frames) {
     if (!f->sent_once) {
       f->sent_once = true;
@@ -265,7 +266,19 @@ bool TcpConnection::FinishBatchLocked(WriteBatch* b) {
         c.record_bytes_sent += f->body().size();
       }
     }
-    if (!policy_.lossless) ReleaseAccountingLocked(*f);
+    if (!policy_.lossless) {
+      ReleaseAccountingLocked(*f);
+      if (f->type == FrameType::kMessage && f->msg_type == kRecordNackType) {
+        lifted_nack |= nack_barrier_.LiftOldest();
+      }
+    }
+  }
+  if (lifted_nack) {  // lossy: the written nack lets the credit behind it go, next batch
+    const uint64_t credit = nack_barrier_.Clamp(released_pos_);
+    if (credit > credit_pos_) {
+      credit_pos_ = credit;
+      credit_dirty_ = credit_due_ = true;
+    }
   }
   if (!policy_.lossless && !b->frames.empty()) cv_.SignalAll();
   c.bytes_sent += b->wire_bytes;

@@ -334,6 +334,34 @@ TEST_P(MessengerTest, RecordAcksExactlyOnceWithFailuresAcrossFaults) {
   EXPECT_GT(client->counters().reconnects, 3u) << "the faults really happened";
 }
 
+// Lossy sessions carry failures too: the receiver's verdict reaches the sender for every
+// record, never overtaken by the ring credit (tcp put the credit on the nack frame's own
+// header, which the sender reads before the body: the failures were reported OK).
+TEST_P(MessengerTest, RecordFailuresReachTheSenderOnLossySessions) {
+  RecordingDispatcher sd, cd;
+  auto server = MakeServer(&sd);
+  server->SetPolicy(EntityType::kClient, Policy::Lossy());
+  auto client = Make(Options(EntityType::kClient, 4), &cd);
+  auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossy(), true});
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  constexpr uint64_t kRecs = 200;
+  auto should_fail = [](uint64_t tid) { return tid % 7 == 3; };
+  for (uint64_t t = 1; t <= kRecs; ++t) {
+    const std::string oid = absl::StrCat(should_fail(t) ? "fail-" : "ok-", t);
+    ASSERT_TRUE((*conn)->WriteRecord(RecordDesc{oid, t, 0, 0}, Pattern(100, t), absl::Seconds(10))
+                    .ok());
+  }
+  ASSERT_TRUE(cd.WaitFor([&] { return cd.record_acks.size() >= kRecs; }))
+      << cd.Locked([&] { return cd.record_acks.size(); }) << " of " << kRecs << " acked";
+  cd.Locked([&] {
+    for (const RecordAck& a : cd.record_acks) {
+      EXPECT_EQ(a.code, should_fail(a.tid) ? absl::StatusCode::kResourceExhausted
+                                           : absl::StatusCode::kOk)
+          << "tid " << a.tid;
+    }
+  });
+}
+
 // WriteRecordShared: the backend may keep the caller's buffer instead of a copy (tcp);
 // the bytes still arrive exactly, also when resent after socket faults, and the backend
 // lets go of every buffer once its record is acknowledged. (A backend that kept only a
