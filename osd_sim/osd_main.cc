@@ -5,6 +5,8 @@
 //       [--poller-spin-us 1000] [--ring-bytes 33554432] [--capacity BYTES]
 //       [--keyring FILE | --auth none] [--rdma-device soft|IBDEV] [--weight W]
 //       [--rdma-max-registered-mb 4096] [--log-level info]
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -32,6 +34,19 @@ int Fail(const std::string& msg) {
   return 2;
 }
 
+// The store keeps two descriptors per 256 MiB log segment for its life, plus sockets:
+// the soft limit (often 1,024) would end an OSD after ~125 GiB of log. Up to the hard one.
+void RaiseOpenFileLimit() {
+  struct rlimit r;
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
+  const rlim_t was = r.rlim_cur;
+  r.rlim_cur = r.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &r) == 0) {
+    spdlog::info("open-file limit raised from {} to {}", static_cast<uint64_t>(was),
+                 static_cast<uint64_t>(r.rlim_cur));
+  }
+}
+
 volatile std::sig_atomic_t g_stop = 0;
 void OnSignal(int) { g_stop = 1; }
 
@@ -54,6 +69,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("osd"));
   spdlog::set_level(spdlog::level::from_str(flags->Get("log-level", "info")));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ [%t] %v");
+  RaiseOpenFileLimit();
 
   msgr::osd::OsdOptions o;
   auto id = flags->GetUint("id", UINT64_MAX);
