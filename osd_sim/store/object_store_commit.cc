@@ -66,12 +66,12 @@ void ObjectStore::Impl::WhenDurable(uint64_t ticket, DurableCallback done) {
 
 void ObjectStore::Impl::StartFlusher() {
   for (int i = 0; i < opts_.flush_threads; ++i) {
-    flushers_.emplace_back([this] { FlusherLoop(); });
+    flushers_.emplace_back([this, i] { FlusherLoop(i); });
     pthread_setname_np(flushers_.back().native_handle(), "store-flush");
   }
 }
 
-void ObjectStore::Impl::FlusherLoop() {
+void ObjectStore::Impl::FlusherLoop(int index) {
   std::vector<Unsynced> batch;
   Fired fire;
   absl::MutexLock l(&mu_);
@@ -106,7 +106,7 @@ void ObjectStore::Impl::FlusherLoop() {
     const absl::Time t0 = absl::Now();
     absl::Status status;
     for (SegmentFile* seg : segs) {
-      absl::Status s = seg->Sync();
+      absl::Status s = seg->Sync(/*stream=*/index);
       if (!s.ok() && status.ok()) status = std::move(s);
     }
     const uint64_t us = static_cast<uint64_t>(absl::ToInt64Microseconds(absl::Now() - t0));

@@ -81,7 +81,7 @@ class ObjectStore::Impl {
                            Fired* fire) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDurableLocked(uint64_t seq, const absl::Status& s, Fired* fire)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FlusherLoop();
+  void FlusherLoop(int index);  // `index` is also its SegmentFile::Sync stream
   static void Fire(Fired* fire);
 
   const StoreOptions opts_;

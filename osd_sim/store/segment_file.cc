@@ -30,6 +30,9 @@ absl::StatusOr<std::unique_ptr<SegmentFile>> SegmentFile::Open(std::string path,
 }
 
 SegmentFile::~SegmentFile() {
+  for (int fd : stream_fds_) {
+    if (fd >= 0) ::close(fd);
+  }
   if (direct_fd_ >= 0) ::close(direct_fd_);
   ::close(fd_);
 }
@@ -90,13 +93,24 @@ std::atomic<int (*)(int)> g_fdatasync_for_test{nullptr};
 
 void SetFdatasyncForTest(int (*fn)(int fd)) { g_fdatasync_for_test.store(fn); }
 
-absl::Status SegmentFile::Sync() const {
-  absl::MutexLock l(&sync_mu_);
-  if (!sync_error_.ok()) return sync_error_;
-  int (*const test_fn)(int) = g_fdatasync_for_test.load();
-  if ((test_fn ? test_fn(fd_) : ::fdatasync(fd_)) != 0) {
-    sync_error_ = PosixError("fdatasync", path_, errno);
+absl::Status SegmentFile::Sync(int stream) const {
+  int fd = fd_;
+  {
+    absl::MutexLock l(&sync_mu_);
+    if (!sync_error_.ok()) return sync_error_;
+    if (stream > 0) {
+      if (stream_fds_.size() < static_cast<size_t>(stream)) stream_fds_.resize(stream, -1);
+      int& own = stream_fds_[stream - 1];
+      if (own < 0) own = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+      if (own < 0) return PosixError("open segment for sync", path_, errno);
+      fd = own;
+    }
   }
+  int (*const test_fn)(int) = g_fdatasync_for_test.load();
+  const int rc = test_fn ? test_fn(fd) : ::fdatasync(fd);
+  const int err = errno;
+  absl::MutexLock l(&sync_mu_);
+  if (rc != 0 && sync_error_.ok()) sync_error_ = PosixError("fdatasync", path_, err);
   return sync_error_;
 }
 

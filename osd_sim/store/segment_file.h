@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -46,11 +47,13 @@ class SegmentFile {
   // Reads exactly `len` bytes at `off`; kOutOfRange if the file ends first.
   absl::Status ReadFull(uint64_t off, void* dst, size_t len) const;
   // fdatasync: data and the size needed to read it back are on stable storage.
-  // Serialised per file and sticky: Linux reports a writeback error to one fdatasync of
-  // an open file only, so two flushers syncing it at once could each miss the error the
-  // other consumed (one round would be told its lost pages are durable). Once a sync
-  // failed, every later Sync of this file returns that error.
-  absl::Status Sync() const;
+  // Linux reports a writeback error once per open file description: two flushers syncing
+  // through one descriptor at the same time could each miss the error the other consumed
+  // (a round would be told that its lost pages are durable). So each concurrent syncer
+  // uses its own `stream` (0 = the main descriptor; others open their own on first use),
+  // and an error is sticky: once a sync failed, every later Sync of this file returns it
+  // (the page cache no longer holds the lost pages, so a later sync "succeeds").
+  absl::Status Sync(int stream = 0) const;
   absl::Status Truncate(uint64_t size) const;
   absl::StatusOr<uint64_t> Size() const;
   // Allocates (fallocate, mode 0) the file up to `size` bytes: the new space reads as
@@ -79,6 +82,7 @@ class SegmentFile {
   const int direct_fd_;  // -1: no O_DIRECT on this filesystem
   mutable absl::Mutex sync_mu_;
   mutable absl::Status sync_error_ ABSL_GUARDED_BY(sync_mu_);
+  mutable std::vector<int> stream_fds_ ABSL_GUARDED_BY(sync_mu_);  // [stream - 1], -1 unopened
 };
 
 // Tests only: every SegmentFile::Sync calls `fn` instead of fdatasync(2) (nullptr: the
