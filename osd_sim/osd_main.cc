@@ -34,8 +34,8 @@ int Fail(const std::string& msg) {
   return 2;
 }
 
-// The store keeps two descriptors per 256 MiB log segment for its life, plus sockets:
-// the soft limit (often 1,024) would end an OSD after ~125 GiB of log. Up to the hard one.
+// The store keeps up to three descriptors per 256 MiB log segment for its life, plus
+// sockets: a soft limit of 1,024 would end an OSD after ~85 GiB of log. Up to the hard one.
 void RaiseOpenFileLimit() {
   struct rlimit r;
   if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
