@@ -124,7 +124,13 @@ void ObjectStore::Impl::FlusherLoop(int index) {
       // After a failed fdatasync the page cache can no longer be trusted (the kernel may
       // have dropped the dirty pages): fail this round and every later append.
       spdlog::error("store {}: {}; the store refuses further writes", opts_.dir, std::string(status.message()));
-      if (sticky_error_.ok()) sticky_error_ = status;
+      // Not "full" even when the flush said ENOSPC: freeing space does not bring the lost
+      // pages back. Reads go on; writes need a restart (recovery re-reads the log).
+      if (sticky_error_.ok()) {
+        sticky_error_ = absl::FailedPreconditionError(absl::StrCat(
+            "store ", opts_.dir, " refuses writes after a failed flush (",
+            status.message(), "); restart the OSD"));
+      }
     }
     for (const Unsynced& u : batch) MarkDurableLocked(u.seq, status, &fire);
     batch.clear();

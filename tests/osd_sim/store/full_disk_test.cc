@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "osd_sim/store/object_store.h"
 #include "osd_sim/store/record.h"
+#include "osd_sim/store/segment_file.h"
 #include "tests/osd_sim/store/store_test_util.h"
 
 namespace msgr::store {
@@ -52,6 +53,34 @@ TEST(FullDiskTest, MemoryModeCapacityCountsLiveObjects) {
   }
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
   EXPECT_TRUE(*(*store)->Read("m3") == Pattern("m3", 4096));
+}
+
+// A flush that fails -- here with ENOSPC, as thin-provisioned storage can -- fails its
+// round with that error, and then the store refuses writes with an error that says a
+// restart is needed: freeing space does not bring back pages the kernel dropped. Reads of
+// what was durable go on.
+TEST(FullDiskTest, FailedFlushRefusesLaterWritesUntilRestartAndKeepsReads) {
+  auto store = ObjectStore::Open(Options(FreshDir("failed-flush"), Durability::kDurable));
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto a = Put(**store, "a", 0, Pattern("a", 4096), kTruncate);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE((*store)->WaitDurable(*a).ok());
+
+  SetFdatasyncForTest([](int) {
+    errno = ENOSPC;
+    return -1;
+  });
+  auto b = Put(**store, "b", 0, Pattern("b", 4096), kTruncate);
+  ASSERT_TRUE(b.ok()) << b.status();  // written to the page cache; the flush fails
+  const absl::Status b_durable = (*store)->WaitDurable(*b);
+  SetFdatasyncForTest(nullptr);
+  EXPECT_EQ(b_durable.code(), absl::StatusCode::kResourceExhausted) << b_durable;
+
+  auto c = Put(**store, "c", 0, Pattern("c", 4096), kTruncate);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << c.status();
+  EXPECT_NE(c.status().message().find("restart the OSD"), std::string::npos) << c.status();
+  ExpectAll(**store, {"a"}, 4096);
 }
 
 TEST(FullDiskTest, CapacityLimit) {
