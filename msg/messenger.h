@@ -27,7 +27,7 @@
 //   lossy     any fault resets the connection (OnReset); nothing is resent.
 //
 // Threads: Messenger methods and Connection methods are thread-safe and may be called
-// from any thread, including from inside Dispatcher callbacks. Dispatcher callbacks run
+// from any thread, including from inside Dispatcher callbacks (but Send there: see Send). Dispatcher callbacks run
 // on the backend's worker threads; callbacks for one connection never run concurrently
 // and arrive in order. Callbacks must not block for long (hand work to your own threads).
 #ifndef MSGR_MSG_MESSENGER_H_
@@ -184,7 +184,9 @@ class Connection {
 
   // Queues `m` for the peer. Blocks while over the flow-control limits. Returns an
   // error only when the connection is marked down or the messenger is shut down
-  // (lossless connections keep queued messages across reconnects).
+  // (lossless connections keep queued messages across reconnects). From inside a
+  // Dispatcher callback use TrySend: the acks that lift the limits may have to be read by
+  // the very thread that is blocked.
   virtual absl::Status Send(Message m) = 0;
   // Like Send but never blocks: kResourceExhausted when over the limits.
   virtual absl::Status TrySend(Message m) = 0;
