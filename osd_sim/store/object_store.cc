@@ -135,7 +135,8 @@ absl::Status ObjectStore::Impl::Recover() {
   uint64_t last_seq = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
     absl::StatusOr<std::unique_ptr<SegmentFile>> seg =
-        SegmentFile::Open(absl::StrCat(dir, "/", SegmentName(ids[i])), ids[i], false);
+        SegmentFile::Open(absl::StrCat(dir, "/", SegmentName(ids[i])), ids[i], false,
+                          SyncStreams());
     if (!seg.ok()) return seg.status();
     absl::StatusOr<SegmentScan> scan = ScanSegment(**seg, last_seq);
     if (!scan.ok()) return scan.status();

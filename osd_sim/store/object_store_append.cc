@@ -100,7 +100,7 @@ absl::Status ValidateAppend(std::string_view oid, uint64_t off, const struct iov
 absl::Status ObjectStore::Impl::RollSegmentLocked() {
   const uint64_t id = segments_.empty() ? 1 : segments_.rbegin()->first + 1;
   absl::StatusOr<std::unique_ptr<SegmentFile>> seg =
-      SegmentFile::Open(absl::StrCat(opts_.dir, "/", SegmentName(id)), id, true);
+      SegmentFile::Open(absl::StrCat(opts_.dir, "/", SegmentName(id)), id, true, SyncStreams());
   if (!seg.ok()) return seg.status();
   // The new file's directory entry must be durable before any write in it is acked.
   if (opts_.mode == Durability::kDurable) {

@@ -82,6 +82,10 @@ class ObjectStore::Impl {
   void MarkDurableLocked(uint64_t seq, const absl::Status& s, Fired* fire)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlusherLoop(int index);  // `index` is also its SegmentFile::Sync stream
+  // Descriptors a segment opens for syncing: one per flusher (durable mode only).
+  int SyncStreams() const {
+    return opts_.mode == Durability::kDurable ? std::max(1, opts_.flush_threads) : 1;
+  }
   static void Fire(Fired* fire);
 
   const StoreOptions opts_;

@@ -17,7 +17,7 @@
 namespace msgr::store {
 
 absl::StatusOr<std::unique_ptr<SegmentFile>> SegmentFile::Open(std::string path, uint64_t id,
-                                                               bool create) {
+                                                               bool create, int sync_streams) {
   const int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
   const int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) return PosixError(create ? "create segment" : "open segment", path, errno);
@@ -26,13 +26,24 @@ absl::StatusOr<std::unique_ptr<SegmentFile>> SegmentFile::Open(std::string path,
   // (preallocated) space into the page cache, where SEEK_DATA then counts it as data.
   (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
   const int direct_fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT);
-  return std::unique_ptr<SegmentFile>(new SegmentFile(std::move(path), id, fd, direct_fd));
+  std::vector<int> stream_fds;
+  for (int i = 1; i < sync_streams; ++i) {
+    const int s = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);  // its own open file, not dup
+    if (s < 0) {
+      const int err = errno;
+      for (int f : stream_fds) ::close(f);
+      if (direct_fd >= 0) ::close(direct_fd);
+      ::close(fd);
+      return PosixError("open segment for a flusher", path, err);
+    }
+    stream_fds.push_back(s);
+  }
+  return std::unique_ptr<SegmentFile>(
+      new SegmentFile(std::move(path), id, fd, direct_fd, std::move(stream_fds)));
 }
 
 SegmentFile::~SegmentFile() {
-  for (int fd : stream_fds_) {
-    if (fd >= 0) ::close(fd);
-  }
+  for (int fd : stream_fds_) ::close(fd);
   if (direct_fd_ >= 0) ::close(direct_fd_);
   ::close(fd_);
 }
@@ -94,17 +105,13 @@ std::atomic<int (*)(int)> g_fdatasync_for_test{nullptr};
 void SetFdatasyncForTest(int (*fn)(int fd)) { g_fdatasync_for_test.store(fn); }
 
 absl::Status SegmentFile::Sync(int stream) const {
-  int fd = fd_;
+  // A stream beyond those opened shares the main descriptor (callers pass their index).
+  const int fd = stream > 0 && static_cast<size_t>(stream) <= stream_fds_.size()
+                     ? stream_fds_[stream - 1]
+                     : fd_;
   {
     absl::MutexLock l(&sync_mu_);
     if (!sync_error_.ok()) return sync_error_;
-    if (stream > 0) {
-      if (stream_fds_.size() < static_cast<size_t>(stream)) stream_fds_.resize(stream, -1);
-      int& own = stream_fds_[stream - 1];
-      if (own < 0) own = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
-      if (own < 0) return PosixError("open segment for sync", path_, errno);
-      fd = own;
-    }
   }
   int (*const test_fn)(int) = g_fdatasync_for_test.load();
   const int rc = test_fn ? test_fn(fd) : ::fdatasync(fd);

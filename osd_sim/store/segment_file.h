@@ -30,8 +30,9 @@ namespace msgr::store {
 class SegmentFile {
  public:
   // Opens (or, with `create`, creates exclusively) the segment at `path`.
+  // `sync_streams`: how many threads may Sync at once (each gets its own descriptor).
   static absl::StatusOr<std::unique_ptr<SegmentFile>> Open(std::string path, uint64_t id,
-                                                          bool create);
+                                                          bool create, int sync_streams = 1);
   ~SegmentFile();
   SegmentFile(const SegmentFile&) = delete;
   SegmentFile& operator=(const SegmentFile&) = delete;
@@ -50,7 +51,8 @@ class SegmentFile {
   // Linux reports a writeback error once per open file description: two flushers syncing
   // through one descriptor at the same time could each miss the error the other consumed
   // (a round would be told that its lost pages are durable). So each concurrent syncer
-  // uses its own `stream` (0 = the main descriptor; others open their own on first use),
+  // uses its own `stream`, 0 .. sync_streams-1 (0 = the main descriptor; the others were
+  // opened with the file, so no sync needs a new descriptor or misses an earlier error),
   // and an error is sticky: once a sync failed, every later Sync of this file returns it
   // (the page cache no longer holds the lost pages, so a later sync "succeeds").
   absl::Status Sync(int stream = 0) const;
@@ -73,16 +75,20 @@ class SegmentFile {
   const std::string& path() const { return path_; }
 
  private:
-  SegmentFile(std::string path, uint64_t id, int fd, int direct_fd)
-      : path_(std::move(path)), id_(id), fd_(fd), direct_fd_(direct_fd) {}
+  SegmentFile(std::string path, uint64_t id, int fd, int direct_fd, std::vector<int> stream_fds)
+      : path_(std::move(path)),
+        id_(id),
+        fd_(fd),
+        direct_fd_(direct_fd),
+        stream_fds_(std::move(stream_fds)) {}
 
   const std::string path_;
   const uint64_t id_;
   const int fd_;
   const int direct_fd_;  // -1: no O_DIRECT on this filesystem
+  const std::vector<int> stream_fds_;  // [stream - 1]: streams 1..
   mutable absl::Mutex sync_mu_;
   mutable absl::Status sync_error_ ABSL_GUARDED_BY(sync_mu_);
-  mutable std::vector<int> stream_fds_ ABSL_GUARDED_BY(sync_mu_);  // [stream - 1], -1 unopened
 };
 
 // Tests only: every SegmentFile::Sync calls `fn` instead of fdatasync(2) (nullptr: the

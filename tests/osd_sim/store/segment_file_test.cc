@@ -35,10 +35,16 @@ int Succeed(int fd) {
   return 0;
 }
 
-TEST(SegmentFileTest, AFailedSyncFailsEveryLaterSyncOfThatFile) {
+std::string FreshDir() {
   const char* base = std::getenv("TEST_TMPDIR");
-  const std::string dir = base ? base : "/tmp";
-  auto a = SegmentFile::Open(dir + "/" + SegmentName(1), 1, /*create=*/true);
+  std::string tmpl = std::string(base ? base : "/tmp") + "/segment-file.XXXXXX";
+  EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
+  return tmpl;
+}
+
+TEST(SegmentFileTest, AFailedSyncFailsEveryLaterSyncOfThatFile) {
+  const std::string dir = FreshDir();
+  auto a = SegmentFile::Open(dir + "/" + SegmentName(1), 1, /*create=*/true, /*sync_streams=*/2);
   ASSERT_TRUE(a.ok()) << a.status();
   auto b = SegmentFile::Open(dir + "/" + SegmentName(2), 2, /*create=*/true);
   ASSERT_TRUE(b.ok()) << b.status();
@@ -62,9 +68,8 @@ TEST(SegmentFileTest, AFailedSyncFailsEveryLaterSyncOfThatFile) {
 // Concurrent flushers must not share an open file description: Linux would report a
 // writeback error to only one of them.
 TEST(SegmentFileTest, EachSyncStreamHasItsOwnOpenFile) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  const std::string dir = base ? base : "/tmp";
-  auto a = SegmentFile::Open(dir + "/" + SegmentName(3), 3, /*create=*/true);
+  auto a = SegmentFile::Open(FreshDir() + "/" + SegmentName(3), 3, /*create=*/true,
+                             /*sync_streams=*/2);
   ASSERT_TRUE(a.ok()) << a.status();
   g_calls = 0;
   SetFdatasyncForTest(&Succeed);
