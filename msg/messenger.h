@@ -27,7 +27,8 @@
 //   lossy     any fault resets the connection (OnReset); nothing is resent.
 //
 // Threads: Messenger methods and Connection methods are thread-safe and may be called
-// from any thread, including from inside Dispatcher callbacks (but Send there: see Send). Dispatcher callbacks run
+// from any thread, including from inside Dispatcher callbacks (there, prefer TrySend to
+// Send: see Send). Dispatcher callbacks run
 // on the backend's worker threads; callbacks for one connection never run concurrently
 // and arrive in order. Callbacks must not block for long (hand work to your own threads).
 #ifndef MSGR_MSG_MESSENGER_H_

@@ -175,6 +175,7 @@ class ServerHandshake : public std::enable_shared_from_this<ServerHandshake> {
                   false);
     }
     if (absl::Status st = msgr_->AttachAccepted(socket_, peer_, hello_, *a); !st.ok()) {
+      if (absl::IsUnavailable(st)) return Fail(st, Counter::kNone, false);  // shutting down
       return Fail(st, Counter::kAuth, true);
     }
     done_ = true;
@@ -233,8 +234,12 @@ void TcpMessenger::StartAccept() {
                        kAcceptRetryMs);
           auto t = std::make_shared<asio::steady_timer>(accept_strand_);
           t->expires_after(std::chrono::milliseconds(kAcceptRetryMs));
-          t->async_wait([this, t, shared = shared_](boost::system::error_code) {
-            if (!shared->stopping) StartAccept();  // stopping is set before `this` goes
+          // A weak reference: the io_context (in TcpShared) holds this handler until it
+          // runs, and a strong one would keep TcpShared alive through its own io_context.
+          t->async_wait([this, t, weak = std::weak_ptr<TcpShared>(shared_)](
+                            boost::system::error_code) {
+            auto shared = weak.lock();
+            if (shared && !shared->stopping) StartAccept();  // set before `this` goes
           });
           return;
         }

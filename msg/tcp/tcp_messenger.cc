@@ -72,7 +72,7 @@ absl::StatusOr<ConnectionRef> TcpMessenger::Connect(const std::string& addr,
     conn = std::make_shared<TcpConnection>(this, TcpConnection::Side::kClient, options.policy, addr,
                                            options.want_ring, NewCookie());
     outgoing_[addr] = conn;
-    TrackLocked(&all_, conn);
+    all_.Add(conn);
   }
   conn->StartConnect();
   return ConnectionRef(conn);
@@ -104,8 +104,9 @@ absl::Status TcpMessenger::AttachAccepted(std::shared_ptr<asio::ip::tcp::socket>
     if (shut_down_) return absl::UnavailableError("messenger is shutting down");
     auto it = policy.lossless ? sessions_.find(auth.cookie) : sessions_.end();
     if (it != sessions_.end()) {
-      // A cookie crosses the wire in the clear: only the peer that opened the session
-      // may resume it (its queued messages, its ring).
+      // A cookie crosses the wire in the clear: a peer resuming a session must present the
+      // name the session was opened with (and, with auth, the cluster key). Not a secret
+      // per session: a peer with the key that claims the same name still gets in.
       if (!(it->second->peer_name() == hello.name)) {
         return absl::PermissionDeniedError(
             absl::StrCat("session cookie belongs to ", it->second->peer_name().ToString(),
@@ -129,7 +130,7 @@ absl::Status TcpMessenger::AttachAccepted(std::shared_ptr<asio::ip::tcp::socket>
       } else {
         lossy_[conn.get()] = conn;
       }
-      TrackLocked(&all_, conn);
+      all_.Add(conn);
     }
   }
   for (auto& s : replaced) {
@@ -155,7 +156,7 @@ void TcpMessenger::Forget(const TcpConnection* conn) {
 
 void TcpMessenger::TrackHandshake(std::weak_ptr<ServerHandshake> hs) {
   absl::MutexLock l(&mu_);
-  TrackLocked(&handshakes_, std::move(hs));
+  handshakes_.Add(std::move(hs));
 }
 
 void TcpMessenger::SayGoodbye(const std::vector<std::shared_ptr<TcpConnection>>& conns) {
@@ -181,10 +182,10 @@ void TcpMessenger::Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
     shared_->stopping = true;
-    for (auto& w : all_) {
+    for (auto& w : all_.items) {
       if (auto c = w.lock()) conns.push_back(std::move(c));
     }
-    for (auto& w : handshakes_) {
+    for (auto& w : handshakes_.items) {
       if (auto h = w.lock()) hss.push_back(std::move(h));
     }
   }
@@ -221,8 +222,8 @@ void TcpMessenger::Shutdown() {
     outgoing_.clear();
     sessions_.clear();
     lossy_.clear();
-    all_.clear();
-    handshakes_.clear();
+    all_.items.clear();
+    handshakes_.items.clear();
   }
   shared_->io.poll();
 }

@@ -71,9 +71,8 @@ class TcpMessenger : public Messenger {
   Policy PolicyFor(EntityType type) const;
 
   // Server side, after a peer passed authentication: finds the lossless session named by
-  // `auth.cookie` or creates a new one, and hands it the socket. Thread-safe.
-  // Hands an authenticated socket to its session (new or resumed); an error (a resume by
-  // another peer than the session's, shutdown) leaves the socket to the caller.
+  // `auth.cookie` or creates a new one, and hands it the socket. Thread-safe. An error (a
+  // resume under another name than the session's; shutdown) leaves the socket to the caller.
   absl::Status AttachAccepted(std::shared_ptr<boost::asio::ip::tcp::socket> socket,
                       const std::string& peer_addr, const Hello& hello, const AuthReply& auth);
   // A connection is gone for good: drop it from the tables. Thread-safe.
@@ -103,19 +102,24 @@ class TcpMessenger : public Messenger {
   std::map<const TcpConnection*, std::shared_ptr<TcpConnection>> lossy_ ABSL_GUARDED_BY(mu_);
   // Every connection and handshake made (expired entries pruned as the lists grow), for
   // Shutdown. A weak_ptr to a make_shared object keeps its memory: pruning bounds that.
-  std::vector<std::weak_ptr<TcpConnection>> all_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::weak_ptr<class ServerHandshake>> handshakes_ ABSL_GUARDED_BY(mu_);
-
-  // Appends `w`, first dropping expired entries once `v` has doubled since the last prune.
   template <typename T>
-  static void TrackLocked(std::vector<std::weak_ptr<T>>* v,
-                          typename std::vector<std::weak_ptr<T>>::value_type w) {
-    if (v->size() >= 64 && v->size() == v->capacity()) {
-      v->erase(std::remove_if(v->begin(), v->end(), [](const auto& e) { return e.expired(); }),
-               v->end());
+  struct WeakList {
+    std::vector<std::weak_ptr<T>> items;
+    size_t prune_at = 64;
+    // Drops expired entries once the list has doubled since the last prune: amortised
+    // O(1) per Add, at most twice the live entries kept.
+    void Add(std::weak_ptr<T> w) {
+      if (items.size() >= prune_at) {
+        items.erase(std::remove_if(items.begin(), items.end(),
+                                   [](const std::weak_ptr<T>& e) { return e.expired(); }),
+                    items.end());
+        prune_at = std::max<size_t>(64, 2 * items.size());
+      }
+      items.push_back(std::move(w));
     }
-    v->push_back(std::move(w));
-  }
+  };
+  WeakList<TcpConnection> all_ ABSL_GUARDED_BY(mu_);
+  WeakList<class ServerHandshake> handshakes_ ABSL_GUARDED_BY(mu_);
 
   friend class Acceptor;
 };

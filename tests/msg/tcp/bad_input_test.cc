@@ -316,7 +316,8 @@ class SlowPeerTest : public BadInputTest {
  protected:
   void TuneServer(MessengerOptions* o) override {
     o->keepalive_interval = absl::Milliseconds(200);
-    o->keepalive_timeout = absl::Seconds(1);
+    o->keepalive_timeout = absl::Milliseconds(1200);
+    o->max_message_bytes = 4 << 20;
   }
 };
 
@@ -329,11 +330,12 @@ TEST_F(SlowPeerTest, LargeFrameArrivingSlowlyIsNotAKeepaliveTimeout) {
   FrameHeader h;
   h.type = FrameType::kMessage;
   h.seq = 1;
-  const std::string frame = EncodeFrame(h, std::string(1000 << 10, 'm'));
-  // ~1.6 s for the whole frame at 32 KiB per 50 ms: longer than the 1 s timeout.
+  const std::string frame = EncodeFrame(h, std::string(3 << 20, 'm'));
+  // ~2.4 s for the whole frame at 32 KiB per 25 ms, twice the 1.2 s timeout; a 256 KiB
+  // piece of it every ~200 ms, a sixth of the timeout (room for a loaded machine).
   for (size_t off = 0; off < frame.size(); off += 32 << 10) {
     raw.Send(frame.substr(off, 32 << 10));
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   EXPECT_TRUE(sd_.WaitFor([&] { return sd_.messages.size() == 2; }))
       << "the slow frame was not delivered (the session was cut off meanwhile?)";
