@@ -62,7 +62,8 @@ struct StoreOptions {
   // the flusher holds the round for it to join, until group_commit_bytes of payload
   // wait or group_commit_max_hold has passed since the first waiting write. A flush
   // (journal commit + device cache flush) then covers several large records instead of
-  // each one, and takes a small share of the disk's time. Small writes never wait longer
+  // each one, and takes a small share of the disk's time. Small writes in a held round
+  // wait with it (up to group_commit_max_hold); with no direct write about, never longer
   // than the window.
   uint64_t group_commit_bytes = 32 << 20;
   absl::Duration group_commit_max_hold = absl::Milliseconds(50);
