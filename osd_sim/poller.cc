@@ -385,6 +385,12 @@ void Poller::Run() {
       ++counters_.poll_misses;
       if (now - unsignalled_work_at >= max_spin_ns) {
         counters_.spin_ns += now - idle_since;
+        {
+          // A sleeping poller publishes nothing: what perf dump shows of an idle OSD
+          // must include its last records.
+          std::lock_guard<std::mutex> l(mu_);
+          snapshot_ = counters_;
+        }
         if (Sleep()) unsignalled_work_at = NowNs();
         idle_since = NowNs();
       } else {
