@@ -5,19 +5,21 @@
 #
 #   tools/demo.sh [--ms-type both|tcp|rdma] [--seconds S] [--sizes 4K,64K,4M]
 #                 [--concurrency N] [--osds N] [--durability durable|buffered|memory]
-#                 [--results DIR] [--dir CLUSTER_DIR] [--layout pinned|free]
+#                 [--results DIR] [--dir CLUSTER_DIR] [--layout pinned|free] [--keep-data]
 #
 # Defaults: both backends, 4K/64K/4M objects, 6 s per run (about a minute in all),
 # concurrency 16, durable OSDs, results in ./results/<timestamp>/, layout pinned: on a
 # machine with 2 or more CPUs the OSDs' pollers (which spin on RDMA rings) share the last
 # CPU and leave the others to the client, the flushers and the TCP readers -- as in
 # tools/bench_matrix.sh (durable 4 KiB -t 16 over rdma: ~7.5k IOPS pinned vs ~6k free here).
+# The cluster's logs are copied into the results folder; its data (GBs: the OSDs' logs of
+# everything written) is removed when the demo made the directory itself, unless --keep-data.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
 MS_TYPE=both SECONDS_PER_RUN=6 SIZES=4K,64K,4M CONCURRENCY=16 OSDS=3 DURABILITY=durable
-RESULTS="" CLUSTER_DIR="" LAYOUT=pinned
+RESULTS="" CLUSTER_DIR="" LAYOUT=pinned KEEP_DATA=0
 die() { echo "demo.sh: $*" >&2; exit 1; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -30,7 +32,8 @@ while [[ $# -gt 0 ]]; do
     --results) RESULTS=$2; shift 2 ;;
     --dir) CLUSTER_DIR=$2; shift 2 ;;
     --layout) LAYOUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --keep-data) KEEP_DATA=1; shift ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -46,7 +49,8 @@ esac
 
 STAMP=$(date +%Y%m%d-%H%M%S)
 RESULTS=${RESULTS:-$ROOT/results/$STAMP}
-CLUSTER_DIR=${CLUSTER_DIR:-$(mktemp -d /tmp/msgr-demo.XXXXXX)}
+OWN_DIR=0
+if [[ -z "$CLUSTER_DIR" ]]; then CLUSTER_DIR=$(mktemp -d /tmp/msgr-demo.XXXXXX); OWN_DIR=1; fi
 mkdir -p "$RESULTS"
 
 echo "== setup (tools/setup.sh)" >&2
@@ -57,7 +61,14 @@ bazel build -c opt //osd_sim:osd //osd_sim/mon:mon //osd_sim/mon:monctl \
 
 CLUSTER_MS=$MS_TYPE
 [[ "$MS_TYPE" == both ]] && CLUSTER_MS=both
-cleanup() { MSGR_REBUILD=0 bash tools/cluster.sh stop --dir "$CLUSTER_DIR" || true; }
+cleanup() {
+  MSGR_REBUILD=0 bash tools/cluster.sh stop --dir "$CLUSTER_DIR" || true
+  if [[ -d "$CLUSTER_DIR/log" ]]; then cp -r "$CLUSTER_DIR/log" "$RESULTS/cluster-log" || true; fi
+  if [[ $OWN_DIR == 1 && $KEEP_DATA == 0 ]]; then
+    rm -rf "$CLUSTER_DIR"
+    echo "cluster data in $CLUSTER_DIR removed (logs: $RESULTS/cluster-log; --keep-data keeps it)" >&2
+  fi
+}
 trap cleanup EXIT
 echo "== cluster: monitor + $OSDS OSDs in $CLUSTER_DIR (ms-type $CLUSTER_MS, $DURABILITY, layout $LAYOUT${PIN[*]:+: ${PIN[*]}})" >&2
 MSGR_REBUILD=0 bash tools/cluster.sh start --dir "$CLUSTER_DIR" --osds "$OSDS" \
