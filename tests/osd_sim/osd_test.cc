@@ -180,11 +180,12 @@ class OsdTest : public ::testing::TestWithParam<std::string> {
     return nlohmann::json::parse(r.ok() ? *r : "{}");
   }
 
-  // The pollers' counters reach perf dump every 10 ms and before a poller sleeps: the
-  // dump once `ready` holds for it, or the last one after 2 s.
+  // Counters that change after the event a test waited for (the pollers' reach perf dump
+  // every 10 ms and before a poller sleeps): the dump once `ready` holds for it, or the
+  // last one after 5 s.
   nlohmann::json PerfDumpWhen(const std::function<bool(const nlohmann::json&)>& ready) {
     nlohmann::json d;
-    for (int i = 0; i < 100; ++i) {
+    for (int i = 0; i < 250; ++i) {
       d = PerfDump();
       if (ready(d)) break;
       absl::SleepFor(absl::Milliseconds(20));
@@ -362,11 +363,9 @@ TEST_P(OsdTest, WriteOfSeveralRecordsIsAppliedWholeOrNotAtAll) {
   const std::string v3 = Pattern("v3", 3 * 4000);
   ASSERT_TRUE(part(v3, 20, 0, 3).ok());
   ConnectClient();  // the old session ends: the OSD drops the unfinished write
-  int aborted = 0;
-  for (int i = 0; i < 100 && aborted == 0; ++i) {
-    aborted = PerfDump()["store"]["writes_aborted"].get<int>();
-    if (aborted == 0) absl::SleepFor(absl::Milliseconds(50));
-  }
+  const int aborted = PerfDumpWhen([](const nlohmann::json& d) {
+                        return d["store"]["writes_aborted"] != 0;
+                      })["store"]["writes_aborted"].get<int>();
   EXPECT_EQ(aborted, 1);
   EXPECT_EQ(*Read("big", 102), v2);
   // The new session never had tid 30's first part.
@@ -443,11 +442,10 @@ TEST_P(OsdTest, ClientWritingOutsideItsRingIsCutOffAndOthersAreServed) {
     RecordDesc d{absl::StrCat("stray-", t), t, 0, kRecordFlagTruncate | kRecordFlagLast};
     (void)(*bc)->WriteRecord(d, Pattern(d.oid, 3000), absl::Seconds(5));
   }
-  int violations = 0;
-  for (int i = 0; i < 200 && violations == 0; ++i) {
-    absl::SleepFor(absl::Milliseconds(20));
-    violations = PerfDump()["messenger"]["rdma"]["rdma"]["peer_access_violations"].get<int>();
-  }
+  const int violations =
+      PerfDumpWhen([](const nlohmann::json& d) {
+        return d["messenger"]["rdma"]["rdma"]["peer_access_violations"] != 0;
+      })["messenger"]["rdma"]["rdma"]["peer_access_violations"].get<int>();
   EXPECT_EQ(violations, 1) << "the OSD did not cut off the client that wrote outside its ring";
   (*bad)->Shutdown();
   ConnectClient();

@@ -114,6 +114,15 @@ bool WaitFor(F f) {
   return false;
 }
 
+// Lets the store finish what it holds, again and again, until `conn` has `n` acks.
+bool FlushUntilAcked(FakeSink& sink, FakeConnection& conn, size_t n) {
+  return WaitFor([&] {
+    sink.Flush();
+    std::lock_guard<std::mutex> l(conn.mu);
+    return conn.acked.size() == n;
+  });
+}
+
 // One poller draining one ring of one fake connection into a FakeSink.
 struct Rig {
   explicit Rig(const PollerOptions& po = PollerOptions{}) {
@@ -164,11 +173,7 @@ TEST(PollerTest, StoreErrorIsAckedAsErrorAndSpaceStillReturned) {
   Rig rig;
   Produce(&rig.prod, rig.ring.get(), "ok", "a", 1);
   Produce(&rig.prod, rig.ring.get(), "full", "b", 2);
-  ASSERT_TRUE(WaitFor([&] {
-    rig.sink.Flush();
-    std::lock_guard<std::mutex> l(rig.conn->mu);
-    return rig.conn->acked.size() == 2;
-  }));
+  ASSERT_TRUE(FlushUntilAcked(rig.sink, *rig.conn, 2));
   std::lock_guard<std::mutex> l(rig.conn->mu);
   EXPECT_EQ(rig.conn->acked[1], absl::StatusCode::kOk);
   EXPECT_EQ(rig.conn->acked[2], absl::StatusCode::kResourceExhausted);
@@ -193,11 +198,7 @@ TEST(PollerTest, PartsOfAWriteReachTheSinkTogetherAndOrphansAreRefused) {
   Produce(&rig.prod, rig.ring.get(), "a", "a2", 12, false, kRecordFlagLast);
   // Write C begins and never ends.
   Produce(&rig.prod, rig.ring.get(), "c", "c0", 50, false, kRecordFlagTruncate);
-  ASSERT_TRUE(WaitFor([&] {
-    rig.sink.Flush();
-    std::lock_guard<std::mutex> l(rig.conn->mu);
-    return rig.conn->acked.size() == 9;
-  }));
+  ASSERT_TRUE(FlushUntilAcked(rig.sink, *rig.conn, 9));
   using K = WritePart::Kind;
   {
     std::lock_guard<std::mutex> l(rig.sink.mu);
@@ -245,11 +246,7 @@ TEST(PollerTest, WriteWithoutFurtherPartsIsDroppedAfterTheTimeout) {
     EXPECT_EQ(rig.sink.aborted[0], std::make_pair(std::string("slow"), 1007u));
   }
   Produce(&rig.prod, rig.ring.get(), "slow", "p1", 8, false, kRecordFlagLast);
-  ASSERT_TRUE(WaitFor([&] {
-    rig.sink.Flush();
-    std::lock_guard<std::mutex> l(rig.conn->mu);
-    return rig.conn->acked.size() == 2;
-  }));
+  ASSERT_TRUE(FlushUntilAcked(rig.sink, *rig.conn, 2));
   std::lock_guard<std::mutex> l(rig.conn->mu);
   EXPECT_EQ(rig.conn->acked[8], absl::StatusCode::kAborted);
 }
@@ -259,11 +256,7 @@ TEST(PollerTest, CorruptRecordDropsConnectionButEarlierRecordsAreAcked) {
   Produce(&rig.prod, rig.ring.get(), "good", "first", 1);
   Produce(&rig.prod, rig.ring.get(), "bad", "second", 2, /*corrupt=*/true);
   ASSERT_TRUE(WaitFor([&] { return rig.conn->marked_down.load(); }));
-  ASSERT_TRUE(WaitFor([&] {
-    rig.sink.Flush();
-    std::lock_guard<std::mutex> l(rig.conn->mu);
-    return rig.conn->acked.size() == 1;
-  }));
+  ASSERT_TRUE(FlushUntilAcked(rig.sink, *rig.conn, 1));
   std::lock_guard<std::mutex> l(rig.conn->mu);
   EXPECT_EQ(rig.conn->acked.count(1), 1u);
   EXPECT_EQ(rig.conn->acked.count(2), 0u) << "a corrupt record is never acknowledged";
@@ -376,11 +369,7 @@ TEST(PollerTest, WriteOpenedOnTheWayToSleepIsNotDroppedAsStale) {
   }
   Produce(&prod, ring.get(), "w", "part-1", 8, false, kRecordFlagLast);
   ring->Signal();  // the doorbell: the poller sleeps (max_sleep 60 s)
-  ASSERT_TRUE(WaitFor([&] {
-    sink.Flush();
-    std::lock_guard<std::mutex> l(conn->mu);
-    return conn->acked.size() == 2;
-  }));
+  ASSERT_TRUE(FlushUntilAcked(sink, *conn, 2));
   std::lock_guard<std::mutex> l(conn->mu);
   EXPECT_EQ(conn->acked[7], absl::StatusCode::kOk);
   EXPECT_EQ(conn->acked[8], absl::StatusCode::kOk);
