@@ -116,7 +116,7 @@ class RingDrainer {
   std::thread thread_;
 };
 
-// Records every callback; optional hooks run on the messenger's worker thread.
+// Records every callback; the optional hook runs on the messenger's worker thread.
 class RecordingDispatcher : public Dispatcher {
  public:
   std::function<void(const ConnectionRef&, const Message&)> on_message;
@@ -136,11 +136,16 @@ class RecordingDispatcher : public Dispatcher {
       drainers.push_back(std::make_unique<RingDrainer>(conn, ring, release_rings, keep_records));
     cv_.notify_all();
   }
+  // Records the message before the hook runs: whatever the hook causes (an echo, say)
+  // happens after the message is visible in `messages`, so a test that waits for the
+  // effect may then read the count without waiting again.
   void OnMessage(const ConnectionRef& conn, Message m) override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      messages.push_back(m);
+      cv_.notify_all();
+    }
     if (on_message) on_message(conn, m);
-    std::lock_guard<std::mutex> l(mu_);
-    messages.push_back(std::move(m));
-    cv_.notify_all();
   }
   void OnReset(const ConnectionRef& conn, const absl::Status& why) override {
     std::lock_guard<std::mutex> l(mu_);
