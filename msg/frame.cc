@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "msg/crc32c.h"
+#include "msg/base/crc32c.h"
 #include "msg/ring/ring_format.h"
-#include "msg/wire.h"
+#include "msg/base/wire.h"
 
 namespace msgr {
 

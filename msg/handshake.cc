@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "msg/wire.h"
+#include "msg/base/wire.h"
 
 namespace msgr {
 namespace {

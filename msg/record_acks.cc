@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "msg/wire.h"
+#include "msg/base/wire.h"
 
 namespace msgr {
 

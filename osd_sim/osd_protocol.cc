@@ -1,7 +1,7 @@
 #include "osd_sim/osd_protocol.h"
 
 #include "absl/strings/str_cat.h"
-#include "msg/wire.h"
+#include "msg/base/wire.h"
 
 namespace msgr::osd {
 namespace {

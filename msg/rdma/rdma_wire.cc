@@ -4,8 +4,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "msg/crc32c.h"
-#include "msg/wire.h"
+#include "msg/base/crc32c.h"
+#include "msg/base/wire.h"
 
 namespace msgr::rdma {
 namespace {

@@ -66,27 +66,6 @@ std::string FormatAddr(const sockaddr_in& sa) {
 
 }  // namespace
 
-absl::Status ErrnoStatus(int err, std::string_view what) {
-  const std::string msg = absl::StrCat(std::string(what), ": ", std::strerror(err));
-  switch (err) {
-    case ECONNREFUSED:
-    case ECONNRESET:
-    case EPIPE:
-    case ENETUNREACH:
-    case EHOSTUNREACH:
-      return absl::UnavailableError(msg);
-    case ETIMEDOUT:
-      return absl::DeadlineExceededError(msg);
-    case EADDRINUSE:
-      return absl::AlreadyExistsError(msg);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
-}
-
 SideChannel::SideChannel(int fd) : fd_(fd) {
   const int one = 1;
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

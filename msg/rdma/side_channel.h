@@ -13,15 +13,13 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "msg/base/errno_status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "msg/frame.h"
 
 namespace msgr::rdma {
-
-// errno -> Status, the one place that does it for this backend.
-absl::Status ErrnoStatus(int err, std::string_view what);
 
 class SideChannel {
  public:

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "msg/crc32c.h"
+#include "msg/base/crc32c.h"
 
 namespace msgr {
 

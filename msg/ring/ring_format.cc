@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "msg/crc32c.h"
+#include "msg/base/crc32c.h"
 
 namespace msgr {
 

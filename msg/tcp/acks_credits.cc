@@ -5,7 +5,7 @@
 #include <boost/asio/post.hpp>
 
 #include "absl/strings/str_format.h"
-#include "msg/crc32c.h"
+#include "msg/base/crc32c.h"
 #include "msg/tcp/tcp_connection.h"
 
 namespace msgr::tcp {

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "msg/crc32c.h"
+#include "msg/base/crc32c.h"
 #include "msg/tcp/tcp_connection.h"
 
 namespace msgr::tcp {

@@ -8,10 +8,6 @@
 
 namespace msgr::tcp {
 
-absl::Status ErrnoToStatus(int err, absl::string_view context) {
-  return ErrorToStatus(boost::system::error_code(err, boost::system::system_category()), context);
-}
-
 absl::Status ErrorToStatus(const boost::system::error_code& ec, absl::string_view context) {
   if (!ec) return absl::OkStatus();
   const std::string msg = absl::StrCat(context, ": ", ec.message());

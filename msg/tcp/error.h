@@ -16,7 +16,6 @@ namespace msgr::tcp {
 // "<context>: <message>" with a code chosen from the error (refused/reset/eof ->
 // kUnavailable, timeouts -> kDeadlineExceeded, address problems -> kInvalidArgument...).
 absl::Status ErrorToStatus(const boost::system::error_code& ec, absl::string_view context);
-absl::Status ErrnoToStatus(int err, absl::string_view context);
 
 // Parses "a.b.c.d:port" (numeric address; port 0 allowed).
 absl::StatusOr<boost::asio::ip::tcp::endpoint> ParseEndpoint(const std::string& addr);

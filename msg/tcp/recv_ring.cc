@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "msg/ring/ring.h"
+#include "msg/base/errno_status.h"
 #include "msg/tcp/error.h"
 
 namespace msgr::tcp {
@@ -28,7 +29,7 @@ absl::StatusOr<std::shared_ptr<TcpRecvRing>> TcpRecvRing::Create(size_t bytes) {
   if (efd < 0) {
     const int err = errno;
     std::free(base);
-    return ErrnoToStatus(err, "eventfd for a receive ring");
+    return ErrnoStatus(err, "eventfd for a receive ring");
   }
   return std::shared_ptr<TcpRecvRing>(new TcpRecvRing(base, bytes, efd));
 }

@@ -25,7 +25,8 @@
 #include <climits>
 
 #include "absl/strings/str_cat.h"
-#include "msg/crc32c.h"
+#include "msg/base/crc32c.h"
+#include "msg/base/errno_status.h"
 #include "msg/tcp/error.h"
 #include "msg/tcp/tcp_connection.h"
 
@@ -370,7 +371,7 @@ void TcpConnection::WriteNow() {
       spare_batch_ = std::move(b);
     }
     if (err != 0) {
-      return FaultAsync(gen, ErrnoToStatus(err, absl::StrCat("write to ", PeerDesc())));
+      return FaultAsync(gen, ErrnoStatus(err, absl::StrCat("write to ", PeerDesc())));
     }
     if (injected > 0) {
       spdlog::info("msgr tcp: injecting a socket failure on {} after {} frames", PeerDesc(),

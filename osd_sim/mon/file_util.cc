@@ -8,37 +8,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "msg/base/errno_status.h"
 
 namespace msgr::mon {
 namespace {
-
-absl::StatusCode CodeForErrno(int err) {
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      return absl::StatusCode::kNotFound;
-    case EEXIST:
-      return absl::StatusCode::kAlreadyExists;
-    case EACCES:
-    case EPERM:
-    case EROFS:
-      return absl::StatusCode::kPermissionDenied;
-    case ENOSPC:
-    case EDQUOT:
-    case EMFILE:
-    case ENFILE:
-    case ENOMEM:
-      return absl::StatusCode::kResourceExhausted;
-    case EINVAL:
-    case ENAMETOOLONG:
-      return absl::StatusCode::kInvalidArgument;
-    case EINTR:
-    case EAGAIN:
-      return absl::StatusCode::kUnavailable;
-    default:
-      return absl::StatusCode::kInternal;
-  }
-}
 
 // Closes the fd on scope exit unless released.
 class Fd {
@@ -70,11 +43,6 @@ std::string ParentDir(const std::string& path) {
 
 }  // namespace
 
-absl::Status PosixError(absl::string_view context, int err) {
-  return absl::Status(CodeForErrno(err),
-                      absl::StrCat(context, ": ", std::strerror(err), " (errno ", err, ")"));
-}
-
 absl::Status MakeDirs(const std::string& dir) {
   if (dir.empty()) return absl::InvalidArgumentError("empty directory name");
   struct stat st;
@@ -88,7 +56,7 @@ absl::Status MakeDirs(const std::string& dir) {
     if (!s.ok()) return s;
   }
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return PosixError(absl::StrCat("mkdir ", dir), errno);
+    return ErrnoStatus(errno, absl::StrCat("mkdir ", dir));
   }
   return absl::OkStatus();
 }
@@ -96,40 +64,40 @@ absl::Status MakeDirs(const std::string& dir) {
 absl::Status WriteFileAtomic(const std::string& path, absl::string_view contents) {
   const std::string tmp = path + ".tmp";
   Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return PosixError(absl::StrCat("open ", tmp), errno);
+  if (fd.get() < 0) return ErrnoStatus(errno, absl::StrCat("open ", tmp));
   const char* p = contents.data();
   size_t left = contents.size();
   while (left > 0) {
     ssize_t n = ::write(fd.get(), p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return PosixError(absl::StrCat("write ", tmp), errno);
+      return ErrnoStatus(errno, absl::StrCat("write ", tmp));
     }
     p += n;
     left -= static_cast<size_t>(n);
   }
-  if (::fsync(fd.get()) != 0) return PosixError(absl::StrCat("fsync ", tmp), errno);
-  if (fd.Close() != 0) return PosixError(absl::StrCat("close ", tmp), errno);
+  if (::fsync(fd.get()) != 0) return ErrnoStatus(errno, absl::StrCat("fsync ", tmp));
+  if (fd.Close() != 0) return ErrnoStatus(errno, absl::StrCat("close ", tmp));
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return PosixError(absl::StrCat("rename ", tmp, " -> ", path), errno);
+    return ErrnoStatus(errno, absl::StrCat("rename ", tmp, " -> ", path));
   }
   const std::string dir = ParentDir(path);
   Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dfd.get() < 0) return PosixError(absl::StrCat("open dir ", dir), errno);
-  if (::fsync(dfd.get()) != 0) return PosixError(absl::StrCat("fsync dir ", dir), errno);
+  if (dfd.get() < 0) return ErrnoStatus(errno, absl::StrCat("open dir ", dir));
+  if (::fsync(dfd.get()) != 0) return ErrnoStatus(errno, absl::StrCat("fsync dir ", dir));
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return PosixError(absl::StrCat("open ", path), errno);
+  if (fd.get() < 0) return ErrnoStatus(errno, absl::StrCat("open ", path));
   std::string out;
   char buf[8192];
   for (;;) {
     ssize_t n = ::read(fd.get(), buf, sizeof(buf));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return PosixError(absl::StrCat("read ", path), errno);
+      return ErrnoStatus(errno, absl::StrCat("read ", path));
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));

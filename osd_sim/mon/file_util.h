@@ -14,10 +14,6 @@
 
 namespace msgr::mon {
 
-// The one errno -> Status helper: "<context>: <strerror> (errno N)" with a code that
-// matches the errno (ENOENT -> NOT_FOUND, EACCES -> PERMISSION_DENIED, ...).
-absl::Status PosixError(absl::string_view context, int err);
-
 // Creates `dir` (and missing parents) with mode 0755 if it does not exist.
 absl::Status MakeDirs(const std::string& dir);
 

@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
-#include "msg/crc32c.h"
+#include "msg/base/crc32c.h"
 #include "osd_sim/store/object_store_impl.h"
 #include "osd_sim/store/posix_error.h"
 #include "osd_sim/store/segment_scan.h"

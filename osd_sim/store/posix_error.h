@@ -1,9 +1,9 @@
-// errno -> absl::Status, in exactly one place for the object store.
+// The object store's system-call errors: msgr::ErrnoStatus (msg/base/errno_status.h, the
+// one errno -> Status helper) with the path named and a full disk said in words.
 //
-// Every failing system call in osd_sim/store/ reports through PosixError so the
-// message always names the operation and the path, and the status code is chosen
-// consistently: ENOSPC / EDQUOT / EFBIG become kResourceExhausted ("store full: ...")
-// so callers can tell "disk full, retry later" from real I/O errors.
+// Every failing system call in osd_sim/store/ reports through PosixError so the message
+// names the operation and the path, and ENOSPC / EDQUOT / EFBIG read "store full: ..."
+// (kResourceExhausted) so callers can tell "disk full, retry later" from real I/O errors.
 // Thread-safe; no state.
 #ifndef MSGR_OSD_SIM_STORE_POSIX_ERROR_H_
 #define MSGR_OSD_SIM_STORE_POSIX_ERROR_H_
@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "msg/base/errno_status.h"
 
 namespace msgr::store {
 
@@ -23,8 +24,7 @@ absl::Status PosixError(std::string_view op, std::string_view path, int err);
 // this bridges std::string_view into StrCat / Status messages.
 inline absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-// Returns true if `err` means the file system (or a file size limit) is full.
-bool IsNoSpaceErrno(int err);
+using msgr::IsNoSpaceErrno;
 
 }  // namespace msgr::store
 

@@ -1,6 +1,6 @@
 #include "osd_sim/store/record.h"
 
-#include "msg/crc32c.h"
+#include "msg/base/crc32c.h"
 
 namespace msgr::store {
 

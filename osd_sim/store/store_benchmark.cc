@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "msg/crc32c.h"
+#include "msg/base/crc32c.h"
 #include "osd_sim/store/file_store.h"
 #include "osd_sim/store/object_store.h"
 

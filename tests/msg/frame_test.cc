@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "msg/crc32c.h"
+#include "msg/base/crc32c.h"
 #include "msg/handshake.h"
 #include "msg/ring/ring_format.h"
 

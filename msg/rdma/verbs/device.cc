@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "msg/rdma/verbs/errno_status.h"
+#include "msg/base/errno_status.h"
 
 namespace msgr {
 namespace verbs {

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "msg/crc32c.h"
+#include "msg/base/crc32c.h"
 #include "osd_sim/store/object_store.h"
 
 namespace msgr::store::testing {

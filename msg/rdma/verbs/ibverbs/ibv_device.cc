@@ -10,7 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "msg/rdma/verbs/errno_status.h"
+#include "msg/base/errno_status.h"
 #include "msg/rdma/verbs/ibverbs/ibv_objects.h"
 #include "msg/rdma/verbs/ibverbs/provider.h"
 

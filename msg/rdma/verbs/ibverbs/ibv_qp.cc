@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "msg/rdma/verbs/errno_status.h"
+#include "msg/base/errno_status.h"
 #include "msg/rdma/verbs/ibverbs/ibv_objects.h"
 
 namespace msgr {

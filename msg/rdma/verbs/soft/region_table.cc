@@ -6,7 +6,7 @@
 
 #include <cerrno>
 
-#include "msg/rdma/verbs/errno_status.h"
+#include "msg/base/errno_status.h"
 #include "msg/rdma/verbs/soft/wire.h"
 
 namespace msgr {

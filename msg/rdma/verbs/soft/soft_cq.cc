@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 
-#include "msg/rdma/verbs/errno_status.h"
+#include "msg/base/errno_status.h"
 
 namespace msgr {
 namespace verbs {

@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "msg/rdma/verbs/errno_status.h"
+#include "msg/base/errno_status.h"
 #include "msg/rdma/verbs/soft/soft_cq.h"
 #include "msg/rdma/verbs/soft/provider.h"
 #include "msg/rdma/verbs/soft/soft_qp.h"

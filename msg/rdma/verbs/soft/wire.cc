@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "msg/rdma/verbs/errno_status.h"
+#include "msg/base/errno_status.h"
 
 namespace msgr {
 namespace verbs {

@@ -1,4 +1,4 @@
-#include "msg/crc32c.h"
+#include "msg/base/crc32c.h"
 
 #include <gtest/gtest.h>
 

@@ -4,8 +4,8 @@
 // reads past its end (every getter returns false instead). msgr only runs on
 // little-endian hosts (static_asserted in msg/ring/ring_format.h), so fields are copied
 // as they are. Not thread-safe; use one object per thread.
-#ifndef MSGR_MSG_WIRE_H_
-#define MSGR_MSG_WIRE_H_
+#ifndef MSGR_MSG_BASE_WIRE_H_
+#define MSGR_MSG_BASE_WIRE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -90,4 +90,4 @@ class WireReader {
 
 }  // namespace msgr
 
-#endif  // MSGR_MSG_WIRE_H_
+#endif  // MSGR_MSG_BASE_WIRE_H_

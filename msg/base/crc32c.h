@@ -2,8 +2,8 @@
 //
 // Backed by ISA-L's crc32_iscsi (SSE4.2/PCLMUL-accelerated, as Ceph uses it).
 // Thread-safe; no state.
-#ifndef MSGR_MSG_CRC32C_H_
-#define MSGR_MSG_CRC32C_H_
+#ifndef MSGR_MSG_BASE_CRC32C_H_
+#define MSGR_MSG_BASE_CRC32C_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -16,4 +16,4 @@ uint32_t Crc32c(uint32_t crc, const void* data, size_t len);
 
 }  // namespace msgr
 
-#endif  // MSGR_MSG_CRC32C_H_
+#endif  // MSGR_MSG_BASE_CRC32C_H_
