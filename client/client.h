@@ -34,9 +34,6 @@
 
 namespace msgr::mon {
 class MonClient;
-namespace v1 {
-class ClusterMap;
-}  // namespace v1
 }  // namespace msgr::mon
 
 namespace msgr::client {
@@ -57,10 +54,6 @@ struct ClientOptions {
   size_t max_record_payload = 0;                // cap per ring record (0: the ring's)
   std::map<std::string, std::string> backend_options;  // e.g. {"rdma_device", "soft"}
 };
-
-// The cluster map as placement sees it: OSD addresses for `ms_type` (rdma_addr for
-// "rdma" when the OSD advertises one), up/in, weight, incarnation, backends served.
-PlacementMap ToPlacementMap(const mon::v1::ClusterMap& map, const std::string& ms_type);
 
 class Client {
  public:

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/objecter.h"
 #include "client/objecter_op.h"
-#include "osd_sim/osd_protocol.h"
+#include "proto/osd_protocol.h"
 #include "spdlog/spdlog.h"
 
 namespace msgr::client {

@@ -11,7 +11,7 @@
 
 #include <sched.h>
 #include "client/objecter_op.h"
-#include "osd_sim/osd_protocol.h"
+#include "proto/osd_protocol.h"
 #include "spdlog/spdlog.h"
 
 namespace msgr::client {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "msg/rdma/rdma_stats.h"
-#include "osd_sim/osd_protocol.h"
+#include "proto/osd_protocol.h"
 #include "spdlog/spdlog.h"
 
 namespace msgr::osd {

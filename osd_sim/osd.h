@@ -23,9 +23,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "client/mon_client/mon_client.h"
 #include "msg/messenger.h"
 #include "osd_sim/admin_socket.h"
+#include "osd_sim/mon/mon_client.h"
 #include "osd_sim/poller.h"
 #include "osd_sim/store/object_store.h"
 

@@ -13,7 +13,6 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "osd_sim/osd_protocol.h"
 #include "spdlog/spdlog.h"
 
 namespace msgr::osd {

@@ -11,9 +11,9 @@
 #include <mutex>
 
 #include "absl/strings/numbers.h"
-#include "client/mon_client/mon_client.h"
 #include "osd_sim/mon/cli_flags.h"
 #include "osd_sim/mon/map_format.h"
+#include "osd_sim/mon/mon_client.h"
 #include "spdlog/spdlog.h"
 
 namespace {

@@ -14,8 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "client/mon_client/mon_client.h"
+#include "client/cluster_map.h"
 #include "gtest/gtest.h"
+#include "osd_sim/mon/mon_client.h"
 #include "osd_sim/mon/mon_server.h"
 #include "tests/client/fake_backend.h"
 #include "tests/client/mon_env.h"

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "osd_sim/osd_protocol.h"
+#include "proto/osd_protocol.h"
 
 namespace msgr::client::testing {
 namespace {

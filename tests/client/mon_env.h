@@ -12,8 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
-#include "client/mon_client/mon_client.h"
+#include "client/cluster_map.h"
 #include "gtest/gtest.h"
+#include "osd_sim/mon/mon_client.h"
 #include "osd_sim/mon/mon_server.h"
 #include "tests/client/fake_backend.h"
 

@@ -24,7 +24,7 @@
 #include "nlohmann/json.hpp"
 #include "osd_sim/admin_socket.h"
 #include "osd_sim/mon/mon_server.h"
-#include "osd_sim/osd_protocol.h"
+#include "proto/osd_protocol.h"
 #include "tests/osd_sim/ring_fakes.h"
 
 namespace msgr::osd {

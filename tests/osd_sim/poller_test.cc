@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "osd_sim/osd_protocol.h"
+#include "proto/osd_protocol.h"
 #include "tests/osd_sim/ring_fakes.h"
 
 namespace msgr::osd {

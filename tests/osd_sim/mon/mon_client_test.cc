@@ -1,6 +1,6 @@
 // MonClient against an in-process MonServer: RPCs, the unreachable-mon error, heartbeats
 // that re-boot after a mon restart, and a watch that reconnects after a mon restart.
-#include "client/mon_client/mon_client.h"
+#include "osd_sim/mon/mon_client.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>

@@ -1,4 +1,4 @@
-#include "client/mon_client/mon_client.h"
+#include "osd_sim/mon/mon_client.h"
 
 #include <algorithm>
 #include <chrono>

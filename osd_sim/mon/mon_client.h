@@ -12,8 +12,8 @@
 // Thread-safety: all methods may be called from any thread. Callbacks run on the
 // client's background threads and must not destroy the MonClient. The destructor cancels
 // in-flight RPCs and streams and joins the threads.
-#ifndef MSGR_CLIENT_MON_CLIENT_MON_CLIENT_H_
-#define MSGR_CLIENT_MON_CLIENT_MON_CLIENT_H_
+#ifndef MSGR_OSD_SIM_MON_MON_CLIENT_H_
+#define MSGR_OSD_SIM_MON_MON_CLIENT_H_
 
 #include <grpcpp/grpcpp.h>
 
@@ -100,4 +100,4 @@ class MonClient {
 
 }  // namespace msgr::mon
 
-#endif  // MSGR_CLIENT_MON_CLIENT_MON_CLIENT_H_
+#endif  // MSGR_OSD_SIM_MON_MON_CLIENT_H_

@@ -1,4 +1,4 @@
-#include "osd_sim/osd_protocol.h"
+#include "proto/osd_protocol.h"
 
 #include "absl/strings/str_cat.h"
 #include "msg/base/wire.h"

@@ -4,8 +4,8 @@
 // Connection::ReleaseRing and Dispatcher::OnRecordsAcked). Everything else is a small Message whose payload is encoded below
 // (fixed little-endian fields, then length-prefixed strings). Decoders reject short or
 // oversized input with an error instead of reading past the end.
-#ifndef MSGR_OSD_SIM_OSD_PROTOCOL_H_
-#define MSGR_OSD_SIM_OSD_PROTOCOL_H_
+#ifndef MSGR_PROTO_OSD_PROTOCOL_H_
+#define MSGR_PROTO_OSD_PROTOCOL_H_
 
 #include <cstdint>
 #include <string>
@@ -46,4 +46,4 @@ std::string DescribeWriteFailure(absl::StatusCode code);
 
 }  // namespace msgr::osd
 
-#endif  // MSGR_OSD_SIM_OSD_PROTOCOL_H_
+#endif  // MSGR_PROTO_OSD_PROTOCOL_H_

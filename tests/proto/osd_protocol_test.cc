@@ -1,4 +1,4 @@
-#include "osd_sim/osd_protocol.h"
+#include "proto/osd_protocol.h"
 
 #include <gtest/gtest.h>
 
