@@ -26,8 +26,8 @@ ABSL_CFLAGS=$(pkg-config --cflags absl_status absl_statusor absl_strings absl_st
 ABSL_LIBS=$(pkg-config --libs absl_status absl_statusor absl_strings absl_str_format)
 LIBS="$ABSL_LIBS $(pkg-config --libs libisal libcrypto)"
 declare -A SOURCES=(
-  [frame]="msg/fuzz/frame_fuzzer.cc msg/frame.cc msg/handshake.cc msg/crc32c.cc msg/ring/ring_format.cc msg/messenger.cc"
-  [ring]="msg/fuzz/ring_fuzzer.cc msg/ring/ring.cc msg/ring/ring_format.cc msg/crc32c.cc"
+  [frame]="msg/fuzz/frame_fuzzer.cc msg/frame.cc msg/handshake.cc msg/base/crc32c.cc msg/ring/ring_format.cc msg/messenger.cc"
+  [ring]="msg/fuzz/ring_fuzzer.cc msg/ring/ring.cc msg/ring/ring_format.cc msg/base/crc32c.cc"
 )
 set -- $ONLY
 PER=$(( SECONDS_TO_RUN / $# ))
