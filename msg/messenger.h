@@ -46,6 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "msg/base/perf_counters.h"
 #include "msg/ring/ring_format.h"
 
 namespace msgr {
@@ -125,19 +126,31 @@ struct MessengerOptions {
   std::map<std::string, std::string> backend_options;
 };
 
-// A snapshot of the messenger's counters.
-struct MessengerCounters {
-  uint64_t msgs_sent = 0, msgs_received = 0;
-  uint64_t bytes_sent = 0, bytes_received = 0;
-  uint64_t records_sent = 0, records_received = 0;
-  uint64_t record_bytes_sent = 0, record_bytes_received = 0;
-  uint64_t resends = 0, duplicates_dropped = 0;
-  uint64_t resets = 0, reconnects = 0;
-  uint64_t crc_errors = 0, protocol_errors = 0, auth_failures = 0;
-  uint64_t throttle_waits = 0, ring_credit_waits = 0;
-  uint64_t keepalives_sent = 0;
-  uint64_t connections_open = 0;
-};
+// The counters every backend keeps: listed once here (msg/base/perf_counters.h), giving
+// the snapshot MessengerCounters (counters()), the backends' live LiveMessengerCounters
+// (msg/messenger_counters.h) and the "messenger" group of perf_counters().
+#define MSGR_MESSENGER_COUNTERS(X)                                                        \
+  X(msgs_sent, kCounter, kNone, "messages sent (not ring records)")                       \
+  X(msgs_received, kCounter, kNone, "messages received and dispatched")                   \
+  X(bytes_sent, kCounter, kBytes, "bytes written to the transport, frames and records")   \
+  X(bytes_received, kCounter, kBytes, "bytes read from the transport")                    \
+  X(records_sent, kCounter, kNone, "ring records sent")                                   \
+  X(records_received, kCounter, kNone, "ring records published into receive rings")       \
+  X(record_bytes_sent, kCounter, kBytes, "payload bytes of ring records sent")            \
+  X(record_bytes_received, kCounter, kBytes, "payload bytes of ring records received")    \
+  X(resends, kCounter, kNone, "messages and records resent after a reconnect")            \
+  X(duplicates_dropped, kCounter, kNone, "resent messages already delivered, dropped")    \
+  X(resets, kCounter, kNone, "sessions ended (OnReset)")                                  \
+  X(reconnects, kCounter, kNone, "lossless sessions resumed on a new connection")         \
+  X(crc_errors, kCounter, kNone, "frames refused for a bad header or payload crc32c")     \
+  X(protocol_errors, kCounter, kNone, "connections closed for malformed input")           \
+  X(auth_failures, kCounter, kNone, "handshakes refused: wrong key, name or session")     \
+  X(throttle_waits, kCounter, kNone, "sends that waited for the in-flight limits")        \
+  X(ring_credit_waits, kCounter, kNone, "record sends that waited for ring space")        \
+  X(keepalives_sent, kCounter, kNone, "keepalive frames sent")                            \
+  X(connections_open, kGauge, kNone, "connections open now")
+
+MSGR_COUNTER_SNAPSHOT(MessengerCounters, MSGR_MESSENGER_COUNTERS);
 
 // A receive ring the messenger created for one peer session. The memory belongs to the
 // messenger (it may be registered RDMA memory) and stays valid while this object lives.
@@ -292,6 +305,11 @@ class Messenger {
   virtual bool Poll() { return false; }
 
   virtual MessengerCounters counters() const = 0;
+  // Every counter of this messenger for perf dump and /metrics, backend-neutral: the
+  // common ones as the group "messenger", then any group the backend adds ("rdma").
+  virtual std::vector<CounterGroup> perf_counters() const {
+    return {counters().Group("messenger")};
+  }
   virtual const MessengerOptions& options() const = 0;
 
   // Closes every connection and stops the workers; no callbacks after it returns.

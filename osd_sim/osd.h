@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "msg/base/perf_counters.h"
 #include "msg/messenger.h"
 #include "osd_sim/admin_socket.h"
 #include "osd_sim/mon/mon_client.h"
@@ -51,6 +52,20 @@ struct OsdOptions {
   absl::Duration mon_timeout = absl::Seconds(10);
 };
 
+// The OSD's own counters (its pollers', store's and messengers' are their own lists).
+#define MSGR_OSD_COUNTERS(X)                                                                 \
+  X(ops, kCounter, kNone, "client writes stored, all pollers")                                \
+  X(bytes, kCounter, kBytes, "payload bytes of those writes")                                 \
+  X(write_errors, kCounter, kNone, "client writes refused by the store, all pollers")        \
+  X(crc_errors, kCounter, kNone, "ring records refused for a bad crc32c, all pollers")       \
+  X(ring_high_water_bytes, kGauge, kBytes, "most bytes ever in use in one ring")             \
+  X(reads, kCounter, kNone, "reads served")                                                   \
+  X(read_errors, kCounter, kNone, "reads answered with an error")                             \
+  X(rings_attached, kCounter, kNone, "receive rings attached to pollers")                    \
+  X(connection_resets, kCounter, kNone, "client sessions that ended")
+
+MSGR_COUNTER_SNAPSHOT(OsdCounters, MSGR_OSD_COUNTERS);
+
 class Osd : public Dispatcher, public RecordSink {
  public:
   // Opens (recovers) the store, starts pollers and messengers, binds, boots with the
@@ -64,7 +79,10 @@ class Osd : public Dispatcher, public RecordSink {
 
   // Messenger address per type ("tcp" -> "127.0.0.1:40123").
   std::map<std::string, std::string> addrs() const { return addrs_; }
+  // perf dump: every counter of the registry, plus the OSD's id, mode and uptime.
   std::string PerfDumpJson() const;
+  // Every counter source of this OSD: the OSD, each poller, the store, each messenger.
+  const CounterRegistry& counter_registry() const { return registry_; }
 
   // Dispatcher
   void OnRingAttached(const ConnectionRef& conn, std::shared_ptr<RecvRing> ring) override;
@@ -80,6 +98,7 @@ class Osd : public Dispatcher, public RecordSink {
  private:
   explicit Osd(const OsdOptions& options);
   absl::Status Init();
+  OsdCounters Counters() const;
   Poller* PickPoller();
   // Reads run on their own threads: a reply may block on the connection's flow control,
   // which must never happen on a messenger worker (it would stop the acks that free it).
@@ -96,6 +115,7 @@ class Osd : public Dispatcher, public RecordSink {
   std::atomic<uint64_t> next_poller_{0};
   std::atomic<uint64_t> reads_{0}, read_errors_{0}, rings_attached_{0}, resets_{0};
   std::atomic<bool> stopped_{false};
+  CounterRegistry registry_;
 
   std::mutex read_mu_;
   std::condition_variable read_cv_;

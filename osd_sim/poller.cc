@@ -197,8 +197,8 @@ bool Poller::PollRing(RingState* r) {
     found = true;
     ++counters_.records;
     counters_.bytes += rec.header->payload_len;
-    counters_.ring_high_water =
-        std::max<uint64_t>(counters_.ring_high_water, r->consumer.in_use());
+    counters_.ring_high_water_bytes =
+        std::max<uint64_t>(counters_.ring_high_water_bytes, r->consumer.in_use());
     auto p = std::make_shared<Pending>();
     p->tid = rec.header->tid;
     p->end_position = rec.end_position;

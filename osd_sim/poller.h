@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "msg/base/perf_counters.h"
 #include "msg/messenger.h"
 #include "msg/ring/ring.h"
 
@@ -75,16 +76,23 @@ struct PollerOptions {
   absl::Duration open_write_timeout = absl::Seconds(60);
 };
 
-struct PollerCounters {
-  uint64_t records = 0, bytes = 0;
-  uint64_t poll_hits = 0, poll_misses = 0;
-  uint64_t spin_ns = 0, sleep_ns = 0, sleeps = 0;
-  uint64_t acks_sent = 0, write_errors = 0, crc_errors = 0;
-  uint64_t orphan_parts = 0;    // parts of writes whose first part is not here (refused)
-  uint64_t writes_aborted = 0;  // writes of several records left unfinished by a session
-  uint64_t ring_high_water = 0;  // most bytes ever in use in one ring
-  uint64_t rings = 0;
-};
+#define MSGR_POLLER_COUNTERS(X)                                                              \
+  X(records, kCounter, kNone, "ring records drained and stored (client writes)")              \
+  X(bytes, kCounter, kBytes, "payload bytes of those records")                                \
+  X(poll_hits, kCounter, kNone, "polls that found a record")                                  \
+  X(poll_misses, kCounter, kNone, "polls that found none")                                    \
+  X(spin_ns, kCounter, kNanoseconds, "time spent spinning for records")                       \
+  X(sleep_ns, kCounter, kNanoseconds, "time spent asleep waiting for records")               \
+  X(sleeps, kCounter, kNone, "times the poller went to sleep")                                \
+  X(acks_sent, kCounter, kNone, "ring releases (acks) sent to peers")                        \
+  X(write_errors, kCounter, kNone, "records the store refused (acked with an error)")         \
+  X(crc_errors, kCounter, kNone, "records refused for a bad crc32c")                          \
+  X(orphan_parts, kCounter, kNone, "parts of writes whose first part is not here (refused)") \
+  X(writes_aborted, kCounter, kNone, "writes of several records left unfinished by a session") \
+  X(ring_high_water_bytes, kGauge, kBytes, "most bytes ever in use in one ring")             \
+  X(rings, kGauge, kNone, "rings this poller drains now")
+
+MSGR_COUNTER_SNAPSHOT(PollerCounters, MSGR_POLLER_COUNTERS);
 
 class Poller {
  public:

@@ -48,7 +48,12 @@ class RdmaMessenger : public Messenger {
                                         const ConnectOptions& options) override;
   void SetPolicy(EntityType type, Policy policy) override;
   bool Poll() override;
-  MessengerCounters counters() const override { return shared_->counters.Snapshot(); }
+  MessengerCounters counters() const override {
+    return shared_->counters.LiveMessengerCounters::Snapshot();
+  }
+  std::vector<CounterGroup> perf_counters() const override {
+    return {counters().Group("messenger"), stats().Group("rdma")};
+  }
   const MessengerOptions& options() const override { return shared_->options; }
   void Shutdown() override;
 

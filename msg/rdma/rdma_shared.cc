@@ -5,29 +5,8 @@
 namespace msgr::rdma {
 
 
-RdmaStats RdmaCounters::Stats() const {
-  RdmaStats s;
-  s.ring_credit_writes = ring_credit_writes;
-  s.ring_credit_messages = ring_credit_messages;
-  s.sleep_word_writes = sleep_word_writes;
-  s.doorbells_sent = doorbells_sent;
-  s.doorbells_received = doorbells_received;
-  s.record_payload_bytes_copied_rx = record_payload_bytes_copied_rx;
-  s.sends_posted = sends_posted;
-  s.recvs_completed = recvs_completed;
-  s.control_sends = control_sends;
-  s.record_writes_posted = record_writes_posted;
-  s.qp_faults = qp_faults;
-  s.peer_access_violations = peer_access_violations;
-  s.cutoff_refusals = cutoff_refusals;
-  s.record_payload_bytes_staged = record_payload_bytes_staged;
-  s.zero_copy_records = zero_copy_records;
-  s.ring_reregistrations = ring_reregistrations;
-  return s;
-}
-
 RdmaStats RdmaShared::Stats() const {
-  RdmaStats s = counters.Stats();
+  RdmaStats s = counters.LiveRdmaCounters::Snapshot();
   s.registered_bytes = budget->used();
   s.registered_max_bytes = budget->max();
   s.registration_refusals = budget->refusals();

@@ -35,18 +35,12 @@ class RdmaConnection;
 // just after the flushed completions that retired the link).
 inline constexpr absl::Duration kRetiredTransportLinger = absl::Seconds(1);
 
-// The common counters plus what only the RDMA backend counts (RdmaStats).
-struct RdmaCounters : LiveMessengerCounters {
-  // RDMA specifics (RdmaStats; registered memory is counted by RdmaShared::budget).
-  std::atomic<uint64_t> ring_credit_writes{0}, ring_credit_messages{0};
-  std::atomic<uint64_t> sleep_word_writes{0}, doorbells_sent{0}, doorbells_received{0};
-  std::atomic<uint64_t> record_payload_bytes_copied_rx{0};
-  std::atomic<uint64_t> sends_posted{0}, recvs_completed{0}, control_sends{0};
-  std::atomic<uint64_t> record_writes_posted{0}, qp_faults{0}, ring_reregistrations{0};
-  std::atomic<uint64_t> peer_access_violations{0}, cutoff_refusals{0};
-  std::atomic<uint64_t> record_payload_bytes_staged{0}, zero_copy_records{0};
-  RdmaStats Stats() const;  // all but the registered-memory fields
-};
+// The RDMA counters, live (the registered-memory ones stay 0 here: RdmaShared::budget
+// counts them, RdmaShared::Stats() fills them in).
+MSGR_COUNTER_LIVE(LiveRdmaCounters, RdmaStats, MSGR_RDMA_COUNTERS);
+
+// The common counters plus what only the RDMA backend counts.
+struct RdmaCounters : LiveMessengerCounters, LiveRdmaCounters {};
 
 // Runs closures in order per key (connection) on a few threads.
 class Workers {

@@ -141,13 +141,12 @@ TEST(RdmaMessenger, RingRecordsWrapByteIdenticalWithNoReceiveCopy) {
     EXPECT_TRUE(seen[i].payload == payloads[i]) << "record " << i;
     EXPECT_TRUE(seen[i].payload_in_ring) << "record " << i;
   }
-  // Credits came back through the control region, not as messages.
-  absl::SleepFor(absl::Milliseconds(50));
+  // Credits came back as RDMA writes into the client's control region, not as messages:
+  // the client received none, yet 3.5 laps of records got ring space.
   auto ss = RdmaStatsOf(*p.server);
   ASSERT_TRUE(ss.has_value());
   EXPECT_GT(ss->ring_credit_writes, 0u);
-  EXPECT_EQ(ss->ring_credit_messages, 0u);
-  EXPECT_EQ(ss->record_payload_bytes_copied_rx, 0u);
+  EXPECT_EQ(p.client->counters().msgs_received, 0u);
   EXPECT_EQ(p.server->counters().msgs_received, 0u);
   EXPECT_EQ(p.server->counters().records_received, kRecords);
   EXPECT_EQ(p.client->counters().msgs_sent, 0u);
@@ -557,6 +556,7 @@ TEST(RdmaMessenger, LargeSharedPayloadsAreWrittenFromCallerMemory) {
   for (int i = 0; i < kN; ++i) {
     EXPECT_EQ(seen[i].tid, static_cast<uint64_t>(i + 1));
     EXPECT_TRUE(seen[i].payload == want[i]) << "record " << i;
+    EXPECT_TRUE(seen[i].payload_in_ring) << "record " << i << " was copied on the OSD side";
   }
   auto held = [&] {
     int n = 0;
@@ -574,7 +574,6 @@ TEST(RdmaMessenger, LargeSharedPayloadsAreWrittenFromCallerMemory) {
   }
   EXPECT_EQ(RdmaStatsOf(*p.client)->registered_bytes, registered_before)
       << "payload registrations outlived acks";
-  EXPECT_EQ(RdmaStatsOf(*p.server)->record_payload_bytes_copied_rx, 0u);
   EXPECT_GE(p.client->counters().reconnects, 2u) << "the faults really happened";
 }
 
