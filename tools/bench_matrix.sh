@@ -31,17 +31,22 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 SECONDS_PER=3 REPS=3 OUT="" BUILD=1 ONLY="mem,idle,durable,store,msgr" LAYOUT=pinned
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --seconds) SECONDS_PER=$2; shift 2 ;;
-    --reps) REPS=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    --no-build) BUILD=0; shift ;;
-    --only) ONLY=$2; shift 2 ;;
-    --report) ONLY="" BUILD=0; shift ;;
-    --layout) LAYOUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "bench_matrix.sh: unknown argument '$1'" >&2; exit 2 ;;
+# shellcheck source=tools/lib/flags.sh
+source tools/lib/flags.sh
+FLAGS_SCRIPT=bench_matrix.sh
+usage_text() { flags_header tools/bench_matrix.sh; }
+flags_begin "$@"
+while flags_next; do
+  case "$FLAG" in
+    --seconds) flag_value SECONDS_PER ;;
+    --reps) flag_value REPS ;;
+    --out) flag_value OUT ;;
+    --no-build) BUILD=0 ;;
+    --only) flag_value ONLY ;;
+    --report) ONLY="" BUILD=0 ;;
+    --layout) flag_value LAYOUT ;;
+    -h|--help) usage_text; exit 0 ;;
+    *) flag_unknown ;;
   esac
 done
 OUT=${OUT:-/tmp/bm.$$}

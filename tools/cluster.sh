@@ -22,32 +22,37 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # MSGR_REBUILD=0 skips the `bazel build` step.
 BIN="${MSGR_BIN:-$ROOT/bazel-bin}"
 
+# shellcheck source=tools/lib/flags.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/flags.sh"
+FLAGS_SCRIPT=cluster.sh
 die() { echo "cluster.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage_text() { flags_header "${BASH_SOURCE[0]}"; }
+usage() { usage_text >&2; exit 2; }
 
 CMD=${1:-}; [[ -n "$CMD" && "$CMD" != -h && "$CMD" != --help ]] || usage; shift
 DIR="" OSDS=3 MS_TYPE=tcp DURABILITY=durable AUTH=secret POLLERS=1 POLLER_CPUS="" ID=""
 POLLER_SPIN_US=""
 CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" RDMA_MAX_REG_MB="" GRACE_MS=3000 KILL=0
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --dir) DIR=$2; shift 2 ;;
-    --osds) OSDS=$2; shift 2 ;;
-    --ms-type) MS_TYPE=$2; shift 2 ;;
-    --durability) DURABILITY=$2; shift 2 ;;
-    --auth) AUTH=$2; shift 2 ;;
-    --pollers) POLLERS=$2; shift 2 ;;
-    --poller-cpus) POLLER_CPUS=$2; shift 2 ;;
-    --poller-spin-us) POLLER_SPIN_US=$2; shift 2 ;;
-    --capacity) CAPACITY=$2; shift 2 ;;
-    --ring-bytes) RING_BYTES=$2; shift 2 ;;
-    --rdma-device) RDMA_DEVICE=$2; shift 2 ;;
-    --rdma-max-registered-mb) RDMA_MAX_REG_MB=$2; shift 2 ;;
-    --grace-ms) GRACE_MS=$2; shift 2 ;;
-    --id) ID=$2; shift 2 ;;
-    --kill) KILL=1; shift ;;
+flags_begin "$@"
+while flags_next; do
+  case "$FLAG" in
+    --dir) flag_value DIR ;;
+    --osds) flag_value OSDS ;;
+    --ms-type) flag_value MS_TYPE ;;
+    --durability) flag_value DURABILITY ;;
+    --auth) flag_value AUTH ;;
+    --pollers) flag_value POLLERS ;;
+    --poller-cpus) flag_value POLLER_CPUS ;;
+    --poller-spin-us) flag_value POLLER_SPIN_US ;;
+    --capacity) flag_value CAPACITY ;;
+    --ring-bytes) flag_value RING_BYTES ;;
+    --rdma-device) flag_value RDMA_DEVICE ;;
+    --rdma-max-registered-mb) flag_value RDMA_MAX_REG_MB ;;
+    --grace-ms) flag_value GRACE_MS ;;
+    --id) flag_value ID ;;
+    --kill) KILL=1 ;;
     -h|--help) usage ;;
-    *) die "unknown argument '$1' (see --help)" ;;
+    *) flag_unknown ;;
   esac
 done
 [[ -n "$DIR" ]] || die "--dir DIR is required"

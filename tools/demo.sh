@@ -20,21 +20,26 @@ cd "$ROOT"
 
 MS_TYPE=both SECONDS_PER_RUN=6 SIZES=4K,64K,4M CONCURRENCY=16 OSDS=3 DURABILITY=durable
 RESULTS="" CLUSTER_DIR="" LAYOUT=pinned KEEP_DATA=0
+# shellcheck source=tools/lib/flags.sh
+source tools/lib/flags.sh
+FLAGS_SCRIPT=demo.sh
 die() { echo "demo.sh: $*" >&2; exit 1; }
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --ms-type) MS_TYPE=$2; shift 2 ;;
-    --seconds) SECONDS_PER_RUN=$2; shift 2 ;;
-    --sizes) SIZES=$2; shift 2 ;;
-    --concurrency|-t) CONCURRENCY=$2; shift 2 ;;
-    --osds) OSDS=$2; shift 2 ;;
-    --durability) DURABILITY=$2; shift 2 ;;
-    --results) RESULTS=$2; shift 2 ;;
-    --dir) CLUSTER_DIR=$2; shift 2 ;;
-    --layout) LAYOUT=$2; shift 2 ;;
-    --keep-data) KEEP_DATA=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown argument '$1' (see --help)" ;;
+usage_text() { flags_header tools/demo.sh; }
+flags_begin "$@"
+while flags_next; do
+  case "$FLAG" in
+    --ms-type) flag_value MS_TYPE ;;
+    --seconds) flag_value SECONDS_PER_RUN ;;
+    --sizes) flag_value SIZES ;;
+    --concurrency|-t) flag_value CONCURRENCY ;;
+    --osds) flag_value OSDS ;;
+    --durability) flag_value DURABILITY ;;
+    --results) flag_value RESULTS ;;
+    --dir) flag_value CLUSTER_DIR ;;
+    --layout) flag_value LAYOUT ;;
+    --keep-data) KEEP_DATA=1 ;;
+    -h|--help) usage_text; exit 0 ;;
+    *) flag_unknown ;;
   esac
 done
 case "$MS_TYPE" in both) BACKENDS=(tcp rdma) ;; tcp|rdma) BACKENDS=("$MS_TYPE") ;;

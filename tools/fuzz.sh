@@ -12,11 +12,17 @@ cd "$(dirname "$0")/.."
 
 SECONDS_TO_RUN=60
 ONLY="frame ring"
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --seconds) SECONDS_TO_RUN="$2"; shift 2 ;;
-    --only) ONLY="$2"; shift 2 ;;
-    *) echo "usage: $0 [--seconds N] [--only frame|ring]"; exit 2 ;;
+# shellcheck source=tools/lib/flags.sh
+source tools/lib/flags.sh
+FLAGS_SCRIPT=fuzz.sh
+usage_text() { flags_header tools/fuzz.sh; }
+flags_begin "$@"
+while flags_next; do
+  case "$FLAG" in
+    --seconds) flag_value SECONDS_TO_RUN ;;
+    --only) flag_value ONLY ;;
+    -h|--help) usage_text; exit 0 ;;
+    *) flag_unknown ;;
   esac
 done
 

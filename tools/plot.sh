@@ -10,15 +10,19 @@
 # Exit status: 0 ok, 1 gnuplot or a result file failed, 2 bad arguments.
 set -euo pipefail
 
-usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+# shellcheck source=tools/lib/flags.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/flags.sh"
+FLAGS_SCRIPT=plot.sh
+usage_text() { flags_header "${BASH_SOURCE[0]}"; }
+usage() { usage_text >&2; exit 2; }
 FILES=() OUT=""
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --out) [[ $# -ge 2 && -n "$2" ]] || usage; OUT=$2; shift 2 ;;
-    --out=*) OUT=${1#--out=}; shift ;;
+flags_begin "$@"
+while flags_next; do
+  case "$FLAG" in
+    --out) flag_value OUT; [[ -n "$OUT" ]] || flags_error "--out needs a directory" ;;
     -h|--help) usage ;;
-    -*) echo "plot.sh: unknown argument '$1'" >&2; usage ;;
-    *) FILES+=("$1"); shift ;;
+    -*) flag_unknown ;;
+    *) FILES+=("$FLAG") ;;
   esac
 done
 [[ ${#FILES[@]} -gt 0 ]] || { echo "plot.sh: no RESULT.json given" >&2; usage; }

@@ -59,25 +59,30 @@ TAIL_PIDS=()    # pids of the tails streaming output files back to us
 say() { echo "rxe-vm: $*" >&2; }
 fail() { say "$*"; exit 125; }
 
-usage() {
-  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' >&2
-  exit 2
-}
+# shellcheck source=tools/lib/flags.sh
+source "$REPO/tools/lib/flags.sh"
+FLAGS_SCRIPT=rxe-vm
+usage_text() { flags_header "${BASH_SOURCE[0]}"; }
+usage() { usage_text >&2; exit 2; }
 
 parse_args() {
-  while [[ $# -gt 0 ]]; do
-    case $1 in
-      --timeout) TIMEOUT=${2:?--timeout needs SECONDS}; shift 2 ;;
-      --timeout=*) TIMEOUT=${1#*=}; shift ;;
-      --verbose|-v) VERBOSE=1; shift ;;
-      --share) SHARES+=("$(cd "${2:?--share needs DIR}" && pwd)"); shift 2 ;;
-      --env) [[ "${2:-}" == [A-Za-z_]*=* ]] || { say "--env needs NAME=VALUE"; exit 2; }
-             GUEST_ENV+=("$2"); shift 2 ;;
+  local dir env cmd=()
+  flags_begin "$@"
+  while flags_next; do
+    case $FLAG in
+      --timeout) flag_value TIMEOUT ;;
+      --verbose|-v) VERBOSE=1 ;;
+      --share) flag_value dir; SHARES+=("$(cd "$dir" && pwd)") ;;
+      --env) flag_value env
+             [[ "$env" == [A-Za-z_]*=* ]] || { say "--env needs NAME=VALUE"; exit 2; }
+             GUEST_ENV+=("$env") ;;
       --help|-h) usage ;;
-      --) shift; break ;;
-      *) say "unknown option '$1' (the command goes after --)"; usage ;;
+      --) flags_rest cmd ;;
+      -*) flag_unknown ;;
+      *) say "unexpected argument '$FLAG' (the command goes after --)"; usage ;;
     esac
   done
+  set -- "${cmd[@]}"
   [[ $# -gt 0 ]] || { say "no COMMAND given"; usage; }
   [[ "$TIMEOUT" =~ ^[0-9]+$ && "$TIMEOUT" -gt 0 ]] || { say "--timeout must be a positive number of seconds"; exit 2; }
   COMMAND="$*"

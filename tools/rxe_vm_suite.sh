@@ -59,10 +59,11 @@ on_signal() {
   exit 130
 }
 
-usage() {
-  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' >&2
-  exit 2
-}
+# shellcheck source=tools/lib/flags.sh
+source "$REPO/tools/lib/flags.sh"
+FLAGS_SCRIPT=rdma-vm
+usage_text() { flags_header "${BASH_SOURCE[0]}"; }
+usage() { usage_text >&2; exit 2; }
 
 # Ends the run with the summary line; $1 extra failures to count (e.g. a failed build).
 finish() {
@@ -74,16 +75,18 @@ finish() {
 }
 
 parse_args() {
-  while [[ $# -gt 0 ]]; do
-    case $1 in
-      --no-build) BUILD=0; shift ;;
-      --timeout) VM_TIMEOUT=${2:?--timeout needs SECONDS}; shift 2 ;;
-      --test-timeout) TEST_TIMEOUT=${2:?--test-timeout needs SECONDS}; shift 2 ;;
-      --suite) SUITE_FILE=${2:?--suite needs FILE}; shift 2 ;;
+  local rest=()
+  flags_begin "$@"
+  while flags_next; do
+    case $FLAG in
+      --no-build) BUILD=0 ;;
+      --timeout) flag_value VM_TIMEOUT ;;
+      --test-timeout) flag_value TEST_TIMEOUT ;;
+      --suite) flag_value SUITE_FILE ;;
       --help|-h) usage ;;
-      --) shift; ARG_ENTRIES+=("$@"); break ;;
-      -*) echo "rdma-vm: unknown option '$1'" >&2; usage ;;
-      *) ARG_ENTRIES+=("$1"); shift ;;
+      --) flags_rest rest; ARG_ENTRIES+=("${rest[@]}") ;;
+      -*) flag_unknown ;;
+      *) ARG_ENTRIES+=("$FLAG") ;;
     esac
   done
   local n

@@ -10,7 +10,18 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 QUICK=0
-[[ "${1:-}" == "--quick" ]] && QUICK=1
+# shellcheck source=tools/lib/flags.sh
+source tools/lib/flags.sh
+FLAGS_SCRIPT=test.sh
+usage_text() { flags_header tools/test.sh; }
+flags_begin "$@"
+while flags_next; do
+  case "$FLAG" in
+    --quick) QUICK=1 ;;
+    -h|--help) usage_text; exit 0 ;;
+    *) flag_unknown ;;
+  esac
+done
 
 bash tools/setup.sh || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
 
