@@ -84,7 +84,7 @@ fi
 MEM=/tmp/bmm.$$ DUR=/tmp/bmd.$$
 cleanup() {
   for d in "$MEM" "$DUR"; do
-    [[ -f "$d/mon.pid" ]] && tools/cluster.sh stop --dir "$d" >/dev/null 2>&1 || true
+    [[ -f "$d/mon.pid" ]] && tools/cluster.sh stop --cluster-dir "$d" >/dev/null 2>&1 || true
     rm -rf "$d"
   done
   rm -f /var/tmp/bm_fio.$$
@@ -123,7 +123,7 @@ cpu_ticks() {
 
 if want mem || want idle; then
   log "mem: starting 3 OSDs, both, memory, auth none in $MEM"
-  tools/cluster.sh start --dir "$MEM" --osds 3 --ms-type both --durability memory \
+  tools/cluster.sh start --cluster-dir "$MEM" --osds 3 --ms-type both --durability memory \
     --auth none --rdma-device soft "${CLUSTER_PIN[@]}" > "$OUT/mem.cluster.log" 2>&1
   if want mem; then
     load mem
@@ -151,12 +151,12 @@ if want mem || want idle; then
     b=$(cpu_ticks $pids)
     echo "$(( b - a )) $(getconf CLK_TCK)" > "$OUT/idle.txt"
   fi
-  tools/cluster.sh stop --dir "$MEM" >/dev/null 2>&1 || true
+  tools/cluster.sh stop --cluster-dir "$MEM" >/dev/null 2>&1 || true
 fi
 
 if want durable; then
   log "durable: starting 3 OSDs, both, durable, auth none in $DUR"
-  tools/cluster.sh start --dir "$DUR" --osds 3 --ms-type both --durability durable \
+  tools/cluster.sh start --cluster-dir "$DUR" --osds 3 --ms-type both --durability durable \
     --auth none --rdma-device soft "${CLUSTER_PIN[@]}" > "$OUT/dur.cluster.log" 2>&1
   load durable
   for r in $(seq 1 "$REPS"); do
@@ -178,7 +178,7 @@ if want durable; then
       --benchmark_out_format=json > /dev/null 2>&1
   done
   perf_dump "$DUR" dur
-  tools/cluster.sh stop --dir "$DUR" >/dev/null 2>&1 || true
+  tools/cluster.sh stop --cluster-dir "$DUR" >/dev/null 2>&1 || true
 fi
 
 if want store; then

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # A vstart-like launcher: a monitor and N OSD processes on 127.0.0.1.
 #
-#   tools/cluster.sh start --dir DIR [--osds N] [--ms-type tcp|rdma|both]
+#   tools/cluster.sh start --cluster-dir DIR [--osds N] [--ms-type tcp|rdma|both]
 #                          [--durability durable|buffered|memory] [--auth secret|none]
 #                          [--pollers N] [--poller-cpus LIST] [--poller-spin-us US]
 #                          [--capacity BYTES]
 #                          [--ring-bytes BYTES] [--rdma-device soft|IBDEV] [--grace-ms MS]
 #                          [--rdma-max-registered-mb MB]
-#   tools/cluster.sh stop --dir DIR
-#   tools/cluster.sh status --dir DIR
-#   tools/cluster.sh start-osd --dir DIR --id K     (re)starts one OSD with its data
-#   tools/cluster.sh stop-osd --dir DIR --id K [--kill]   (SIGTERM, or SIGKILL with --kill)
+#   tools/cluster.sh stop --cluster-dir DIR
+#   tools/cluster.sh status --cluster-dir DIR
+#   tools/cluster.sh start-osd --cluster-dir DIR --id K     (re)starts one OSD with its data
+#   tools/cluster.sh stop-osd --cluster-dir DIR --id K [--kill]   (SIGTERM, or SIGKILL)
 #
+# Every flag also takes --flag=VALUE; --dir DIR is the old spelling of --cluster-dir DIR.
 # DIR gets mon.addr (host:port of the gRPC monitor), mon.pid, osd.<id>.pid, keyring (when
 # auth is on), log/, mon/ (monitor state), osd.<id>/ (OSD data), and run/ (admin sockets:
 # run/osd.<id>.asok). Settings given to `start` are kept in DIR/cluster.conf so that
@@ -36,7 +37,7 @@ CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" RDMA_MAX_REG_MB="" GRACE_MS=3000 KILL=0
 flags_begin "$@"
 while flags_next; do
   case "$FLAG" in
-    --dir) flag_value DIR ;;
+    --cluster-dir|--dir) flag_value DIR ;;
     --osds) flag_value OSDS ;;
     --ms-type) flag_value MS_TYPE ;;
     --durability) flag_value DURABILITY ;;
@@ -55,7 +56,7 @@ while flags_next; do
     *) flag_unknown ;;
   esac
 done
-[[ -n "$DIR" ]] || die "--dir DIR is required"
+[[ -n "$DIR" ]] || die "--cluster-dir DIR is required"
 [[ "$OSDS" =~ ^[0-9]+$ && "$OSDS" -ge 1 ]] || die "--osds must be a positive number"
 case "$MS_TYPE" in tcp|rdma|both) ;; *) die "--ms-type must be tcp, rdma or both" ;; esac
 case "$DURABILITY" in durable|buffered|memory) ;; *) die "--durability must be durable, buffered or memory" ;; esac

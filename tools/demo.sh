@@ -5,8 +5,10 @@
 #
 #   tools/demo.sh [--ms-type both|tcp|rdma] [--seconds S] [--sizes 4K,64K,4M]
 #                 [--concurrency N] [--osds N] [--durability durable|buffered|memory]
-#                 [--results DIR] [--dir CLUSTER_DIR] [--layout pinned|free] [--keep-data]
+#                 [--results DIR] [--cluster-dir DIR] [--layout pinned|free] [--keep-data]
 #
+# --cluster-dir DIR: the cluster's directory (default: a new one under /tmp); --dir DIR is
+# its old spelling. Every flag also takes --flag=VALUE.
 # Defaults: both backends, 4K/64K/4M objects, 6 s per run (about a minute in all),
 # concurrency 16, durable OSDs, results in ./results/<timestamp>/, layout pinned: on a
 # machine with 2 or more CPUs the OSDs' pollers (which spin on RDMA rings) share the last
@@ -35,7 +37,7 @@ while flags_next; do
     --osds) flag_value OSDS ;;
     --durability) flag_value DURABILITY ;;
     --results) flag_value RESULTS ;;
-    --dir) flag_value CLUSTER_DIR ;;
+    --cluster-dir|--dir) flag_value CLUSTER_DIR ;;
     --layout) flag_value LAYOUT ;;
     --keep-data) KEEP_DATA=1 ;;
     -h|--help) usage_text; exit 0 ;;
@@ -67,7 +69,7 @@ bazel build -c opt //osd_sim:osd //osd_sim/mon:mon //osd_sim/mon:monctl \
 CLUSTER_MS=$MS_TYPE
 [[ "$MS_TYPE" == both ]] && CLUSTER_MS=both
 cleanup() {
-  MSGR_REBUILD=0 bash tools/cluster.sh stop --dir "$CLUSTER_DIR" || true
+  MSGR_REBUILD=0 bash tools/cluster.sh stop --cluster-dir "$CLUSTER_DIR" || true
   if [[ -d "$CLUSTER_DIR/log" ]]; then cp -r "$CLUSTER_DIR/log" "$RESULTS/cluster-log" || true; fi
   if [[ $OWN_DIR == 1 && $KEEP_DATA == 0 ]]; then
     rm -rf "$CLUSTER_DIR"
@@ -76,9 +78,9 @@ cleanup() {
 }
 trap cleanup EXIT
 echo "== cluster: monitor + $OSDS OSDs in $CLUSTER_DIR (ms-type $CLUSTER_MS, $DURABILITY, layout $LAYOUT${PIN[*]:+: ${PIN[*]}})" >&2
-MSGR_REBUILD=0 bash tools/cluster.sh start --dir "$CLUSTER_DIR" --osds "$OSDS" \
+MSGR_REBUILD=0 bash tools/cluster.sh start --cluster-dir "$CLUSTER_DIR" --osds "$OSDS" \
   --ms-type "$CLUSTER_MS" --durability "$DURABILITY" "${PIN[@]}"
-MSGR_REBUILD=0 bash tools/cluster.sh status --dir "$CLUSTER_DIR" >&2
+MSGR_REBUILD=0 bash tools/cluster.sh status --cluster-dir "$CLUSTER_DIR" >&2
 MON=$(cat "$CLUSTER_DIR/mon.addr")
 
 FILES=()
