@@ -3,11 +3,14 @@
 #
 #   tools/bench.sh --mon HOST:PORT --ms-type tcp|rdma -b SIZE -t CONCURRENCY --seconds S
 #                  [--count N] [--json FILE] [--acked-log FILE] [--verify]
-#                  [--auth none|KEYRING] [--prefix P] [--osd-pids PID,...] [--cluster-dir DIR]
-#                  [--spin-us US]
+#                  [--auth secret|none] [--keyring FILE] [--prefix P] [--osd-pids PID,...]
+#                  [--cluster-dir DIR] [--spin-us US]
 #   tools/bench.sh verify --mon HOST:PORT [--ms-type tcp|rdma] --oids FILE [--json FILE]
 #   tools/bench.sh --help                      (every flag)
 #
+# Every flag also takes --flag=VALUE. --auth secret uses --keyring FILE, else the cluster's
+# DIR/keyring (--cluster-dir DIR); without --auth, DIR/keyring if it exists, else none.
+# --auth FILE is the old spelling of --keyring FILE.
 # One thread keeps CONCURRENCY asynchronous writes in flight; --spin-us US makes it poll
 # for completions that long before sleeping (default 0: on 2 busy cores spinning lost).
 # Builds the optimised binaries first (bazel build -c opt //client/bench:bench //osd_sim/...;

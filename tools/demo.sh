@@ -90,7 +90,7 @@ for ms in "${BACKENDS[@]}"; do
     echo "== bench: --ms-type $ms -b $size -t $CONCURRENCY --seconds $SECONDS_PER_RUN" >&2
     MSGR_REBUILD=0 bash tools/bench.sh --mon "$MON" --ms-type "$ms" -b "$size" \
       -t "$CONCURRENCY" --seconds "$SECONDS_PER_RUN" --json "$out" --verify \
-      --auth "$CLUSTER_DIR/keyring" --cluster-dir "$CLUSTER_DIR" --prefix "demo-$ms-$size" >&2
+      --auth secret --cluster-dir "$CLUSTER_DIR" --prefix "demo-$ms-$size" >&2
     FILES+=("$out")
   done
 done

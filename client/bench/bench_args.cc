@@ -95,7 +95,7 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
     }
     static const char* kWithValue[] = {
         "--mon", "--ms-type", "-b", "-t", "--seconds", "--count", "--json", "--acked-log",
-        "--auth", "--prefix", "--osd-pids", "--cluster-dir", "--oids", "--op-timeout",
+        "--auth", "--keyring", "--prefix", "--osd-pids", "--cluster-dir", "--oids", "--op-timeout",
         "--mon-timeout", "--rdma-device", "--ms-threads", "--spin-us", "--submit-threads", "--max-objects"};
     if (std::find(std::begin(kWithValue), std::end(kWithValue), flag) == std::end(kWithValue)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown argument '", in[i], "'"));
@@ -157,6 +157,14 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
         }
         a.osd_pids.push_back(pid);
       }
+    } else if (flag == "--auth") {
+      if (value.empty()) return Bad(flag, "needs a non-empty value");
+      if (value == "secret" || value == "none") {
+        a.auth = value;
+      } else {  // the old spelling of --keyring FILE
+        a.auth = "secret";
+        a.keyring = value;
+      }
     } else if (flag == "--op-timeout" || flag == "--mon-timeout") {
       auto s = Seconds(flag, value, /*allow_zero=*/false);
       if (!s.ok()) return s.status();
@@ -165,7 +173,7 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
       if (value.empty()) return Bad(flag, "needs a non-empty value");
       std::map<std::string, std::string*> strings = {
           {"--json", &a.json_path},     {"--acked-log", &a.acked_log},
-          {"--auth", &a.auth},          {"--prefix", &a.prefix},
+          {"--keyring", &a.keyring},    {"--prefix", &a.prefix},
           {"--cluster-dir", &a.cluster_dir}, {"--oids", &a.oids_file},
           {"--rdma-device", &a.rdma_device}};
       *strings.at(flag) = value;
@@ -173,6 +181,13 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
   }
   if (a.help) return a;
   if (a.mon.empty()) return absl::InvalidArgumentError("--mon HOST:PORT is required");
+  if (!a.keyring.empty()) {
+    if (a.auth == "none") return Bad("--auth", "none contradicts --keyring (or --auth FILE)");
+    a.auth = "secret";
+  }
+  if (a.auth == "secret" && a.keyring.empty() && a.cluster_dir.empty()) {
+    return Bad("--auth", "secret needs --keyring FILE or --cluster-dir DIR (for DIR/keyring)");
+  }
   if (a.mode == BenchArgs::Mode::kVerify) {
     if (a.oids_file.empty()) return absl::InvalidArgumentError("verify: --oids FILE is required");
     if (a.verify || !a.acked_log.empty() || a.count > 0 || seconds_given) {
@@ -191,19 +206,23 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
 std::string BenchUsage() {
   return R"(usage:
   bench.sh --mon HOST:PORT [--ms-type tcp|rdma] [-b SIZE] [-t CONCURRENCY] [--seconds S]
-           [--count N] [--json FILE] [--acked-log FILE] [--verify] [--auth none|KEYRING]
-           [--prefix P] [--osd-pids PID,...] [--cluster-dir DIR] [--spin-us US]
+           [--count N] [--json FILE] [--acked-log FILE] [--verify] [--auth secret|none]
+           [--keyring FILE] [--prefix P] [--osd-pids PID,...] [--cluster-dir DIR] [--spin-us US]
            [--submit-threads N] [--max-objects N]
   bench.sh verify --mon HOST:PORT [--ms-type tcp|rdma] --oids FILE [--json FILE] [-t N]
 
 Writes objects of SIZE bytes (4K, 64K, 4M ...; default 4M) for S seconds (default 10) or
 until N objects, like `rados bench write`: one thread keeps CONCURRENCY asynchronous writes
 in flight (default 16; reads for verify), timing each from submission to its callback.
+Every --flag takes --flag VALUE or --flag=VALUE.
   --ms-type        messenger backend (default tcp)
   --json FILE      results with stable field names
   --acked-log FILE append each object id once it is acknowledged
   --verify         read back every written object afterwards and check its pattern
-  --auth           none, or a keyring file (default: DIR/keyring with --cluster-dir, else none)
+  --auth secret|none  authenticate with the cluster secret, or not (default: secret when
+                   DIR/keyring of --cluster-dir DIR is readable, else none)
+  --keyring FILE   the cluster secret (default DIR/keyring); implies --auth secret.
+                   --auth FILE is its old spelling
   --prefix P       object ids are P_0, P_1, ... (default benchmark_data_<host>_<pid>)
   --osd-pids, --cluster-dir   OSD processes to measure CPU for (DIR/osd.*.pid)
   --op-timeout S   per-op timeout (default 30)   --mon-timeout S  (default 10)

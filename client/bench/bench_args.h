@@ -1,8 +1,8 @@
 // Command line of the object-write benchmark (tools/bench.sh, //client/bench:bench).
 //
 //   bench --mon HOST:PORT [--ms-type tcp|rdma] [-b SIZE] [-t CONCURRENCY] [--seconds S]
-//         [--count N] [--json FILE] [--acked-log FILE] [--verify] [--auth none|KEYRING]
-//         [--prefix P] [--osd-pids PID,...] [--cluster-dir DIR] [--op-timeout S]
+//         [--count N] [--json FILE] [--acked-log FILE] [--verify] [--auth secret|none]
+//         [--keyring FILE] [--prefix P] [--osd-pids PID,...] [--cluster-dir DIR] [--op-timeout S]
 //         [--mon-timeout S] [--rdma-device soft|IBDEV] [--ms-threads N] [--spin-us US]
 //         [--submit-threads N] [--max-objects N] [--quiet]
 //   bench verify --mon HOST:PORT [--ms-type tcp|rdma] --oids FILE [--json FILE] [-t N] ...
@@ -34,7 +34,11 @@ struct BenchArgs {
   std::string json_path;
   std::string acked_log;
   bool verify = false;
-  std::string auth;                  // "" = DIR/keyring with --cluster-dir, else none
+  // --auth: "secret" (the cluster secret: --keyring FILE, else DIR/keyring of --cluster-dir),
+  // "none", or "" (not given: secret when DIR/keyring is readable, else none).
+  std::string auth;
+  // --keyring FILE (implies --auth secret). `--auth FILE`, the old spelling, lands here too.
+  std::string keyring;
   std::string prefix;                // "" = benchmark_data_<host>_<pid>
   std::vector<int> osd_pids;
   std::string cluster_dir;

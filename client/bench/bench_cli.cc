@@ -69,14 +69,18 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
   co.max_in_flight = static_cast<size_t>(a.concurrency) + 16;
   if (a.ms_threads > 0) co.worker_threads = a.ms_threads;
   if (!a.rdma_device.empty()) co.backend_options["rdma_device"] = a.rdma_device;
-  std::string keyring = a.auth;
-  if (keyring.empty() && !a.cluster_dir.empty() && access((a.cluster_dir + "/keyring").c_str(), R_OK) == 0) {
-    keyring = a.cluster_dir + "/keyring";
+  // --auth secret: --keyring FILE, else DIR/keyring (ParseBenchArgs saw that one is given);
+  // no --auth: DIR/keyring if it is readable, else none.
+  std::string keyring = a.keyring;
+  const std::string dir_keyring = a.cluster_dir.empty() ? "" : a.cluster_dir + "/keyring";
+  if (keyring.empty() && !dir_keyring.empty() &&
+      (a.auth == "secret" || (a.auth.empty() && access(dir_keyring.c_str(), R_OK) == 0))) {
+    keyring = dir_keyring;
   }
-  if (!keyring.empty() && keyring != "none") {
+  if (!keyring.empty()) {
     auto auth = load_keyring(keyring);
     if (!auth.ok()) {
-      err << "bench: --auth " << keyring << ": " << auth.status().message() << "\n";
+      err << "bench: keyring " << keyring << ": " << auth.status().message() << "\n";
       return kExitUsage;
     }
     co.auth = *auth;

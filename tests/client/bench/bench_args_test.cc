@@ -6,6 +6,7 @@
 
 #include <random>
 #include <sstream>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,39 @@ TEST(BenchArgsTest, BadArgumentsAreErrorsNamingTheFlag) {
   EXPECT_NE(a.status().message().find("-t"), std::string::npos) << a.status();
 }
 
+TEST(BenchArgsTest, AuthIsSecretOrNoneAndTheKeyringHasItsOwnFlag) {
+  auto secret = ParseBenchArgs({"--mon", "h:1", "--auth=secret", "--cluster-dir", "/c"});
+  ASSERT_TRUE(secret.ok()) << secret.status();
+  EXPECT_EQ(secret->auth, "secret");
+  EXPECT_EQ(secret->keyring, "");
+  auto none = ParseBenchArgs({"--mon", "h:1", "--auth", "none", "--cluster-dir=/c"});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->auth, "none");
+  auto keyring = ParseBenchArgs({"--mon", "h:1", "--keyring=/k"});
+  ASSERT_TRUE(keyring.ok()) << keyring.status();
+  EXPECT_EQ(keyring->auth, "secret");
+  EXPECT_EQ(keyring->keyring, "/k");
+  // The old spelling: --auth KEYRING.
+  auto old = ParseBenchArgs({"--mon", "h:1", "--auth", "/old/keyring"});
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->auth, "secret");
+  EXPECT_EQ(old->keyring, "/old/keyring");
+  auto unset = ParseBenchArgs({"--mon", "h:1"});
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_EQ(unset->auth, "");
+
+  // secret with nowhere to find the secret, or none beside a keyring: errors naming --auth.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--mon", "h:1", "--auth", "secret"},
+        {"--mon", "h:1", "--auth", "none", "--keyring", "/k"},
+        {"--mon", "h:1", "--keyring", "/k", "--auth=none"},
+        {"--mon", "h:1", "--auth="}}) {
+    auto a = ParseBenchArgs(args);
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument) << args.back();
+    EXPECT_NE(a.status().message().find("--auth"), std::string::npos) << a.status();
+  }
+}
+
 absl::StatusOr<AuthConfig> NoKeyrings(const std::string& path) {
   return absl::NotFoundError("cannot read " + path);
 }
@@ -108,6 +142,29 @@ TEST(BenchMainTest, BadArgumentsPrintUsageAndExit2) {
   std::ostringstream out, err;
   EXPECT_EQ(BenchMain({"--help"}, NoKeyrings, out, err), 0);
   EXPECT_NE(out.str().find("usage:"), std::string::npos);
+}
+
+// Which keyring BenchMain loads: the loader fails, so it exits 2 before connecting.
+TEST(BenchMainTest, LoadsTheKeyringThatAuthAndKeyringName) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--auth", "secret", "--cluster-dir", "/c"}, "/c/keyring"},
+      {{"--auth=secret", "--keyring=/k", "--cluster-dir", "/c"}, "/k"},
+      {{"--keyring", "/k"}, "/k"},
+      {{"--auth", "/old/keyring"}, "/old/keyring"},
+  };
+  for (const auto& [flags, want] : cases) {
+    std::vector<std::string> args = {"--mon", "127.0.0.1:1"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    std::vector<std::string> loaded;
+    auto loader = [&](const std::string& path) -> absl::StatusOr<AuthConfig> {
+      loaded.push_back(path);
+      return absl::NotFoundError("cannot read " + path);
+    };
+    std::ostringstream out, err;
+    EXPECT_EQ(BenchMain(args, loader, out, err), 2) << err.str();
+    EXPECT_EQ(loaded, std::vector<std::string>{want}) << flags[0];
+    EXPECT_NE(err.str().find("bench: keyring " + want), std::string::npos) << err.str();
+  }
 }
 
 TEST(BenchMainTest, UnknownBackendIsAUsageError) {
