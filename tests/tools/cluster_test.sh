@@ -5,24 +5,16 @@
 #     every write completes, and every acknowledged object reads back byte-identical;
 #   * garbage sent to an OSD's port does not take it down;
 #   * `perf dump` on the admin socket reports the writes;
-#   * `stop` leaves no process behind.
+#   * `stop` leaves no process behind;
+#   * the tools' flags: --flag=VALUE and --flag VALUE alike, --dir as the old spelling of
+#     --cluster-dir, bench's --auth secret|none, --keyring FILE and the old --auth FILE;
+#     an unknown flag exits 2 naming it.
 #
 #   cluster_test.sh [--ms-type tcp|rdma] [--rdma-device soft|IBDEV] [--seconds N]
 #                   [--poller-spin-us US]   (passed to the OSDs)
 # (or env MS_TYPE / RDMA_DEVICE / BENCH_SECONDS). Under `bazel test` the binaries come from
 # the runfiles; run by hand (or in the Soft-RoCE VM) it uses bazel-bin and tools/.
 set -euo pipefail
-MS_TYPE=${MS_TYPE:-tcp} RDMA_DEVICE=${RDMA_DEVICE:-soft} BENCH_SECONDS=${BENCH_SECONDS:-8}
-SPIN_ARGS=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --ms-type) MS_TYPE=$2; shift 2 ;;
-    --rdma-device) RDMA_DEVICE=$2; shift 2 ;;
-    --seconds) BENCH_SECONDS=$2; shift 2 ;;
-    --poller-spin-us) SPIN_ARGS=(--poller-spin-us "$2"); shift 2 ;;
-    *) echo "usage: $0 [--ms-type tcp|rdma] [--rdma-device DEV] [--seconds N] [--poller-spin-us US]" >&2; exit 2 ;;
-  esac
-done
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 if [[ -n "${TEST_SRCDIR:-}" ]]; then
   RUNFILES=$TEST_SRCDIR/msgr
@@ -31,15 +23,51 @@ else
   RUNFILES=$ROOT/bazel-bin
   TOOLS=$ROOT/tools
 fi
+MS_TYPE=${MS_TYPE:-tcp} RDMA_DEVICE=${RDMA_DEVICE:-soft} BENCH_SECONDS=${BENCH_SECONDS:-8}
+SPIN_ARGS=()
+# shellcheck source=tools/lib/flags.sh
+source "$TOOLS/lib/flags.sh"
+FLAGS_SCRIPT=cluster_test.sh
+usage_text() { flags_header "$0"; }
+flags_begin "$@"
+while flags_next; do
+  case "$FLAG" in
+    --ms-type) flag_value MS_TYPE ;;
+    --rdma-device) flag_value RDMA_DEVICE ;;
+    --seconds) flag_value BENCH_SECONDS ;;
+    --poller-spin-us) flag_value spin; SPIN_ARGS=(--poller-spin-us="$spin") ;;
+    *) flag_unknown ;;
+  esac
+done
 export MSGR_BIN=$RUNFILES MSGR_REBUILD=0
 # Unix socket paths must stay short: the cluster lives under /tmp, not TEST_TMPDIR.
 DIR=$(mktemp -d /tmp/msgr-cluster-test.XXXXXX)
 fail() { echo "FAIL: $*" >&2; tail -n 20 "$DIR"/log/*.log >&2 || true; exit 1; }
-cleanup() { bash "$TOOLS/cluster.sh" stop --dir "$DIR" >/dev/null 2>&1 || true; rm -rf "$DIR"; }
+cleanup() { bash "$TOOLS/cluster.sh" stop --cluster-dir "$DIR" >/dev/null 2>&1 || true; rm -rf "$DIR"; }
 trap cleanup EXIT
 
-bash "$TOOLS/cluster.sh" start --dir "$DIR" --osds 3 --ms-type "$MS_TYPE" --grace-ms 3000 \
-  --rdma-device "$RDMA_DEVICE" "${SPIN_ARGS[@]}" || fail "cluster did not start"
+# usage_error RC_WANT WORD CMD...: CMD exits RC_WANT (2) at once with WORD in its error and
+# its usage.
+usage_error() {
+  local want=$1 word=$2 rc=0 err
+  shift 2
+  err=$("$@" 2>&1 >/dev/null) || rc=$?
+  [[ $rc == "$want" ]] || fail "'$*' exited $rc, not $want: $err"
+  grep -qF -- "$word" <<<"$err" || fail "'$*' did not name $word: $err"
+  grep -qi "usage\|--cluster-dir" <<<"$err" || fail "'$*' printed no usage: $err"
+}
+usage_error 2 "unknown flag '--no-such-flag'" \
+  bash "$TOOLS/cluster.sh" start --cluster-dir "$DIR" --no-such-flag 1
+usage_error 2 "unknown flag '--no-such-flag'" bash "$TOOLS/cluster.sh" status --no-such-flag=1
+usage_error 2 "--osds needs a value" bash "$TOOLS/cluster.sh" start --cluster-dir "$DIR" --osds
+usage_error 2 "--kill takes no value" bash "$TOOLS/cluster.sh" stop-osd --dir "$DIR" --id 0 --kill=1
+usage_error 2 "unknown argument '--no-such-flag'" bash "$TOOLS/bench.sh" --mon 127.0.0.1:1 --no-such-flag
+usage_error 2 "--auth" bash "$TOOLS/bench.sh" --mon 127.0.0.1:1 --auth=secret
+[[ ! -e "$DIR/mon.pid" ]] || fail "a refused command line started something"
+
+# --flag=VALUE forms throughout.
+bash "$TOOLS/cluster.sh" start --cluster-dir="$DIR" --osds=3 --ms-type="$MS_TYPE" --grace-ms=3000 \
+  --rdma-device="$RDMA_DEVICE" "${SPIN_ARGS[@]}" || fail "cluster did not start"
 MON=$(cat "$DIR/mon.addr")
 if [[ "$MS_TYPE" == rdma ]]; then
   # The OSDs must really run on the requested device (soft HCA, or ibverbs in the VM).
@@ -47,19 +75,22 @@ if [[ "$MS_TYPE" == rdma ]]; then
   grep -q "messenger on $want" "$DIR/log/osd.0.log" || fail "osd.0 not on $want"
   grep -h "messenger on device" "$DIR/log/osd.0.log"
 fi
-status=$(bash "$TOOLS/cluster.sh" status --dir "$DIR")
+status=$(bash "$TOOLS/cluster.sh" status --cluster-dir "$DIR")
 echo "$status"
 grep -q "3 up, 3 in" <<<"$status" || fail "status does not show 3 OSDs up and in"
+# --dir: the old spelling, in both forms.
+grep -q "3 up, 3 in" <(bash "$TOOLS/cluster.sh" status --dir "$DIR") || fail "status --dir DIR"
+grep -q "3 up, 3 in" <(bash "$TOOLS/cluster.sh" status --dir="$DIR") || fail "status --dir=DIR"
 
 # Writes while osd.1 is killed and restarted.
 BENCH=(bash "$TOOLS/bench.sh" --mon "$MON" --ms-type "$MS_TYPE" --rdma-device "$RDMA_DEVICE" -b 16K -t 8
-       --cluster-dir "$DIR" --prefix kill --quiet)
+       --cluster-dir "$DIR" --auth=secret --prefix kill --quiet)
 "${BENCH[@]}" --seconds "$BENCH_SECONDS" --acked-log "$DIR/acked.log" --json "$DIR/bench.json" &
 bench_pid=$!
 sleep $((BENCH_SECONDS / 4))
-bash "$TOOLS/cluster.sh" stop-osd --dir "$DIR" --id 1 --kill
+bash "$TOOLS/cluster.sh" stop-osd --cluster-dir="$DIR" --id=1 --kill
 sleep 1
-bash "$TOOLS/cluster.sh" start-osd --dir "$DIR" --id 1 || fail "osd.1 did not restart"
+bash "$TOOLS/cluster.sh" start-osd --cluster-dir="$DIR" --id=1 || fail "osd.1 did not restart"
 wait "$bench_pid" || fail "bench failed while an OSD was killed and restarted"
 acked=$(wc -l < "$DIR/acked.log")
 [[ $acked -gt 50 ]] || fail "only $acked objects acknowledged"
@@ -70,12 +101,13 @@ assert j["errors"] == 0, j
 assert j["ops"] > 0 and j["mb_per_s"] > 0, j
 for k in ("ms_type", "object_size", "concurrency", "seconds", "ops", "bytes", "iops"):
     assert k in j, k
+assert j["auth"] == "secret", j["auth"]
 for k in ("p50", "p99", "p999", "max"):
     assert j["lat_us"][k] > 0, k
 PY
 verify_json="$DIR/verify.json"
 bash "$TOOLS/bench.sh" verify --mon "$MON" --ms-type "$MS_TYPE" --rdma-device "$RDMA_DEVICE" \
-  --oids "$DIR/acked.log" --json "$verify_json" --auth "$DIR/keyring" \
+  --oids "$DIR/acked.log" --json "$verify_json" --keyring="$DIR/keyring" \
   || fail "verify of acknowledged objects failed"
 python3 - "$verify_json" "$acked" <<'PY' || fail "not every acknowledged object verified"
 import json, sys
@@ -88,7 +120,7 @@ PY
 MONCTL=("$RUNFILES/osd_sim/mon/monctl" --mon "$MON")
 bash "$TOOLS/cluster.sh" stop-osd --dir "$DIR" --id 2 --kill
 "${MONCTL[@]}" --wait-s 20 wait 2 down || fail "killed osd.2 not marked down via WatchMap"
-bash "$TOOLS/cluster.sh" start-osd --dir "$DIR" --id 2 || fail "osd.2 did not restart"
+bash "$TOOLS/cluster.sh" start-osd --dir="$DIR" --id 2 || fail "osd.2 did not restart"
 "${MONCTL[@]}" --wait-s 20 wait 2 up || fail "restarted osd.2 not up via WatchMap"
 
 # Garbage on an OSD's messenger port: that connection is dropped, the OSD keeps serving.
@@ -97,6 +129,27 @@ addr=$("$RUNFILES/osd_sim/mon/monctl" --mon "$MON" map-json \
 head -c 100000 /dev/urandom > "/dev/tcp/${addr%:*}/${addr##*:}" || true
 "${BENCH[@]}" --count 200 --prefix after-garbage --verify || fail "writes after garbage failed"
 kill -0 "$(cat "$DIR/osd.0.pid")" || fail "osd.0 died after garbage on its port"
+
+# bench's old spelling --auth FILE, without --cluster-dir: the secret comes from FILE alone.
+bash "$TOOLS/bench.sh" --mon="$MON" --ms-type="$MS_TYPE" --rdma-device="$RDMA_DEVICE" -b 4K -t 4 \
+  --count=50 --prefix=old-auth --quiet --auth "$DIR/keyring" --json="$DIR/old-auth.json" \
+  || fail "bench --auth KEYRING (the old spelling) failed"
+python3 - "$DIR/old-auth.json" <<'PY' || fail "bench --auth KEYRING did not authenticate"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["auth"] == "secret" and j["ops"] == 50 and j["errors"] == 0, j
+PY
+# --auth none really goes without the secret: the OSDs refuse it (the write times out).
+rc=0
+bash "$TOOLS/bench.sh" --mon "$MON" --ms-type "$MS_TYPE" --rdma-device "$RDMA_DEVICE" -b 4K -t 1 \
+  --count 1 --op-timeout 2 --prefix no-auth --quiet --cluster-dir "$DIR" --auth none \
+  --json "$DIR/no-auth.json" > "$DIR/no-auth.out" 2>&1 || rc=$?
+[[ $rc == 1 ]] || fail "bench --auth none against a cluster with a secret exited $rc, not 1"
+python3 - "$DIR/no-auth.json" <<'PY' || fail "bench --auth none: wrong JSON"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["auth"] == "none" and j["ops"] == 0 and j["errors"] == 1, j
+PY
 
 # perf dump reports the writes.
 "$RUNFILES/osd_sim/tools/msgr_admin" "$DIR/run/osd.0.asok" perf dump > "$DIR/perf.json"
