@@ -1,6 +1,14 @@
-// A tiny command-line parser for the mon tools: `--name value` and `--name=value` flags
-// (names with dashes, as in `--data-dir`), plus positional words. absl flags would want
-// `--data_dir`, which the cluster scripts do not use.
+// A tiny command-line parser for the mon, the osd and monctl: `--name value` and
+// `--name=value` flags (names with dashes, as in `--data-dir`), plus positional words.
+//
+// Not Abseil flags, measured with Debian's libabsl-dev 20220623 (linked by the WORKSPACE,
+// absl_flags_parse included; it links and runs): an ABSL_FLAG's name is a C identifier, so
+// `--data-dir` is refused ("ERROR: Unknown command line flag 'data-dir'") and would have to
+// become `--data_dir` or be rewritten in argv first, with absl's messages and --help then
+// naming `data_dir`; absl::ParseCommandLine reports a bad argument with std::exit(1) (our
+// tools exit 2 on bad usage, and a test could check errors only as death tests: a parse
+// that returns its errors came in a later Abseil), prints its own --help and exits 1, and
+// adds --flagfile, --fromenv, --undefok, --helpfull ... to every binary.
 //
 // Thread-safety: a CliFlags is a plain value; use from one thread.
 #ifndef MSGR_OSD_SIM_MON_CLI_FLAGS_H_
