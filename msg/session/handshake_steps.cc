@@ -1,0 +1,250 @@
+#include "msg/session/handshake_steps.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace msgr::session {
+namespace {
+
+bool Secret(const AuthConfig& a) { return a.mode == AuthConfig::Mode::kSecret; }
+
+std::string Frame(FrameType type, const std::string& payload) {
+  FrameHeader h;
+  h.type = type;
+  return EncodeFrame(h, payload);
+}
+
+absl::Status Unexpected(const char* want, const FrameHeader& h) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("expected ", want, ", got ", FrameTypeName(h.type), " frame"));
+}
+
+// A peer without the features this build needs cannot talk to it: say which and what to do.
+absl::Status CheckFeatures(uint64_t theirs, std::string_view who) {
+  if ((theirs & kFeaturesRequired) == kFeaturesRequired) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s offers msgr features 0x%x, this messenger needs 0x%x (features 0x%x missing): "
+      "run the same msgr version on both sides",
+      std::string(who), theirs, kFeaturesRequired, kFeaturesRequired & ~theirs));
+}
+
+// EOF or a cancelled read between frames is the peer leaving, not an error of its.
+Blame ReadErrorBlame(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsCancelled(s) ? Blame::kNone : Blame::kProtocol;
+}
+
+}  // namespace
+
+void CountFailure(const HandshakeError& e, LiveMessengerCounters* c) {
+  switch (e.blame) {
+    case Blame::kNone:
+      return;
+    case Blame::kAuth:
+      c->auth_failures++;
+      return;
+    case Blame::kProtocol:
+      if (absl::IsDataLoss(e.why)) {
+        c->crc_errors++;
+      } else {
+        c->protocol_errors++;
+      }
+      return;
+  }
+}
+
+std::string CloseFrame(const HandshakeError& e) {
+  FrameHeader h;
+  h.type = FrameType::kClose;
+  h.msg_type = static_cast<uint16_t>(e.why.code());
+  const bool proof = e.blame == Blame::kAuth && absl::IsUnauthenticated(e.why);
+  return EncodeFrame(h, proof ? std::string("authentication failed") : std::string(e.why.message()));
+}
+
+absl::Status RefusalFromClose(const FrameHeader& h, std::string_view payload,
+                              std::string_view who) {
+  // msg_type: the refusal's absl::StatusCode; 0 (or out of range) from older peers.
+  const bool has_code = h.msg_type > 0 && h.msg_type <= 16;
+  const auto code = has_code ? static_cast<absl::StatusCode>(h.msg_type)
+                             : absl::StatusCode::kUnauthenticated;
+  return absl::Status(code, absl::StrCat(std::string(who), " refused the connection: ", std::string(payload)));
+}
+
+// ------------------------------------------------------------------------------ server
+
+ServerHandshake::ServerHandshake(EntityName me, AuthConfig auth, std::string peer_addr)
+    : me_(me), auth_(std::move(auth)), peer_addr_(std::move(peer_addr)) {}
+
+std::string ServerHandshake::who() const {
+  return has_hello_ ? absl::StrCat(hello_.name.ToString(), " at ", peer_addr_)
+                    : absl::StrCat("peer at ", peer_addr_);
+}
+
+absl::Status ServerHandshake::Fail(absl::Status why, Blame blame, bool send_close) {
+  error_ = HandshakeError{why, blame, send_close};
+  return why;
+}
+
+absl::Status ServerHandshake::Refuse(absl::Status why, Blame blame, bool send_close) {
+  return Fail(std::move(why), blame, send_close);
+}
+
+absl::Status ServerHandshake::OnReadError(const absl::Status& s) {
+  return Fail(s, ReadErrorBlame(s), false);
+}
+
+absl::Status ServerHandshake::OnTimeout(absl::Duration timeout) {
+  return Fail(absl::DeadlineExceededError(absl::StrCat("handshake did not finish within ",
+                                                       absl::FormatDuration(timeout))),
+              Blame::kProtocol, false);
+}
+
+absl::StatusOr<std::string> ServerHandshake::OnHello(const FrameHeader& h,
+                                                     std::string_view payload) {
+  if (h.type != FrameType::kHello) return Fail(Unexpected("HELLO", h), Blame::kProtocol, false);
+  auto hello = DecodeHello(payload);
+  if (!hello.ok()) return Fail(hello.status(), Blame::kProtocol, false);
+  hello_ = *hello;
+  has_hello_ = true;
+  if (absl::Status s = CheckFeatures(hello_.features, "peer"); !s.ok()) {
+    return Fail(s, Blame::kProtocol, true);
+  }
+  const bool secret = Secret(auth_);
+  if (secret && hello_.auth != AuthMode::kSecret) {
+    return Fail(absl::UnauthenticatedError("peer has no cluster key (authentication required)"),
+                Blame::kAuth, true);
+  }
+  if (!secret && hello_.auth == AuthMode::kSecret) {
+    return Fail(absl::UnauthenticatedError(
+                    "peer wants to authenticate but this messenger has no cluster key"),
+                Blame::kAuth, true);
+  }
+  Challenge c;
+  c.name = me_;
+  c.features = kFeaturesSupported;
+  c.auth = secret ? AuthMode::kSecret : AuthMode::kNone;
+  c.nonce = nonce_ = NewNonce();
+  if (secret) c.proof = ServerProof(auth_.secret, hello_.nonce, nonce_, hello_.name, me_);
+  return Frame(FrameType::kChallenge, EncodeChallenge(c));
+}
+
+absl::StatusOr<AuthReply> ServerHandshake::OnAuth(const FrameHeader& h,
+                                                  std::string_view payload) {
+  if (h.type == FrameType::kClose) {
+    // The client could not verify our proof (a different cluster key).
+    return Fail(absl::UnauthenticatedError(
+                    absl::StrCat("peer refused our proof of the cluster key: ", std::string(payload))),
+                Blame::kAuth, false);
+  }
+  if (h.type != FrameType::kAuth) return Fail(Unexpected("AUTH", h), Blame::kProtocol, false);
+  auto a = DecodeAuth(payload);
+  if (!a.ok()) return Fail(a.status(), Blame::kProtocol, false);
+  if (Secret(auth_) &&
+      !ProofEquals(a->proof, ClientProof(auth_.secret, hello_.nonce, nonce_, hello_.name, me_))) {
+    return Fail(absl::UnauthenticatedError("peer failed to prove it holds the cluster key"),
+                Blame::kAuth, true);
+  }
+  if (a->cookie == 0) {
+    return Fail(absl::InvalidArgumentError("AUTH with a zero session cookie"), Blame::kProtocol,
+                false);
+  }
+  return *a;
+}
+
+// ------------------------------------------------------------------------------ client
+
+ClientHandshake::ClientHandshake(EntityName me, AuthConfig auth, std::string peer_addr)
+    : me_(me), auth_(std::move(auth)), peer_addr_(std::move(peer_addr)) {}
+
+std::string ClientHandshake::who() const {
+  return has_peer_ ? absl::StrCat(peer_.ToString(), " at ", peer_addr_)
+                   : absl::StrCat("peer at ", peer_addr_);
+}
+
+absl::Status ClientHandshake::Fail(absl::Status why, Blame blame, bool send_close) {
+  error_ = HandshakeError{why, blame, send_close};
+  return why;
+}
+
+absl::Status ClientHandshake::OnReadError(const absl::Status& s) {
+  return Fail(s, Blame::kNone, false);
+}
+
+absl::Status ClientHandshake::OnTimeout(absl::Duration timeout) {
+  return Fail(absl::DeadlineExceededError(absl::StrCat("handshake with ", who(),
+                                                       " did not finish within ",
+                                                       absl::FormatDuration(timeout))),
+              Blame::kNone, false);
+}
+
+std::string ClientHandshake::HelloFrame() {
+  Hello h;
+  h.name = me_;
+  h.features = kFeaturesSupported;
+  h.auth = Secret(auth_) ? AuthMode::kSecret : AuthMode::kNone;
+  h.nonce = nonce_ = NewNonce();
+  return Frame(FrameType::kHello, EncodeHello(h));
+}
+
+absl::StatusOr<std::string> ClientHandshake::OnChallenge(const FrameHeader& h,
+                                                         std::string_view payload,
+                                                         AuthReply resume) {
+  if (h.type == FrameType::kClose) {
+    const absl::Status why = RefusalFromClose(h, payload, who());
+    return Fail(why, absl::IsUnauthenticated(why) ? Blame::kAuth : Blame::kNone, false);
+  }
+  if (h.type != FrameType::kChallenge) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(who(), " sent ", FrameTypeName(h.type),
+                                                        " where CHALLENGE was expected")),
+                Blame::kProtocol, false);
+  }
+  auto c = DecodeChallenge(payload);
+  if (!c.ok()) return Fail(c.status(), Blame::kProtocol, false);
+  peer_ = c->name;
+  has_peer_ = true;
+  if (absl::Status s = CheckFeatures(c->features, who()); !s.ok()) {
+    return Fail(s, Blame::kProtocol, true);
+  }
+  const bool secret = Secret(auth_);
+  if (secret && c->auth != AuthMode::kSecret) {
+    return Fail(absl::UnauthenticatedError(
+                    absl::StrCat(who(), " does not authenticate itself (no cluster key)")),
+                Blame::kAuth, true);
+  }
+  if (!secret && c->auth == AuthMode::kSecret) {
+    return Fail(absl::UnauthenticatedError(
+                    absl::StrCat(who(), " requires a cluster key and we have none")),
+                Blame::kAuth, true);
+  }
+  if (secret && !ProofEquals(c->proof, ServerProof(auth_.secret, nonce_, c->nonce, me_, peer_))) {
+    return Fail(absl::UnauthenticatedError(
+                    absl::StrCat(who(), " failed to prove it holds the cluster key")),
+                Blame::kAuth, true);
+  }
+  resume.proof = secret ? ClientProof(auth_.secret, nonce_, c->nonce, me_, peer_) : std::string();
+  return Frame(FrameType::kAuth, EncodeAuth(resume));
+}
+
+absl::StatusOr<Ready> ClientHandshake::OnReady(const FrameHeader& h, std::string_view payload,
+                                               bool want_ring) {
+  if (h.type == FrameType::kClose) {
+    const absl::Status why = RefusalFromClose(h, payload, who());
+    return Fail(why, absl::IsUnauthenticated(why) ? Blame::kAuth : Blame::kNone, false);
+  }
+  if (h.type != FrameType::kReady) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(who(), " sent ", FrameTypeName(h.type),
+                                                        " where READY was expected")),
+                Blame::kProtocol, false);
+  }
+  auto r = DecodeReady(payload);
+  if (!r.ok()) return Fail(r.status(), Blame::kProtocol, false);
+  if (want_ring && !IsValidRingSize(r->ring_bytes)) {
+    return Fail(absl::InvalidArgumentError(
+                    absl::StrCat(who(), " offered an invalid ring of ", r->ring_bytes, " bytes")),
+                Blame::kProtocol, false);
+  }
+  return *r;
+}
+
+}  // namespace msgr::session

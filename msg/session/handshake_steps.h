@@ -1,0 +1,139 @@
+// The session handshake as two state machines, written once for every backend and
+// sans-I/O: they consume the frames a transport read (header + payload) and return the
+// frames it must write, or the reason to stop. They never touch a socket, a side channel
+// or a QP, so they are unit-tested without any (tests/msg/session/).
+//
+//   client (ClientHandshake)                    server (ServerHandshake)
+//   HelloFrame()                 HELLO    -->   OnHello()     -> CHALLENGE to write
+//   OnChallenge() -> AUTH       <-- CHALLENGE
+//                                AUTH     -->   OnAuth()      -> the peer's AuthReply
+//                                                (the backend finds or creates the session
+//                                                 and writes READY: msg/handshake.h)
+//   OnReady()     -> Ready      <-- READY / CLOSE
+//
+// Payload codecs and proofs are msg/handshake.h; the exchange is msg/PROTOCOL.md,
+// "Handshake". A failed step returns its Status and leaves the details in last_error():
+// who is to blame (for the counters), and whether to answer with CLOSE first. Error texts
+// are the same on every backend.
+//
+// Thread-safety: an object belongs to one handshake attempt, driven by one thread at a
+// time (or a strand). No internal locking.
+#ifndef MSGR_MSG_SESSION_HANDSHAKE_STEPS_H_
+#define MSGR_MSG_SESSION_HANDSHAKE_STEPS_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "msg/frame.h"
+#include "msg/handshake.h"
+#include "msg/messenger.h"
+#include "msg/messenger_counters.h"
+#include "msg/ring/ring.h"
+
+namespace msgr::session {
+
+// Features a peer must offer in HELLO / CHALLENGE, or it is refused with both sets named.
+inline constexpr uint64_t kFeaturesRequired = kFeatureRing | kFeatureResume;
+
+// Who a failed handshake step blames, for the counters.
+enum class Blame {
+  kNone,      // the peer went away or the attempt was cancelled: not an error of anyone's
+  kProtocol,  // malformed or unexpected input (crc_errors when the status is DATA_LOSS)
+  kAuth,      // authentication or authorization refused (auth_failures)
+};
+
+struct HandshakeError {
+  absl::Status why;
+  Blame blame = Blame::kNone;
+  // Answer with CloseFrame() before closing (the peer learns why it was refused).
+  bool send_close = false;
+};
+
+// Counts `e` once in `c`: auth_failures, crc_errors (DATA_LOSS) or protocol_errors.
+void CountFailure(const HandshakeError& e, LiveMessengerCounters* c);
+
+// The CLOSE frame that refuses a peer: msg_type carries the status code, the payload the
+// reason ("authentication failed" for every proof or key mismatch: the peer learns that
+// it was refused, not which check failed).
+std::string CloseFrame(const HandshakeError& e);
+
+// What a CLOSE received during the handshake means: its code (UNAUTHENTICATED when it
+// carries none) and "<who> refused the connection: <reason>".
+absl::Status RefusalFromClose(const FrameHeader& h, std::string_view payload,
+                              std::string_view who);
+
+class ServerHandshake {
+ public:
+  // `peer_addr` only names the peer in errors and logs.
+  ServerHandshake(EntityName me, AuthConfig auth, std::string peer_addr);
+
+  // HELLO arrived: returns the CHALLENGE frame to write.
+  absl::StatusOr<std::string> OnHello(const FrameHeader& h, std::string_view payload);
+  // AUTH arrived: checks the proof; returns the peer's AuthReply (cookie, resume state).
+  // REQUIRES: OnHello succeeded.
+  absl::StatusOr<AuthReply> OnAuth(const FrameHeader& h, std::string_view payload);
+  // The transport could not read the next frame (EOF, reset, malformed frame).
+  absl::Status OnReadError(const absl::Status& s);
+  // The handshake did not finish within `timeout`.
+  absl::Status OnTimeout(absl::Duration timeout);
+  // The backend refuses the authenticated peer (session rules, shutdown): records why.
+  absl::Status Refuse(absl::Status why, Blame blame, bool send_close);
+
+  const HandshakeError& last_error() const { return error_; }
+  bool has_hello() const { return has_hello_; }
+  const Hello& hello() const { return hello_; }
+  // "client.4 at 127.0.0.1:5555" once HELLO named the peer, else "peer at 127.0.0.1:5555".
+  std::string who() const;
+
+ private:
+  absl::Status Fail(absl::Status why, Blame blame, bool send_close);
+
+  const EntityName me_;
+  const AuthConfig auth_;
+  const std::string peer_addr_;
+  bool has_hello_ = false;
+  Hello hello_;
+  Nonce nonce_{};
+  HandshakeError error_;
+};
+
+class ClientHandshake {
+ public:
+  // `peer_addr` is where we connect: it names the peer until CHALLENGE does.
+  ClientHandshake(EntityName me, AuthConfig auth, std::string peer_addr);
+
+  // The HELLO frame to write first (a fresh nonce).
+  std::string HelloFrame();
+  // CHALLENGE (or a CLOSE) arrived: checks the server's proof and returns the AUTH frame
+  // to write, carrying `resume`'s cookie, in_seq and flags (its proof is filled in here).
+  absl::StatusOr<std::string> OnChallenge(const FrameHeader& h, std::string_view payload,
+                                          AuthReply resume);
+  // READY (or a CLOSE) arrived. `want_ring`: a usable ring size is required.
+  absl::StatusOr<Ready> OnReady(const FrameHeader& h, std::string_view payload, bool want_ring);
+  absl::Status OnReadError(const absl::Status& s);
+  absl::Status OnTimeout(absl::Duration timeout);
+
+  const HandshakeError& last_error() const { return error_; }
+  // The server's name (from CHALLENGE); empty before.
+  const EntityName& peer() const { return peer_; }
+  // "osd.0 at 127.0.0.1:6800" once CHALLENGE named the server, else "peer at ...".
+  std::string who() const;
+
+ private:
+  absl::Status Fail(absl::Status why, Blame blame, bool send_close);
+
+  const EntityName me_;
+  const AuthConfig auth_;
+  const std::string peer_addr_;
+  bool has_peer_ = false;
+  EntityName peer_;
+  Nonce nonce_{};
+  HandshakeError error_;
+};
+
+}  // namespace msgr::session
+
+#endif  // MSGR_MSG_SESSION_HANDSHAKE_STEPS_H_
