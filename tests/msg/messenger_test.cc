@@ -33,6 +33,19 @@ void BackendOptions(const std::string& backend, MessengerOptions* o) {
   if (backend == "rdma") o->backend_options["rdma_device"] = "soft";
 }
 
+// Polls `done` every 2 ms for up to `limit`: for state that another thread updates after
+// the event a test waited for (a counter bumped when a write completes, or when a drainer
+// releases what it already recorded). True once `done` held.
+template <typename F>
+bool Eventually(F done, milliseconds limit = milliseconds(10000)) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  return true;
+}
+
 std::string Pattern(size_t n, uint64_t seed) {
   std::string s(n, '\0');
   std::mt19937_64 rng(seed);
@@ -103,10 +116,11 @@ TEST_P(MessengerTest, PingPong) {
   ASSERT_TRUE(sd.WaitFor([&] { return sd.accepted.size() == 1; }));
   sd.Locked([&] { EXPECT_EQ(sd.accepted[0]->peer_name(), (EntityName{EntityType::kClient, 7})); });
 
-  // Counters move on both ends (a write is counted when it completes: poll briefly).
-  for (int t = 0; t < 200 && server->counters().msgs_sent < 100; ++t) {
-    std::this_thread::sleep_for(milliseconds(5));
-  }
+  // Counters move on both ends (a write is counted when it completes, which may be after
+  // the peer has the message: on either end).
+  EXPECT_TRUE(Eventually([&] {
+    return client->counters().msgs_sent >= 100 && server->counters().msgs_sent >= 100;
+  }));
   const MessengerCounters cc = client->counters();
   const MessengerCounters sc = server->counters();
   EXPECT_EQ(cc.msgs_sent, 100u);
@@ -187,11 +201,13 @@ TEST_P(MessengerTest, RingRecordsWrapAroundByteIdentical) {
     ASSERT_TRUE(got[i].payload == sent[i]) << "record " << i << " differs";
   }
   EXPECT_GT((*conn)->max_record_payload(), 0u);
-  // The sender counts a record once its write finished, which may be a moment after the
-  // receiver already has it.
-  for (int t = 0; t < 500 && client->counters().records_sent < static_cast<uint64_t>(kN); ++t) {
-    std::this_thread::sleep_for(milliseconds(2));
-  }
+  // The sender counts a record once its write finished, the receiver once the record is
+  // in the ring (tcp) or released by the drainer (rdma): each may be a moment after the
+  // drainer has it.
+  EXPECT_TRUE(Eventually([&] {
+    return client->counters().records_sent >= static_cast<uint64_t>(kN) &&
+           server->counters().records_received >= static_cast<uint64_t>(kN);
+  }));
   EXPECT_EQ(client->counters().records_sent, static_cast<uint64_t>(kN));
   EXPECT_EQ(server->counters().records_received, static_cast<uint64_t>(kN));
   EXPECT_EQ(sd.Locked([&] { return sd.rings[0]->bytes(); }), kTestRing);
