@@ -114,6 +114,13 @@ bool WaitFor(F f) {
   return false;
 }
 
+// Waits (up to 5 s) until the counters the poller published satisfy `done`. Its thread
+// publishes them every 10 ms, before it sleeps, and at once when a record fails: an ack
+// can reach the connection before the counters that count its record.
+bool CountersWhen(Poller& poller, const std::function<bool(const PollerCounters&)>& done) {
+  return WaitFor([&] { return done(poller.counters()); });
+}
+
 // Lets the store finish what it holds, again and again, until `conn` has `n` acks.
 bool FlushUntilAcked(FakeSink& sink, FakeConnection& conn, size_t n) {
   return WaitFor([&] {
@@ -163,10 +170,12 @@ TEST(PollerTest, AcksOnlyAfterDurableAndReleasesSpaceInOrder) {
     std::lock_guard<std::mutex> l(rig.conn->mu);
     return rig.conn->acked.size() == 5;
   }));
-  std::lock_guard<std::mutex> l(rig.conn->mu);
-  EXPECT_EQ(rig.conn->released, rig.prod.produced());
-  auto c = rig.poller->counters();
-  EXPECT_EQ(c.records, 5u);
+  {
+    std::lock_guard<std::mutex> l(rig.conn->mu);
+    EXPECT_EQ(rig.conn->released, rig.prod.produced());
+  }
+  EXPECT_TRUE(CountersWhen(*rig.poller, [](const PollerCounters& c) { return c.records >= 5; }));
+  EXPECT_EQ(rig.poller->counters().records, 5u);
 }
 
 TEST(PollerTest, StoreErrorIsAckedAsErrorAndSpaceStillReturned) {
@@ -222,6 +231,8 @@ TEST(PollerTest, PartsOfAWriteReachTheSinkTogetherAndOrphansAreRefused) {
     EXPECT_EQ(rig.conn->acked[12], absl::StatusCode::kOk);
     EXPECT_EQ(rig.conn->released, rig.prod.produced());
   }
+  EXPECT_TRUE(
+      CountersWhen(*rig.poller, [](const PollerCounters& c) { return c.orphan_parts >= 2; }));
   EXPECT_EQ(rig.poller->counters().orphan_parts, 2u);
   rig.poller->RemoveRings(rig.conn.get());  // the session ends with write C unfinished
   ASSERT_TRUE(WaitFor([&] { return rig.poller->ring_count() == 0; }));
@@ -257,9 +268,13 @@ TEST(PollerTest, CorruptRecordDropsConnectionButEarlierRecordsAreAcked) {
   Produce(&rig.prod, rig.ring.get(), "bad", "second", 2, /*corrupt=*/true);
   ASSERT_TRUE(WaitFor([&] { return rig.conn->marked_down.load(); }));
   ASSERT_TRUE(FlushUntilAcked(rig.sink, *rig.conn, 1));
-  std::lock_guard<std::mutex> l(rig.conn->mu);
-  EXPECT_EQ(rig.conn->acked.count(1), 1u);
-  EXPECT_EQ(rig.conn->acked.count(2), 0u) << "a corrupt record is never acknowledged";
+  {
+    std::lock_guard<std::mutex> l(rig.conn->mu);
+    EXPECT_EQ(rig.conn->acked.count(1), 1u);
+    EXPECT_EQ(rig.conn->acked.count(2), 0u) << "a corrupt record is never acknowledged";
+  }
+  EXPECT_TRUE(
+      CountersWhen(*rig.poller, [](const PollerCounters& c) { return c.crc_errors >= 1; }));
   EXPECT_GE(rig.poller->counters().crc_errors, 1u);
 }
 
@@ -267,8 +282,13 @@ TEST(PollerTest, IdlePollerSleepsInsteadOfSpinning) {
   PollerOptions opt;
   opt.spin = absl::Microseconds(100);
   Rig rig(opt);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  auto c = rig.poller->counters();
+  // The counters reach counters() as a sleep begins: once they show two sleeps they hold a
+  // whole one (max_sleep; the first may end early, woken by AddRing).
+  PollerCounters c;
+  EXPECT_TRUE(CountersWhen(*rig.poller, [&](const PollerCounters& now) {
+    c = now;
+    return now.sleeps >= 2;
+  }));
   EXPECT_GT(c.sleeps, 0u);
   EXPECT_GT(c.sleep_ns, 5 * c.spin_ns) << "an idle poller must mostly sleep";
   // And it wakes up for a record published while it sleeps.
@@ -321,7 +341,10 @@ TEST(PollerTest, OnlyRecordsOnUnsignalledRingsStartTheSpin) {
     std::lock_guard<std::mutex> l(rdma_conn->mu);
     return rdma_conn->acked.count(100) == 1;
   }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  // The spin reaches the counters when it ends (the poller publishes them before it sleeps).
+  EXPECT_TRUE(CountersWhen(**poller, [&](const PollerCounters& c) {
+    return c.spin_ns - spin1 >= 30'000'000u;
+  }));
   EXPECT_GE((*poller)->counters().spin_ns - spin1, 30'000'000u)
       << "a record on an unsignalled ring must start the 50 ms spin";
 }
