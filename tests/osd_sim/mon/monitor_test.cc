@@ -3,6 +3,7 @@
 #include "osd_sim/mon/monitor.h"
 
 #include <atomic>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -20,6 +21,24 @@ using testing::FastOptions;
 using testing::FindOsd;
 using testing::GetMap;
 using testing::MakeTempDir;
+
+// The map once `done` holds for it, or the last one after 10 s: the monitor's ticker marks
+// OSDs down and out on its own thread, a tick after the time has come.
+v1::ClusterMap MapWhen(v1::Monitor::Stub* stub,
+                       const std::function<bool(const v1::ClusterMap&)>& done) {
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  v1::ClusterMap map = GetMap(stub);
+  while (!done(map) && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(20));
+    map = GetMap(stub);
+  }
+  return map;
+}
+
+bool IsDown(const v1::ClusterMap& map, uint32_t id) {
+  const v1::OsdInfo* o = FindOsd(map, id);
+  return o != nullptr && !o->up();
+}
 
 class MonitorTest : public ::testing::Test {
  protected:
@@ -118,8 +137,8 @@ TEST_F(MonitorTest, HeartbeatsKeepAnOsdUpAndSilenceMarksItDown) {
   EXPECT_TRUE(FindOsd(map, 5)->up());
   EXPECT_EQ(map.epoch(), reply.epoch());  // heartbeats do not make epochs
 
-  absl::SleepFor(absl::Milliseconds(600));
-  map = GetMap(stub_.get());
+  // Silence: marked down once the grace has passed.
+  map = MapWhen(stub_.get(), [](const v1::ClusterMap& m) { return IsDown(m, 5); });
   EXPECT_FALSE(FindOsd(map, 5)->up());
   EXPECT_TRUE(FindOsd(map, 5)->in());  // down but in: keeps its PGs
   EXPECT_EQ(map.epoch(), reply.epoch() + 1);
@@ -211,12 +230,18 @@ TEST_F(MonitorTest, DownOutIntervalMarksOutAndBootMarksBackIn) {
     v1::MarkReply rep;
     ASSERT_TRUE(stub_->MarkOut(&c, req, &rep).ok());
   }
-  absl::SleepFor(absl::Milliseconds(300 + 200 + 200));
-  v1::ClusterMap map = GetMap(stub_.get());
+  // Both fall silent: down after the grace; osd.1 out after down_out_interval more.
+  v1::ClusterMap map = MapWhen(stub_.get(), [](const v1::ClusterMap& m) {
+    const v1::OsdInfo* o = FindOsd(m, 1);
+    return o != nullptr && o->auto_out() && IsDown(m, 2);
+  });
   EXPECT_FALSE(FindOsd(map, 1)->up());
   EXPECT_FALSE(FindOsd(map, 1)->in());
   EXPECT_TRUE(FindOsd(map, 1)->auto_out());
-  EXPECT_FALSE(FindOsd(map, 2)->auto_out());
+  // By the end of this sleep osd.2 has been down longer than down_out_interval (and a few
+  // ticks): out already, it must not have been made auto-out.
+  absl::SleepFor(absl::Milliseconds(200 + 100));
+  EXPECT_FALSE(FindOsd(GetMap(stub_.get()), 2)->auto_out());
 
   ASSERT_TRUE(Boot(stub_.get(), BootReq(1, "127.0.0.1:7001"), &reply).ok());
   ASSERT_TRUE(Boot(stub_.get(), BootReq(2, "127.0.0.1:7002"), &reply).ok());
