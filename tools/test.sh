@@ -5,7 +5,11 @@
 #   tools/test.sh            setup + plain build/tests + ASan/UBSan build/tests + RDMA VM suite
 #   tools/test.sh --quick    plain tests only (for development)
 #
-# Steps: each prints its own "step: N passed, N failed" line; the last line is the total.
+# Steps: each prints its own "step NAME: N passed, N failed" line (Bazel steps add
+# ", N skipped"); the last line is the total of passed and failed. Bazel steps count test
+# cases, from the test.xml of every run (tools/count_tests.py: gtest cases; an sh_test is
+# one case; a run that failed without a failed case in its XML, or a test target with no
+# result, counts as one failed case); skipped cases (GTEST_SKIP) are neither.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,24 +33,25 @@ TOTAL_PASS=0
 TOTAL_FAIL=0
 LOGDIR=$(mktemp -d /tmp/msgr-test.XXXXXX)
 
-# count_bazel LOG: reads Bazel's per-target summary lines (--test_summary=short).
-count_bazel() {
-  local log=$1 pass fail
-  pass=$(grep -cE '^//[^ ]+ +(\(cached\) +)?PASSED' "$log")
-  fail=$(grep -cE '^//[^ ]+ +(\(cached\) +)?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|FAILED TO BUILD)' "$log")
-  echo "$pass $fail"
-}
-
 run_bazel_step() {
   local name=$1; shift
-  local log="$LOGDIR/$name.log" rc pass fail
+  local log="$LOGDIR/$name.log" bep="$LOGDIR/$name.bep.json" rc counts pass fail skip
   echo "=== step $name: bazel test $* //..."
-  bazel test --nocache_test_results --test_summary=short "$@" //... 2>&1 | tee "$log"
+  bazel test --nocache_test_results --test_summary=short --build_event_json_file="$bep" \
+    "$@" //... 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
-  read -r pass fail < <(count_bazel "$log")
-  # A build failure leaves no per-target lines: count it so it cannot look green.
+  # Now, before another invocation replaces the test.xml files the build events name.
+  counts=$(python3 tools/count_tests.py "$bep" 2>"$LOGDIR/$name.count.log")
+  tee -a "$log" <"$LOGDIR/$name.count.log"
+  if [[ $counts =~ ^([0-9]+)\ ([0-9]+)\ ([0-9]+)$ ]]; then
+    pass=${BASH_REMATCH[1]} fail=${BASH_REMATCH[2]} skip=${BASH_REMATCH[3]}
+  else
+    echo "step $name: the test results could not be counted (tools/count_tests.py)"
+    pass=0 fail=1 skip=0
+  fi
+  # A failure that leaves no test result (bazel itself failed): it cannot look green.
   if [[ $rc -ne 0 && $fail -eq 0 ]]; then fail=1; fi
-  echo "step $name: $pass passed, $fail failed"
+  echo "step $name: $pass passed, $fail failed, $skip skipped"
   TOTAL_PASS=$((TOTAL_PASS + pass))
   TOTAL_FAIL=$((TOTAL_FAIL + fail))
 }
