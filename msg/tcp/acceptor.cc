@@ -1,14 +1,17 @@
 // Accepting side: the listening socket and the server half of the handshake.
 // A ServerHandshake owns a freshly accepted socket until the peer has authenticated;
 // only then does the socket reach a session (TcpMessenger::AttachAccepted) and the
-// Dispatcher hear about the peer. Every failure is logged with the peer's address and
-// counted (protocol_errors, crc_errors, auth_failures).
+// Dispatcher hear about the peer. The steps themselves are msg/session/handshake_steps.h
+// (shared with the rdma backend); this file reads and writes their frames. Every failure
+// is logged with the peer's address and counted (protocol_errors, crc_errors,
+// auth_failures).
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "msg/session/handshake_steps.h"
 #include "msg/tcp/error.h"
 #include "msg/tcp/frame_io.h"
 #include "msg/tcp/tcp_connection.h"
@@ -29,11 +32,8 @@ class ServerHandshake : public std::enable_shared_from_this<ServerHandshake> {
         shared_(msgr->shared()),
         socket_(std::move(socket)),
         strand_(asio::make_strand(msgr->io())),
-        timer_(msgr->io()) {
-    boost::system::error_code ec;
-    auto ep = socket_->remote_endpoint(ec);
-    peer_ = ec ? std::string("unknown peer") : EndpointToString(ep);
-  }
+        timer_(msgr->io()),
+        hs_(shared_->options.name, shared_->options.auth, PeerOf(*socket_)) {}
 
   void Start() {
     asio::post(strand_, [self = shared_from_this()] { self->Begin(); });
@@ -47,6 +47,12 @@ class ServerHandshake : public std::enable_shared_from_this<ServerHandshake> {
   }
 
  private:
+  static std::string PeerOf(const asio::ip::tcp::socket& s) {
+    boost::system::error_code ec;
+    auto ep = s.remote_endpoint(ec);
+    return ec ? std::string("unknown peer") : EndpointToString(ep);
+  }
+
   void Begin() {
     if (shared_->stopping) return;
     boost::system::error_code ec;
@@ -55,128 +61,69 @@ class ServerHandshake : public std::enable_shared_from_this<ServerHandshake> {
     timer_.async_wait(
         asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec) {
           if (ec || self->done_) return;
-          self->Fail(absl::DeadlineExceededError(absl::StrCat(
-                         "handshake did not finish within ",
-                         absl::FormatDuration(self->shared_->options.handshake_timeout))),
-                     Counter::kProtocol, false);
+          (void)self->hs_.OnTimeout(self->shared_->options.handshake_timeout);
+          self->Fail();
         }));
+    ReadNext(&ServerHandshake::OnHello);
+  }
+
+  void ReadNext(void (ServerHandshake::*step)(const FrameHeader&, const std::string&)) {
     AsyncReadFrame(socket_, strand_,
-                   [self = shared_from_this()](absl::Status s, FrameHeader h, std::string p) {
-                     self->OnHello(s, h, p);
+                   [self = shared_from_this(), step](absl::Status s, FrameHeader h, std::string p) {
+                     if (self->done_ || self->shared_->stopping) return;
+                     if (!s.ok()) {
+                       (void)self->hs_.OnReadError(s);
+                       return self->Fail();
+                     }
+                     ((*self).*step)(h, p);
                    });
   }
 
-  enum class Counter { kNone, kProtocol, kAuth };
-
-  void Fail(const absl::Status& why, Counter counter, bool send_close) {
+  // Ends the attempt as hs_.last_error() says: counted, logged, CLOSE first if due.
+  void Fail() {
     if (done_) return;
     done_ = true;
     timer_.cancel();
-    if (counter == Counter::kAuth) {
-      shared_->counters.auth_failures++;
-    } else if (absl::IsDataLoss(why)) {
-      shared_->counters.crc_errors++;
-    } else if (counter == Counter::kProtocol) {
-      shared_->counters.protocol_errors++;
-    }
-    const std::string who = have_hello_ ? absl::StrCat(hello_.name.ToString(), " at ", peer_)
-                                        : absl::StrCat("peer at ", peer_);
-    if (counter == Counter::kNone) {
-      spdlog::info("msgr tcp: handshake with {} ended: {}", who, why.ToString());
+    const session::HandshakeError& e = hs_.last_error();
+    session::CountFailure(e, &shared_->counters);
+    if (e.blame == session::Blame::kNone) {
+      spdlog::info("msgr tcp: handshake with {} ended: {}", hs_.who(), e.why.ToString());
     } else {
-      spdlog::warn("msgr tcp: refusing connection from {}: {}", who, why.ToString());
+      spdlog::warn("msgr tcp: refusing connection from {}: {}", hs_.who(), e.why.ToString());
     }
-    if (!send_close) {
+    if (!e.send_close) {
       boost::system::error_code ec;
       socket_->close(ec);
       return;
     }
-    FrameHeader h;
-    h.type = FrameType::kClose;
-    const std::string reason =
-        counter == Counter::kAuth ? "authentication failed" : std::string(why.message());
-    AsyncWriteBytes(socket_, strand_, EncodeFrame(h, reason), [socket = socket_](absl::Status) {
+    AsyncWriteBytes(socket_, strand_, session::CloseFrame(e), [socket = socket_](absl::Status) {
       boost::system::error_code ec;
       socket->close(ec);
     });
   }
 
-  // A read failed before or during a frame: EOF between frames is a plain close.
-  static Counter ReadFailureCounter(const absl::Status& s) {
-    return absl::IsUnavailable(s) || absl::IsCancelled(s) ? Counter::kNone : Counter::kProtocol;
+  void OnHello(const FrameHeader& fh, const std::string& payload) {
+    auto challenge = hs_.OnHello(fh, payload);
+    if (!challenge.ok()) return Fail();
+    AsyncWriteBytes(socket_, strand_, *challenge, [self = shared_from_this()](absl::Status s) {
+      if (self->done_ || self->shared_->stopping) return;
+      if (!s.ok()) {
+        (void)self->hs_.OnReadError(s);
+        return self->Fail();
+      }
+      self->ReadNext(&ServerHandshake::OnAuth);
+    });
   }
 
-  void OnHello(const absl::Status& s, const FrameHeader& fh, const std::string& payload) {
-    if (done_ || shared_->stopping) return;
-    if (!s.ok()) return Fail(s, ReadFailureCounter(s), false);
-    if (fh.type != FrameType::kHello) {
-      return Fail(absl::InvalidArgumentError(
-                      absl::StrCat("expected HELLO, got ", FrameTypeName(fh.type), " frame")),
-                  Counter::kProtocol, false);
-    }
-    auto h = DecodeHello(payload);
-    if (!h.ok()) return Fail(h.status(), Counter::kProtocol, false);
-    hello_ = *h;
-    have_hello_ = true;
-    const AuthConfig& auth = shared_->options.auth;
-    const bool secret = auth.mode == AuthConfig::Mode::kSecret;
-    if (secret && hello_.auth != AuthMode::kSecret) {
-      return Fail(absl::UnauthenticatedError("peer has no cluster key (authentication required)"),
-                  Counter::kAuth, true);
-    }
-    if (!secret && hello_.auth == AuthMode::kSecret) {
-      return Fail(absl::UnauthenticatedError(
-                      "peer wants to authenticate but this messenger has no cluster key"),
-                  Counter::kAuth, true);
-    }
-    Challenge c;
-    c.name = shared_->options.name;
-    c.features = kFeaturesSupported;
-    c.auth = secret ? AuthMode::kSecret : AuthMode::kNone;
-    c.nonce = nonce_ = NewNonce();
-    if (secret) c.proof = ServerProof(auth.secret, hello_.nonce, nonce_, hello_.name, c.name);
-    FrameHeader ch;
-    ch.type = FrameType::kChallenge;
-    AsyncWriteBytes(socket_, strand_, EncodeFrame(ch, EncodeChallenge(c)),
-                    [self = shared_from_this()](absl::Status s) {
-                      if (self->done_ || self->shared_->stopping) return;
-                      if (!s.ok()) return self->Fail(s, Counter::kNone, false);
-                      AsyncReadFrame(self->socket_, self->strand_,
-                                     [self](absl::Status s, FrameHeader h, std::string p) {
-                                       self->OnAuth(s, h, p);
-                                     });
-                    });
-  }
-
-  void OnAuth(const absl::Status& s, const FrameHeader& fh, const std::string& payload) {
-    if (done_ || shared_->stopping) return;
-    if (!s.ok()) return Fail(s, ReadFailureCounter(s), false);
-    if (fh.type == FrameType::kClose) {
-      return Fail(absl::UnauthenticatedError(
-                      absl::StrCat("peer refused our proof of the cluster key: ", payload)),
-                  Counter::kAuth, false);
-    }
-    if (fh.type != FrameType::kAuth) {
-      return Fail(absl::InvalidArgumentError(
-                      absl::StrCat("expected AUTH, got ", FrameTypeName(fh.type), " frame")),
-                  Counter::kProtocol, false);
-    }
-    auto a = DecodeAuth(payload);
-    if (!a.ok()) return Fail(a.status(), Counter::kProtocol, false);
-    const AuthConfig& auth = shared_->options.auth;
-    if (auth.mode == AuthConfig::Mode::kSecret &&
-        !ProofEquals(a->proof, ClientProof(auth.secret, hello_.nonce, nonce_, hello_.name,
-                                           shared_->options.name))) {
-      return Fail(absl::UnauthenticatedError("peer failed to prove it holds the cluster key"),
-                  Counter::kAuth, true);
-    }
-    if (a->cookie == 0) {
-      return Fail(absl::InvalidArgumentError("AUTH with a zero session cookie"), Counter::kProtocol,
-                  false);
-    }
-    if (absl::Status st = msgr_->AttachAccepted(socket_, peer_, hello_, *a); !st.ok()) {
-      if (absl::IsUnavailable(st)) return Fail(st, Counter::kNone, false);  // shutting down
-      return Fail(st, Counter::kAuth, true);
+  void OnAuth(const FrameHeader& fh, const std::string& payload) {
+    auto auth = hs_.OnAuth(fh, payload);
+    if (!auth.ok()) return Fail();
+    if (absl::Status st = msgr_->AttachAccepted(socket_, PeerOf(*socket_), hs_.hello(), *auth);
+        !st.ok()) {
+      // Unavailable: shutting down, not the peer's fault. Else a session rule refused it.
+      const bool shutdown = absl::IsUnavailable(st);
+      (void)hs_.Refuse(st, shutdown ? session::Blame::kNone : session::Blame::kAuth, !shutdown);
+      return Fail();
     }
     done_ = true;
     timer_.cancel();
@@ -187,11 +134,8 @@ class ServerHandshake : public std::enable_shared_from_this<ServerHandshake> {
   SocketPtr socket_;
   Strand strand_;
   asio::steady_timer timer_;
-  std::string peer_;
+  session::ServerHandshake hs_;
   bool done_ = false;
-  bool have_hello_ = false;
-  Hello hello_;
-  Nonce nonce_{};
 };
 
 void AbortHandshake(ServerHandshake* hs) { hs->Abort(); }

@@ -1,5 +1,6 @@
-// TcpConnection, connecting side: connect, HELLO -> CHALLENGE -> AUTH -> READY
-// (msg/handshake.h), then the session is open. Lossless connections retry with
+// TcpConnection, connecting side: connect, HELLO -> CHALLENGE -> AUTH -> READY (the steps
+// are msg/session/handshake_steps.h, shared with the rdma backend), then the session is
+// open. Lossless connections retry with
 // exponential backoff; lossy ones reset on the first failure.
 #include <spdlog/spdlog.h>
 
@@ -51,15 +52,8 @@ void TcpConnection::DoConnect() {
 }
 
 void TcpConnection::SendHello(uint64_t gen) {
-  const AuthConfig& auth = shared_->options.auth;
-  Hello h;
-  h.name = shared_->options.name;
-  h.features = kFeaturesSupported;
-  h.auth = auth.mode == AuthConfig::Mode::kSecret ? AuthMode::kSecret : AuthMode::kNone;
-  h.nonce = nonce_ = NewNonce();
-  FrameHeader fh;
-  fh.type = FrameType::kHello;
-  AsyncWriteBytes(socket_, strand_, EncodeFrame(fh, EncodeHello(h)),
+  hs_.emplace(shared_->options.name, shared_->options.auth, peer_addr());
+  AsyncWriteBytes(socket_, strand_, hs_->HelloFrame(),
                   [self = shared_from_this(), gen](absl::Status s) {
                     if (gen != self->gen_) return;
                     if (!s.ok()) return self->OnConnectFailed(s, false);
@@ -72,100 +66,50 @@ void TcpConnection::SendHello(uint64_t gen) {
                   });
 }
 
+bool TcpConnection::HandshakeFailed() {
+  const session::HandshakeError& e = hs_->last_error();
+  session::CountFailure(e, &shared_->counters);
+  if (e.send_close) {
+    AsyncWriteBytes(socket_, strand_, session::CloseFrame(e), [](absl::Status) {});
+  }
+  OnConnectFailed(e.why, e.blame == session::Blame::kAuth);
+  return false;
+}
+
 void TcpConnection::OnChallenge(uint64_t gen, const FrameHeader& fh, const std::string& payload) {
-  const AuthConfig& auth = shared_->options.auth;
-  const std::string addr = peer_addr();
-  if (fh.type == FrameType::kClose) {
-    shared_->counters.auth_failures++;
-    return OnConnectFailed(absl::PermissionDeniedError(absl::StrCat(
-                               "peer at ", addr, " refused the connection: ", payload)),
-                           true);
+  AuthReply resume;
+  resume.cookie = cookie_;
+  resume.in_seq = in_seq_.load();
+  resume.flags = (want_ring_ ? kAuthWantRing : 0) | (policy_.lossless ? kAuthLossless : 0) |
+                 (had_session_ ? kAuthHadSession : 0);
+  auto auth = hs_->OnChallenge(fh, payload, resume);
+  if (!auth.ok()) {
+    HandshakeFailed();
+    return;
   }
-  if (fh.type != FrameType::kChallenge) {
-    shared_->counters.protocol_errors++;
-    return OnConnectFailed(
-        absl::InvalidArgumentError(absl::StrCat("peer at ", addr, " sent ", FrameTypeName(fh.type),
-                                                " where CHALLENGE was expected")),
-        false);
-  }
-  auto c = DecodeChallenge(payload);
-  if (!c.ok()) {
-    shared_->counters.protocol_errors++;
-    return OnConnectFailed(c.status(), false);
-  }
-  const EntityName me = shared_->options.name;
-  const bool secret = auth.mode == AuthConfig::Mode::kSecret;
-  absl::Status refuse;
-  if (secret && c->auth != AuthMode::kSecret) {
-    refuse = absl::UnauthenticatedError(absl::StrCat(
-        c->name.ToString(), " at ", addr, " does not authenticate itself (no cluster key)"));
-  } else if (!secret && c->auth == AuthMode::kSecret) {
-    refuse = absl::UnauthenticatedError(
-        absl::StrCat(c->name.ToString(), " at ", addr, " requires a cluster key and we have none"));
-  } else if (secret &&
-             !ProofEquals(c->proof, ServerProof(auth.secret, nonce_, c->nonce, me, c->name))) {
-    refuse = absl::UnauthenticatedError(absl::StrCat(c->name.ToString(), " at ", addr,
-                                                     " failed to prove it holds the cluster key"));
-  }
-  if (!refuse.ok()) {
-    shared_->counters.auth_failures++;
-    FrameHeader close;
-    close.type = FrameType::kClose;
-    AsyncWriteBytes(socket_, strand_, EncodeFrame(close, "authentication failed"),
-                    [](absl::Status) {});
-    return OnConnectFailed(refuse, true);
-  }
-  AuthReply a;
-  if (secret) a.proof = ClientProof(auth.secret, nonce_, c->nonce, me, c->name);
-  a.cookie = cookie_;
-  a.in_seq = in_seq_.load();
-  a.flags = (want_ring_ ? kAuthWantRing : 0) | (policy_.lossless ? kAuthLossless : 0) |
-            (had_session_ ? kAuthHadSession : 0);
-  const EntityName peer = c->name;
-  FrameHeader ah;
-  ah.type = FrameType::kAuth;
-  AsyncWriteBytes(socket_, strand_, EncodeFrame(ah, EncodeAuth(a)),
-                  [self = shared_from_this(), gen, peer](absl::Status s) {
-                    if (gen != self->gen_) return;
-                    if (!s.ok()) return self->OnConnectFailed(s, false);
-                    AsyncReadFrame(self->socket_, self->strand_,
-                                   [self, gen, peer](absl::Status s, FrameHeader h, std::string p) {
-                                     if (gen != self->gen_) return;
-                                     if (!s.ok()) return self->OnConnectFailed(s, false);
-                                     self->hs_peer_ = peer;
-                                     self->OnReady(gen, h, p);
-                                   });
-                  });
+  AsyncWriteBytes(socket_, strand_, *auth, [self = shared_from_this(), gen](absl::Status s) {
+    if (gen != self->gen_) return;
+    if (!s.ok()) return self->OnConnectFailed(s, false);
+    AsyncReadFrame(self->socket_, self->strand_,
+                   [self, gen](absl::Status s, FrameHeader h, std::string p) {
+                     if (gen != self->gen_) return;
+                     if (!s.ok()) return self->OnConnectFailed(s, false);
+                     self->OnReady(gen, h, p);
+                   });
+  });
 }
 
 void TcpConnection::OnReady(uint64_t gen, const FrameHeader& fh, const std::string& payload) {
-  const std::string who = absl::StrCat(hs_peer_.ToString(), " at ", peer_addr());
-  if (fh.type == FrameType::kClose) {
-    shared_->counters.auth_failures++;
-    return OnConnectFailed(
-        absl::PermissionDeniedError(absl::StrCat(who, " refused the connection: ", payload)), true);
-  }
-  if (fh.type != FrameType::kReady) {
-    shared_->counters.protocol_errors++;
-    return OnConnectFailed(absl::InvalidArgumentError(absl::StrCat(
-                               who, " sent ", FrameTypeName(fh.type), " where READY was expected")),
-                           false);
-  }
-  auto r = DecodeReady(payload);
-  absl::Status bad = r.status();
-  if (r.ok() && want_ring_ && !IsValidRingSize(r->ring_bytes)) {
-    bad = absl::InvalidArgumentError(
-        absl::StrCat(who, " offered an invalid ring of ", r->ring_bytes, " bytes"));
-  }
-  if (!bad.ok()) {
-    shared_->counters.protocol_errors++;
-    return OnConnectFailed(bad, false);
+  auto r = hs_->OnReady(fh, payload, want_ring_);
+  if (!r.ok()) {
+    HandshakeFailed();
+    return;
   }
   // A credit the server released after it encoded READY rides on READY's header (the
   // batch that carries it clears the server's dirty flag): take the newer of the two.
   if ((fh.flags & kFrameFlagCredit) != 0) r->ring_credit = std::max(r->ring_credit, fh.aux);
   if (timer_) timer_->cancel();
-  OnEstablished(*r, hs_peer_);
+  OnEstablished(*r, hs_->peer());
 }
 
 void TcpConnection::OnConnectFailed(const absl::Status& why, bool refused_by_peer) {

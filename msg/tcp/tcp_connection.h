@@ -43,6 +43,7 @@
 #include "msg/handshake.h"
 #include "msg/messenger.h"
 #include "msg/record_acks.h"
+#include "msg/session/handshake_steps.h"
 #include "msg/ring/ring.h"
 #include "msg/tcp/read_buffer.h"
 #include "msg/tcp/recv_ring.h"
@@ -155,6 +156,8 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   bool InlineWriteLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnEstablished(const Ready& ready, const EntityName& peer);  // client side
   void SendHello(uint64_t gen);
+  // Ends the attempt as hs_->last_error() says (counted, CLOSE first if due).
+  bool HandshakeFailed();
   void OnChallenge(uint64_t gen, const FrameHeader& h, const std::string& payload);
   void OnReady(uint64_t gen, const FrameHeader& h, const std::string& payload);
   absl::Status Requeue(uint64_t peer_in_seq);            // after a (re)connect; strand only
@@ -317,9 +320,9 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   // receiver ring (server side, want_ring)
   std::shared_ptr<TcpRecvRing> ring_;
   std::optional<RingProducer> mirror_;
-  // client handshake
-  Nonce nonce_{};
-  EntityName hs_peer_;
+  // client handshake (one per attempt)
+  std::optional<session::ClientHandshake> hs_;
+  EntityName hs_peer_;  // the peer's name, for the reader's messages
 };
 
 }  // namespace msgr::tcp
