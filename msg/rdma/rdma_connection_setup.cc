@@ -1,7 +1,7 @@
 // RdmaConnection: connection setup over the TCP side channel, both sides.
 //
 //   client                                        server
-//   HELLO / CHALLENGE / AUTH / READY   (msg/handshake.h, exactly as the TCP backend)
+//   HELLO / CHALLENGE / AUTH / READY   (msg/session/handshake_steps.h, as the TCP backend)
 //   kSetupClient: QP endpoint, control region, receive pool  -->
 //                                    (posts receives, connects its QP: RTR/RTS)
 //                                <-- kSetupServer: QP endpoint, ring (addr, rkey, size,
@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "msg/rdma/rdma_connection.h"
+#include "msg/session/handshake_steps.h"
 #include "spdlog/spdlog.h"
 
 namespace msgr::rdma {
@@ -21,12 +22,7 @@ namespace {
 
 absl::Status Expect(const DecodedFrame& f, FrameType type, uint16_t msg_type, const char* what) {
   if (f.header.type == FrameType::kClose) {
-    // msg_type: the refusal's absl::StatusCode (0: an authentication refusal).
-    const auto code = static_cast<absl::StatusCode>(f.header.msg_type);
-    return absl::Status(
-        f.header.msg_type == 0 || f.header.msg_type > 16 ? absl::StatusCode::kUnauthenticated
-                                                         : code,
-        absl::StrCat("peer refused the connection: ", f.payload));
+    return session::RefusalFromClose(f.header, f.payload, "peer");
   }
   if (f.header.type != type || (type == FrameType::kMessage && f.header.msg_type != msg_type)) {
     return absl::InvalidArgumentError(
@@ -52,63 +48,42 @@ absl::Status RdmaConnection::ClientHandshake() {
   auto ch_or = SideChannel::Connect(addr_, o.handshake_timeout);
   if (!ch_or.ok()) return ch_or.status();
   std::unique_ptr<SideChannel> ch = std::move(*ch_or);
-  const bool secret = o.auth.mode == AuthConfig::Mode::kSecret;
-
-  Hello hello;
-  hello.name = o.name;
-  hello.features = kFeaturesSupported;
-  hello.auth = secret ? AuthMode::kSecret : AuthMode::kNone;
-  hello.nonce = NewNonce();
-  if (auto s = ch->WriteFrame(Header(FrameType::kHello), EncodeHello(hello), deadline); !s.ok()) {
-    return s;
-  }
+  // HELLO / CHALLENGE / AUTH / READY: msg/session's state machine, as on the TCP backend.
+  session::ClientHandshake hs(o.name, o.auth, addr_);
+  auto failed = [&](const absl::Status&) {
+    const session::HandshakeError& e = hs.last_error();
+    session::CountFailure(e, &shared_->counters);
+    if (e.send_close) (void)ch->WriteEncoded(session::CloseFrame(e), deadline);
+    if (e.blame == session::Blame::kAuth) {
+      spdlog::warn("msgr rdma: handshake with {} refused: {}", hs.who(), e.why.ToString());
+    }
+    return e.why;
+  };
+  auto read = [&](DecodedFrame* f) {
+    const absl::Status s = ch->ReadFrame(kMaxControlPayload, deadline, f);
+    if (s.ok()) return s;
+    return absl::IsDeadlineExceeded(s) ? hs.OnTimeout(o.handshake_timeout) : hs.OnReadError(s);
+  };
+  if (auto s = ch->WriteEncoded(hs.HelloFrame(), deadline); !s.ok()) return s;
   DecodedFrame f;
-  if (auto s = ch->ReadFrame(kMaxControlPayload, deadline, &f); !s.ok()) return s;
-  if (auto s = Expect(f, FrameType::kChallenge, 0, "CHALLENGE"); !s.ok()) {
-    if (absl::IsUnauthenticated(s)) shared_->counters.auth_failures++;
-    return s;
-  }
-  auto challenge = DecodeChallenge(f.payload);
-  if (!challenge.ok()) return challenge.status();
-  if (secret && (challenge->auth != AuthMode::kSecret ||
-                 !ProofEquals(challenge->proof, ServerProof(o.auth.secret, hello.nonce,
-                                                            challenge->nonce, o.name,
-                                                            challenge->name)))) {
-    shared_->counters.auth_failures++;
-    (void)ch->WriteFrame(Header(FrameType::kClose), "authentication failed", deadline);
-    spdlog::warn("msgr rdma: {} at {} failed to prove it holds the cluster key",
-                 challenge->name.ToString(), addr_);
-    return absl::UnauthenticatedError(
-        absl::StrCat(addr_, " failed to prove it holds the cluster key"));
-  }
-  AuthReply auth;
-  if (secret) {
-    auth.proof = ClientProof(o.auth.secret, hello.nonce, challenge->nonce, o.name,
-                             challenge->name);
-  }
-  auth.cookie = cookie_;
+  if (absl::Status s = read(&f); !s.ok()) return failed(s);
+  AuthReply resume;
+  resume.cookie = cookie_;
   {
     absl::MutexLock l(&mu_);
-    auth.in_seq = in_seq_;
-    auth.flags = (want_ring_ ? kAuthWantRing : 0) | (lossless_ ? kAuthLossless : 0) |
-                 (had_session_ ? kAuthHadSession : 0);
+    resume.in_seq = in_seq_;
+    resume.flags = (want_ring_ ? kAuthWantRing : 0) | (lossless_ ? kAuthLossless : 0) |
+                   (had_session_ ? kAuthHadSession : 0);
   }
-  if (auto s = ch->WriteFrame(Header(FrameType::kAuth), EncodeAuth(auth), deadline); !s.ok()) {
-    return s;
-  }
+  auto auth = hs.OnChallenge(f.header, f.payload, resume);
+  if (!auth.ok()) return failed(auth.status());
+  if (auto s = ch->WriteEncoded(*auth, deadline); !s.ok()) return s;
   auto tp_or = Transport::Create(shared_->ctx, shared_->transport, shared_->budget.get(), addr_);
   if (!tp_or.ok()) return tp_or.status();
   std::shared_ptr<Transport> tp = *tp_or;
-  if (auto s = ch->ReadFrame(kMaxControlPayload, deadline, &f); !s.ok()) return s;
-  if (auto s = Expect(f, FrameType::kReady, 0, "READY"); !s.ok()) {
-    if (absl::IsUnauthenticated(s)) shared_->counters.auth_failures++;
-    return s;
-  }
-  auto ready = DecodeReady(f.payload);
-  if (!ready.ok()) return ready.status();
-  if (want_ring_ && !IsValidRingSize(ready->ring_bytes)) {
-    return absl::FailedPreconditionError(absl::StrCat("peer ", addr_, " gave no usable ring"));
-  }
+  if (absl::Status s = read(&f); !s.ok()) return failed(s);
+  auto ready = hs.OnReady(f.header, f.payload, want_ring_);
+  if (!ready.ok()) return failed(ready.status());
   // What we cannot set up is refused here, before the peer sets anything up for this
   // attempt and before the session's state changes: CLOSE with the code tells it why.
   auto refuse = [&](const absl::Status& s) {
@@ -200,7 +175,7 @@ absl::Status RdmaConnection::ClientHandshake() {
     absl::MutexLock l(&mu_);
     if (closed_ || shared_->stopping) return absl::CancelledError("connection closed");
     remote_reset = !resumed && had_session_;
-    peer_name_ = challenge->name;
+    peer_name_ = hs.peer();
     if (remote_reset) {
       // The peer lost the session: what it had not acknowledged is gone on its side.
       for (auto& m : unacked_) {

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "msg/rdma/event_loop.h"
+#include "msg/session/handshake_steps.h"
 #include "spdlog/spdlog.h"
 
 namespace msgr::rdma {
@@ -18,8 +19,9 @@ uint32_t OptionU32(const MessengerOptions& o, const std::string& key, uint32_t d
   return v;
 }
 
-// Server half of the authenticated handshake (HELLO, CHALLENGE, AUTH), exactly as the TCP
-// backend refuses peers: logged reason, counted, CLOSE sent, never reaches a dispatcher.
+// Server half of the authenticated handshake (HELLO, CHALLENGE, AUTH): msg/session's
+// state machine over the side channel, as the TCP backend runs it over its socket:
+// logged reason, counted, CLOSE sent when due, never reaches a dispatcher.
 struct Authenticated {
   Hello hello;
   AuthReply auth;
@@ -28,83 +30,45 @@ struct Authenticated {
 absl::StatusOr<Authenticated> ServerAuthenticate(RdmaShared& shared, SideChannel& ch) {
   const MessengerOptions& o = shared.options;
   const absl::Time deadline = absl::Now() + o.handshake_timeout;
-  const bool secret = o.auth.mode == AuthConfig::Mode::kSecret;
-  Authenticated out;
-  std::string who = absl::StrCat("peer at ", ch.peer());
-  auto refuse = [&](const absl::Status& why, bool auth_failure, bool send_close = true) {
-    if (auth_failure) {
-      shared.counters.auth_failures++;
-      FrameHeader h;
-      h.type = FrameType::kClose;
-      if (send_close) (void)ch.WriteFrame(h, "authentication failed", deadline);
-    } else if (absl::IsDataLoss(why)) {
-      shared.counters.crc_errors++;
-    } else if (!absl::IsUnavailable(why)) {
-      shared.counters.protocol_errors++;
+  session::ServerHandshake hs(o.name, o.auth, ch.peer());
+  auto fail = [&](const absl::Status&) {
+    const session::HandshakeError& e = hs.last_error();
+    session::CountFailure(e, &shared.counters);
+    if (e.send_close) (void)ch.WriteEncoded(session::CloseFrame(e), deadline);
+    if (e.blame == session::Blame::kNone && !e.send_close) {
+      spdlog::info("msgr rdma: handshake with {} ended: {}", hs.who(), e.why.ToString());
+    } else {
+      spdlog::warn("msgr rdma: refusing connection from {}: {}", hs.who(), e.why.ToString());
     }
-    spdlog::warn("msgr rdma: refusing connection from {}: {}", who, why.ToString());
-    return why;
+    return e.why;
+  };
+  // A read that runs past the deadline is the handshake timing out.
+  auto read = [&](DecodedFrame* f) {
+    const absl::Status s = ch.ReadFrame(kMaxControlPayload, deadline, f);
+    if (s.ok()) return s;
+    return absl::IsDeadlineExceeded(s) ? hs.OnTimeout(o.handshake_timeout) : hs.OnReadError(s);
   };
   DecodedFrame f;
-  if (auto s = ch.ReadFrame(kMaxControlPayload, deadline, &f); !s.ok()) return refuse(s, false);
-  if (f.header.type != FrameType::kHello) {
-    return refuse(absl::InvalidArgumentError(
-                      absl::StrCat("expected HELLO, got ", FrameTypeName(f.header.type))),
-                  false);
+  if (absl::Status s = read(&f); !s.ok()) return fail(s);
+  auto challenge = hs.OnHello(f.header, f.payload);
+  if (!challenge.ok()) return fail(challenge.status());
+  if (absl::Status s = ch.WriteEncoded(*challenge, deadline); !s.ok()) {
+    return fail(hs.OnReadError(s));
   }
-  auto hello = DecodeHello(f.payload);
-  if (!hello.ok()) return refuse(hello.status(), false);
-  out.hello = *hello;
-  who = absl::StrCat(hello->name.ToString(), " at ", ch.peer());
-  if (secret && hello->auth != AuthMode::kSecret) {
-    return refuse(absl::UnauthenticatedError("peer has no cluster key (authentication required)"),
-                  true);
-  }
-  if (!secret && hello->auth == AuthMode::kSecret) {
-    return refuse(absl::UnauthenticatedError(
-                      "peer wants to authenticate but this messenger has no cluster key"),
-                  true);
-  }
-  Challenge c;
-  c.name = o.name;
-  c.features = kFeaturesSupported;
-  c.auth = secret ? AuthMode::kSecret : AuthMode::kNone;
-  c.nonce = NewNonce();
-  if (secret) c.proof = ServerProof(o.auth.secret, hello->nonce, c.nonce, hello->name, c.name);
-  FrameHeader ch_h;
-  ch_h.type = FrameType::kChallenge;
-  if (auto s = ch.WriteFrame(ch_h, EncodeChallenge(c), deadline); !s.ok()) return refuse(s, false);
-  if (auto s = ch.ReadFrame(kMaxControlPayload, deadline, &f); !s.ok()) return refuse(s, false);
-  if (f.header.type == FrameType::kClose) {
-    // The client could not verify our proof (different cluster key).
-    return refuse(absl::UnauthenticatedError(absl::StrCat("peer refused our proof: ", f.payload)),
-                  true, /*send_close=*/false);
-  }
-  if (f.header.type != FrameType::kAuth) {
-    return refuse(absl::InvalidArgumentError(
-                      absl::StrCat("expected AUTH, got ", FrameTypeName(f.header.type))),
-                  false);
-  }
-  auto auth = DecodeAuth(f.payload);
-  if (!auth.ok()) return refuse(auth.status(), false);
-  if (secret && !ProofEquals(auth->proof, ClientProof(o.auth.secret, hello->nonce, c.nonce,
-                                                      hello->name, c.name))) {
-    return refuse(absl::UnauthenticatedError("bad proof: peer does not hold the cluster key"),
-                  true);
-  }
+  if (absl::Status s = read(&f); !s.ok()) return fail(s);
+  auto auth = hs.OnAuth(f.header, f.payload);
+  if (!auth.ok()) return fail(auth.status());
   // A peer recently cut off for an RDMA access outside its memory is not served yet.
-  if (const absl::Time until = shared.BannedUntil(hello->name); until > absl::Now()) {
+  if (const absl::Time until = shared.BannedUntil(hs.hello().name); until > absl::Now()) {
     shared.counters.cutoff_refusals++;
-    const absl::Status why = absl::PermissionDeniedError(absl::StrCat(
-        hello->name.ToString(), " is not served for another ",
-        absl::FormatDuration(absl::Ceil(until - absl::Now(), absl::Seconds(1))),
-        ": it made an RDMA access outside the memory it was given (rdma_cutoff_ban_s)"));
-    (void)ch.WriteClose(why, deadline);
-    spdlog::warn("msgr rdma: refusing connection from {}: {}", who, why.ToString());
-    return why;
+    return fail(hs.Refuse(
+        absl::PermissionDeniedError(absl::StrCat(
+            hs.hello().name.ToString(), " is not served for another ",
+            absl::FormatDuration(absl::Ceil(until - absl::Now(), absl::Seconds(1))),
+            ": it made an RDMA access outside the memory it was given (rdma_cutoff_ban_s)")),
+        session::Blame::kNone, /*send_close=*/true));
   }
-  out.auth = *auth;
-  return out;
+  return Authenticated{hs.hello(), *auth};
 }
 
 }  // namespace

@@ -125,6 +125,11 @@ absl::Status SideChannel::WriteFrame(const FrameHeader& h, std::string_view payl
   return WriteAll(bytes.data(), bytes.size(), deadline);
 }
 
+absl::Status SideChannel::WriteEncoded(std::string_view frame, absl::Time deadline) {
+  absl::MutexLock l(&write_mu_);
+  return WriteAll(frame.data(), frame.size(), deadline);
+}
+
 absl::Status SideChannel::WriteClose(const absl::Status& why, absl::Time deadline) {
   FrameHeader h;
   h.type = FrameType::kClose;

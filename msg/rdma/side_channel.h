@@ -35,6 +35,8 @@ class SideChannel {
 
   // Thread-safe against other writers (frames are never interleaved).
   absl::Status WriteFrame(const FrameHeader& h, std::string_view payload, absl::Time deadline);
+  // A frame already encoded (EncodeFrame), e.g. one of msg/session's handshake steps.
+  absl::Status WriteEncoded(std::string_view frame, absl::Time deadline);
   // A setup refusal: CLOSE carrying `why`'s code (in msg_type) and message.
   absl::Status WriteClose(const absl::Status& why, absl::Time deadline);
   // Reads one verified frame (payload at most `max_payload` bytes).

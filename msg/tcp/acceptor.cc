@@ -86,7 +86,7 @@ class ServerHandshake : public std::enable_shared_from_this<ServerHandshake> {
     timer_.cancel();
     const session::HandshakeError& e = hs_.last_error();
     session::CountFailure(e, &shared_->counters);
-    if (e.blame == session::Blame::kNone) {
+    if (e.blame == session::Blame::kNone && !e.send_close) {
       spdlog::info("msgr tcp: handshake with {} ended: {}", hs_.who(), e.why.ToString());
     } else {
       spdlog::warn("msgr tcp: refusing connection from {}: {}", hs_.who(), e.why.ToString());
