@@ -40,10 +40,7 @@ void TcpConnection::ReleaseRing(uint64_t position, absl::Span<const RecordAck> f
       // until its frame is written (lossy: the frames after it, and their credit, are
       // read after its body; its own header must not carry the credit past it).
       nack_barrier_.Add(released_pos_);
-      const uint64_t size = nack->wire_bytes();  // accounted like any message
-      msgs_in_flight_++;
-      bytes_in_flight_ += size;
-      shared_->bytes_in_flight += size;
+      flow_.Add(nack->wire_bytes(), &shared_->bytes_in_flight);  // accounted like any message
       out_queue_.push_back(std::move(nack));
     }
     released_pos_ = position;
@@ -113,17 +110,14 @@ absl::Status TcpConnection::ProcessAck(uint64_t ack_seq) {
 }
 
 bool TcpConnection::PopAckedLocked(uint64_t ack_seq) {
-  bool any = false, lifted = false;
-  while (!sent_.empty() && sent_.front()->seq <= ack_seq) {
-    const OutFrame& f = *sent_.front();
-    if (f.type == FrameType::kMessage && f.msg_type == kRecordNackType) {
+  bool lifted = false;
+  const size_t acked = sent_.Ack(ack_seq, [&](const OutFramePtr& f) {
+    if (f->type == FrameType::kMessage && f->msg_type == kRecordNackType) {
       lifted |= nack_barrier_.LiftOldest();
     }
-    ReleaseAccountingLocked(f);
-    sent_.pop_front();
-    any = true;
-  }
-  if (any) cv_.SignalAll();
+    ReleaseAccountingLocked(*f);
+  });
+  if (acked > 0) cv_.SignalAll();
   if (!lifted) return false;
   const uint64_t credit = nack_barrier_.Clamp(released_pos_);
   if (credit <= credit_pos_) return false;

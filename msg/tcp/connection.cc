@@ -61,15 +61,7 @@ absl::Status TcpConnection::TrySend(Message m) {
 }
 
 absl::Status TcpConnection::EnqueueMessage(Message m, bool block) {
-  if (m.type >= kReservedMessageTypes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("message type %#x is reserved for the messenger", m.type));
-  }
-  if (m.payload.size() > shared_->options.max_message_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("message of %d bytes is over max_message_bytes (%d)", m.payload.size(),
-                        shared_->options.max_message_bytes));
-  }
+  if (absl::Status s = session::CheckOutgoingMessage(m, shared_->options); !s.ok()) return s;
   auto f = std::make_shared<OutFrame>();
   f->type = FrameType::kMessage;
   f->msg_type = m.type;
@@ -90,19 +82,8 @@ absl::Status TcpConnection::Enqueue(OutFramePtr f, bool block) {
         return absl::FailedPreconditionError(
             absl::StrCat("connection to ", peer_addr_, " is closed (marked down or reset)"));
       }
-      const bool over =
-          msgs_in_flight_ + 1 > o.conn_max_msgs_in_flight ||
-          (bytes_in_flight_ > 0 && bytes_in_flight_ + size > o.conn_max_bytes_in_flight) ||
-          (bytes_in_flight_ > 0 &&
-           shared_->bytes_in_flight.load() + size > o.messenger_max_bytes_in_flight);
-      if (!over) break;
-      if (!block) {
-        return absl::ResourceExhaustedError(absl::StrFormat(
-            "connection to %s is over its flow-control limit (%d messages / %d bytes in "
-            "flight, limits %d / %d)",
-            peer_addr_, msgs_in_flight_, bytes_in_flight_, o.conn_max_msgs_in_flight,
-            o.conn_max_bytes_in_flight));
-      }
+      if (flow_.Admits(size, shared_->bytes_in_flight.load(), o)) break;
+      if (!block) return flow_.Refusal(peer_addr_, o);
       if (!waited) {
         waited = true;
         shared_->counters.throttle_waits++;
@@ -110,9 +91,7 @@ absl::Status TcpConnection::Enqueue(OutFramePtr f, bool block) {
       // Acks on this connection signal cv_; the messenger-wide limit is polled.
       cv_.WaitWithTimeout(&mu_, absl::Milliseconds(10));
     }
-    msgs_in_flight_++;
-    bytes_in_flight_ += size;
-    shared_->bytes_in_flight += size;
+    flow_.Add(size, &shared_->bytes_in_flight);
     out_queue_.push_back(std::move(f));
     write_inline = InlineWriteLocked();
   }
@@ -260,30 +239,20 @@ void TcpConnection::Kick() {
 
 void TcpConnection::ReleaseAccountingLocked(const OutFrame& f) {
   if (f.type != FrameType::kMessage || closed_) return;
-  const uint64_t size = f.wire_bytes();
-  msgs_in_flight_--;
-  bytes_in_flight_ -= size;
-  shared_->bytes_in_flight -= size;
+  flow_.Release(f.wire_bytes(), &shared_->bytes_in_flight);
 }
 
 void TcpConnection::DropQueuesLocked() {
-  shared_->bytes_in_flight -= bytes_in_flight_;
-  bytes_in_flight_ = 0;
-  msgs_in_flight_ = 0;
+  flow_.Clear(&shared_->bytes_in_flight);
   out_queue_.clear();
-  sent_.clear();
+  sent_.Clear();
 }
 
 absl::Status TcpConnection::Requeue(uint64_t peer_in_seq) {
   absl::MutexLock l(&mu_);
-  if (peer_in_seq > out_seq_) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "peer says it received seq %d but we only sent up to %d", peer_in_seq, out_seq_));
-  }
+  if (absl::Status s = session::CheckPeerInSeq(peer_in_seq, out_seq_); !s.ok()) return s;
   PopAckedLocked(peer_in_seq);
-  shared_->counters.resends += sent_.size();
-  out_queue_.insert(out_queue_.begin(), sent_.begin(), sent_.end());
-  sent_.clear();
+  shared_->counters.resends += sent_.RequeueInto(&out_queue_);
   cv_.SignalAll();
   return absl::OkStatus();
 }
@@ -506,8 +475,8 @@ void TcpConnection::OnEstablished(const Ready& ready, const EntityName& peer) {
     absl::MutexLock l(&mu_);
     peer_name_ = peer;
     if (remote_reset) {
-      for (const auto& f : sent_) ReleaseAccountingLocked(*f);
-      sent_.clear();
+      sent_.ForEach([&](const OutFramePtr& f) { ReleaseAccountingLocked(*f); });
+      sent_.Clear();
       out_seq_ = 0;
       // Records were placed in the old ring; the owner resends them (OnRemoteReset), as
       // it does messages the old session had sent (a frame with a seq was sent: requeued

@@ -236,20 +236,17 @@ bool TcpConnection::OnBody(uint64_t gen) {
   return false;
 }
 
-TcpConnection::SeqCheck TcpConnection::CheckSeq(uint64_t seq) {
+session::SeqCheck TcpConnection::CheckSeq(uint64_t seq) {
   const uint64_t in_seq = in_seq_.load();
-  if (seq <= in_seq) {
+  const session::SeqCheck c = session::CheckIncoming(seq, in_seq);
+  if (c == session::SeqCheck::kDuplicate) {
     shared_->counters.duplicates_dropped++;
     absl::MutexLock l(&mu_);
     ack_due_ = true;  // the peer resent because it missed our ack
-    return SeqCheck::kDuplicate;
+  } else if (c == session::SeqCheck::kGap) {
+    ProtocolFault(session::GapError(seq, in_seq));
   }
-  if (seq != in_seq + 1) {
-    ProtocolFault(absl::InvalidArgumentError(
-        absl::StrFormat("data frame seq %d out of order (expected %d)", seq, in_seq + 1)));
-    return SeqCheck::kGap;
-  }
-  return SeqCheck::kNew;
+  return c;
 }
 
 void TcpConnection::FrameReceived() {
@@ -294,11 +291,11 @@ bool TcpConnection::OnMessagePayload(uint64_t gen) {
   }
   shared_->counters.bytes_received += rx_payload_.size();
   switch (CheckSeq(hdr_.seq)) {
-    case SeqCheck::kGap:
+    case session::SeqCheck::kGap:
       return false;
-    case SeqCheck::kDuplicate:
+    case session::SeqCheck::kDuplicate:
       return true;
-    case SeqCheck::kNew:
+    case session::SeqCheck::kNew:
       break;
   }
   FrameReceived();
@@ -332,12 +329,12 @@ bool TcpConnection::OnRingPrefix() {
   shared_->counters.bytes_received += kRingPrefixBytes;
   const size_t body = size_t{prefix_.oid_len} + prefix_.data_len;
   switch (CheckSeq(hdr_.seq)) {
-    case SeqCheck::kGap:
+    case session::SeqCheck::kGap:
       return false;
-    case SeqCheck::kDuplicate:
+    case session::SeqCheck::kDuplicate:
       SetBody(nullptr, body, BodyKind::kDiscard);
       return true;
-    case SeqCheck::kNew:
+    case session::SeqCheck::kNew:
       break;
   }
   if (!ring_) {

@@ -43,6 +43,7 @@
 #include "msg/handshake.h"
 #include "msg/messenger.h"
 #include "msg/record_acks.h"
+#include "msg/session/delivery.h"
 #include "msg/session/handshake_steps.h"
 #include "msg/ring/ring.h"
 #include "msg/tcp/read_buffer.h"
@@ -207,8 +208,7 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   bool OnMessagePayload(uint64_t gen);
   bool OnRingPrefix();
   bool OnRingData();
-  enum class SeqCheck { kNew, kDuplicate, kGap };
-  SeqCheck CheckSeq(uint64_t seq);  // kGap: already faulted
+  session::SeqCheck CheckSeq(uint64_t seq);  // kGap: already faulted
   std::string PeerDesc() const;     // "osd.0 at 127.0.0.1:6800"
   void FrameReceived();             // data frame accepted: in_seq_ moves
   void AckReceived();               // write a standalone ACK if nothing else carries it
@@ -250,10 +250,9 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   std::string peer_addr_ ABSL_GUARDED_BY(mu_);
   EntityName peer_name_ ABSL_GUARDED_BY(mu_);
   std::deque<OutFramePtr> out_queue_ ABSL_GUARDED_BY(mu_);  // not yet written
-  std::deque<OutFramePtr> sent_ ABSL_GUARDED_BY(mu_);       // written, not acked (lossless)
+  session::SendWindow<OutFramePtr> sent_ ABSL_GUARDED_BY(mu_);  // written, not acked (lossless)
   uint64_t out_seq_ ABSL_GUARDED_BY(mu_) = 0;               // last seq assigned
-  uint64_t msgs_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t bytes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  session::FlowWindow flow_ ABSL_GUARDED_BY(mu_);           // messages queued or unacked
   std::optional<RingProducer> producer_ ABSL_GUARDED_BY(mu_);  // sender side of the ring
   SentRecords sent_records_ ABSL_GUARDED_BY(mu_);  // sender: written, not acknowledged
   uint64_t released_pos_ ABSL_GUARDED_BY(mu_) = 0;  // receiver: released by the owner

@@ -147,7 +147,7 @@ bool TcpConnection::BuildBatchLocked(WriteBatch* b, bool strand) {
       OutFramePtr f = std::move(out_queue_.front());
       out_queue_.pop_front();
       if (f->seq == 0) f->seq = ++out_seq_;
-      if (policy_.lossless) sent_.push_back(f);
+      if (policy_.lossless) sent_.Sent(f);
       b->bytes += f->wire_bytes();
       b->frames.push_back(std::move(f));
     }

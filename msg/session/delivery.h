@@ -1,0 +1,135 @@
+// Delivery rules of a session, the same on every backend and sans-I/O (msg/PROTOCOL.md,
+// "Sessions"): which messages may be sent, how many may be in flight, how data frames
+// are numbered, acknowledged, resent after a reconnect and deduplicated.
+//
+//   sender                                 receiver
+//   data frames get seq 1, 2, ...    -->   seq == in_seq + 1: new (deliver, in_seq moves)
+//   keeps each until ack_seq covers it     seq <= in_seq: a resend it already has (drop,
+//   (lossless); after a reconnect the                     ack again)
+//   peer's in_seq (handshake) acks what    else: a gap, a protocol error
+//   it has, the rest is resent in order
+//
+// A backend owns the frames and their memory; these classes only keep the order and the
+// accounting, so both backends apply one rule and say one thing when it is broken.
+//
+// Thread-safety: none inside; callers hold their connection's lock.
+#ifndef MSGR_MSG_SESSION_DELIVERY_H_
+#define MSGR_MSG_SESSION_DELIVERY_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "msg/messenger.h"
+
+namespace msgr::session {
+
+// Why `m` cannot be sent at all (a reserved type, over max_message_bytes); OK otherwise.
+absl::Status CheckOutgoingMessage(const Message& m, const MessengerOptions& options);
+
+// ------------------------------------------------------------------- flow control
+
+// Messages queued or unacknowledged on one session, against the session's limits and the
+// messenger-wide byte limit (MessengerOptions). A sender over a limit waits (Send) or is
+// refused (TrySend); one message always fits an empty session, however large.
+class FlowWindow {
+ public:
+  // True if a message of `bytes` may join what is in flight now; `messenger_bytes` is the
+  // messenger-wide total.
+  bool Admits(uint64_t bytes, uint64_t messenger_bytes, const MessengerOptions& o) const;
+  // The TrySend refusal: "connection to PEER is over its flow-control limit (...)".
+  absl::Status Refusal(const std::string& peer, const MessengerOptions& o) const;
+  void Add(uint64_t bytes, std::atomic<uint64_t>* messenger_bytes);
+  void Release(uint64_t bytes, std::atomic<uint64_t>* messenger_bytes);
+  // Forgets everything in flight (the session is over).
+  void Clear(std::atomic<uint64_t>* messenger_bytes);
+  uint64_t msgs() const { return msgs_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  uint64_t msgs_ = 0;
+  uint64_t bytes_ = 0;
+};
+
+// ------------------------------------------------------------------- receiver
+
+enum class SeqCheck { kNew, kDuplicate, kGap };
+
+// Classifies data frame `seq` against `in_seq`, the last one received in order.
+inline SeqCheck CheckIncoming(uint64_t seq, uint64_t in_seq) {
+  if (seq <= in_seq) return SeqCheck::kDuplicate;
+  return seq == in_seq + 1 ? SeqCheck::kNew : SeqCheck::kGap;
+}
+
+// The protocol error for a gap: "data frame seq 7 out of order (expected 5)".
+absl::Status GapError(uint64_t seq, uint64_t in_seq);
+
+// ------------------------------------------------------------------- sender
+
+// Checks the peer's in_seq from a resume handshake: it cannot have received more than we
+// sent. (A peer claiming so is broken or not the session's peer.)
+absl::Status CheckPeerInSeq(uint64_t peer_in_seq, uint64_t out_seq);
+
+// Items a lossless sender has written and the peer not yet acknowledged, oldest first.
+// T is the backend's frame (with a `seq` field) or a pointer to one.
+template <typename T>
+class SendWindow {
+ public:
+  // `item` was written; its seq is above every item's here.
+  void Sent(T item) { sent_.push_back(std::move(item)); }
+
+  // The peer acknowledged everything up to `ack_seq`: calls release(item) for each such
+  // item, oldest first, and forgets it. Returns how many.
+  template <typename F>
+  size_t Ack(uint64_t ack_seq, F&& release) {
+    size_t n = 0;
+    while (!sent_.empty() && SeqOf(sent_.front()) <= ack_seq) {
+      release(sent_.front());
+      sent_.pop_front();
+      ++n;
+    }
+    return n;
+  }
+
+  // A new connection of the session: the peer has what it acknowledged (Ack first), and
+  // everything else goes back to the front of `unsent`, in order, to be written again.
+  // Returns how many items are resent.
+  template <typename Queue>
+  size_t RequeueInto(Queue* unsent) {
+    const size_t n = sent_.size();
+    while (!sent_.empty()) {
+      unsent->push_front(std::move(sent_.back()));
+      sent_.pop_back();
+    }
+    return n;
+  }
+
+  template <typename F>
+  void ForEach(F&& fn) const {
+    for (const T& t : sent_) fn(t);
+  }
+  void Clear() { sent_.clear(); }
+  size_t size() const { return sent_.size(); }
+  bool empty() const { return sent_.empty(); }
+
+ private:
+  template <typename U>
+  static uint64_t SeqOf(const std::shared_ptr<U>& p) {
+    return p->seq;
+  }
+  template <typename U>
+  static uint64_t SeqOf(const U& u) {
+    return u.seq;
+  }
+
+  std::deque<T> sent_;
+};
+
+}  // namespace msgr::session
+
+#endif  // MSGR_MSG_SESSION_DELIVERY_H_
