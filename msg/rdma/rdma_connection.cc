@@ -68,7 +68,8 @@ RdmaConnection::RdmaConnection(std::shared_ptr<RdmaShared> shared, EntityName pe
 }
 
 RdmaConnection::~RdmaConnection() {
-  shared_->bytes_in_flight -= bytes_in_flight_;
+  absl::MutexLock l(&mu_);
+  flow_.Clear(&shared_->bytes_in_flight);
 }
 
 EntityName RdmaConnection::peer_name() const {
@@ -106,15 +107,7 @@ absl::Status RdmaConnection::TrySend(Message m) { return Enqueue(std::move(m), f
 
 absl::Status RdmaConnection::Enqueue(Message m, bool block) {
   const MessengerOptions& o = shared_->options;
-  if (m.type >= kReservedMessageTypes) {
-    return absl::InvalidArgumentError(absl::StrCat("message type ", m.type,
-                                                   " is reserved for the messenger"));
-  }
-  if (m.payload.size() > o.max_message_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("message of ", m.payload.size(),
-                                                   " bytes exceeds max_message_bytes ",
-                                                   o.max_message_bytes));
-  }
+  if (absl::Status s = session::CheckOutgoingMessage(m, o); !s.ok()) return s;
   absl::MutexLock l(&mu_);
   bool waited = false;
   for (;;) {
@@ -122,14 +115,8 @@ absl::Status RdmaConnection::Enqueue(Message m, bool block) {
       return absl::FailedPreconditionError(
           absl::StrCat("connection to ", addr_, " is marked down"));
     }
-    const bool over = (bytes_in_flight_ > 0 && bytes_in_flight_ + m.payload.size() >
-                                                   o.conn_max_bytes_in_flight) ||
-                      msgs_in_flight_ >= o.conn_max_msgs_in_flight ||
-                      (shared_->bytes_in_flight > 0 &&
-                       shared_->bytes_in_flight + m.payload.size() >
-                           o.messenger_max_bytes_in_flight);
-    if (!over) break;
-    if (!block) return absl::ResourceExhaustedError("over the connection's flow-control limit");
+    if (flow_.Admits(m.payload.size(), shared_->bytes_in_flight.load(), o)) break;
+    if (!block) return flow_.Refusal(addr_, o);
     if (!waited) shared_->counters.throttle_waits++;
     waited = true;
     cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));  // messenger-wide limit: re-check
@@ -144,23 +131,17 @@ void RdmaConnection::EnqueueLocked(Message m) {
   out.seq = ++out_seq_;
   out.type = m.type;
   out.payload = std::move(m.payload);
-  bytes_in_flight_ += out.payload.size();
-  shared_->bytes_in_flight += out.payload.size();
-  ++msgs_in_flight_;
+  flow_.Add(out.payload.size(), &shared_->bytes_in_flight);
   unsent_.push_back(std::move(out));
 }
 
 void RdmaConnection::AckLocked(uint64_t ack_seq) {
-  bool freed = false, lifted = false;
-  while (!unacked_.empty() && unacked_.front().seq <= ack_seq) {
-    if (unacked_.front().type == kRecordNackType) lifted |= nack_barrier_.LiftOldest();
-    bytes_in_flight_ -= unacked_.front().payload.size();
-    shared_->bytes_in_flight -= unacked_.front().payload.size();
-    --msgs_in_flight_;
-    unacked_.pop_front();
-    freed = true;
-  }
-  if (freed) cv_.SignalAll();
+  bool lifted = false;
+  const size_t freed = unacked_.Ack(ack_seq, [&](const OutMsg& m) {
+    if (m.type == kRecordNackType) lifted |= nack_barrier_.LiftOldest();
+    flow_.Release(m.payload.size(), &shared_->bytes_in_flight);
+  });
+  if (freed > 0) cv_.SignalAll();
   if (lifted) {
     credit_dirty_ = true;
     PostCreditLocked();
@@ -170,21 +151,14 @@ void RdmaConnection::AckLocked(uint64_t ack_seq) {
 void RdmaConnection::RequeueLocked(uint64_t peer_in_seq) {
   AckLocked(peer_in_seq);
   // Messages the peer never got go first again, in order, from their first fragment.
+  shared_->counters.resends += unacked_.RequeueInto(&unsent_);
   for (auto& m : unsent_) m.sent = 0;
-  shared_->counters.resends += unacked_.size();
-  while (!unacked_.empty()) {
-    unacked_.back().sent = 0;
-    unsent_.push_front(std::move(unacked_.back()));
-    unacked_.pop_back();
-  }
 }
 
 void RdmaConnection::DropQueuesLocked() {
-  shared_->bytes_in_flight -= bytes_in_flight_;
-  bytes_in_flight_ = 0;
-  msgs_in_flight_ = 0;
+  flow_.Clear(&shared_->bytes_in_flight);
   unsent_.clear();
-  unacked_.clear();
+  unacked_.Clear();
   for (SentRecord& r : records_) UnpinLocked(&r);  // released once the QP is dead
   records_.clear();
   cv_.SignalAll();

@@ -33,6 +33,7 @@
 #include "msg/rdma/side_channel.h"
 #include "msg/rdma/transport.h"
 #include "msg/ring/ring.h"
+#include "msg/session/delivery.h"
 
 namespace msgr::rdma {
 
@@ -257,9 +258,8 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // Messages.
   uint64_t out_seq_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<OutMsg> unsent_ ABSL_GUARDED_BY(mu_);
-  std::deque<OutMsg> unacked_ ABSL_GUARDED_BY(mu_);
-  uint64_t bytes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t msgs_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  session::SendWindow<OutMsg> unacked_ ABSL_GUARDED_BY(mu_);
+  session::FlowWindow flow_ ABSL_GUARDED_BY(mu_);  // messages queued or unacked
   uint64_t in_seq_ ABSL_GUARDED_BY(mu_) = 0;
   std::string reasm_ ABSL_GUARDED_BY(mu_);
   bool reasm_active_ ABSL_GUARDED_BY(mu_) = false;

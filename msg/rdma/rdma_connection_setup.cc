@@ -178,12 +178,10 @@ absl::Status RdmaConnection::ClientHandshake() {
     peer_name_ = hs.peer();
     if (remote_reset) {
       // The peer lost the session: what it had not acknowledged is gone on its side.
-      for (auto& m : unacked_) {
-        bytes_in_flight_ -= m.payload.size();
-        shared_->bytes_in_flight -= m.payload.size();
-        --msgs_in_flight_;
-      }
-      unacked_.clear();
+      unacked_.ForEach([&](const OutMsg& m) {
+        flow_.Release(m.payload.size(), &shared_->bytes_in_flight);
+      });
+      unacked_.Clear();
       out_seq_ = 0;
       for (auto& m : unsent_) {
         m.seq = ++out_seq_;
@@ -215,7 +213,13 @@ absl::Status RdmaConnection::ClientHandshake() {
     send_credits_ = ss->recv_buffers;
     credits_owed_ = 0;
     ack_sent_ = in_seq_;
-    if (resumed) RequeueLocked(ready->in_seq);
+    if (resumed) {
+      if (absl::Status s = session::CheckPeerInSeq(ready->in_seq, out_seq_); !s.ok()) {
+        shared_->counters.protocol_errors++;
+        return s;
+      }
+      RequeueLocked(ready->in_seq);
+    }
     AttachLinkLocked(link);
     shared_->counters.connections_open++;
     if (had_session_) shared_->counters.reconnects++;
@@ -322,6 +326,17 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
     if (ch && !s.ok()) (void)ch->WriteClose(s, absl::Now() + absl::Milliseconds(200));
     if (!resumed) Reset(s, /*send_close=*/false);
   };
+  if (resumed) {
+    absl::Status s;
+    {
+      absl::MutexLock l(&mu_);
+      s = session::CheckPeerInSeq(auth.in_seq, out_seq_);
+    }
+    if (!s.ok()) {
+      shared_->counters.protocol_errors++;
+      return fail(s);
+    }
+  }
   auto tp_or = Transport::Create(shared_->ctx, shared_->transport, shared_->budget.get(),
                                  peer_name().ToString());
   if (!tp_or.ok()) return fail(tp_or.status());
@@ -432,7 +447,7 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
     send_credits_ = cs->recv_buffers;
     credits_owed_ = 0;
     ack_sent_ = in_seq_;
-    if (resumed) RequeueLocked(auth.in_seq);
+    if (resumed) RequeueLocked(auth.in_seq);  // in_seq checked on arrival
     AttachLinkLocked(link);
     shared_->counters.connections_open++;
     if (resumed) shared_->counters.reconnects++;

@@ -142,7 +142,13 @@ void RdmaConnection::OnRecvLocked(Link* link, const verbs::Completion& wc,
         FaultLocked(link, absl::InvalidArgumentError("message length mismatch"), retired);
         return;
       }
-      if (h.seq <= in_seq_) {
+      const session::SeqCheck seq = session::CheckIncoming(h.seq, in_seq_);
+      if (seq == session::SeqCheck::kGap) {
+        shared_->counters.protocol_errors++;
+        FaultLocked(link, session::GapError(h.seq, in_seq_), retired);
+        return;
+      }
+      if (seq == session::SeqCheck::kDuplicate) {
         shared_->counters.duplicates_dropped++;
       } else if (reasm_type_ == kRecordNackType) {  // the messenger's own (record_acks.h)
         in_seq_ = h.seq;
@@ -260,11 +266,9 @@ void RdmaConnection::FlushLocked() {
       shared_->counters.msgs_sent++;
       shared_->counters.bytes_sent += m.payload.size();
       if (lossless_ || m.type == kRecordNackType) {  // a nack holds the credit: kept until acked
-        unacked_.push_back(std::move(m));
+        unacked_.Sent(std::move(m));
       } else {
-        bytes_in_flight_ -= m.payload.size();
-        shared_->bytes_in_flight -= m.payload.size();
-        --msgs_in_flight_;
+        flow_.Release(m.payload.size(), &shared_->bytes_in_flight);
         cv_.SignalAll();
       }
       unsent_.pop_front();
