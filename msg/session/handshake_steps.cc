@@ -71,20 +71,30 @@ absl::Status RefusalFromClose(const FrameHeader& h, std::string_view payload,
   return absl::Status(code, absl::StrCat(std::string(who), " refused the connection: ", std::string(payload)));
 }
 
-// ------------------------------------------------------------------------------ server
+// ------------------------------------------------------------------------------ both
 
-ServerHandshake::ServerHandshake(EntityName me, AuthConfig auth, std::string peer_addr)
+HandshakeSide::HandshakeSide(EntityName me, AuthConfig auth, std::string peer_addr)
     : me_(me), auth_(std::move(auth)), peer_addr_(std::move(peer_addr)) {}
 
-std::string ServerHandshake::who() const {
-  return has_hello_ ? absl::StrCat(hello_.name.ToString(), " at ", peer_addr_)
-                    : absl::StrCat("peer at ", peer_addr_);
+std::string HandshakeSide::who() const {
+  return has_peer_ ? absl::StrCat(peer_.ToString(), " at ", peer_addr_)
+                   : absl::StrCat("peer at ", peer_addr_);
 }
 
-absl::Status ServerHandshake::Fail(absl::Status why, Blame blame, bool send_close) {
+absl::Status HandshakeSide::Fail(absl::Status why, Blame blame, bool send_close) {
   error_ = HandshakeError{why, blame, send_close};
   return why;
 }
+
+void HandshakeSide::SetPeer(const EntityName& peer) {
+  peer_ = peer;
+  has_peer_ = true;
+}
+
+// ------------------------------------------------------------------------------ server
+
+ServerHandshake::ServerHandshake(EntityName me, AuthConfig auth, std::string peer_addr)
+    : HandshakeSide(me, std::move(auth), std::move(peer_addr)) {}
 
 absl::Status ServerHandshake::Refuse(absl::Status why, Blame blame, bool send_close) {
   return Fail(std::move(why), blame, send_close);
@@ -106,7 +116,7 @@ absl::StatusOr<std::string> ServerHandshake::OnHello(const FrameHeader& h,
   auto hello = DecodeHello(payload);
   if (!hello.ok()) return Fail(hello.status(), Blame::kProtocol, false);
   hello_ = *hello;
-  has_hello_ = true;
+  SetPeer(hello_.name);
   if (absl::Status s = CheckFeatures(hello_.features, "peer"); !s.ok()) {
     return Fail(s, Blame::kProtocol, true);
   }
@@ -155,17 +165,7 @@ absl::StatusOr<AuthReply> ServerHandshake::OnAuth(const FrameHeader& h,
 // ------------------------------------------------------------------------------ client
 
 ClientHandshake::ClientHandshake(EntityName me, AuthConfig auth, std::string peer_addr)
-    : me_(me), auth_(std::move(auth)), peer_addr_(std::move(peer_addr)) {}
-
-std::string ClientHandshake::who() const {
-  return has_peer_ ? absl::StrCat(peer_.ToString(), " at ", peer_addr_)
-                   : absl::StrCat("peer at ", peer_addr_);
-}
-
-absl::Status ClientHandshake::Fail(absl::Status why, Blame blame, bool send_close) {
-  error_ = HandshakeError{why, blame, send_close};
-  return why;
-}
+    : HandshakeSide(me, std::move(auth), std::move(peer_addr)) {}
 
 absl::Status ClientHandshake::OnReadError(const absl::Status& s) {
   return Fail(s, Blame::kNone, false);
@@ -201,8 +201,7 @@ absl::StatusOr<std::string> ClientHandshake::OnChallenge(const FrameHeader& h,
   }
   auto c = DecodeChallenge(payload);
   if (!c.ok()) return Fail(c.status(), Blame::kProtocol, false);
-  peer_ = c->name;
-  has_peer_ = true;
+  SetPeer(c->name);
   if (absl::Status s = CheckFeatures(c->features, who()); !s.ok()) {
     return Fail(s, Blame::kProtocol, true);
   }

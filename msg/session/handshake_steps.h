@@ -65,7 +65,28 @@ std::string CloseFrame(const HandshakeError& e);
 absl::Status RefusalFromClose(const FrameHeader& h, std::string_view payload,
                               std::string_view who);
 
-class ServerHandshake {
+// What both halves keep: who we are, the key, the peer's address, the last failure.
+class HandshakeSide {
+ public:
+  const HandshakeError& last_error() const { return error_; }
+  // "osd.0 at 127.0.0.1:6800" once the peer named itself, else "peer at 127.0.0.1:6800".
+  std::string who() const;
+
+ protected:
+  HandshakeSide(EntityName me, AuthConfig auth, std::string peer_addr);
+  absl::Status Fail(absl::Status why, Blame blame, bool send_close);
+  void SetPeer(const EntityName& peer);
+
+  const EntityName me_;
+  const AuthConfig auth_;
+  const std::string peer_addr_;
+  bool has_peer_ = false;
+  EntityName peer_;
+  Nonce nonce_{};  // ours, for this attempt
+  HandshakeError error_;
+};
+
+class ServerHandshake : public HandshakeSide {
  public:
   // `peer_addr` only names the peer in errors and logs.
   ServerHandshake(EntityName me, AuthConfig auth, std::string peer_addr);
@@ -82,25 +103,14 @@ class ServerHandshake {
   // The backend refuses the authenticated peer (session rules, shutdown): records why.
   absl::Status Refuse(absl::Status why, Blame blame, bool send_close);
 
-  const HandshakeError& last_error() const { return error_; }
-  bool has_hello() const { return has_hello_; }
+  bool has_hello() const { return has_peer_; }
   const Hello& hello() const { return hello_; }
-  // "client.4 at 127.0.0.1:5555" once HELLO named the peer, else "peer at 127.0.0.1:5555".
-  std::string who() const;
 
  private:
-  absl::Status Fail(absl::Status why, Blame blame, bool send_close);
-
-  const EntityName me_;
-  const AuthConfig auth_;
-  const std::string peer_addr_;
-  bool has_hello_ = false;
   Hello hello_;
-  Nonce nonce_{};
-  HandshakeError error_;
 };
 
-class ClientHandshake {
+class ClientHandshake : public HandshakeSide {
  public:
   // `peer_addr` is where we connect: it names the peer until CHALLENGE does.
   ClientHandshake(EntityName me, AuthConfig auth, std::string peer_addr);
@@ -116,22 +126,8 @@ class ClientHandshake {
   absl::Status OnReadError(const absl::Status& s);
   absl::Status OnTimeout(absl::Duration timeout);
 
-  const HandshakeError& last_error() const { return error_; }
   // The server's name (from CHALLENGE); empty before.
   const EntityName& peer() const { return peer_; }
-  // "osd.0 at 127.0.0.1:6800" once CHALLENGE named the server, else "peer at ...".
-  std::string who() const;
-
- private:
-  absl::Status Fail(absl::Status why, Blame blame, bool send_close);
-
-  const EntityName me_;
-  const AuthConfig auth_;
-  const std::string peer_addr_;
-  bool has_peer_ = false;
-  EntityName peer_;
-  Nonce nonce_{};
-  HandshakeError error_;
 };
 
 }  // namespace msgr::session

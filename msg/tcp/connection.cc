@@ -95,11 +95,7 @@ absl::Status TcpConnection::Enqueue(OutFramePtr f, bool block) {
     out_queue_.push_back(std::move(f));
     write_inline = InlineWriteLocked();
   }
-  if (write_inline) {
-    WriteNow();
-  } else {
-    Kick();
-  }
+  WriteQueued(write_inline);
   return absl::OkStatus();
 }
 
@@ -187,11 +183,7 @@ absl::Status TcpConnection::WriteRecordShared(const RecordDesc& desc, std::strin
     out_queue_.push_back(std::move(f));
     write_inline = InlineWriteLocked();
   }
-  if (write_inline) {
-    WriteNow();
-  } else {
-    Kick();
-  }
+  WriteQueued(write_inline);
   return absl::OkStatus();
 }
 
@@ -221,6 +213,14 @@ void TcpConnection::SayGoodbye() {
   asio::post(strand_, [self = shared_from_this()] {
     self->Reset(absl::CancelledError("client messenger shutting down"), /*send_close=*/true);
   });
+}
+
+void TcpConnection::WriteQueued(bool write_inline) {
+  if (write_inline) {
+    WriteNow();
+  } else {
+    Kick();
+  }
 }
 
 bool TcpConnection::InlineWriteLocked() const {

@@ -155,6 +155,9 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   void Kick();
   // Whether a frame just queued is written by its caller (see kInlineMaxPending).
   bool InlineWriteLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a frame was queued (outside mu_): write it here (WriteNow) or leave it to the
+  // strand (Kick), as InlineWriteLocked decided.
+  void WriteQueued(bool write_inline);
   void OnEstablished(const Ready& ready, const EntityName& peer);  // client side
   void SendHello(uint64_t gen);
   // Ends the attempt as hs_->last_error() says (counted, CLOSE first if due).
