@@ -379,7 +379,7 @@ void RdmaConnection::HandleSideReadable(Link* link) {
     }
     if (f.header.type == FrameType::kKeepaliveAck) {
       absl::MutexLock l(&mu_);
-      if (link_.get() == link) last_keepalive_ack_ = absl::Now();
+      if (link_.get() == link) liveness_.Heard(session::Liveness::Clock::now());
       continue;
     }
     {

@@ -34,6 +34,7 @@
 #include "msg/rdma/transport.h"
 #include "msg/ring/ring.h"
 #include "msg/session/delivery.h"
+#include "msg/session/liveness.h"
 
 namespace msgr::rdma {
 
@@ -246,7 +247,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   absl::Time link_lost_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();  // server side
   bool accepted_ ABSL_GUARDED_BY(mu_) = false;  // OnAccept delivered
   uint64_t frames_sent_ ABSL_GUARDED_BY(mu_) = 0;  // for inject_socket_failures
-  absl::Time last_keepalive_ack_ ABSL_GUARDED_BY(mu_);  // connecting side
+  session::Liveness liveness_ ABSL_GUARDED_BY(mu_);  // connecting side: keepalive acks
   std::shared_ptr<Link> retire_ ABSL_GUARDED_BY(mu_);  // faulted under mu_; see RetireDeferred
   // Transports of this session's latest links: an asynchronous event may arrive after its
   // link was retired, even after the peer reconnected (retired transports linger

@@ -266,14 +266,14 @@ void RdmaConnection::RunConnector() {
       // that stops answering them (its dispatcher is stuck, or it hangs) is reset.
       const MessengerOptions& o = shared_->options;
       mu_.Lock();
-      last_keepalive_ack_ = absl::Now();
+      liveness_.Heard(session::Liveness::Clock::now());
       while (link_ != nullptr && !closed_ && !shared_->stopping) {
         cv_.WaitWithTimeout(&mu_, o.keepalive_interval);
         if (link_ == nullptr || closed_ || shared_->stopping) break;
-        if (absl::Now() - last_keepalive_ack_ > o.keepalive_timeout) {
-          const absl::Status why = absl::DeadlineExceededError(
-              absl::StrCat("peer ", addr_, " sent no keepalive ack within ",
-                           absl::FormatDuration(o.keepalive_timeout)));
+        const absl::Status why =
+            liveness_.Check(session::Liveness::Clock::now(), o.keepalive_timeout,
+                            absl::StrCat(peer_name_.ToString(), " at ", addr_));
+        if (!why.ok()) {
           std::shared_ptr<Link> link = link_;
           mu_.Unlock();
           if (!lossless_) {

@@ -378,11 +378,9 @@ void TcpConnection::StartKeepalive() {
 
 void TcpConnection::OnKeepaliveTimer(uint64_t gen) {
   if (gen != gen_ || !open_ || reset_done_) return;
-  const auto silent = Clock::now() - last_rx_;
-  if (silent > absl::ToChronoNanoseconds(shared_->options.keepalive_timeout)) {
-    absl::Status why = absl::DeadlineExceededError(
-        absl::StrCat("keepalive timeout: nothing from ", PeerDesc(), " for ",
-                     absl::FormatDuration(absl::FromChrono(silent))));
+  if (absl::Status why =
+          liveness_.Check(Clock::now(), shared_->options.keepalive_timeout, PeerDesc());
+      !why.ok()) {
     spdlog::warn("msgr tcp: {}", why.ToString());
     Fault(why);
     return;
@@ -452,7 +450,7 @@ void TcpConnection::Attach(std::shared_ptr<asio::ip::tcp::socket> socket,
     self->connected_ = true;
     self->shared_->counters.connections_open++;
     if (!new_session) self->shared_->counters.reconnects++;
-    self->last_rx_ = Clock::now();
+    self->liveness_.Heard(Clock::now());
     spdlog::debug("msgr tcp: {} session with {} ({})", new_session ? "new" : "resumed",
                   self->PeerDesc(), self->lossless() ? "lossless" : "lossy");
     if (new_session) {
@@ -524,7 +522,7 @@ void TcpConnection::OnEstablished(const Ready& ready, const EntityName& peer) {
     wr_open_ = true;  // from here on any thread may write
   }
   backoff_ = absl::ZeroDuration();
-  last_rx_ = Clock::now();
+  liveness_.Heard(Clock::now());
   spdlog::debug("msgr tcp: connected to {} ({} session)", PeerDesc(), resumed ? "resumed" : "new");
   StartRead();
   StartKeepalive();

@@ -37,7 +37,7 @@ namespace {
 // copying < 32 KiB is cheap next to the syscall it saves. See also msg/PROTOCOL.md.
 constexpr size_t kDirectReadMinBytes = 32 * 1024;
 // One async_read of a direct body reads at most this much, and its completion refreshes
-// last_rx_ (asio loops over recv inside each one anyway: the split costs a handler call).
+// liveness_ (asio loops over recv inside each one anyway: the split costs a handler call).
 constexpr size_t kDirectReadChunkBytes = 256 << 10;
 static_assert(kDirectReadMinBytes <= kReadBufferBytes / 2,
               "a buffered recv must be able to hold any body that is not read directly");
@@ -116,7 +116,7 @@ void TcpConnection::ReadLoop(uint64_t gen) {
     }
     if (ec) return OnBufferedReadError(ec);
     rx_buf_.Commit(n);
-    last_rx_ = Clock::now();  // the peer is alive, even in the middle of a long frame
+    liveness_.Heard(Clock::now());  // the peer is alive, even in the middle of a long frame
   }
 }
 
@@ -167,7 +167,7 @@ void TcpConnection::ReadBodyDirect(uint64_t gen, size_t rest) {
         if (gen != self->gen_ || self->reset_done_) return;
         self->rx_body_done_ += n;
         if (ec) return self->OnReadError(ec, self->rx_body_done_, self->rx_body_len_, true);
-        self->last_rx_ = Clock::now();
+        self->liveness_.Heard(Clock::now());
         const size_t left = self->rx_body_len_ - self->rx_body_done_;
         if (left >= kDirectReadMinBytes) return self->ReadBodyDirect(gen, left);
         self->ReadLoop(gen);  // done, or a small rest that goes through the buffer
@@ -189,7 +189,7 @@ bool TcpConnection::OnHeader() {
     return false;
   }
   rx_buf_.Consume(kFrameHeaderBytes);
-  last_rx_ = Clock::now();
+  liveness_.Heard(Clock::now());
   shared_->counters.bytes_received += kFrameHeaderBytes;
   if (absl::Status s = ProcessAck(hdr_.ack_seq); !s.ok()) {
     ProtocolFault(s);

@@ -45,6 +45,7 @@
 #include "msg/record_acks.h"
 #include "msg/session/delivery.h"
 #include "msg/session/handshake_steps.h"
+#include "msg/session/liveness.h"
 #include "msg/ring/ring.h"
 #include "msg/tcp/read_buffer.h"
 #include "msg/tcp/recv_ring.h"
@@ -305,7 +306,7 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   // Receiver: ring position after the last record published (ReleaseRing's hint).
   std::atomic<uint64_t> rx_published_pos_{0};
   absl::Duration backoff_ = absl::ZeroDuration();
-  Clock::time_point last_rx_;
+  session::Liveness liveness_;  // heard from the peer: any bytes read
   // reader
   ReadBuffer rx_buf_{kReadBufferBytes};
   RxPhase rx_phase_ = RxPhase::kHeader;
