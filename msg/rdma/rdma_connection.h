@@ -25,7 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "msg/handshake.h"
 #include "msg/messenger.h"
-#include "msg/record_acks.h"
+#include "msg/session/record_acks.h"
 #include "msg/rdma/event_loop.h"
 #include "msg/rdma/rdma_recv_ring.h"
 #include "msg/rdma/rdma_shared.h"

@@ -42,7 +42,7 @@
 #include "msg/frame.h"
 #include "msg/handshake.h"
 #include "msg/messenger.h"
-#include "msg/record_acks.h"
+#include "msg/session/record_acks.h"
 #include "msg/session/delivery.h"
 #include "msg/session/handshake_steps.h"
 #include "msg/session/liveness.h"

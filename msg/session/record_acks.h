@@ -12,8 +12,8 @@
 //
 // Sender side: SentRecords turns nacks and credit into OnRecordsAcked batches.
 // Not thread-safe: each backend guards its instance with its connection lock.
-#ifndef MSGR_MSG_RECORD_ACKS_H_
-#define MSGR_MSG_RECORD_ACKS_H_
+#ifndef MSGR_MSG_SESSION_RECORD_ACKS_H_
+#define MSGR_MSG_SESSION_RECORD_ACKS_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -79,4 +79,4 @@ class NackBarrier {
 
 }  // namespace msgr
 
-#endif  // MSGR_MSG_RECORD_ACKS_H_
+#endif  // MSGR_MSG_SESSION_RECORD_ACKS_H_

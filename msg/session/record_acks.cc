@@ -1,4 +1,4 @@
-#include "msg/record_acks.h"
+#include "msg/session/record_acks.h"
 
 #include <algorithm>
 
