@@ -1,6 +1,7 @@
 // AuthConfig::FromKeyringFile (declared in msg/messenger.h).
 #include <cctype>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -22,13 +23,24 @@ bool IsHex(absl::string_view s) {
   return true;
 }
 
-// "hex:" and "base64:" prefixes are explicit; otherwise a Ceph-style base64 key ("AQD...=="),
-// then an even-length hex string, then the raw text.
-std::string DecodeSecret(absl::string_view v) {
+// "hex:" and "base64:" prefixes are explicit (a value that is not what its prefix says is
+// an error, returned as nullopt with `*why` set); otherwise a Ceph-style base64 key
+// ("AQD...=="), then an even-length hex string, then the raw text.
+std::optional<std::string> DecodeSecret(absl::string_view v, std::string* why) {
   std::string out;
-  if (absl::ConsumePrefix(&v, "hex:")) return absl::HexStringToBytes(v);
+  if (absl::ConsumePrefix(&v, "hex:")) {
+    // absl::HexStringToBytes does not check: "zz" would become one zero byte.
+    if (!v.empty() && !IsHex(v)) {
+      *why = "'hex:' value is not an even number of hex digits";
+      return std::nullopt;
+    }
+    return absl::HexStringToBytes(v);
+  }
   if (absl::ConsumePrefix(&v, "base64:")) {
-    absl::Base64Unescape(v, &out);
+    if (!absl::Base64Unescape(v, &out)) {
+      *why = "'base64:' value is not valid base64";
+      return std::nullopt;
+    }
     return out;
   }
   if (absl::EndsWith(v, "=") && absl::Base64Unescape(v, &out) && !out.empty()) return out;
@@ -55,7 +67,13 @@ absl::StatusOr<AuthConfig> AuthConfig::FromKeyringFile(const std::string& path) 
     absl::string_view k = absl::StripAsciiWhitespace(l.substr(0, eq));
     if (k != "key") continue;
     absl::string_view v = absl::StripAsciiWhitespace(l.substr(eq + 1));
-    std::string secret = DecodeSecret(v);
+    std::string why;
+    std::optional<std::string> decoded = DecodeSecret(v, &why);
+    if (!decoded.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("keyring file '", path, "' line ", lineno, ": ", why));
+    }
+    std::string secret = std::move(*decoded);
     if (secret.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("keyring file '", path, "' line ", lineno, ": empty key"));

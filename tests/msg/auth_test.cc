@@ -158,5 +158,25 @@ TEST_F(KeyringTest, UnprefixedValuesAreGuessedBase64ThenHexThenRaw) {
   EXPECT_EQ(SecretOf("key = not base64!=\n"), "not base64!=");          // '=' but not base64
 }
 
+// An explicit "hex:" or "base64:" says what the value is: a value that is not that is a
+// mistake in the file, not a different key (absl's HexStringToBytes would turn "hex:zz"
+// into one zero byte and drop the last digit of an odd-length value).
+TEST_F(KeyringTest, MalformedPrefixedValueIsAnErrorNamingFileLineAndEncoding) {
+  struct Case {
+    const char* text;
+    const char* what;
+  };
+  for (const Case& c : {Case{"\nkey = hex:zz\n", "line 2: 'hex:' value is not"},
+                        Case{"key = hex:0011223\n", "line 1: 'hex:' value is not"},
+                        Case{"key = hex:00 11\n", "line 1: 'hex:' value is not"},
+                        Case{"#\n#\nkey = base64:!!!!\n", "line 3: 'base64:' value is not"},
+                        Case{"key = base64:QUJD=\n", "line 1: 'base64:' value is not"}}) {
+    SCOPED_TRACE(c.text);
+    const absl::Status s = ErrorOf(c.text);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_TRUE(Contains(s, c.what)) << s;
+  }
+}
+
 }  // namespace
 }  // namespace msgr
