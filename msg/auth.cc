@@ -1,5 +1,7 @@
 // AuthConfig::FromKeyringFile (declared in msg/messenger.h).
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -58,6 +60,7 @@ absl::StatusOr<AuthConfig> AuthConfig::FromKeyringFile(const std::string& path) 
   }
   std::string line;
   int lineno = 0;
+  errno = 0;
   while (std::getline(in, line)) {
     ++lineno;
     absl::string_view l = absl::StripAsciiWhitespace(line);
@@ -82,6 +85,12 @@ absl::StatusOr<AuthConfig> AuthConfig::FromKeyringFile(const std::string& path) 
     c.mode = Mode::kSecret;
     c.secret = std::move(secret);
     return c;
+  }
+  if (in.bad()) {
+    // Opened but unreadable: a directory (EISDIR), an I/O error. Not "no key line".
+    const int err = errno;
+    return absl::InvalidArgumentError(absl::StrCat("cannot read keyring file '", path, "': ",
+                                                   err != 0 ? std::strerror(err) : "read error"));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("keyring file '", path, "' has no 'key = <secret>' line"));

@@ -178,5 +178,18 @@ TEST_F(KeyringTest, MalformedPrefixedValueIsAnErrorNamingFileLineAndEncoding) {
   }
 }
 
+// A path that opens but cannot be read (a directory: `--keyring` given the cluster
+// directory instead of the keyring in it) must say so, not that the file has no key line.
+TEST_F(KeyringTest, UnreadablePathSaysItCannotBeRead) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = dir != nullptr ? dir : "/tmp";
+  auto c = AuthConfig::FromKeyringFile(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << c.status();
+  EXPECT_TRUE(Contains(c.status(), absl::StrCat("cannot read keyring file '", path, "'")))
+      << c.status();
+  EXPECT_FALSE(Contains(c.status(), "has no 'key")) << c.status();
+}
+
 }  // namespace
 }  // namespace msgr
