@@ -122,7 +122,13 @@ absl::Status EventLoop::WatchFd(int fd, std::function<void()> on_readable) {
   ev.events = EPOLLIN;
   ev.data.u64 = kWatchedFdToken;
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-    return ErrnoStatus(errno, "epoll_ctl(watched fd)");
+    const int err = errno;
+    // Nothing is watched: a later WatchFd may try again, and UnwatchFd must not delete
+    // this fd number from the set (it may belong to a client's socket by then).
+    absl::MutexLock l(&mu_);
+    on_watched_fd_ = nullptr;
+    watched_fd_ = -1;
+    return ErrnoStatus(err, "epoll_ctl(watched fd)");
   }
   return absl::OkStatus();
 }

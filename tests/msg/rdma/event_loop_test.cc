@@ -466,6 +466,33 @@ TEST(EventLoopTest, FailedAddLeavesNothingBehind) {
   ASSERT_TRUE(Eventually([&] { return c->completion_count() == 1; }));
 }
 
+// A WatchFd that failed watches nothing: it must not block the next one, and UnwatchFd
+// must not later take the failed fd's number -- by then perhaps a client's socket -- out
+// of the epoll set.
+TEST(EventLoopTest, FailedWatchFdLeavesNothingWatched) {
+  auto loop = MakeLoop();
+  ASSERT_NE(loop, nullptr);
+  std::atomic<int> wrong{0};
+  const absl::Status bad = loop->WatchFd(-1, [&] { wrong.fetch_add(1); });
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("watched fd"), absl::string_view::npos) << bad;
+  const int fd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);  // readable from the start
+  ASSERT_GE(fd, 0);
+  std::atomic<int> fired{0};
+  const absl::Status good = loop->WatchFd(fd, [&] {
+    uint64_t v;
+    (void)!read(fd, &v, sizeof(v));
+    fired.fetch_add(1);
+  });
+  EXPECT_TRUE(good.ok()) << good;
+  if (good.ok()) {
+    EXPECT_TRUE(Eventually([&] { return fired.load() > 0; }));
+  }
+  EXPECT_EQ(wrong.load(), 0);
+  loop->Stop();
+  close(fd);
+}
+
 // The real thing: two soft-provider transports, each driven by the loop, exchange SENDs;
 // the receiver's completions carry the bytes, the sender's retire its WRs.
 class LoopedTransport : public LoopClient {
