@@ -134,7 +134,9 @@ absl::Status SideChannel::WriteClose(const absl::Status& why, absl::Time deadlin
   FrameHeader h;
   h.type = FrameType::kClose;
   h.msg_type = static_cast<uint16_t>(why.code());
-  return WriteFrame(h, std::string(why.message()), deadline);
+  // A control frame carries at most kMaxControlPayload bytes: a longer payload would make
+  // the peer's decoder refuse the frame, losing the code. Cut the message instead.
+  return WriteFrame(h, std::string(why.message().substr(0, kMaxControlPayload)), deadline);
 }
 
 absl::Status SideChannel::ReadSome(absl::Time deadline) {

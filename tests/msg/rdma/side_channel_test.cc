@@ -138,6 +138,22 @@ TEST_F(SideChannelTest, WriteCloseCarriesTheStatusCodeAndMessage) {
   }
 }
 
+// A refusal whose message is longer than a control frame may carry still reaches the peer
+// as a CLOSE with its code: the message is cut, not the frame made unreadable (the peer's
+// decoder refuses any control frame above kMaxControlPayload as a protocol error).
+TEST_F(SideChannelTest, WriteCloseWithALongMessageStillCarriesTheCode) {
+  const std::string long_message = "refused: " + std::string(2 * kMaxControlPayload, 'r');
+  ASSERT_TRUE(server_->WriteClose(absl::FailedPreconditionError(long_message), Deadline()).ok());
+  DecodedFrame f;
+  const absl::Status s = client_->ReadFrame(kMaxControlPayload, Deadline(), &f);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(f.header.type, FrameType::kClose);
+  EXPECT_EQ(static_cast<absl::StatusCode>(f.header.msg_type),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(f.payload.size(), kMaxControlPayload);
+  EXPECT_EQ(f.payload, long_message.substr(0, kMaxControlPayload));
+}
+
 TEST_F(SideChannelTest, ReadFrameGivesUpAtItsDeadline) {
   DecodedFrame f;
   absl::Status s = server_->ReadFrame(kMaxControlPayload, Deadline(absl::Milliseconds(50)), &f);
