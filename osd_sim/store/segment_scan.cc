@@ -64,13 +64,15 @@ bool AllZero(const char* p, size_t n) {
 }
 
 struct Resynced {
-  std::optional<uint64_t> next;  // first fully valid record after the skip start
+  std::optional<uint64_t> next;  // first record after the skip start (see Resync)
   bool all_zero = true;          // every byte from the skip start to `next` (or EOF) is 0
 };
 
-// Finds the first kRecordAlign-aligned position > `skip` holding a fully valid record,
-// and whether the bytes skipped on the way are all zero. Holes and unwritten
-// (preallocated) extents are stepped over with SEEK_DATA without reading them.
+// Finds the first kRecordAlign-aligned position > `skip` holding a fully valid record or
+// one whose header is intact and only its payload bad (the caller skips that one by its
+// length and names its oid), and whether the bytes skipped on the way are all zero.
+// Holes and unwritten (preallocated) extents are stepped over with SEEK_DATA without
+// reading them.
 absl::StatusOr<Resynced> Resync(const SegmentFile& f, uint64_t skip, uint64_t size,
                                 uint64_t last_seq, std::string& buf) {
   Resynced out;
@@ -94,7 +96,7 @@ absl::StatusOr<Resynced> Resync(const SegmentFile& f, uint64_t skip, uint64_t si
       if (magic != kRecordMagic) continue;
       absl::StatusOr<Probe> p = ProbeRecord(f, at, size, last_seq, buf);
       if (!p.ok()) return p.status();
-      if (p->verdict == Verdict::kValid) {
+      if (p->verdict != Verdict::kInvalid) {
         out.next = at;
         if (out.all_zero) out.all_zero = AllZero(chunk.data(), static_cast<size_t>(at - base));
         return out;

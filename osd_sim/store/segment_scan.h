@@ -8,7 +8,8 @@
 //    durable mode, because a flush acknowledges only writes that had completed);
 //  * skipped bytes with no valid record after them are the "torn tail".
 // After an invalid header the scan resynchronises on the next kRecordAlign-aligned
-// magic number whose record is fully valid. Zero bytes are not damage where the format
+// magic number whose header is intact (a record whose payload is then bad is skipped by
+// its length and named in corrupt_oids, like one met in sequence). Zero bytes are not damage where the format
 // allows them: up to the next kDirectAlign boundary before an aligned record (padding),
 // and from the last valid record to the end of the file (preallocated, never written:
 // "free"). Holes and unwritten extents are skipped without being read (SEEK_DATA).

@@ -351,6 +351,38 @@ TEST(SegmentScanTest, JunkInThePaddingBeforeAnAlignedRecordIsCorrupt) {
   EXPECT_EQ(s.torn_records, 0u);
 }
 
+// A record whose header is intact but whose payload is bad is named in corrupt_oids (the
+// store's recovery log lists them) also when the scan reaches it by resynchronising: an
+// aligned record after zero padding, or any record after junk.
+TEST(SegmentScanTest, ABadAlignedPayloadAfterPaddingIsNamed) {
+  SegmentWriter w("aligned-crc");
+  const Written a = w.Append("small", 1, Pattern("small", 100));
+  const Written big = w.AppendAligned("big", 2, Pattern("big", 2 * kDirectAlign));
+  const Written c = w.Append("after", 3, Pattern("after", 10));
+  w.FlipByte(big.pos + kDirectAlign + 100);  // in the payload block
+  const SegmentScan s = w.Scan();
+  EXPECT_EQ(Seqs(s), (std::vector<uint64_t>{1, 3}));
+  EXPECT_EQ(s.records[1].pos, c.pos);
+  EXPECT_EQ(s.corrupt_records, 1u) << "the padding is not damage";
+  EXPECT_EQ(s.corrupt_bytes, c.pos - a.end());
+  EXPECT_EQ(s.corrupt_oids, std::vector<std::string>{"big"});
+  EXPECT_EQ(s.torn_records, 0u);
+}
+
+TEST(SegmentScanTest, ABadPayloadAfterJunkIsNamedAndCountedApart) {
+  SegmentWriter w("junk-then-crc");
+  const Written a = w.Append("a", 1, Pattern("a", 100));
+  w.Put(std::string(64, '\x33'));  // junk, 8-aligned length
+  const Written v = w.Append("victim", 2, Pattern("victim", 100));
+  const Written c = w.Append("c", 3, Pattern("c", 100));
+  w.FlipByte(v.end() - 8);
+  const SegmentScan s = w.Scan();
+  EXPECT_EQ(Seqs(s), (std::vector<uint64_t>{1, 3}));
+  EXPECT_EQ(s.corrupt_records, 2u) << "the junk, then the record";
+  EXPECT_EQ(s.corrupt_bytes, c.pos - a.end());
+  EXPECT_EQ(s.corrupt_oids, std::vector<std::string>{"victim"});
+}
+
 // Damage in two places, each followed by valid data: two corrupt stretches.
 TEST(SegmentScanTest, EachDamagedStretchIsCountedOnce) {
   SegmentWriter w("two-stretches");
