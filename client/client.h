@@ -48,8 +48,9 @@ struct ClientOptions {
   size_t max_in_flight = 256;                   // ops submitted, not yet completed
   bool block_when_full = true;                  // else kResourceExhausted when full
   // Messenger worker threads. One is the fastest for a client with a few OSD connections:
-  // measured on 2 cores (tcp, 4K, memory OSDs), 1 vs 2 workers gave 4.4k vs 2.5k IOPS at
-  // -t 1 and 2.5x less client CPU per GB.
+  // a second worker adds hand-offs between threads and competes for the cores the
+  // application and the OSDs need (figures: docs/BENCHMARKS.md, "Measurements quoted
+  // from source comments").
   int worker_threads = 1;
   size_t max_record_payload = 0;                // cap per ring record (0: the ring's)
   std::map<std::string, std::string> backend_options;  // e.g. {"rdma_device", "soft"}

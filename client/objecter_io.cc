@@ -61,7 +61,7 @@ void Objecter::SpinWait(const absl::Notification& n) {
   if (options_.sync_spin > absl::ZeroDuration()) {
     const absl::Time until = absl::Now() + options_.sync_spin;
     while (!n.HasBeenNotified() && absl::Now() < until) {
-      if (!messenger_->Poll()) sched_yield();  // on 2 cores, let the completer run
+      if (!messenger_->Poll()) sched_yield();  // let the completer run on this core
     }
   }
   n.WaitForNotification();

@@ -1,4 +1,5 @@
-// Placeholder registry; the messenger core (msg/ owner) completes this file.
+// The backend registry behind Messenger::Create (backends register themselves by name,
+// RegisterMessengerBackend) and EntityName's printing.
 #include "msg/messenger.h"
 
 #include <mutex>

@@ -3,7 +3,7 @@
 // acknowledges each write once it is durable (per the durability mode).
 //
 //   client --(tcp | rdma: ring records)--> RecvRing --Poller--> ObjectStore --> disk
-//          <--------------- WriteAck + ring credit ---------------'
+//          <------------- ring credit (OnRecordsAcked) --------------'
 //
 // It also serves reads (for verification), registers and heartbeats with the monitor,
 // and exposes `perf dump` on an admin socket in its run dir (run/osd.<id>.asok).

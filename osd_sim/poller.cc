@@ -393,7 +393,7 @@ void Poller::Run() {
         if (Sleep()) unsignalled_work_at = NowNs();
         idle_since = NowNs();
       } else {
-        sched_yield();  // on 2 cores, let the reader threads run while we spin
+        sched_yield();  // let the reader threads run on this core while we spin
       }
     }
     if (now - last_publish > 10'000'000) {

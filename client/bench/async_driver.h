@@ -13,10 +13,11 @@
 // Op n's latency runs from just before `start(n, ...)` to the moment its callback runs,
 // both on the monotonic clock; `prepare(n)` (building the payload) is outside it.
 //
-// Limit (measured, 2 loaded cores): the async call does its send on the calling thread
-// (rdma: the record copy into the OSD's ring; both: waits for ring credit), so one driver
-// serializes that work. rdma 4M -t 16 spent 61% of the run inside AsyncWrite and finished
-// ops waited a median 22 ms for their slot to be refilled; DriverSummary() shows this.
+// Limit: the async call does its send on the calling thread (rdma: the record copy into
+// the OSD's ring; both: waits for ring credit), so one driver serializes that work and
+// finished ops wait for their slot to be refilled while it is inside AsyncWrite;
+// DriverSummary() shows how much (figures: docs/BENCHMARKS.md, "Measurements quoted from
+// source comments").
 //
 // Thread-safety: RunDriver() on one thread; every hook runs on that thread. OpToken::Done() from
 // any thread, exactly once per token, possibly inline inside `start`.
@@ -36,11 +37,11 @@
 namespace msgr::bench {
 
 // Default of --spin-us: how long the driver polls for a completion before it sleeps.
-// 0 (never spin) because spinning lost on the 2-core machines we run on: the spinning
-// driver takes the core the messenger worker and the OSDs' pollers need (tcp 4K -t 1:
-// 2.8-3.3k IOPS without spin vs 1.4-2.8k with 50 us; -t 16: 15-17k vs 11-12k; medians
-// of 3, load 7). A 4K -t 1 op takes ~230 us, so a 50 us spin caught 127 of 4246
-// completions. Spinning may pay off with idle cores: measure with --spin-us.
+// 0 (never spin): when cores are busy the spinning driver takes the core the messenger
+// worker and the OSDs' pollers need, and a loopback op takes far longer than a short spin,
+// so the spin rarely catches its completion (figures: docs/BENCHMARKS.md, "Measurements
+// quoted from source comments"). Spinning may pay off with idle cores: measure with
+// --spin-us.
 inline constexpr std::chrono::microseconds kDefaultSpin{0};
 
 // Handed to `start`; the op's callback calls Done() exactly once. Cheap to copy.

@@ -228,8 +228,8 @@ Every --flag takes --flag VALUE or --flag=VALUE.
   --op-timeout S   per-op timeout (default 30)   --mon-timeout S  (default 10)
   --rdma-device    soft|IBDEV for --ms-type rdma  --ms-threads N  messenger worker threads
   --spin-us US     poll up to US microseconds for a completion before sleeping (default 0
-                   = never spin). Saves a futex wake-up (20-30 us) per wait when a core is
-                   idle; on 2 busy cores it starves the messenger and OSDs (it lost here)
+                   = never spin). Saves a futex wake-up per wait when a core is idle; on
+                   busy cores it starves the messenger and OSDs (docs/BENCHMARKS.md)
   --max-objects N  op n writes object n mod N (overwrites): bounds what a memory-mode OSD
                    holds in RAM during long runs (default: every op a new object)
   --submit-threads N  threads that issue the writes (default 2 for objects of 256 KiB and

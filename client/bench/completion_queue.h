@@ -2,8 +2,8 @@
 // driver thread: callbacks Push() a finished op and return at once; the driver Wait()s for
 // them, first spinning for a bounded time and only then sleeping on a condition variable.
 //
-// Why spin: a futex wake-up costs 20-30 us on our machines, more than a loopback op's
-// network share, so the driver may poll an atomic counter for up to `spin` before it
+// Why spin: a futex wake-up can cost more than a loopback op's network share
+// (docs/BENCHMARKS.md, "Measurements quoted from source comments"), so the driver may poll an atomic counter for up to `spin` before it
 // sleeps (it pays only when a core is otherwise idle: see kDefaultSpin). Push() signals
 // the condition variable only when the driver really sleeps, so a completion that lands
 // while the driver spins costs no system call.

@@ -1,10 +1,11 @@
 // EventLoop: the messenger's completion thread. It polls the CQ of every live transport,
 // spinning for a short while (`spin`) after the last completion worth it (the client says
 // which: while its application polls for acknowledgements itself, a spinning completion
-// thread would only take a core from it on this 2-core machine), then arms every CQ's
+// thread would only take the core its application needs), then arms every CQ's
 // completion channel, polls once more (to close the race) and sleeps in epoll on the
 // channels, the side-channel sockets (EOF = the peer is gone, or a CLOSE frame) and a wake
-// eventfd (and the device's asynchronous-event fd). Busy polling would cost a core on this 2-core machine, hence the short spin.
+// eventfd (and the device's asynchronous-event fd). Busy polling would hold a core for
+// good whether or not traffic comes, hence the short, bounded spin.
 // While a client awaits one-sided writes (acknowledgements arrive as an RDMA WRITE of the
 // ring credit, which raises no completion here) the loop naps briefly instead of sleeping.
 //

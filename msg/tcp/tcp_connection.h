@@ -63,8 +63,8 @@ inline constexpr uint64_t kAckEveryFrames = 32;
 // is the only one queued or unacknowledged, i.e. one op waiting for its answer, where the
 // io thread's wake-up would be most of the latency. With more in flight (a pipelining
 // caller, a stream) the caller gains more from queueing and letting the io thread write
-// batches on the other core than from a sendmsg per frame of its own (measured: an async
-// driver with 16 ops in flight over 3 connections lost a quarter of its IOPS at 32).
+// batches on another core than from a sendmsg per frame of its own (figures:
+// docs/BENCHMARKS.md, "Measurements quoted from source comments").
 inline constexpr size_t kInlineMaxPending = 1;
 
 // A data frame waiting to be sent or acknowledged. Immutable once queued except `seq`

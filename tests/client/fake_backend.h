@@ -1,7 +1,8 @@
 // A fake messenger backend ("fake") with in-process fake OSDs, for testing the client's
 // op engine without sockets or the real OSD. A fake OSD applies ring records to an
 // in-memory object map (kRecordFlagTruncate replaces the object) and acknowledges each
-// record with a WriteAck; it answers ReadRequests. Tests kill it (records and requests
+// record as the ring credit does (Dispatcher::OnRecordsAcked, kOk); it answers
+// ReadRequests. Tests kill it (records and requests
 // vanish, as into a dead socket), hold its acks, or restart it (its connections get
 // OnRemoteReset, as a lossless session to a restarted peer does).
 //
