@@ -4,6 +4,12 @@
 
 namespace msgr::rdma {
 
+bool RdmaShared::OutOfRingInjection::TakeArmed() {
+  uint64_t left = left_.load(std::memory_order_relaxed);
+  while (left != 0 && !left_.compare_exchange_weak(left, left - 1)) {
+  }
+  return left == 1;
+}
 
 RdmaStats RdmaShared::Stats() const {
   RdmaStats s = counters.LiveRdmaCounters::Snapshot();

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/optimization.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -90,15 +91,30 @@ struct RdmaShared {
   size_t zero_copy_min_bytes = 256 * 1024;
   // Fault injection ("rdma_inject_out_of_ring_write" = N): the N-th ring record this
   // messenger writes is aimed just past the end of the peer's ring, as a buggy or hostile
-  // client would (0 = off; one shot).
-  std::atomic<uint64_t> inject_out_of_ring_write{0};
-  // Counts one record write down; true for the one that must go astray.
-  bool TakeInjectedOutOfRingWrite() {
-    uint64_t left = inject_out_of_ring_write.load(std::memory_order_relaxed);
-    while (left != 0 && !inject_out_of_ring_write.compare_exchange_weak(left, left - 1)) {
+  // client would (0 = off; one shot). Set once while the messenger is created, before
+  // any connection exists; every record write asks TakeInjectedOutOfRingWrite().
+  class OutOfRingInjection {
+   public:
+    OutOfRingInjection& operator=(uint64_t n) {
+      armed_ = n != 0;
+      left_.store(n, std::memory_order_relaxed);
+      return *this;
     }
-    return left == 1;
-  }
+    // Counts one record write down; true for the one that must go astray. When off (the
+    // production case) this is one well-predicted branch on a plain bool that never
+    // changes after creation: no atomic, no call.
+    bool Take() {
+      if (ABSL_PREDICT_TRUE(!armed_)) return false;
+      return TakeArmed();
+    }
+
+   private:
+    bool TakeArmed();  // out of line (rdma_shared.cc): the atomic countdown
+    bool armed_ = false;  // written only before any connection exists
+    std::atomic<uint64_t> left_{0};
+  };
+  OutOfRingInjection inject_out_of_ring_write;
+  bool TakeInjectedOutOfRingWrite() { return inject_out_of_ring_write.Take(); }
 
   // A peer cut off for an RDMA access outside its memory is refused for `cutoff_ban`
   // ("rdma_cutoff_ban_s", default 60; 0: it may come back at once). By entity name, checked
