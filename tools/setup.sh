@@ -11,7 +11,7 @@ PACKAGES=(
   libboost-dev libboost-system-dev
   protobuf-compiler libprotobuf-dev libgrpc++-dev protobuf-compiler-grpc libabsl-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  libibverbs-dev librdmacm-dev ibverbs-providers ibverbs-utils rdma-core
+  libibverbs-dev ibverbs-providers ibverbs-utils rdma-core
   libisal-dev libssl-dev nlohmann-json3-dev libspdlog-dev
   # tools: fuzzing, charts, process inspection
   clang libfuzzer-14-dev gnuplot-nox procps iproute2 python3 fio
