@@ -4,6 +4,8 @@
 #include <unistd.h>
 #include <sys/uio.h>
 
+#include <type_traits>
+
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "proto/osd_protocol.h"
@@ -243,19 +245,21 @@ void Osd::OnRemoteReset(const ConnectionRef& conn) {
   spdlog::info("osd.{}: {} started a new session", options_.id, conn->peer_addr());
 }
 
-uint32_t Osd::Persist(const RecordView& rec, const WritePart& part,
-                      std::function<void(absl::Status)> done) {
+static_assert(std::is_same_v<PersistCallback, store::DurableCallback>,
+              "the poller's completion goes to the store as it is");
+
+absl::StatusOr<uint32_t> Osd::Persist(const RecordView& rec, const WritePart& part,
+                                      PersistCallback done) {
   const RecordHeader& h = *rec.header;
   const std::string_view oid(rec.oid, h.oid_len);
   iovec iov{const_cast<uint8_t*>(rec.payload), h.payload_len};
   uint32_t flags = (h.flags & kRecordFlagTruncate) ? store::kTruncate : 0;
-  // A copy: `done` itself reports an error the store returns at once.
-  auto cb = [done](absl::Status s) { done(std::move(s)); };
+  // The store calls `done` only if it took the record; its error is returned instead.
   absl::StatusOr<uint64_t> ticket;
   switch (part.kind) {
     case WritePart::Kind::kWhole:
       ticket =
-          store_->Append(oid, h.object_offset, &iov, 1, h.payload_crc, flags, std::move(cb));
+          store_->Append(oid, h.object_offset, &iov, 1, h.payload_crc, flags, std::move(done));
       break;
     case WritePart::Kind::kFirst:
     case WritePart::Kind::kMiddle:
@@ -263,16 +267,13 @@ uint32_t Osd::Persist(const RecordView& rec, const WritePart& part,
       [[fallthrough]];
     case WritePart::Kind::kLast:
       ticket = store_->AppendPart(oid, h.object_offset, &iov, 1, h.payload_crc, flags,
-                                  part.write_id, std::move(cb));
+                                  part.write_id, std::move(done));
       // A part that could not be stored: the write can never be whole, drop it (its later
       // parts are then refused by the store and fail their ops too).
       if (!ticket.ok() && part.write_id != 0) store_->AbortWrite(oid, part.write_id);
       break;
   }
-  if (!ticket.ok()) {
-    done(ticket.status());
-    return 0;
-  }
+  if (!ticket.ok()) return ticket.status();
   return part.kind == WritePart::Kind::kFirst ? store::WriteIdOf(*ticket) : part.write_id;
 }
 

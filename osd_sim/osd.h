@@ -91,8 +91,8 @@ class Osd : public Dispatcher, public RecordSink {
   void OnRemoteReset(const ConnectionRef& conn) override;
 
   // RecordSink
-  uint32_t Persist(const RecordView& rec, const WritePart& part,
-                   std::function<void(absl::Status)> done) override;
+  absl::StatusOr<uint32_t> Persist(const RecordView& rec, const WritePart& part,
+                                   PersistCallback done) override;
   void AbortWrite(std::string_view oid, uint32_t write_id) override;
 
  private:

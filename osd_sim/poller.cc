@@ -212,16 +212,22 @@ bool Poller::PollRing(RingState* r) {
       p->done.store(true, std::memory_order_release);
       continue;
     }
-    const uint32_t id = sink_->Persist(rec, part, [this, p](absl::Status s) {
+    const absl::StatusOr<uint32_t> id = sink_->Persist(rec, part, [this, p](absl::Status s) {
       p->status = std::move(s);
       p->done.store(true, std::memory_order_release);
       if (tls_poller != this) Wake();
     });
-    // A first part the sink could not take opens nothing: the rest of its write is then
-    // refused like any part without its first.
-    if (part.kind == WritePart::Kind::kFirst && id != 0) {
+    if (!id.ok()) {
+      // Refused at once (nothing stored, the callback will not run): acked with that
+      // status in ring order. A first part refused opens nothing: the rest of its write
+      // is then refused like any part without its first.
+      p->status = id.status();
+      p->done.store(true, std::memory_order_release);
+      continue;
+    }
+    if (part.kind == WritePart::Kind::kFirst) {
       r->open_writes.push_back(OpenWrite{std::string(rec.oid, rec.header->oid_len),
-                                         rec.header->tid + 1, id, NowNs()});
+                                         rec.header->tid + 1, *id, NowNs()});
     }
   }
   return found;

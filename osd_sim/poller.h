@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -47,15 +48,22 @@ struct WritePart {
   uint32_t write_id = 0;  // kMiddle / kLast: what Persist returned for the first part
 };
 
+// Told once whether a record is durable (OK) or why it never will be. The same type as
+// the store's completion (store::DurableCallback), so a sink hands it on as it is.
+using PersistCallback = absl::AnyInvocable<void(absl::Status)>;
+
 // Where records go. Persist() starts making `rec` durable; the payload stays valid in
-// ring memory until `done` has run. `done` runs exactly once, on any thread. The parts of
-// a write of several records become visible together, with the last one.
+// ring memory until `done` has run. If Persist returns OK, `done` runs exactly once, on
+// any thread (possibly before Persist returns); if it returns an error, nothing was
+// stored and `done` never runs (as ObjectStore::Append). The parts of a write of several
+// records become visible together, with the last one.
 class RecordSink {
  public:
   virtual ~RecordSink() = default;
-  // Returns, for a kFirst part, the id its later parts pass (0 if it failed at once).
-  virtual uint32_t Persist(const RecordView& rec, const WritePart& part,
-                           std::function<void(absl::Status)> done) = 0;
+  // Returns, for a kFirst part, the id its later parts pass (never 0); for other parts
+  // any value.
+  virtual absl::StatusOr<uint32_t> Persist(const RecordView& rec, const WritePart& part,
+                                           PersistCallback done) = 0;
   // The connection of an unfinished write went away: drop what it stored so far.
   virtual void AbortWrite(std::string_view oid, uint32_t write_id) = 0;
 };

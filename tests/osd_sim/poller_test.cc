@@ -52,16 +52,23 @@ class HookedRing : public UnsignalledRing {
 };
 
 // Completes records on another thread after the test lets it, like a group commit.
+// Object "full" fails when completed; object "refused" is refused at once (Persist
+// returns the error, nothing is stored, `done` is dropped unrun, as the store does).
 class FakeSink : public RecordSink {
  public:
-  uint32_t Persist(const RecordView& rec, const WritePart& part,
-                   std::function<void(absl::Status)> done) override {
+  absl::StatusOr<uint32_t> Persist(const RecordView& rec, const WritePart& part,
+                                   PersistCallback done) override {
     std::lock_guard<std::mutex> l(mu);
+    const std::string oid(rec.oid, rec.header->oid_len);
+    if (oid == "refused") {
+      refused.push_back(rec.header->tid);
+      return absl::FailedPreconditionError("refused at once");
+    }
     payloads.emplace_back(reinterpret_cast<const char*>(rec.payload), rec.header->payload_len);
     payload_ptrs.push_back(rec.payload);
     parts.emplace_back(rec.header->tid, part);
-    const bool fail = std::string(rec.oid, rec.header->oid_len) == "full";
-    waiting.push_back([done, fail] {
+    const bool fail = oid == "full";
+    waiting.push_back([done = std::move(done), fail]() mutable {
       done(fail ? absl::ResourceExhaustedError("store full") : absl::OkStatus());
     });
     return part.kind == WritePart::Kind::kFirst ? static_cast<uint32_t>(1000 + rec.header->tid)
@@ -72,7 +79,7 @@ class FakeSink : public RecordSink {
     aborted.emplace_back(std::string(oid), write_id);
   }
   void Flush() {
-    std::vector<std::function<void()>> w;
+    std::vector<absl::AnyInvocable<void()>> w;
     {
       std::lock_guard<std::mutex> l(mu);
       w.swap(waiting);
@@ -84,7 +91,8 @@ class FakeSink : public RecordSink {
   std::vector<const uint8_t*> payload_ptrs;
   std::vector<std::pair<uint64_t, WritePart>> parts;  // (tid, how the poller classified it)
   std::vector<std::pair<std::string, uint32_t>> aborted;
-  std::vector<std::function<void()>> waiting;
+  std::vector<uint64_t> refused;  // tids Persist refused at once
+  std::vector<absl::AnyInvocable<void()>> waiting;
 };
 
 void Produce(RingProducer* p, TestRing* ring, const std::string& oid, const std::string& data,
@@ -187,6 +195,32 @@ TEST(PollerTest, StoreErrorIsAckedAsErrorAndSpaceStillReturned) {
   EXPECT_EQ(rig.conn->acked[1], absl::StatusCode::kOk);
   EXPECT_EQ(rig.conn->acked[2], absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(rig.conn->released, rig.prod.produced());
+}
+
+// A record the sink refuses at once (its callback never runs) is acked with the sink's
+// status in ring order, its space returned; a first part refused opens no write, so the
+// rest of that write is refused as orphans and never reaches the sink.
+TEST(PollerTest, RecordRefusedAtOnceIsAckedWithTheSinksErrorInOrder) {
+  Rig rig;
+  Produce(&rig.prod, rig.ring.get(), "ok", "a", 1);
+  Produce(&rig.prod, rig.ring.get(), "refused", "b", 2);
+  Produce(&rig.prod, rig.ring.get(), "refused", "c0", 3, false, kRecordFlagTruncate);
+  Produce(&rig.prod, rig.ring.get(), "refused", "c1", 4, false, kRecordFlagLast);
+  Produce(&rig.prod, rig.ring.get(), "ok", "d", 5);
+  ASSERT_TRUE(FlushUntilAcked(rig.sink, *rig.conn, 5));
+  {
+    std::lock_guard<std::mutex> l(rig.sink.mu);
+    EXPECT_EQ(rig.sink.refused, (std::vector<uint64_t>{2, 3}));
+    EXPECT_EQ(rig.sink.parts.size(), 2u) << "tids 1 and 5 only";
+  }
+  std::lock_guard<std::mutex> l(rig.conn->mu);
+  EXPECT_EQ(rig.conn->acked[1], absl::StatusCode::kOk);
+  EXPECT_EQ(rig.conn->acked[2], absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(rig.conn->acked[3], absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(rig.conn->acked[4], absl::StatusCode::kAborted) << "its first part opened nothing";
+  EXPECT_EQ(rig.conn->acked[5], absl::StatusCode::kOk);
+  EXPECT_EQ(rig.conn->released, rig.prod.produced());
+  EXPECT_EQ(rig.poller->counters().write_errors, 3u);
 }
 
 // Writes of several records: the poller tells the sink each record's part, with the id
