@@ -149,11 +149,11 @@ void Osd::Stop() {
   // what is still pending into them, so they are destroyed only after the store.
   for (auto& p : pollers_) p->Stop();
   {
-    std::lock_guard<std::mutex> l(read_mu_);
+    absl::MutexLock l(&read_mu_);
     read_stop_ = true;
     read_queue_.clear();
   }
-  read_cv_.notify_all();
+  read_cv_.SignalAll();
   for (auto& t : read_threads_) t.join();
   read_threads_.clear();
   admin_.reset();
@@ -188,19 +188,19 @@ void Osd::OnRingAttached(const ConnectionRef& conn, std::shared_ptr<RecvRing> ri
 
 void Osd::OnMessage(const ConnectionRef& conn, Message m) {
   {
-    std::lock_guard<std::mutex> l(read_mu_);
+    absl::MutexLock l(&read_mu_);
     if (read_stop_) return;
     read_queue_.emplace_back(conn, std::move(m));
   }
-  read_cv_.notify_one();
+  read_cv_.Signal();
 }
 
 void Osd::ReadLoop() {
   for (;;) {
     std::pair<ConnectionRef, Message> item;
     {
-      std::unique_lock<std::mutex> l(read_mu_);
-      read_cv_.wait(l, [&] { return read_stop_ || !read_queue_.empty(); });
+      absl::MutexLock l(&read_mu_);
+      while (!read_stop_ && read_queue_.empty()) read_cv_.Wait(&read_mu_);
       if (read_stop_) return;
       item = std::move(read_queue_.front());
       read_queue_.pop_front();

@@ -13,15 +13,15 @@
 #define MSGR_OSD_SIM_OSD_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "msg/base/perf_counters.h"
 #include "msg/messenger.h"
@@ -117,10 +117,10 @@ class Osd : public Dispatcher, public RecordSink {
   std::atomic<bool> stopped_{false};
   CounterRegistry registry_;
 
-  std::mutex read_mu_;
-  std::condition_variable read_cv_;
-  std::deque<std::pair<ConnectionRef, Message>> read_queue_;  // guarded by read_mu_
-  bool read_stop_ = false;                                    // guarded by read_mu_
+  absl::Mutex read_mu_;
+  absl::CondVar read_cv_;
+  std::deque<std::pair<ConnectionRef, Message>> read_queue_ ABSL_GUARDED_BY(read_mu_);
+  bool read_stop_ ABSL_GUARDED_BY(read_mu_) = false;
   std::vector<std::thread> read_threads_;
   absl::Time started_ = absl::Now();
 };

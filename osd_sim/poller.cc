@@ -112,7 +112,7 @@ void Poller::Stop() {
 
 void Poller::AddRing(const ConnectionRef& conn, std::shared_ptr<RecvRing> ring) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     to_add_.emplace_back(conn, std::move(ring));
   }
   control_pending_.store(true);
@@ -121,7 +121,7 @@ void Poller::AddRing(const ConnectionRef& conn, std::shared_ptr<RecvRing> ring) 
 
 void Poller::RemoveRings(const Connection* conn) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     to_remove_.push_back(conn);
   }
   control_pending_.store(true);
@@ -129,7 +129,7 @@ void Poller::RemoveRings(const Connection* conn) {
 }
 
 PollerCounters Poller::counters() const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   PollerCounters c = snapshot_;
   c.rings = ring_count_.load();
   return c;
@@ -146,7 +146,7 @@ void Poller::ApplyControl() {
   std::vector<std::pair<ConnectionRef, std::shared_ptr<RecvRing>>> add;
   std::vector<const Connection*> remove;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     add.swap(to_add_);
     remove.swap(to_remove_);
     snapshot_ = counters_;
@@ -314,7 +314,7 @@ void Poller::Complete(RingState* r) {
   r->conn->ReleaseRing(release_to, failed_);
   ++counters_.acks_sent;
   if (!failed_.empty()) {  // errors show in `perf dump` at once (other counters: 10 ms)
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     snapshot_ = counters_;
   }
 }
@@ -346,7 +346,7 @@ bool Poller::Sleep() {
     return unsignalled_records;
   }
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     snapshot_ = counters_;
   }
   const uint64_t t0 = NowNs();
@@ -393,7 +393,7 @@ void Poller::Run() {
         {
           // A sleeping poller publishes nothing: what perf dump shows of an idle OSD
           // must include its last records.
-          std::lock_guard<std::mutex> l(mu_);
+          absl::MutexLock l(&mu_);
           snapshot_ = counters_;
         }
         if (Sleep()) unsignalled_work_at = NowNs();
@@ -404,7 +404,7 @@ void Poller::Run() {
     }
     if (now - last_publish > 10'000'000) {
       AbortStaleWrites(NowNs());  // `now` predates Sleep()'s last look
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       snapshot_ = counters_;
       last_publish = now;
       // Rings marked for removal are erased once their records are done.

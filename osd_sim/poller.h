@@ -22,9 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -32,6 +30,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "msg/base/perf_counters.h"
 #include "msg/messenger.h"
@@ -148,7 +147,7 @@ class Poller {
   const int wake_fd_;   // eventfd: control changes and store completions
   const int epoll_fd_;
 
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   std::vector<std::pair<ConnectionRef, std::shared_ptr<RecvRing>>> to_add_ ABSL_GUARDED_BY(mu_);
   std::vector<const Connection*> to_remove_ ABSL_GUARDED_BY(mu_);
   PollerCounters snapshot_ ABSL_GUARDED_BY(mu_);
