@@ -409,7 +409,10 @@ struct SleepRaceRig {
 TEST(PollerTest, WriteOpenedOnTheWayToSleepIsNotDroppedAsStale) {
   SleepRaceRig rig;
   ASSERT_NO_FATAL_FAILURE(rig.Start());
-  auto& [sink, poller, conn, ring] = rig;
+  // Plain references, not a structured binding: C++17 lambdas cannot capture those.
+  FakeSink& sink = rig.sink;
+  std::shared_ptr<FakeConnection>& conn = rig.conn;
+  std::shared_ptr<HookedRing>& ring = rig.ring;
   RingProducer prod(kRingBytes);
   absl::SleepFor(absl::Milliseconds(30));  // the poller's next counter publish is due
   ring->OnNextSleep(
@@ -440,7 +443,10 @@ TEST(PollerTest, WriteOpenedOnTheWayToSleepIsNotDroppedAsStale) {
 TEST(PollerTest, StoreCompletionWhileGoingToSleepIsNotLost) {
   SleepRaceRig rig;
   ASSERT_NO_FATAL_FAILURE(rig.Start());
-  auto& [sink, poller, conn, ring] = rig;
+  // Plain references, not a structured binding: C++17 lambdas cannot capture those.
+  FakeSink& sink = rig.sink;
+  std::shared_ptr<FakeConnection>& conn = rig.conn;
+  std::shared_ptr<HookedRing>& ring = rig.ring;
   rig.Attach();
   RingProducer prod(kRingBytes);
   for (uint64_t tid = 1; tid <= 3; ++tid) {
@@ -476,7 +482,10 @@ TEST(PollerTest, StoreCompletionWhileGoingToSleepIsNotLost) {
 TEST(PollerTest, RecordPublishedWhileGoingToSleepIsSeen) {
   SleepRaceRig rig;
   ASSERT_NO_FATAL_FAILURE(rig.Start());
-  auto& [sink, poller, conn, ring] = rig;
+  // Plain references, not a structured binding: C++17 lambdas cannot capture those.
+  FakeSink& sink = rig.sink;
+  std::shared_ptr<FakeConnection>& conn = rig.conn;
+  std::shared_ptr<HookedRing>& ring = rig.ring;
   RingProducer prod(kRingBytes);
   std::atomic<bool> fired{false};
   ring->OnNextSleep([&] {
