@@ -18,6 +18,7 @@
 #include "osd_sim/store/object_store_impl.h"
 #include "osd_sim/store/posix_error.h"
 #include "osd_sim/store/segment_scan.h"
+#include "osd_sim/store/store_format.h"
 #include "spdlog/spdlog.h"
 
 namespace msgr::store {
@@ -120,6 +121,9 @@ absl::Status ObjectStore::Impl::Recover() {
     }
     return PosixError("flock", lock_path, errno);
   }
+  // Before any segment is read: a build that misread another format's records would
+  // take them for damage and cut them off as a torn tail.
+  if (absl::Status s = CheckStoreFormat(dir); !s.ok()) return s;
 
   std::vector<uint64_t> ids;
   DIR* d = ::opendir(dir.c_str());

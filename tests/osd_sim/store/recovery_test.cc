@@ -247,5 +247,87 @@ TEST(RecoveryTest, CorruptionAfterOpenIsDataLossNotData) {
   ExpectFillers(**store);
 }
 
+// The store's format version (store_format.h, the FORMAT file): a new store records
+// format 1; a store of another format is refused before any segment is read, naming both
+// versions; a store made before the FORMAT file existed opens as format 1.
+StoreOptions SmallSegments(const std::string& dir, Durability mode = Durability::kDurable) {
+  StoreOptions o = Options(dir, mode);
+  o.segment_bytes = 1 << 20;  // preallocated: keep the segment small enough to compare
+  return o;
+}
+
+std::string MakeStoreWithObjects(const std::string& name) {
+  const std::string dir = FreshDir(name);
+  auto store = ObjectStore::Open(SmallSegments(dir));
+  EXPECT_TRUE(store.ok()) << store.status();
+  if (!store.ok()) return dir;
+  for (const char* oid : {"a", "b"}) {
+    auto t = Put(**store, oid, 0, Pattern(oid, 3000));
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (t.ok()) {
+      EXPECT_TRUE((*store)->WaitDurable(*t).ok());
+    }
+  }
+  return dir;
+}
+
+void ExpectObjects(const std::string& dir) {
+  auto store = ObjectStore::Open(SmallSegments(dir));
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (const char* oid : {"a", "b"}) {
+    auto got = (*store)->Read(oid);
+    ASSERT_TRUE(got.ok()) << oid << ": " << got.status();
+    EXPECT_TRUE(*got == Pattern(oid, 3000)) << oid;
+  }
+}
+
+TEST(StoreFormatTest, NewStoreRecordsFormat1) {
+  const std::string dir = MakeStoreWithObjects("format-new");
+  EXPECT_EQ(Slurp(dir + "/FORMAT"), "msgr object store format 1\n");
+}
+
+TEST(StoreFormatTest, StoreOfAFutureFormatIsRefusedNamingBothVersionsAndLeftAlone) {
+  const std::string dir = MakeStoreWithObjects("format-future");
+  const std::string seg = OnlySegment(dir);
+  const std::string before = Slurp(seg);
+  Spit(dir + "/FORMAT", "msgr object store format 2\n");
+  for (Durability mode : {Durability::kDurable, Durability::kBuffered}) {
+    auto store = ObjectStore::Open(SmallSegments(dir, mode));
+    ASSERT_FALSE(store.ok()) << "a format-2 store must not be opened by a format-1 build";
+    EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
+    EXPECT_EQ(std::string(store.status().message()),
+              "store in " + dir +
+                  " has format 2, this OSD reads format 1: use a matching msgr build or a new "
+                  "--data-dir");
+  }
+  EXPECT_TRUE(Slurp(seg) == before) << "refused before recovery touched a segment";
+  EXPECT_EQ(Slurp(dir + "/FORMAT"), "msgr object store format 2\n") << "its FORMAT stays";
+  Spit(dir + "/FORMAT", "msgr object store format 1\n");
+  ExpectObjects(dir);
+}
+
+TEST(StoreFormatTest, StoreMadeBeforeTheFormatFileOpensAsFormat1) {
+  // What the previous code left in a data directory: LOCK and segments, no FORMAT.
+  const std::string dir = MakeStoreWithObjects("format-old");
+  ASSERT_TRUE(fs::remove(dir + "/FORMAT"));
+  ExpectObjects(dir);
+  EXPECT_EQ(Slurp(dir + "/FORMAT"), "msgr object store format 1\n") << "written on open";
+  ExpectObjects(dir);
+}
+
+TEST(StoreFormatTest, UnreadableFormatFileIsRefused) {
+  const std::string dir = MakeStoreWithObjects("format-garbage");
+  for (const char* text : {"", "msgr object store format \n", "msgr object store format x1\n",
+                           "some other program's FORMAT\n"}) {
+    Spit(dir + "/FORMAT", text);
+    auto store = ObjectStore::Open(SmallSegments(dir));
+    ASSERT_FALSE(store.ok()) << "'" << text << "'";
+    EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
+    EXPECT_NE(store.status().message().find("unreadable FORMAT file"), absl::string_view::npos)
+        << store.status();
+    EXPECT_NE(store.status().message().find(dir), absl::string_view::npos) << store.status();
+  }
+}
+
 }  // namespace
 }  // namespace msgr::store
