@@ -101,9 +101,17 @@ RingConsumer::Poll RingConsumer::Next(RecordView* out, std::string* error) {
     // A matching seq word with a bad magic or header crc is stale payload bytes from an
     // earlier lap that happen to equal the expected seq (or a header still in flight):
     // not a record yet. Producers verify before publishing, so it is never corruption.
-    if (h->magic != kRecordMagic || h->version != kRecordVersion ||
-        RecordHeaderCrc(*h) != h->header_crc) {
+    if (h->magic != kRecordMagic || RecordHeaderCrc(*h) != h->header_crc) {
       return Poll::kEmpty;
+    }
+    // A real header (magic, seq and crc all check out) of another ring layout: its
+    // producer runs another build. Refused by name, not waited for as "not yet".
+    if (h->version != kRecordVersion) {
+      *error = absl::StrFormat(
+          "record seq %d at ring offset %d has ring layout version %d, this build reads "
+          "version %d: the peer runs an incompatible msgr build",
+          next_seq_, offset, h->version, kRecordVersion);
+      return Poll::kCorrupt;
     }
     if (h->record_bytes % kRingAlign != 0 || h->record_bytes < kRecordHeaderBytes ||
         h->record_bytes > room) {

@@ -89,7 +89,7 @@ class RingConsumer {
 
   // Looks for the next record at the read position. PAD records are skipped
   // internally (and count as read). kRecord fills `out`; kCorrupt fills `error` with
-  // what is wrong (bounds, type, layout: a PAD ending neither at the ring end nor on a
+  // what is wrong (a header of another kRecordVersion, naming both; bounds, type, layout: a PAD ending neither at the ring end nor on a
   // kPayloadAlign boundary, an aligned-layout flag that does not match the payload
   // length, an aligned record at an unaligned offset or with non-zero bytes in its gap;
   // payload crc): the ring is unusable

@@ -40,6 +40,23 @@
 // crc and read as "not yet"). A valid header with a bad payload crc or out-of-bounds
 // lengths is corruption: the connection is dropped, earlier records stay valid.
 //
+// Versions: kRecordVersion, in every record header, is the version of this whole layout
+// -- the header fields, both record layouts and which one a length selects
+// (kAlignedPayloadMinBytes), kRingAlign, kPayloadAlign, the PAD rules and
+// MaxRecordBytes. Nothing about the layout is negotiated: READY tells the sender the
+// ring's size, and the handshake's kFeatureRing only that rings exist. So any change to what this file defines bumps kRecordVersion, and keeps
+// what lets every build recognise a header: magic at 0, version at 4, seq at 8 (the
+// publication word) and header_crc at 60 over bytes [0, 60). Who checks:
+//   * RDMA: the sender writes each header, with its own version, into the receiver's
+//     ring; RingConsumer refuses a header of another version (kCorrupt, naming both) and
+//     the OSD drops that connection with the reason logged. The sender learns only that
+//     its session was closed: nothing in setup tells it the receiver's version.
+//   * TCP: the receiver's reader lays records out and writes their headers itself (its
+//     own version), so the ring never holds a foreign header; the sender's placement
+//     travels in each RING_RECORD's prefix (ring_offset, ring_seq) and a slot that does
+//     not match the reader's is a protocol error. The TCP sender's use of this layout is
+//     part of the frame protocol, so a layout change bumps kFrameVersion (msg/frame.h) too.
+//
 // All integers are little-endian (the only byte order msgr supports; static_asserted).
 #ifndef MSGR_MSG_RING_RING_FORMAT_H_
 #define MSGR_MSG_RING_RING_FORMAT_H_
@@ -51,7 +68,7 @@
 namespace msgr {
 
 inline constexpr uint32_t kRecordMagic = 0x4d524543;  // "CERM" in memory
-inline constexpr uint8_t kRecordVersion = 1;
+inline constexpr uint8_t kRecordVersion = 1;  // the ring layout's version: see "Versions"
 inline constexpr size_t kRingAlign = 64;                // record alignment, one cache line
 inline constexpr size_t kRecordHeaderBytes = 64;
 inline constexpr size_t kMaxOidBytes = 256;
@@ -98,8 +115,10 @@ struct RecordHeader {
   uint32_t header_crc;     // 60 crc32c over bytes [0, 60) with this field excluded
 };
 static_assert(sizeof(RecordHeader) == kRecordHeaderBytes, "record header is one cache line");
-static_assert(offsetof(RecordHeader, seq) == 8 && offsetof(RecordHeader, header_crc) == 60,
-              "record header layout is part of the wire contract");
+static_assert(offsetof(RecordHeader, magic) == 0 && offsetof(RecordHeader, version) == 4 &&
+                  offsetof(RecordHeader, seq) == 8 && offsetof(RecordHeader, header_crc) == 60,
+              "record header layout is part of the wire contract; these four fields stay put "
+              "in every version");
 static_assert(kRecordHeaderBytes % kRingAlign == 0, "header keeps payload alignment");
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "msgr's wire and ring formats are little-endian; big-endian hosts are unsupported"

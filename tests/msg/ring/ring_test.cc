@@ -167,6 +167,32 @@ TEST(RingTest, StaleBytesMatchingSeqAreNotARecord) {
   EXPECT_EQ(cons.Next(&v, &err), RingConsumer::Poll::kEmpty);
 }
 
+// A complete header of another ring layout version (magic, seq and header crc all valid)
+// is a peer running another build: refused by name, not waited for as "not yet" (which
+// would stall the ring for good) and never served as a record.
+TEST(RingTest, HeaderOfAnotherLayoutVersionIsRefusedNamingBothVersions) {
+  for (const uint8_t other : {uint8_t{0}, uint8_t{kRecordVersion + 1}, uint8_t{0xff}}) {
+    AlignedRing r(kRing);
+    RingProducer prod(kRing);
+    RingConsumer cons(r.mem.get(), kRing);
+    ASSERT_TRUE(Produce(&prod, r.mem.get(), "mine", "first", 1));
+    RingPlacement second;
+    ASSERT_TRUE(Produce(&prod, r.mem.get(), "theirs", "second", 2, &second));
+    auto* h = reinterpret_cast<RecordHeader*>(r.mem.get() + second.offset);
+    h->version = other;
+    h->header_crc = RecordHeaderCrc(*h);
+    RecordView v;
+    std::string err;
+    ASSERT_EQ(cons.Next(&v, &err), RingConsumer::Poll::kRecord) << "records before it stay valid";
+    EXPECT_EQ(v.header->tid, 1u);
+    ASSERT_EQ(cons.Next(&v, &err), RingConsumer::Poll::kCorrupt) << int{other};
+    EXPECT_NE(err.find("ring layout version " + std::to_string(other) +
+                       ", this build reads version " + std::to_string(kRecordVersion)),
+              std::string::npos)
+        << err;
+  }
+}
+
 TEST(RingTest, OutOfBoundsLengthIsCorrupt) {
   AlignedRing r(kRing);
   RingConsumer cons(r.mem.get(), kRing);
