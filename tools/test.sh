@@ -2,7 +2,8 @@
 # Runs every msgr test for real (no cached results) and ends with one line
 # "N passed, N failed" counted from the actual results; exits non-zero on any failure.
 #
-#   tools/test.sh            setup + plain build/tests + ASan/UBSan build/tests + RDMA VM suite
+#   tools/test.sh            setup + plain build/tests + ASan/UBSan build/tests + clang
+#                            thread-safety build + RDMA VM suite
 #   tools/test.sh --quick    plain tests only (for development)
 #
 # Steps: each prints its own "step NAME: N passed, N failed" line (Bazel steps add
@@ -59,6 +60,18 @@ run_bazel_step() {
 run_bazel_step plain
 if [[ $QUICK -eq 0 ]]; then
   run_bazel_step asan --config=asan
+  # clang's thread-safety analysis over every ABSL_GUARDED_BY (gcc ignores them): one case.
+  echo "=== step tsa: bazel build --config=tsa (clang -Wthread-safety -Werror=thread-safety)"
+  bazel build --config=tsa //msg/... //osd_sim/... //client/... //proto/... >"$LOGDIR/tsa.log" 2>&1
+  rc=$?
+  grep -E 'error:|ERROR:' "$LOGDIR/tsa.log" | head -20
+  if [[ $rc -eq 0 ]]; then
+    echo "step tsa: 1 passed, 0 failed"
+    TOTAL_PASS=$((TOTAL_PASS + 1))
+  else
+    echo "step tsa: 0 passed, 1 failed (log: $LOGDIR/tsa.log)"
+    TOTAL_FAIL=$((TOTAL_FAIL + 1))
+  fi
   if [[ -x tools/rxe_vm_suite.sh ]]; then
     log="$LOGDIR/rdma_vm.log"
     echo "=== step rdma-vm: RDMA suite on real verbs (Soft-RoCE rxe0 in a VM)"
