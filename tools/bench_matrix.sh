@@ -69,7 +69,7 @@ log() { echo "[$(date +%T)] $*" >&2; }
 load() { echo "$1 $(uptime | sed 's/.*load average: //')" >> "$OUT/load.txt"; }
 [[ -z "$ONLY" ]] || : > "$OUT/load.txt"
 
-BIN="$ROOT/bazel-bin"
+BIN="${MSGR_BIN:-$ROOT/bazel-bin}"  # MSGR_BIN: another build's binaries (an A/B of two checkouts)
 if [[ $BUILD == 1 ]]; then
   log "building (bazel build -c opt)"
   bazel build -c opt //osd_sim:osd //osd_sim/mon:mon //osd_sim/mon:monctl \
