@@ -137,7 +137,8 @@ void RdmaConnection::EnqueueLocked(Message m) {
 
 void RdmaConnection::AckLocked(uint64_t ack_seq) {
   bool lifted = false;
-  const size_t freed = unacked_.Ack(ack_seq, [&](const OutMsg& m) {
+  // The callback runs inside Ack, under mu_ (held here): clang cannot follow a lambda.
+  const size_t freed = unacked_.Ack(ack_seq, [&](const OutMsg& m) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (m.type == kRecordNackType) lifted |= nack_barrier_.LiftOldest();
     flow_.Release(m.payload.size(), &shared_->bytes_in_flight);
   });

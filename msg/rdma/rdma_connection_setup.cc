@@ -178,7 +178,8 @@ absl::Status RdmaConnection::ClientHandshake() {
     peer_name_ = hs.peer();
     if (remote_reset) {
       // The peer lost the session: what it had not acknowledged is gone on its side.
-      unacked_.ForEach([&](const OutMsg& m) {
+      // Under mu_ (clang cannot follow the lambda).
+      unacked_.ForEach([&](const OutMsg& m) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         flow_.Release(m.payload.size(), &shared_->bytes_in_flight);
       });
       unacked_.Clear();

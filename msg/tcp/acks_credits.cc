@@ -111,7 +111,8 @@ absl::Status TcpConnection::ProcessAck(uint64_t ack_seq) {
 
 bool TcpConnection::PopAckedLocked(uint64_t ack_seq) {
   bool lifted = false;
-  const size_t acked = sent_.Ack(ack_seq, [&](const OutFramePtr& f) {
+  // The callback runs inside Ack, under mu_ (held here): clang cannot follow a lambda.
+  const size_t acked = sent_.Ack(ack_seq, [&](const OutFramePtr& f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (f->type == FrameType::kMessage && f->msg_type == kRecordNackType) {
       lifted |= nack_barrier_.LiftOldest();
     }

@@ -79,8 +79,11 @@ status=$(bash "$TOOLS/cluster.sh" status --cluster-dir "$DIR")
 echo "$status"
 grep -q "3 up, 3 in" <<<"$status" || fail "status does not show 3 OSDs up and in"
 # --dir: the old spelling, in both forms.
-grep -q "3 up, 3 in" <(bash "$TOOLS/cluster.sh" status --dir "$DIR") || fail "status --dir DIR"
-grep -q "3 up, 3 in" <(bash "$TOOLS/cluster.sh" status --dir="$DIR") || fail "status --dir=DIR"
+# (no process substitution: the rdma VM's initramfs has no /dev/fd)
+status=$(bash "$TOOLS/cluster.sh" status --dir "$DIR")
+grep -q "3 up, 3 in" <<<"$status" || fail "status --dir DIR"
+status=$(bash "$TOOLS/cluster.sh" status --dir="$DIR")
+grep -q "3 up, 3 in" <<<"$status" || fail "status --dir=DIR"
 
 # Writes while osd.1 is killed and restarted.
 BENCH=(bash "$TOOLS/bench.sh" --mon "$MON" --ms-type "$MS_TYPE" --rdma-device "$RDMA_DEVICE" -b 16K -t 8
