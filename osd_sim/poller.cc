@@ -113,7 +113,7 @@ void Poller::Stop() {
 void Poller::AddRing(const ConnectionRef& conn, std::shared_ptr<RecvRing> ring) {
   {
     absl::MutexLock l(&mu_);
-    to_add_.emplace_back(conn, std::move(ring));
+    control_.push_back(ControlOp{conn, nullptr, std::move(ring)});
   }
   control_pending_.store(true);
   Wake();
@@ -122,7 +122,7 @@ void Poller::AddRing(const ConnectionRef& conn, std::shared_ptr<RecvRing> ring) 
 void Poller::RemoveRings(const Connection* conn) {
   {
     absl::MutexLock l(&mu_);
-    to_remove_.push_back(conn);
+    control_.push_back(ControlOp{nullptr, conn, nullptr});
   }
   control_pending_.store(true);
   Wake();
@@ -143,28 +143,24 @@ void Poller::Wake() {
 }
 
 void Poller::ApplyControl() {
-  std::vector<std::pair<ConnectionRef, std::shared_ptr<RecvRing>>> add;
-  std::vector<const Connection*> remove;
+  std::vector<ControlOp> ops;
   {
     absl::MutexLock l(&mu_);
-    add.swap(to_add_);
-    remove.swap(to_remove_);
+    ops.swap(control_);
     snapshot_ = counters_;
   }
-  for (auto& [conn, ring] : add) {
-    for (auto& r : rings_) {
-      if (r->conn == conn) r->removing = true;  // a new session replaces the old ring
-    }
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = ring->wait_fd();
-    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ring->wait_fd(), &ev);
-    rings_.push_back(std::make_unique<RingState>(conn, std::move(ring)));
-  }
-  for (const Connection* c : remove) {
+  for (ControlOp& op : ops) {
+    const Connection* c = op.ring ? op.conn.get() : op.removed;
+    // A removal, or a new session's ring replacing the old one.
     for (auto& r : rings_) {
       if (r->conn.get() == c) r->removing = true;
     }
+    if (!op.ring) continue;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = op.ring->wait_fd();
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, op.ring->wait_fd(), &ev);
+    rings_.push_back(std::make_unique<RingState>(std::move(op.conn), std::move(op.ring)));
   }
   for (auto it = rings_.begin(); it != rings_.end();) {
     if ((*it)->removing && (*it)->pending.empty()) {

@@ -148,15 +148,21 @@ class Poller {
   const int epoll_fd_;
 
   mutable absl::Mutex mu_;
-  std::vector<std::pair<ConnectionRef, std::shared_ptr<RecvRing>>> to_add_ ABSL_GUARDED_BY(mu_);
-  std::vector<const Connection*> to_remove_ ABSL_GUARDED_BY(mu_);
+  // AddRing / RemoveRings requests, applied by the thread in the order they came (a
+  // removal queued before an add of the same connection must not retire the new ring).
+  struct ControlOp {
+    ConnectionRef conn;              // AddRing: the connection (kept alive while queued)
+    const Connection* removed;       // RemoveRings: the connection (null for an add)
+    std::shared_ptr<RecvRing> ring;  // AddRing: the ring
+  };
+  std::vector<ControlOp> control_ ABSL_GUARDED_BY(mu_);
   PollerCounters snapshot_ ABSL_GUARDED_BY(mu_);
 
   std::vector<std::unique_ptr<RingState>> rings_;  // poller thread only
   std::vector<RecordAck> failed_;                  // poller thread only: Complete's scratch
   PollerCounters counters_;                        // poller thread only
   std::atomic<bool> stop_{false};
-  std::atomic<bool> control_pending_{false};  // to_add_/to_remove_ changed
+  std::atomic<bool> control_pending_{false};  // control_ changed
   std::atomic<size_t> ring_count_{0};
   std::thread thread_;
 };

@@ -154,6 +154,30 @@ struct Rig {
   RingProducer prod{kRingBytes};
 };
 
+// RemoveRings then AddRing of the same connection (the OSD tells the poller that had a
+// connection's old ring to drop it, then another session's ring lands here) are applied in
+// that order even when the thread takes both at once: the new ring stays. (Applied adds
+// first, then removals, the new ring was retired with the old: seen as a flaky osd_test
+// under ASan, ReplacedRingLeavesThePollerThatHadIt.)
+TEST(PollerTest, ControlRequestsApplyInTheOrderTheyCame) {
+  Rig rig;
+  ASSERT_TRUE(WaitFor([&] { return rig.poller->ring_count() == 1; }));
+  std::vector<std::shared_ptr<FakeConnection>> conns;
+  std::vector<std::shared_ptr<TestRing>> rings;
+  for (size_t i = 0; i < 100; ++i) {
+    conns.push_back(std::make_shared<FakeConnection>());
+    rings.push_back(std::make_shared<TestRing>());
+    rig.poller->RemoveRings(conns.back().get());
+    rig.poller->AddRing(conns.back(), rings.back());
+    ASSERT_TRUE(WaitFor([&] { return rig.poller->ring_count() == i + 2; }))
+        << "ring " << i << " was retired by the removal queued before it";
+  }
+  // And a removal after an add does retire it.
+  rig.poller->AddRing(conns[0], std::make_shared<TestRing>());
+  rig.poller->RemoveRings(conns[0].get());
+  EXPECT_TRUE(WaitFor([&] { return rig.poller->ring_count() == 100; }));
+}
+
 TEST(PollerTest, AcksOnlyAfterDurableAndReleasesSpaceInOrder) {
   Rig rig;
   for (uint64_t t = 1; t <= 5; ++t) {
