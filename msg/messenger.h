@@ -138,6 +138,12 @@ struct MessengerOptions {
   X(records_received, kCounter, kNone, "ring records published into receive rings")       \
   X(record_bytes_sent, kCounter, kBytes, "payload bytes of ring records sent")            \
   X(record_bytes_received, kCounter, kBytes, "payload bytes of ring records received")    \
+  X(payload_bytes_copied_tx, kCounter, kBytes,                                            \
+    "record payload bytes this process's CPU copied sending: into frames or staging "    \
+    "buffers, the kernel's socket copy, the soft HCA's memcpy")                           \
+  X(payload_bytes_copied_rx, kCounter, kBytes,                                            \
+    "record payload bytes this process's CPU copied receiving (the kernel's socket copy " \
+    "into the ring; 0 for RDMA: the peer's HCA placed them)")                             \
   X(resends, kCounter, kNone, "messages and records resent after a reconnect")            \
   X(duplicates_dropped, kCounter, kNone, "resent messages already delivered, dropped")    \
   X(resets, kCounter, kNone, "sessions ended (OnReset)")                                  \

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
@@ -177,6 +178,12 @@ void Poller::ApplyControl() {
 bool Poller::PollRing(RingState* r) {
   if (r->removing) return false;
   bool found = false;
+  const uint64_t crc_ns_before = r->consumer.crc_ns();
+  const uint64_t crc_bytes_before = r->consumer.crc_bytes();
+  absl::Cleanup crc_counts = [&] {
+    counters_.crc_ns += r->consumer.crc_ns() - crc_ns_before;
+    counters_.crc_bytes += r->consumer.crc_bytes() - crc_bytes_before;
+  };
   for (size_t n = 0; n < options_.max_batch; ++n) {
     RecordView rec;
     std::string error;

@@ -94,6 +94,8 @@ struct PollerOptions {
   X(acks_sent, kCounter, kNone, "ring releases (acks) sent to peers")                        \
   X(write_errors, kCounter, kNone, "records the store refused (acked with an error)")         \
   X(crc_errors, kCounter, kNone, "records refused for a bad crc32c")                          \
+  X(crc_bytes, kCounter, kBytes, "payload bytes crc32c-checked (once per record, both backends)") \
+  X(crc_ns, kCounter, kNanoseconds, "time spent in those checks (the OSD's crc CPU role)")   \
   X(orphan_parts, kCounter, kNone, "parts of writes whose first part is not here (refused)") \
   X(writes_aborted, kCounter, kNone, "writes of several records left unfinished by a session") \
   X(ring_high_water_bytes, kGauge, kBytes, "most bytes ever in use in one ring")             \

@@ -618,7 +618,10 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
     std::memcpy(oid + desc.oid.size(), payload.data(), payload.size());
     body = oid + desc.oid.size();
     shared_->counters.record_payload_bytes_staged += payload.size();
+    shared_->counters.payload_bytes_copied_tx += payload.size();
   }
+  // The soft HCA's WRITE is a memcpy by this process's CPU (a real HCA's DMA is none).
+  if (shared_->soft_device) shared_->counters.payload_bytes_copied_tx += payload.size();
   RecordHeader h;
   FillRecordHeader(&h, RecordType::kWrite, desc.flags, p->seq,
                    static_cast<uint16_t>(desc.oid.size()), static_cast<uint32_t>(payload.size()),

@@ -100,6 +100,7 @@ absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const Messenger
   }
   auto ctx = std::make_shared<DeviceContext>();
   ctx->device = std::move(*dev);
+  shared->soft_device = ctx->device->attr().provider == "soft";
   auto pd = ctx->device->CreatePd();
   if (!pd.ok()) return pd.status();
   ctx->pd = std::move(*pd);

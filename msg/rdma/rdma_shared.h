@@ -74,6 +74,8 @@ struct RdmaShared {
   std::shared_ptr<RegisteredBudget> budget = RegisteredBudget::Create(kDefaultMaxRegisteredBytes);
   RdmaStats Stats() const;
   absl::Duration cq_spin = absl::Microseconds(20);
+  // The device is the soft provider: its RDMA WRITEs are memcpys by the posting CPU.
+  bool soft_device = false;
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> bytes_in_flight{0};
   std::unique_ptr<Workers> workers;

@@ -1,6 +1,7 @@
 #include "msg/ring/ring.h"
 
 #include <cassert>
+#include <chrono>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -143,7 +144,13 @@ RingConsumer::Poll RingConsumer::Next(RecordView* out, std::string* error) {
     const char* oid =
         reinterpret_cast<const char*>(slot + RecordOidOffset(h->oid_len, h->payload_len));
     const uint8_t* payload = slot + RecordPayloadOffset(h->oid_len, h->payload_len);
-    if (RecordPayloadCrc(oid, h->oid_len, payload, h->payload_len) != h->payload_crc) {
+    const auto crc_start = std::chrono::steady_clock::now();
+    const uint32_t crc = RecordPayloadCrc(oid, h->oid_len, payload, h->payload_len);
+    crc_ns_ += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::steady_clock::now() - crc_start)
+                                         .count());
+    crc_bytes_ += h->payload_len;
+    if (crc != h->payload_crc) {
       *error = absl::StrFormat("record seq %d (tid %d) at ring offset %d: payload crc mismatch",
                                next_seq_, h->tid, offset);
       return Poll::kCorrupt;

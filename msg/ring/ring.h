@@ -66,6 +66,8 @@ class RingProducer {
   uint64_t produced_ = 0;
   uint64_t released_ = 0;
   uint64_t next_seq_ = 1;
+  uint64_t crc_bytes_ = 0;
+  uint64_t crc_ns_ = 0;
 };
 
 // A record the consumer found, pointing into ring memory (no copy).
@@ -106,6 +108,10 @@ class RingConsumer {
   size_t ring_bytes() const { return bytes_; }
   // Bytes between released and read: records handed out but not yet freed.
   size_t in_use() const { return static_cast<size_t>(read_ - released_); }
+  // The payload crc32c checks made so far: bytes covered and time taken (steady clock;
+  // the OSD reports it as the "crc" role of its CPU).
+  uint64_t crc_bytes() const { return crc_bytes_; }
+  uint64_t crc_ns() const { return crc_ns_; }
 
  private:
   uint8_t* base_;
@@ -113,6 +119,8 @@ class RingConsumer {
   uint64_t read_ = 0;
   uint64_t released_ = 0;
   uint64_t next_seq_ = 1;
+  uint64_t crc_bytes_ = 0;
+  uint64_t crc_ns_ = 0;
 };
 
 // In-process producer helpers (TCP backend, tests): the record body is already in place

@@ -122,6 +122,7 @@ absl::Status TcpConnection::WriteRecordShared(const RecordDesc& desc, std::strin
     f->body_view = payload;
   } else {
     f->payload.assign(payload.data(), payload.size());
+    shared_->counters.payload_bytes_copied_tx += payload.size();
   }
   const uint32_t record_crc =
       RecordPayloadCrc(desc.oid.data(), desc.oid.size(), payload.data(), payload.size());

@@ -267,6 +267,9 @@ bool TcpConnection::FinishBatchLocked(WriteBatch* b) {
         c.record_bytes_sent += f->body().size();
       }
     }
+    if (f->type == FrameType::kRingRecord) {
+      c.payload_bytes_copied_tx += f->body().size();  // the kernel's send copy, each write
+    }
     if (!policy_.lossless) {
       ReleaseAccountingLocked(*f);
       if (f->type == FrameType::kMessage && f->msg_type == kRecordNackType) {

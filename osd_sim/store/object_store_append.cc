@@ -372,6 +372,9 @@ absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_
     if (r->direct) ++stats_.direct_appends;
     if (fell_back) ++stats_.direct_fallbacks;
     stats_.append_bytes += len;
+    // A CPU copy of the payload: memory mode's own copy, or a buffered write's copy into
+    // the page cache (an O_DIRECT write is the disk's DMA from the ring).
+    if (!r->direct || fell_back) stats_.payload_bytes_copied += len;
     CommitWrittenLocked(*r, len, done, &fire);
   }
   Fire(&fire);

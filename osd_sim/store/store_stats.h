@@ -18,6 +18,8 @@ inline constexpr int kFlushLatencyBuckets = 24;
   /* Writes. */                                                                              \
   X(appends, kCounter, kNone, "successful appends")                                          \
   X(append_bytes, kCounter, kBytes, "payload bytes of successful appends")                   \
+  X(payload_bytes_copied, kCounter, kBytes,                                                  \
+    "of those, bytes the CPU copied (memory mode; buffered writes into the page cache)")     \
   X(append_errors, kCounter, kNone, "appends that failed (full, I/O error)")                 \
   X(full_errors, kCounter, kNone, "of the failed appends, those refused as 'store full'")    \
   X(direct_appends, kCounter, kNone, "successful appends written with O_DIRECT from the ring") \

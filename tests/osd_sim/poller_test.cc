@@ -208,6 +208,9 @@ TEST(PollerTest, AcksOnlyAfterDurableAndReleasesSpaceInOrder) {
   }
   EXPECT_TRUE(CountersWhen(*rig.poller, [](const PollerCounters& c) { return c.records >= 5; }));
   EXPECT_EQ(rig.poller->counters().records, 5u);
+  // One crc32c check per record, over its payload ("payload-N": 9 bytes each).
+  EXPECT_EQ(rig.poller->counters().crc_bytes, 5u * 9);
+  EXPECT_GT(rig.poller->counters().crc_ns, 0u);
 }
 
 TEST(PollerTest, StoreErrorIsAckedAsErrorAndSpaceStillReturned) {

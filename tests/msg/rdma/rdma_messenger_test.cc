@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <random>
 #include <thread>
 #include <tuple>
@@ -572,6 +573,15 @@ TEST(RdmaMessenger, LargeSharedPayloadsAreWrittenFromCallerMemory) {
   auto cs = RdmaStatsOf(*p.client);
   EXPECT_EQ(cs->zero_copy_records, large);
   EXPECT_EQ(cs->record_payload_bytes_staged, staged) << "large payloads were copied";
+  // The client's CPU copied the staged payloads, and on the soft device (whose WRITE is a
+  // memcpy by the poster) every payload once more; a real HCA's DMA is no CPU copy.
+  // The OSD's CPU copied none: the bytes were placed in its ring.
+  const uint64_t copied_tx = p.client->counters().payload_bytes_copied_tx;
+  const uint64_t total = std::accumulate(want.begin(), want.end(), uint64_t{0},
+                                         [](uint64_t n, const std::string& w) { return n + w.size(); });
+  EXPECT_TRUE(copied_tx == staged || copied_tx == staged + total)
+      << copied_tx << " bytes copied, staged " << staged << " of " << total;
+  EXPECT_EQ(p.server->counters().payload_bytes_copied_rx, 0u);
   // Retired transports (one per injected fault) stay registered for their linger time.
   for (int t = 0; t < 500 && RdmaStatsOf(*p.client)->registered_bytes != registered_before; ++t) {
     absl::SleepFor(absl::Milliseconds(10));

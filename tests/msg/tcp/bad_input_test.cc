@@ -341,13 +341,13 @@ TEST_F(SlowPeerTest, LargeFrameArrivingSlowlyIsNotAKeepaliveTimeout) {
       << "the slow frame was not delivered (the session was cut off meanwhile?)";
 }
 
-TEST_F(BadInputTest, RingOverrunIsAProtocolError) {
-  RawSocket raw(port_);
-  // Ask for a ring: AUTH with kAuthWantRing, then send records without waiting for credit.
+// A raw client's handshake that asks for a ring (AUTH with kAuthWantRing), as a test
+// client that then sends RING_RECORD frames by hand.
+void HandshakeWithRing(RawSocket& raw) {
   raw.Send(HelloFrame());
   std::string ch = raw.Read(kFrameHeaderBytes);
   FrameHeader h;
-  ASSERT_TRUE(DecodeFrameHeader(reinterpret_cast<const uint8_t*>(ch.data()), 4096, &h).ok());
+  EXPECT_TRUE(DecodeFrameHeader(reinterpret_cast<const uint8_t*>(ch.data()), 4096, &h).ok());
   raw.Read(h.payload_len);
   AuthReply a;
   a.cookie = 999;
@@ -356,10 +356,33 @@ TEST_F(BadInputTest, RingOverrunIsAProtocolError) {
   ah.type = FrameType::kAuth;
   raw.Send(EncodeFrame(ah, EncodeAuth(a)));
   std::string rd = raw.Read(kFrameHeaderBytes);
-  ASSERT_TRUE(DecodeFrameHeader(reinterpret_cast<const uint8_t*>(rd.data()), 4096, &h).ok());
+  EXPECT_TRUE(DecodeFrameHeader(reinterpret_cast<const uint8_t*>(rd.data()), 4096, &h).ok());
   auto ready = DecodeReady(raw.Read(h.payload_len));
-  ASSERT_TRUE(ready.ok());
-  ASSERT_EQ(ready->ring_bytes, 64u * 1024);
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_EQ(ready->ring_bytes, 64u * 1024);
+}
+
+// One RING_RECORD frame: ring seq `seq` at ring position `pos`, oid "o".
+std::string RingRecordFrame(uint64_t seq, uint64_t pos, const std::string& data, uint32_t crc) {
+  RingPrefix p;
+  p.ring_seq = seq;
+  p.ring_offset = static_cast<uint32_t>(pos % (64 * 1024));
+  p.oid_len = 1;
+  p.data_len = static_cast<uint32_t>(data.size());
+  p.record_crc = crc;
+  std::string payload(kRingPrefixBytes, '\0');
+  EncodeRingPrefix(p, reinterpret_cast<uint8_t*>(payload.data()));
+  payload += "o" + data;
+  FrameHeader rh;
+  rh.type = FrameType::kRingRecord;
+  rh.seq = seq;
+  return EncodeFrame(rh, payload);
+}
+
+TEST_F(BadInputTest, RingOverrunIsAProtocolError) {
+  RawSocket raw(port_);
+  HandshakeWithRing(raw);
+  if (HasFatalFailure()) return;
   const uint64_t before = server_->counters().protocol_errors;
   // 16 KiB records into a 64 KiB ring that nobody drains, ignoring credit: the fourth
   // does not fit and the receiver must refuse it rather than overwrite unread records.
@@ -367,24 +390,42 @@ TEST_F(BadInputTest, RingOverrunIsAProtocolError) {
   const std::string data(16 * 1024, 'r');
   uint64_t pos = 0;
   for (uint64_t i = 1; i <= 6; ++i) {
-    RingPrefix p;
-    p.ring_seq = i;
-    p.ring_offset = static_cast<uint32_t>(pos % (64 * 1024));
-    p.oid_len = 1;
-    p.data_len = static_cast<uint32_t>(data.size());
-    p.record_crc = RecordPayloadCrc("o", 1, data.data(), data.size());
+    raw.Send(RingRecordFrame(i, pos, data, RecordPayloadCrc("o", 1, data.data(), data.size())));
     pos += RecordBytes(1, data.size());
-    std::string payload(kRingPrefixBytes, '\0');
-    EncodeRingPrefix(p, reinterpret_cast<uint8_t*>(payload.data()));
-    payload += "o" + data;
-    FrameHeader rh;
-    rh.type = FrameType::kRingRecord;
-    rh.seq = i;
-    raw.Send(EncodeFrame(rh, payload));
   }
   EXPECT_TRUE(raw.ClosedByPeer(3000));
   EXPECT_TRUE(Logged(raw, "ring overrun"));
   EXPECT_GT(server_->counters().protocol_errors, before);
+}
+
+// The reader does not read record payloads (the ring's consumer makes the one crc32c
+// check): a record whose payload does not match its crc is published, and the consumer
+// refuses it by name, after the good record before it.
+TEST_F(BadInputTest, RingRecordWithBadCrcIsRefusedByTheRingConsumer) {
+  RawSocket raw(port_);
+  HandshakeWithRing(raw);
+  if (HasFatalFailure()) return;
+  const std::string data(4096, 'g');
+  const uint32_t good = RecordPayloadCrc("o", 1, data.data(), data.size());
+  raw.Send(RingRecordFrame(1, 0, data, good));
+  raw.Send(RingRecordFrame(2, RecordBytes(1, data.size()), data, good ^ 1));
+  // The drainer says nothing to the dispatcher's condition variable: look every 5 ms.
+  testing::RingDrainer* d = nullptr;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (bool refused = false; !refused;) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the corrupt record was never refused";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    for (size_t i = 0; !refused && (d = sd_.drainer(i)) != nullptr; ++i) {
+      refused = !d->Error().empty();
+    }
+  }
+  EXPECT_NE(d->Error().find("payload crc mismatch"), std::string::npos) << d->Error();
+  EXPECT_EQ(d->Count(), 1u) << "only the good record is handed out";
+  // The kernel's copy of both payloads, and the reader's copy out of its buffer of what
+  // arrived there (small frames do): one or two copies of each, no more.
+  const uint64_t copied = server_->counters().payload_bytes_copied_rx;
+  EXPECT_GE(copied, 2 * data.size());
+  EXPECT_LE(copied, 4 * (data.size() + 1));
 }
 
 }  // namespace

@@ -402,6 +402,7 @@ TEST(DirectIoTest, PipelinedLargeRecordsShareFlushes) {
   const StoreStats st = (*store)->GetStats();
   SKIP_WITHOUT_DIRECT(**store, kRecords);
   EXPECT_EQ(st.direct_appends, static_cast<uint64_t>(kRecords));
+  EXPECT_EQ(st.payload_bytes_copied, 0u) << "O_DIRECT writes go from the caller's memory";
   EXPECT_GT(st.max_batch, 1u) << st.ToString();
   EXPECT_LT(st.flushes, static_cast<uint64_t>(kRecords)) << st.ToString();
 }
