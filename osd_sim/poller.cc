@@ -373,11 +373,13 @@ void Poller::Run() {
   uint64_t unsignalled_work_at = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     if (control_pending_.exchange(false)) ApplyControl();
+    const uint64_t pass_start = NowNs();
     bool work = false;
+    bool unsignalled = false;
     for (auto& r : rings_) {
       if (PollRing(r.get())) {
         work = true;
-        if (!r->ring->producer_signals()) unsignalled_work_at = NowNs();
+        if (!r->ring->producer_signals()) unsignalled = true;
       }
       if (!r->pending.empty() && r->pending.front()->done.load(std::memory_order_acquire)) {
         Complete(r.get());
@@ -385,9 +387,11 @@ void Poller::Run() {
       }
     }
     const uint64_t now = NowNs();
+    if (unsignalled) unsignalled_work_at = now;
     if (work) {
       ++counters_.poll_hits;
-      counters_.spin_ns += now - idle_since;
+      // Spinning is the empty passes since the last work, not this pass's work.
+      counters_.spin_ns += pass_start - std::min(idle_since, pass_start);
       idle_since = now;
     } else {
       ++counters_.poll_misses;
