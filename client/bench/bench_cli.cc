@@ -148,6 +148,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     if (!a.cluster_dir.empty()) {
       for (int p : ReadOsdPids(a.cluster_dir)) pids.push_back(p);
     }
+    std::sort(pids.begin(), pids.end());  // --osd-pids may name one of DIR's too
     pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
     // The perf dumps of DIR/run/osd.*.asok give the pollers' spin and crc time and the
     // OSDs' payload copies; without them those figures are n/a (never a failed run).

@@ -211,13 +211,15 @@ TEST(BenchCliTest, FiguresFromTheOsdPerfDumpsOfAClusterDir) {
   std::ostringstream out, err;
   int rc = BenchMain({"--mon", env.mon_addr(), "--ms-type", "fake", "-b", "4K", "-t", "4",
                       "--count", "100", "--seconds", "0", "--json", json, "--auth", "none",
-                      "--cluster-dir", cluster.dir(), "--quiet"},
+                      "--cluster-dir", cluster.dir(), "--quiet", "--osd-pids",
+                      absl::StrCat(getpid(), ",", getppid())},  // ours again, and one more
                      NoKeyrings, out, err);
   ASSERT_EQ(rc, 0) << err.str() << out.str();
   EXPECT_EQ(cluster.queries(), 2);
   nlohmann::json j = Load(json);
   ASSERT_EQ(j["bytes"], 100 * 4096);
-  EXPECT_EQ(j["osd_processes"], 1);
+  EXPECT_EQ(j["osd_processes"], 2);  // counted once each
+  EXPECT_EQ(err.str().find("the others were gone"), std::string::npos) << err.str();
   EXPECT_EQ(j["copies_per_byte"]["osd_wire"], 3.0);
   EXPECT_EQ(j["copies_per_byte"]["osd_store"], 0.5);
   // This process has no poller threads: crc and spin (0 here) leave its poller role at 0.
