@@ -3,9 +3,12 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "osd_sim/admin_socket.h"
 
@@ -93,7 +96,9 @@ PerfSamples SamplePerf(const std::vector<std::string>& sockets) {
       samples.emplace(path, reply.status());
       continue;
     }
+    const double now_s = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
     auto s = ParsePerfDump(*reply);
+    if (s.ok()) s->started_at_s = now_s - s->uptime_s;
     samples.emplace(path, s.ok() ? s
                                  : absl::Status(s.status().code(),
                                                 absl::StrCat(path, ": ", s.status().message())));
@@ -111,7 +116,9 @@ absl::StatusOr<OsdPerfDelta> SumPerfDeltas(const PerfSamples& before, const Perf
       return absl::NotFoundError(absl::StrCat(path, " not read after the run"));
     if (!it->second.ok()) return it->second.status();
     const OsdPerfSample& a = *it->second;
-    if (a.id != b->id || a.uptime_s < b->uptime_s || a.spin_ns < b->spin_ns ||
+    const bool moved = a.started_at_s != 0 && b->started_at_s != 0 &&
+                       std::abs(a.started_at_s - b->started_at_s) > kRestartSlackSeconds;
+    if (a.id != b->id || moved || a.uptime_s < b->uptime_s || a.spin_ns < b->spin_ns ||
         a.crc_ns < b->crc_ns || a.wire_copied_rx < b->wire_copied_rx ||
         a.store_copied < b->store_copied) {
       return absl::FailedPreconditionError(

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/bench/pattern.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -160,7 +162,8 @@ TEST(BenchCliTest, TimedRunPrintsProgressAndFailedOpsExitNonZero) {
 
 // A cluster dir standing in for tools/cluster.sh's: osd.0.pid is this process, and
 // run/osd.0.asok an admin socket whose perf dump shows `before` at the first query and
-// `after` from then on (the bench queries once before its run and once after).
+// `after` from then on (the bench queries once before its run and once after), their
+// uptime_s running on with the clock from when this was made.
 class FakeClusterDir {
  public:
   FakeClusterDir(const testing::FakeOsdCounters& before, const testing::FakeOsdCounters& after) {
@@ -172,8 +175,11 @@ class FakeClusterDir {
     auto sock = osd::AdminSocket::Create(dir_ + "/run/osd.0.asok");
     if (!sock.ok()) return;
     sock_ = std::move(*sock);
-    sock_->Register("perf dump", [this, before, after] {
-      return testing::FakePerfDump(queries_++ == 0 ? before : after);
+    const absl::Time made = absl::Now();
+    sock_->Register("perf dump", [this, before, after, made] {
+      testing::FakeOsdCounters c = queries_++ == 0 ? before : after;
+      c.uptime_s += absl::ToDoubleSeconds(absl::Now() - made);
+      return testing::FakePerfDump(c);
     });
     sock_->Start();
   }
@@ -201,7 +207,6 @@ TEST(BenchCliTest, FiguresFromTheOsdPerfDumpsOfAClusterDir) {
   before.tcp_copied_rx = 1000;
   before.store_copied = 2000;
   after = before;
-  after.uptime_s = 6;
   after.tcp_copied_rx += 2 * 100 * 4096;  // 2 copies per byte of 100 4 KiB writes
   after.rdma_copied_rx += 100 * 4096;     // messengers add up
   after.store_copied += 100 * 4096 / 2;
@@ -237,7 +242,7 @@ TEST(BenchCliTest, AnOsdRestartedDuringTheRunMakesItsFiguresNaNotAFailure) {
   testing::FakeOsdCounters before, after;
   before.uptime_s = 50;
   before.store_copied = 1 << 20;
-  after.uptime_s = 0.5;  // a new process behind the same socket, counters from zero
+  after.uptime_s = 0;  // a new process behind the same socket, counters from zero
   FakeClusterDir cluster(before, after);
   ASSERT_TRUE(cluster.ok());
   std::string json = TmpFile("restart.json");

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "osd_sim/admin_socket.h"
@@ -94,6 +96,17 @@ TEST(OsdStatsTest, SumsDeltasOverOsdsAllOrNothing) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("osd.1 restarted"), std::string::npos) << r.status();
 
+  // osd.1 restarted early in the run: its uptime at the end exceeds the one at the start,
+  // but it started 3 s after the first reading's process did.
+  PerfSamples started_later = after;
+  before["b"]->started_at_s = 1000;
+  started_later["b"]->started_at_s = 1000 + 0.3;  // within the slack: the same process
+  EXPECT_TRUE(SumPerfDeltas(before, started_later).ok());
+  started_later["b"]->started_at_s = 1000 + 3;
+  r = SumPerfDeltas(before, started_later);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("osd.1 restarted"), std::string::npos) << r.status();
+
   PerfSamples unread = after;
   unread["a"] = absl::UnavailableError("cannot connect to admin socket a");
   EXPECT_EQ(SumPerfDeltas(before, unread).status().message(), "cannot connect to admin socket a");
@@ -124,6 +137,10 @@ TEST(OsdStatsTest, ReadsTheAdminSocketsOfAClusterDir) {
   PerfSamples before = SamplePerf(sockets);
   spin = 1700;
   PerfSamples after = SamplePerf(sockets);
+  ASSERT_TRUE(before.begin()->second.ok()) << before.begin()->second.status();
+  // Read at Unix time T with uptime 1 s: started at T - 1.
+  const double now_s = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  EXPECT_NEAR(before.begin()->second->started_at_s, now_s - 1, 0.5);
   auto d = SumPerfDeltas(before, after);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->spin_ns, 1200u);
