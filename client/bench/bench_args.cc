@@ -224,7 +224,9 @@ Every --flag takes --flag VALUE or --flag=VALUE.
   --keyring FILE   the cluster secret (default DIR/keyring); implies --auth secret.
                    --auth FILE is its old spelling
   --prefix P       object ids are P_0, P_1, ... (default benchmark_data_<host>_<pid>)
-  --osd-pids, --cluster-dir   OSD processes to measure CPU for (DIR/osd.*.pid)
+  --osd-pids, --cluster-dir   OSD processes to measure CPU for (DIR/osd.*.pid); with
+                   --cluster-dir, also their perf dumps (DIR/run/osd.*.asok) for the
+                   spin, crc and copy figures (n/a without, with a line on stderr saying why)
   --op-timeout S   per-op timeout (default 30)   --mon-timeout S  (default 10)
   --rdma-device    soft|IBDEV for --ms-type rdma  --ms-threads N  messenger worker threads
   --spin-us US     poll up to US microseconds for a completion before sleeping (default 0
@@ -236,6 +238,12 @@ Every --flag takes --flag VALUE or --flag=VALUE.
                    up, else 0 = the driver thread itself): a send copies the object on the
                    calling thread, so one thread serializes large writes
   --quiet          no per-second progress lines
+The summary and --json report, besides throughput and latency: CPU-s per GiB written
+(client, OSDs); CPU us per op (client, OSDs, OSDs busy = less the pollers' empty spin);
+the OSDs' CPU-s per GiB by thread role (transport: ms-tcp-io, ms-rdma-cq, ms-rdma-disp,
+soft-hca; crc: the pollers' record crc32c check; poller: the rest of osd-poller-N, of it
+spin; store: store-io, store-flush; other: every other thread); payload copies per byte
+written (client sends, OSD wire receives, OSD store). JSON field names: README.md.
 verify reads back every object id listed in FILE (one per line) and checks its pattern.
 Exit status: 0 ok, 1 failed ops, mismatches or setup errors, 2 bad arguments.
 )";

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,8 @@
 #include "client/bench/bench_runner.h"
 #include "client/bench/send_pool.h"
 #include "client/bench/cpu_usage.h"
+#include "client/bench/osd_stats.h"
+#include "client/bench/thread_role.h"
 #include "client/client.h"
 
 namespace msgr::bench {
@@ -36,6 +39,30 @@ std::map<int, double> SampleCpu(const std::vector<int>& pids) {
     if (s.ok()) m[pid] = *s;
   }
   return m;
+}
+
+// Per-thread CPU of each readable pid.
+std::map<int, std::vector<ThreadCpu>> SampleThreads(const std::vector<int>& pids) {
+  std::map<int, std::vector<ThreadCpu>> m;
+  for (int pid : pids) {
+    auto t = ProcessThreadCpu(pid);
+    if (t.ok()) m[pid] = std::move(*t);
+  }
+  return m;
+}
+
+// The OSD CPU by thread role over the run, over the processes read at both ends.
+std::optional<RoleCpu> RoleCpuOver(const std::map<int, std::vector<ThreadCpu>>& before,
+                                   const std::map<int, std::vector<ThreadCpu>>& after) {
+  RoleCpu sum{};
+  bool any = false;
+  for (const auto& [pid, threads] : after) {
+    auto b = before.find(pid);
+    if (b == before.end()) continue;
+    AddByRole(ThreadCpuDelta(b->second, threads), &sum);
+    any = true;
+  }
+  return any ? std::optional<RoleCpu>(sum) : std::nullopt;
 }
 
 absl::Status WriteJson(const std::string& path, const BenchReport& r) {
@@ -121,8 +148,16 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     if (!a.cluster_dir.empty()) {
       for (int p : ReadOsdPids(a.cluster_dir)) pids.push_back(p);
     }
+    std::sort(pids.begin(), pids.end());  // --osd-pids may name one of DIR's too
     pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+    // The perf dumps of DIR/run/osd.*.asok give the pollers' spin and crc time and the
+    // OSDs' payload copies; without them those figures are n/a (never a failed run).
+    const std::vector<std::string> sockets =
+        a.cluster_dir.empty() ? std::vector<std::string>{} : OsdAdminSockets(a.cluster_dir);
     auto before = SampleCpu(pids);
+    auto threads_before = SampleThreads(pids);
+    PerfSamples perf_before = SamplePerf(sockets);
+    const uint64_t copied_before = c.messenger_counters().payload_bytes_copied_tx;
 
     WriteRunOptions wo;
     wo.prefix = a.prefix.empty() ? DefaultPrefix() : a.prefix;
@@ -146,7 +181,25 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     report.run = std::move(*run);
     err << "bench: " << DriverSummary(report.run.driver) << "\n";
 
+    report.client_copied_tx = c.messenger_counters().payload_bytes_copied_tx - copied_before;
     auto after = SampleCpu(pids);
+    auto threads_after = SampleThreads(pids);
+    PerfSamples perf_after = SamplePerf(sockets);
+    report.osd_role_cpu_s = RoleCpuOver(threads_before, threads_after);
+    if (!pids.empty() || !a.cluster_dir.empty()) {
+      auto perf = SumPerfDeltas(perf_before, perf_after);
+      if (perf.ok()) {
+        report.osd_perf = *perf;
+      } else {
+        const std::string why =
+            a.cluster_dir.empty() ? "no --cluster-dir (for its run/osd.*.asok)"
+            : sockets.empty()     ? absl::StrCat("no ", a.cluster_dir, "/run/osd.*.asok")
+                                  : std::string(perf.status().message());
+        err << "bench: " << why
+            << ": the figures from OSD perf dumps (osds_busy, crc, poller, poller spin, "
+               "osd_wire, osd_store) are n/a\n";
+      }
+    }
     double osd_cpu = 0;
     for (auto& [pid, t] : after) {
       if (before.count(pid)) {
@@ -155,6 +208,10 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
       }
     }
     if (report.osd_processes > 0) report.osd_cpu_s = osd_cpu;
+    if (auto poller = PollerCpuTimes(report); poller && poller->capped) {
+      err << "bench: the pollers' spin_ns/crc_ns (wall-clock time) exceed their threads' CPU: "
+             "crc, poller spin and osds_busy use the CPU as the bound\n";
+    }
     if (!pids.empty() && report.osd_processes < static_cast<int>(pids.size())) {
       err << "bench: measured CPU of " << report.osd_processes << " of " << pids.size()
           << " OSD processes (the others were gone)\n";

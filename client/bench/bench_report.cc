@@ -1,5 +1,6 @@
 #include "client/bench/bench_report.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +32,68 @@ std::optional<double> CpuSecondsPerGiB(std::optional<double> cpu_s, uint64_t byt
   return *cpu_s / (static_cast<double>(bytes) / (1ull << 30));
 }
 
+std::optional<PollerTimes> PollerCpuTimes(const BenchReport& r) {
+  if (!r.osd_perf) return std::nullopt;
+  PollerTimes t;
+  t.crc_s = r.osd_perf->crc_ns / 1e9;
+  t.spin_s = r.osd_perf->spin_ns / 1e9;
+  if (r.osd_role_cpu_s) {
+    const double poller_s = (*r.osd_role_cpu_s)[static_cast<int>(ThreadRole::kPoller)];
+    if (t.crc_s > poller_s) {
+      t.crc_s = poller_s;
+      t.capped = true;
+    }
+    if (t.spin_s > poller_s - t.crc_s) {
+      t.spin_s = poller_s - t.crc_s;
+      t.capped = true;
+    }
+  }
+  return t;
+}
+
+CpuPerOp CpuMicrosPerOp(const BenchReport& r) {
+  auto per_op = [&r](std::optional<double> cpu_s) -> std::optional<double> {
+    if (!cpu_s || r.run.ops == 0) return std::nullopt;
+    return *cpu_s * 1e6 / static_cast<double>(r.run.ops);
+  };
+  CpuPerOp c;
+  c.client = per_op(r.run.client_cpu_s);
+  c.osds = per_op(r.osd_cpu_s);
+  const std::optional<PollerTimes> poller = PollerCpuTimes(r);
+  if (r.osd_cpu_s && poller) c.osds_busy = per_op(std::max(0.0, *r.osd_cpu_s - poller->spin_s));
+  return c;
+}
+
+OsdCpuByRole OsdCpuPerGiBByRole(const BenchReport& r) {
+  OsdCpuByRole c;
+  if (!r.osd_role_cpu_s) return c;
+  const RoleCpu& cpu = *r.osd_role_cpu_s;
+  auto per_gib = [&r](double s) { return CpuSecondsPerGiB(s, r.run.bytes); };
+  c.transport = per_gib(cpu[static_cast<int>(ThreadRole::kTransport)]);
+  c.store = per_gib(cpu[static_cast<int>(ThreadRole::kStore)]);
+  c.other = per_gib(cpu[static_cast<int>(ThreadRole::kOther)]);
+  if (const std::optional<PollerTimes> poller = PollerCpuTimes(r)) {
+    c.crc = per_gib(poller->crc_s);
+    c.poller = per_gib(cpu[static_cast<int>(ThreadRole::kPoller)] - poller->crc_s);
+    c.poller_spin = per_gib(poller->spin_s);
+  }
+  return c;
+}
+
+CopiesPerByte PayloadCopiesPerByte(const BenchReport& r) {
+  auto per_byte = [&r](uint64_t copied) -> std::optional<double> {
+    if (r.run.bytes == 0) return std::nullopt;
+    return static_cast<double>(copied) / static_cast<double>(r.run.bytes);
+  };
+  CopiesPerByte c;
+  c.client = per_byte(r.client_copied_tx);
+  if (r.osd_perf) {
+    c.osd_wire = per_byte(r.osd_perf->wire_copied_rx);
+    c.osd_store = per_byte(r.osd_perf->store_copied);
+  }
+  return c;
+}
+
 nlohmann::json ToJson(const BenchReport& r) {
   const LatencyHistogram& h = r.run.latency;
   nlohmann::json cdf = nlohmann::json::array();
@@ -52,6 +115,21 @@ nlohmann::json ToJson(const BenchReport& r) {
       {"client", OrNull(CpuSecondsPerGiB(r.run.client_cpu_s, r.run.bytes))},
       {"osds", OrNull(CpuSecondsPerGiB(r.osd_cpu_s, r.run.bytes))}};
   j["osd_processes"] = r.osd_processes;
+  const CpuPerOp per_op = CpuMicrosPerOp(r);
+  j["cpu_us_per_op"] = {{"client", OrNull(per_op.client)},
+                        {"osds", OrNull(per_op.osds)},
+                        {"osds_busy", OrNull(per_op.osds_busy)}};
+  const OsdCpuByRole role = OsdCpuPerGiBByRole(r);
+  j["osd_cpu_s_per_gb_by_role"] = {{"transport", OrNull(role.transport)},
+                                   {"crc", OrNull(role.crc)},
+                                   {"poller", OrNull(role.poller)},
+                                   {"store", OrNull(role.store)},
+                                   {"other", OrNull(role.other)}};
+  j["poller_spin_s_per_gb"] = OrNull(role.poller_spin);
+  const CopiesPerByte copies = PayloadCopiesPerByte(r);
+  j["copies_per_byte"] = {{"client", OrNull(copies.client)},
+                          {"osd_wire", OrNull(copies.osd_wire)},
+                          {"osd_store", OrNull(copies.osd_store)}};
   j["verify"] = {{"enabled", r.verify_enabled},
                  {"checked", r.verify.checked},
                  {"mismatches", r.verify.mismatches}};
@@ -85,6 +163,19 @@ std::string SummaryText(const BenchReport& r) {
     line("CPU-s/GB client", OrDash(CpuSecondsPerGiB(r.run.client_cpu_s, r.run.bytes)));
     line("CPU-s/GB OSDs", absl::StrCat(OrDash(CpuSecondsPerGiB(r.osd_cpu_s, r.run.bytes)), " (",
                                        r.osd_processes, " processes)"));
+    const CpuPerOp per_op = CpuMicrosPerOp(r);
+    line("CPU-us/op client", OrDash(per_op.client));
+    line("CPU-us/op OSDs", OrDash(per_op.osds));
+    line("CPU-us/op OSDs busy", absl::StrCat(OrDash(per_op.osds_busy), " (less pollers' spin)"));
+    const OsdCpuByRole role = OsdCpuPerGiBByRole(r);
+    line("OSD CPU-s/GB by role",
+         absl::StrCat("transport ", OrDash(role.transport), ", crc ", OrDash(role.crc),
+                      ", poller ", OrDash(role.poller), " (spin ", OrDash(role.poller_spin),
+                      "), store ", OrDash(role.store), ", other ", OrDash(role.other)));
+    const CopiesPerByte copies = PayloadCopiesPerByte(r);
+    line("Copies/byte",
+         absl::StrCat("client ", OrDash(copies.client), ", OSD wire ", OrDash(copies.osd_wire),
+                      ", OSD store ", OrDash(copies.osd_store)));
     for (const auto& e : r.run.error_samples) absl::StrAppend(&s, "  error: ", e, "\n");
   } else {
     line("ms_type", r.ms_type);

@@ -2,7 +2,21 @@
 //   mode, ms_type, object_size, concurrency, seconds, ops, bytes, mb_per_s, iops,
 //   lat_us {p50, p99, p999, max, avg}, cpu_s_per_gb {client, osds} (null if unmeasured),
 //   verify {enabled, checked, mismatches}, auth, errors, osd_processes,
-//   lat_cdf [[lat_us, fraction], ...].
+//   lat_cdf [[lat_us, fraction], ...],
+//   cpu_us_per_op {client, osds, osds_busy}: CPU microseconds per acknowledged write; busy
+//     is the OSDs' CPU less their pollers' empty spinning (perf dump pollers[].spin_ns),
+//   osd_cpu_s_per_gb_by_role {transport, crc, poller, store, other}: the OSDs' CPU-s per
+//     GiB by thread role (thread_role.h), crc being the pollers' time in the record crc32c
+//     check (pollers[].crc_ns) and poller the rest of the poller threads' CPU,
+//   poller_spin_s_per_gb: the part of that poller figure that was empty spinning,
+//   copies_per_byte {client, osd_wire, osd_store}: payload bytes a CPU copied per byte
+//     written (client messenger payload_bytes_copied_tx; the OSDs' messenger
+//     payload_bytes_copied_rx and store payload_bytes_copied).
+// spin_ns and crc_ns are wall-clock time: each is capped at the poller threads' CPU (see
+// PollerCpuTimes), so crc + poller is the poller threads' CPU and spin a part of poller.
+// Every figure is null when it could not be measured: nothing written, no OSD processes,
+// or (for those from perf dumps: osds_busy, crc, poller, poller_spin_s_per_gb, osd_wire,
+// osd_store) no readable admin socket of every OSD at both ends of the run.
 // MB/s is MiB/s (2^20 bytes, as `rados bench`), GB for CPU is GiB.
 //
 // Thread-safety: pure functions.
@@ -13,6 +27,8 @@
 #include <string>
 
 #include "client/bench/bench_runner.h"
+#include "client/bench/osd_stats.h"
+#include "client/bench/thread_role.h"
 #include "nlohmann/json.hpp"
 
 namespace msgr::bench {
@@ -26,6 +42,9 @@ struct BenchReport {
   WriteRunResult run;               // empty in verify mode
   std::optional<double> osd_cpu_s;  // summed over OSD processes, during the run
   int osd_processes = 0;
+  std::optional<RoleCpu> osd_role_cpu_s;   // per-thread, summed over the same processes
+  std::optional<OsdPerfDelta> osd_perf;    // perf dumps of every OSD, over the run
+  uint64_t client_copied_tx = 0;           // client messenger payload_bytes_copied_tx, run
   bool verify_enabled = false;
   VerifyResult verify;
 };
@@ -34,6 +53,33 @@ double MiBPerSecond(const BenchReport& r);
 double Iops(const BenchReport& r);
 // CPU seconds per GiB written, or nullopt when nothing was written / not measured.
 std::optional<double> CpuSecondsPerGiB(std::optional<double> cpu_s, uint64_t bytes);
+
+// The pollers' crc and empty-spin time over the run, in seconds, summed over OSDs. The perf
+// counters are wall-clock time, which a preempted or yielding poller keeps counting, so
+// when the poller threads' CPU was measured each is capped at what that CPU leaves (crc
+// at the poller CPU, spin at the poller CPU less crc; `capped` says one was). nullopt
+// without perf dumps.
+struct PollerTimes {
+  double crc_s = 0;
+  double spin_s = 0;
+  bool capped = false;
+};
+std::optional<PollerTimes> PollerCpuTimes(const BenchReport& r);
+
+// The figures derived from the readings above (null members: not measured).
+struct CpuPerOp {
+  std::optional<double> client, osds, osds_busy;  // microseconds per op
+};
+struct OsdCpuByRole {
+  std::optional<double> transport, crc, poller, store, other;  // CPU-s per GiB
+  std::optional<double> poller_spin;                           // part of `poller`
+};
+struct CopiesPerByte {
+  std::optional<double> client, osd_wire, osd_store;
+};
+CpuPerOp CpuMicrosPerOp(const BenchReport& r);
+OsdCpuByRole OsdCpuPerGiBByRole(const BenchReport& r);
+CopiesPerByte PayloadCopiesPerByte(const BenchReport& r);
 
 nlohmann::json ToJson(const BenchReport& r);
 std::string SummaryText(const BenchReport& r);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -34,6 +35,57 @@ absl::StatusOr<double> ParseProcStatCpu(const std::string& stat, long ticks_per_
     return absl::InvalidArgumentError("short or malformed stat line");
   }
   return static_cast<double>(utime + stime) / static_cast<double>(ticks_per_second);
+}
+
+absl::StatusOr<ThreadCpu> ParseTaskStat(const std::string& stat, long ticks_per_second) {
+  const size_t open = stat.find(" (");
+  const size_t close = stat.rfind(')');
+  ThreadCpu t;
+  if (open == std::string::npos || close == std::string::npos || close < open ||
+      !absl::SimpleAtoi(stat.substr(0, open), &t.tid)) {
+    return absl::InvalidArgumentError("no 'TID (comm)' at the start of the stat line");
+  }
+  t.comm = stat.substr(open + 2, close - open - 2);
+  auto cpu = ParseProcStatCpu(stat, ticks_per_second);
+  if (!cpu.ok()) return cpu.status();
+  t.cpu_s = *cpu;
+  return t;
+}
+
+absl::StatusOr<std::vector<ThreadCpu>> ProcessThreadCpu(int pid) {
+  const std::string task_dir = absl::StrCat("/proc/", pid, "/task");
+  DIR* d = opendir(task_dir.c_str());
+  if (d == nullptr) return absl::NotFoundError(absl::StrCat("no process ", pid));
+  const long ticks = sysconf(_SC_CLK_TCK);
+  std::vector<ThreadCpu> threads;
+  while (dirent* e = readdir(d)) {
+    int tid;
+    if (!absl::SimpleAtoi(e->d_name, &tid)) continue;  // "." and ".."
+    std::ifstream in(absl::StrCat(task_dir, "/", tid, "/stat"));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto t = ParseTaskStat(ss.str(), ticks);  // a thread gone meanwhile reads empty
+    if (t.ok()) threads.push_back(std::move(*t));
+  }
+  closedir(d);
+  return threads;
+}
+
+std::vector<ThreadCpu> ThreadCpuDelta(const std::vector<ThreadCpu>& before,
+                                      const std::vector<ThreadCpu>& after) {
+  std::map<int, const ThreadCpu*> by_tid;
+  for (const ThreadCpu& t : before) by_tid[t.tid] = &t;
+  std::vector<ThreadCpu> delta;
+  delta.reserve(after.size());
+  for (const ThreadCpu& t : after) {
+    ThreadCpu d = t;
+    auto it = by_tid.find(t.tid);
+    if (it != by_tid.end() && it->second->cpu_s <= t.cpu_s) {
+      d.cpu_s = t.cpu_s - it->second->cpu_s;
+    }
+    delta.push_back(std::move(d));
+  }
+  return delta;
 }
 
 absl::StatusOr<double> ProcessCpuSeconds(int pid) {

@@ -1,5 +1,5 @@
-// CPU time of this process (getrusage) and of other processes (/proc/<pid>/stat), for
-// the bench's CPU-seconds-per-GB figures.
+// CPU time of this process (getrusage), of other processes (/proc/<pid>/stat) and of each
+// of their threads (/proc/<pid>/task/<tid>/stat), for the bench's CPU-per-GB figures.
 //
 // Thread-safety: pure functions (they read the kernel's counters).
 #ifndef MSGR_CLIENT_BENCH_CPU_USAGE_H_
@@ -21,6 +21,31 @@ absl::StatusOr<double> ProcessCpuSeconds(int pid);
 // Parses the contents of /proc/<pid>/stat (fields 14 and 15, after the "(comm)" which may
 // hold spaces and parentheses) into seconds at `ticks_per_second`.
 absl::StatusOr<double> ParseProcStatCpu(const std::string& stat, long ticks_per_second);
+
+// One thread's reading: its id, name (the comm field, as pthread_setname_np set it, at
+// most 15 characters) and utime + stime in seconds.
+struct ThreadCpu {
+  int tid = 0;
+  std::string comm;
+  double cpu_s = 0;
+};
+
+// Parses /proc/<pid>/task/<tid>/stat (same layout as ParseProcStatCpu's): the tid before
+// " (", the comm up to the last ')' (it may hold spaces and parentheses), then the times.
+absl::StatusOr<ThreadCpu> ParseTaskStat(const std::string& stat, long ticks_per_second);
+
+// Every thread of process `pid` now. Threads that exit while they are being listed are
+// left out. NOT_FOUND if the process does not exist.
+absl::StatusOr<std::vector<ThreadCpu>> ProcessThreadCpu(int pid);
+
+// The CPU each thread of one process used between two readings of it, in `after`'s order:
+// a thread in both (same tid, not gone backwards) gets after - before, under its name in
+// `after` (a thread may name itself after it starts); one only in `after` (started
+// between them), or gone backwards (a reused tid), all of its reading. Threads
+// that exited between the readings are not in `after`, and their time is missing here
+// (it is in the process's own total).
+std::vector<ThreadCpu> ThreadCpuDelta(const std::vector<ThreadCpu>& before,
+                                      const std::vector<ThreadCpu>& after);
 
 // The pids in DIR/osd.*.pid (one number per file); unreadable files are skipped.
 std::vector<int> ReadOsdPids(const std::string& cluster_dir);

@@ -5,6 +5,8 @@
 #     every write completes, and every acknowledged object reads back byte-identical;
 #   * garbage sent to an OSD's port does not take it down;
 #   * `perf dump` on the admin socket reports the writes;
+#   * the bench's per-op, per-role and copy figures: n/a across the OSD restart, and
+#     plausible on a quiet run (roles add up to the OSDs' CPU, wire copies per backend);
 #   * `stop` leaves no process behind;
 #   * the tools' flags: --flag=VALUE and --flag VALUE alike, --dir as the old spelling of
 #     --cluster-dir, bench's --auth secret|none, --keyring FILE and the old --auth FILE;
@@ -107,6 +109,13 @@ for k in ("ms_type", "object_size", "concurrency", "seconds", "ops", "bytes", "i
 assert j["auth"] == "secret", j["auth"]
 for k in ("p50", "p99", "p999", "max"):
     assert j["lat_us"][k] > 0, k
+# osd.1 restarted during the run: its CPU and its perf dump are not comparable across it.
+assert j["osd_processes"] == 2, j["osd_processes"]
+assert j["cpu_us_per_op"]["client"] > 0 and j["cpu_us_per_op"]["osds"] > 0, j["cpu_us_per_op"]
+assert j["cpu_us_per_op"]["osds_busy"] is None, j["cpu_us_per_op"]
+assert j["copies_per_byte"]["osd_wire"] is None and j["copies_per_byte"]["client"] > 0, j
+assert j["osd_cpu_s_per_gb_by_role"]["transport"] > 0, j["osd_cpu_s_per_gb_by_role"]
+assert j["osd_cpu_s_per_gb_by_role"]["crc"] is None and j["poller_spin_s_per_gb"] is None, j
 PY
 verify_json="$DIR/verify.json"
 bash "$TOOLS/bench.sh" verify --mon "$MON" --ms-type "$MS_TYPE" --rdma-device "$RDMA_DEVICE" \
@@ -152,6 +161,37 @@ python3 - "$DIR/no-auth.json" <<'PY' || fail "bench --auth none: wrong JSON"
 import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["auth"] == "none" and j["ops"] == 0 and j["errors"] == 1, j
+PY
+
+# The bench's per-op, per-role and copy figures on a quiet timed run.
+bash "$TOOLS/bench.sh" --mon "$MON" --ms-type "$MS_TYPE" --rdma-device "$RDMA_DEVICE" -b 4K -t 16 \
+  --seconds 2 --cluster-dir "$DIR" --prefix figures --quiet --json "$DIR/figures.json" \
+  > "$DIR/figures.out" 2> "$DIR/figures.err" || fail "bench for the CPU and copy figures failed"
+! grep "are n/a" "$DIR/figures.err" || fail "perf-dump figures n/a on a quiet cluster"
+grep -q "^Copies/byte: *client [0-9]" "$DIR/figures.out" || fail "no copies line in the summary"
+python3 - "$DIR/figures.json" "$MS_TYPE" "$RDMA_DEVICE" <<'PY' || fail "bench CPU / copy figures are wrong"
+import json, sys
+j, ms, device = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+op, role, cp = j["cpu_us_per_op"], j["osd_cpu_s_per_gb_by_role"], j["copies_per_byte"]
+assert j["ops"] > 0 and j["errors"] == 0 and j["osd_processes"] == 3, j
+for group in (op, role, cp):
+    for k, v in group.items():
+        assert isinstance(v, (int, float)) and v >= 0, (k, v, group)
+assert isinstance(j["poller_spin_s_per_gb"], (int, float)), j["poller_spin_s_per_gb"]
+assert op["client"] > 0 and op["osds"] > 0 and op["osds_busy"] <= op["osds"], op
+assert j["poller_spin_s_per_gb"] <= role["poller"] + 1e-3, (j["poller_spin_s_per_gb"], role)
+# Every payload byte crosses the client's CPU at least once over tcp (the kernel's socket
+# copy) and over the soft HCA (its memcpy; a real HCA may send from registered memory);
+# the OSD's CPU copies it in over tcp, never over rdma.
+if ms == "tcp" or device == "soft":
+    assert cp["client"] >= 1, cp
+assert (cp["osd_wire"] >= 1) if ms == "tcp" else (cp["osd_wire"] == 0), (ms, cp)
+# The roles come from per-thread readings, the total from each process's: within 20%.
+total, parts = j["cpu_s_per_gb"]["osds"], sum(role.values())
+assert abs(parts - total) <= 0.2 * total, (parts, total, role)
+assert role["transport"] > 0 and role["poller"] + role["crc"] > 0, role
+print("figures:", {k: j[k] for k in ("cpu_us_per_op", "osd_cpu_s_per_gb_by_role",
+                                     "poller_spin_s_per_gb", "copies_per_byte")})
 PY
 
 # perf dump reports the writes.

@@ -1,17 +1,27 @@
 // The bench end to end over an in-process monitor and fake OSDs: a counted run with
 // --json/--acked-log/--verify, then the verify subcommand on the acked log, and a
-// corrupted object found by verify (exit 1).
+// corrupted object found by verify (exit 1); the figures from OSD perf dumps over a
+// --cluster-dir whose admin socket this test serves, and n/a when one cannot be had.
 #include "client/bench/bench_cli.h"
 
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/bench/pattern.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "osd_sim/admin_socket.h"
+#include "tests/client/bench/fake_perf_dump.h"
 #include "tests/client/fake_backend.h"
 #include "tests/client/mon_env.h"
 
@@ -79,6 +89,22 @@ TEST(BenchCliTest, CountedRunWritesJsonAckedLogAndVerifies) {
   EXPECT_LE(j["lat_us"]["p999"].get<double>(), j["lat_us"]["max"].get<double>());
   EXPECT_TRUE(j["cpu_s_per_gb"]["client"].is_number());
   EXPECT_TRUE(j["cpu_s_per_gb"]["osds"].is_number());  // our own pid stands in
+  EXPECT_GT(j["cpu_us_per_op"]["client"].get<double>(), 0);
+  EXPECT_GT(j["cpu_us_per_op"]["osds"].get<double>(), 0);
+  EXPECT_TRUE(j["osd_cpu_s_per_gb_by_role"]["other"].is_number());  // our unnamed threads
+  EXPECT_EQ(j["copies_per_byte"]["client"], 0);  // the fake messenger counts no copies
+  // No --cluster-dir, so no perf dumps: those figures are null, and stderr says why.
+  EXPECT_TRUE(j["cpu_us_per_op"]["osds_busy"].is_null());
+  EXPECT_TRUE(j["osd_cpu_s_per_gb_by_role"]["crc"].is_null());
+  EXPECT_TRUE(j["osd_cpu_s_per_gb_by_role"]["poller"].is_null());
+  EXPECT_TRUE(j["poller_spin_s_per_gb"].is_null());
+  EXPECT_TRUE(j["copies_per_byte"]["osd_wire"].is_null());
+  EXPECT_TRUE(j["copies_per_byte"]["osd_store"].is_null());
+  EXPECT_NE(err.str().find("no --cluster-dir (for its run/osd.*.asok): the figures from OSD "
+                           "perf dumps"),
+            std::string::npos)
+      << err.str();
+  EXPECT_NE(out.str().find("CPU-us/op OSDs busy:     n/a"), std::string::npos) << out.str();
   EXPECT_EQ(j["verify"]["checked"], 200);
   EXPECT_EQ(j["verify"]["mismatches"], 0);
   EXPECT_EQ(j["auth"], "none");
@@ -132,6 +158,107 @@ TEST(BenchCliTest, TimedRunPrintsProgressAndFailedOpsExitNonZero) {
                  NoKeyrings, out2, err2);
   EXPECT_EQ(rc, 1);
   EXPECT_NE(out2.str().find("timed out after 300ms"), std::string::npos) << out2.str();
+}
+
+// A cluster dir standing in for tools/cluster.sh's: osd.0.pid is this process, and
+// run/osd.0.asok an admin socket whose perf dump shows `before` at the first query and
+// `after` from then on (the bench queries once before its run and once after), their
+// uptime_s running on with the clock from when this was made.
+class FakeClusterDir {
+ public:
+  FakeClusterDir(const testing::FakeOsdCounters& before, const testing::FakeOsdCounters& after) {
+    char tmpl[] = "/tmp/msgr-bench-cli.XXXXXX";  // short: a unix socket path
+    if (mkdtemp(tmpl) == nullptr) return;
+    dir_ = tmpl;
+    mkdir((dir_ + "/run").c_str(), 0755);
+    std::ofstream(dir_ + "/osd.0.pid") << getpid() << "\n";
+    auto sock = osd::AdminSocket::Create(dir_ + "/run/osd.0.asok");
+    if (!sock.ok()) return;
+    sock_ = std::move(*sock);
+    const absl::Time made = absl::Now();
+    sock_->Register("perf dump", [this, before, after, made] {
+      testing::FakeOsdCounters c = queries_++ == 0 ? before : after;
+      c.uptime_s += absl::ToDoubleSeconds(absl::Now() - made);
+      return testing::FakePerfDump(c);
+    });
+    sock_->Start();
+  }
+  ~FakeClusterDir() {
+    sock_.reset();
+    unlink((dir_ + "/osd.0.pid").c_str());
+    rmdir((dir_ + "/run").c_str());
+    rmdir(dir_.c_str());
+  }
+  bool ok() const { return sock_ != nullptr; }
+  const std::string& dir() const { return dir_; }
+  int queries() const { return queries_; }
+
+ private:
+  std::string dir_;
+  std::unique_ptr<osd::AdminSocket> sock_;
+  std::atomic<int> queries_{0};
+};
+
+TEST(BenchCliTest, FiguresFromTheOsdPerfDumpsOfAClusterDir) {
+  MonEnv env(2);
+  ASSERT_TRUE(env.ok());
+  testing::FakeOsdCounters before, after;
+  before.uptime_s = 5;
+  before.tcp_copied_rx = 1000;
+  before.store_copied = 2000;
+  after = before;
+  after.tcp_copied_rx += 2 * 100 * 4096;  // 2 copies per byte of 100 4 KiB writes
+  after.rdma_copied_rx += 100 * 4096;     // messengers add up
+  after.store_copied += 100 * 4096 / 2;
+  FakeClusterDir cluster(before, after);
+  ASSERT_TRUE(cluster.ok());
+  std::string json = TmpFile("perf.json");
+  std::ostringstream out, err;
+  int rc = BenchMain({"--mon", env.mon_addr(), "--ms-type", "fake", "-b", "4K", "-t", "4",
+                      "--count", "100", "--seconds", "0", "--json", json, "--auth", "none",
+                      "--cluster-dir", cluster.dir(), "--quiet", "--osd-pids",
+                      absl::StrCat(getpid(), ",", getppid())},  // ours again, and one more
+                     NoKeyrings, out, err);
+  ASSERT_EQ(rc, 0) << err.str() << out.str();
+  EXPECT_EQ(cluster.queries(), 2);
+  nlohmann::json j = Load(json);
+  ASSERT_EQ(j["bytes"], 100 * 4096);
+  EXPECT_EQ(j["osd_processes"], 2);  // counted once each
+  EXPECT_EQ(err.str().find("the others were gone"), std::string::npos) << err.str();
+  EXPECT_EQ(j["copies_per_byte"]["osd_wire"], 3.0);
+  EXPECT_EQ(j["copies_per_byte"]["osd_store"], 0.5);
+  // This process has no poller threads: crc and spin (0 here) leave its poller role at 0.
+  EXPECT_EQ(j["osd_cpu_s_per_gb_by_role"]["crc"], 0.0);
+  EXPECT_EQ(j["osd_cpu_s_per_gb_by_role"]["poller"], 0.0);
+  EXPECT_EQ(j["poller_spin_s_per_gb"], 0.0);
+  EXPECT_EQ(j["cpu_us_per_op"]["osds_busy"], j["cpu_us_per_op"]["osds"]);
+  EXPECT_EQ(err.str().find("are n/a"), std::string::npos) << err.str();
+  EXPECT_NE(out.str().find("OSD wire 3.000, OSD store 0.500"), std::string::npos) << out.str();
+}
+
+TEST(BenchCliTest, AnOsdRestartedDuringTheRunMakesItsFiguresNaNotAFailure) {
+  MonEnv env(2);
+  ASSERT_TRUE(env.ok());
+  testing::FakeOsdCounters before, after;
+  before.uptime_s = 50;
+  before.store_copied = 1 << 20;
+  after.uptime_s = 0;  // a new process behind the same socket, counters from zero
+  FakeClusterDir cluster(before, after);
+  ASSERT_TRUE(cluster.ok());
+  std::string json = TmpFile("restart.json");
+  std::ostringstream out, err;
+  int rc = BenchMain({"--mon", env.mon_addr(), "--ms-type", "fake", "-b", "4K", "-t", "2",
+                      "--count", "20", "--seconds", "0", "--json", json, "--auth", "none",
+                      "--cluster-dir", cluster.dir(), "--quiet"},
+                     NoKeyrings, out, err);
+  ASSERT_EQ(rc, 0) << err.str() << out.str();
+  nlohmann::json j = Load(json);
+  EXPECT_EQ(j["ops"], 20);
+  EXPECT_TRUE(j["copies_per_byte"]["osd_store"].is_null());
+  EXPECT_TRUE(j["cpu_us_per_op"]["osds_busy"].is_null());
+  EXPECT_TRUE(j["cpu_us_per_op"]["osds"].is_number());
+  EXPECT_NE(err.str().find("osd.0 restarted during the run"), std::string::npos) << err.str();
+  EXPECT_NE(out.str().find("OSD store n/a"), std::string::npos) << out.str();
 }
 
 }  // namespace
