@@ -136,7 +136,7 @@ bool TcpConnection::ParseBuffered(uint64_t gen) {
         const size_t take = std::min(rx_buf_.size(), rx_body_len_ - rx_body_done_);
         if (rx_body_dst_ != nullptr && take > 0) {
           std::memcpy(rx_body_dst_ + rx_body_done_, rx_buf_.data(), take);
-          if (rx_body_kind_ == BodyKind::kRing) shared_->counters.payload_bytes_copied_rx += take;
+          if (rx_body_kind_ == BodyKind::kRing) rx_ring_buffered_ += take;
         }
         rx_buf_.Consume(take);
         rx_body_done_ += take;
@@ -181,6 +181,7 @@ void TcpConnection::SetBody(uint8_t* dst, size_t len, BodyKind kind) {
   rx_body_len_ = len;
   rx_body_done_ = 0;
   rx_body_kind_ = kind;
+  rx_ring_buffered_ = 0;
 }
 
 bool TcpConnection::OnHeader() {
@@ -403,7 +404,11 @@ bool TcpConnection::OnRingData() {
   mirror_saved_.reset();
   shared_->counters.records_received++;
   shared_->counters.record_bytes_received += prefix_.data_len;
-  shared_->counters.payload_bytes_copied_rx += prefix_.data_len;  // the kernel's recv copy
+  // The kernel's recv copy, and ours out of rx_buf_ of what came through it (the body
+  // starts with the oid, so that went first).
+  shared_->counters.payload_bytes_copied_rx +=
+      prefix_.data_len + (rx_ring_buffered_ > prefix_.oid_len ? rx_ring_buffered_ - prefix_.oid_len : 0);
+  rx_ring_buffered_ = 0;
   shared_->counters.bytes_received += size_t{prefix_.oid_len} + prefix_.data_len;
   FrameReceived();
   return true;

@@ -315,6 +315,7 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   size_t rx_body_done_ = 0;
   BodyKind rx_body_kind_ = BodyKind::kControl;
   bool ring_signal_ = false;  // records published since the last eventfd signal
+  size_t rx_ring_buffered_ = 0;  // bytes of the current record body copied from rx_buf_
   FrameHeader hdr_;
   std::string rx_payload_;
   RingPrefix prefix_;
