@@ -392,6 +392,7 @@ void Poller::Run() {
       ++counters_.poll_hits;
       // Spinning is the empty passes since the last work, not this pass's work.
       counters_.spin_ns += pass_start - std::min(idle_since, pass_start);
+      counters_.busy_ns += now - pass_start;
       idle_since = now;
     } else {
       ++counters_.poll_misses;

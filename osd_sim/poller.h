@@ -89,6 +89,7 @@ struct PollerOptions {
   X(poll_hits, kCounter, kNone, "polls that found a record")                                  \
   X(poll_misses, kCounter, kNone, "polls that found none")                                    \
   X(spin_ns, kCounter, kNanoseconds, "time spent spinning for records")                       \
+  X(busy_ns, kCounter, kNanoseconds, "time in passes that found work (records, completions)") \
   X(sleep_ns, kCounter, kNanoseconds, "time spent asleep waiting for records")               \
   X(sleeps, kCounter, kNone, "times the poller went to sleep")                                \
   X(acks_sent, kCounter, kNone, "ring releases (acks) sent to peers")                        \

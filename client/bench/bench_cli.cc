@@ -209,7 +209,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     }
     if (report.osd_processes > 0) report.osd_cpu_s = osd_cpu;
     if (auto poller = PollerCpuTimes(report); poller && poller->capped) {
-      err << "bench: the pollers' spin_ns/crc_ns (wall-clock time) exceed their threads' CPU: "
+      err << "bench: the pollers' busy_ns/crc_ns (wall-clock time) exceed their threads' CPU: "
              "crc, poller spin and osds_busy use the CPU as the bound\n";
     }
     if (!pids.empty() && report.osd_processes < static_cast<int>(pids.size())) {

@@ -43,10 +43,12 @@ std::optional<PollerTimes> PollerCpuTimes(const BenchReport& r) {
       t.crc_s = poller_s;
       t.capped = true;
     }
-    if (t.spin_s > poller_s - t.crc_s) {
-      t.spin_s = poller_s - t.crc_s;
-      t.capped = true;
-    }
+    // spin_ns keeps counting while a yielding poller lets others run, so with the poller
+    // threads' CPU known, their spin is what that CPU did outside the passes with work.
+    const double busy_s = r.osd_perf->busy_ns / 1e9;
+    const double left = poller_s - t.crc_s;
+    if (busy_s > left) t.capped = true;
+    t.spin_s = std::max(0.0, left - std::min(busy_s, left));
   }
   return t;
 }

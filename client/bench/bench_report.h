@@ -56,9 +56,9 @@ std::optional<double> CpuSecondsPerGiB(std::optional<double> cpu_s, uint64_t byt
 
 // The pollers' crc and empty-spin time over the run, in seconds, summed over OSDs. The perf
 // counters are wall-clock time, which a preempted or yielding poller keeps counting, so
-// when the poller threads' CPU was measured each is capped at what that CPU leaves (crc
-// at the poller CPU, spin at the poller CPU less crc; `capped` says one was). nullopt
-// without perf dumps.
+// when the poller threads' CPU was measured: crc is capped at it, and spin is that CPU
+// less crc less the passes that found work (busy_ns; `capped` says crc or busy exceeded
+// the CPU). Without it, spin is spin_ns. nullopt without perf dumps.
 struct PollerTimes {
   double crc_s = 0;
   double spin_s = 0;

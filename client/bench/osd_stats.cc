@@ -46,10 +46,13 @@ absl::StatusOr<OsdPerfSample> ParsePerfDump(std::string_view text) {
   }
   for (const json& p : j["pollers"]) {
     auto spin = Counter(p, "spin_ns", "pollers[].");
+    auto busy = Counter(p, "busy_ns", "pollers[].");
     auto crc = Counter(p, "crc_ns", "pollers[].");
     if (!spin.ok()) return spin.status();
+    if (!busy.ok()) return busy.status();
     if (!crc.ok()) return crc.status();
     s.spin_ns += *spin;
+    s.busy_ns += *busy;
     s.crc_ns += *crc;
   }
 
@@ -118,7 +121,7 @@ absl::StatusOr<OsdPerfDelta> SumPerfDeltas(const PerfSamples& before, const Perf
     const OsdPerfSample& a = *it->second;
     const bool moved = a.started_at_s != 0 && b->started_at_s != 0 &&
                        std::abs(a.started_at_s - b->started_at_s) > kRestartSlackSeconds;
-    if (a.id != b->id || moved || a.uptime_s < b->uptime_s || a.spin_ns < b->spin_ns ||
+    if (a.id != b->id || moved || a.uptime_s < b->uptime_s || a.spin_ns < b->spin_ns || a.busy_ns < b->busy_ns ||
         a.crc_ns < b->crc_ns || a.wire_copied_rx < b->wire_copied_rx ||
         a.store_copied < b->store_copied) {
       return absl::FailedPreconditionError(
@@ -126,6 +129,7 @@ absl::StatusOr<OsdPerfDelta> SumPerfDeltas(const PerfSamples& before, const Perf
     }
     ++d.osds;
     d.spin_ns += a.spin_ns - b->spin_ns;
+    d.busy_ns += a.busy_ns - b->busy_ns;
     d.crc_ns += a.crc_ns - b->crc_ns;
     d.wire_copied_rx += a.wire_copied_rx - b->wire_copied_rx;
     d.store_copied += a.store_copied - b->store_copied;

@@ -24,6 +24,7 @@ struct OsdPerfSample {
   // sets it; 0 = unknown). It moves when the OSD restarted between two readings.
   double started_at_s = 0;
   uint64_t spin_ns = 0;         // sum of pollers[].spin_ns
+  uint64_t busy_ns = 0;         // sum of pollers[].busy_ns
   uint64_t crc_ns = 0;          // sum of pollers[].crc_ns
   uint64_t wire_copied_rx = 0;  // sum of messenger.<type>.payload_bytes_copied_rx
   uint64_t store_copied = 0;    // store.payload_bytes_copied
@@ -33,6 +34,7 @@ struct OsdPerfSample {
 struct OsdPerfDelta {
   int osds = 0;
   uint64_t spin_ns = 0;
+  uint64_t busy_ns = 0;
   uint64_t crc_ns = 0;
   uint64_t wire_copied_rx = 0;
   uint64_t store_copied = 0;

@@ -38,7 +38,8 @@ BenchReport Measured() {
   OsdPerfDelta perf;
   perf.osds = 3;
   perf.crc_ns = 1'000'000'000;
-  perf.spin_ns = 3'000'000'000;
+  perf.spin_ns = 3'500'000'000;  // wall clock: more than the CPU spent spinning
+  perf.busy_ns = 1'000'000'000;  // so spin = 5 s poller CPU - 1 s crc - 1 s busy = 3 s
   perf.wire_copied_rx = 4 * kGiB;
   perf.store_copied = kGiB;
   r.osd_perf = perf;
@@ -72,13 +73,18 @@ TEST(BenchReportTest, PerOpPerGiBAndPerByteFigures) {
 
 TEST(BenchReportTest, WallClockSpinAndCrcAreCappedAtThePollersCpu) {
   BenchReport r = Measured();
-  r.osd_perf->spin_ns = 6'000'000'000;  // more than the poller threads' 5 s less 1 s crc
+  r.osd_perf->busy_ns = 0;  // no pass found work: all the poller CPU less crc is spin
   auto t = PollerCpuTimes(r);
   ASSERT_TRUE(t.has_value());
-  EXPECT_TRUE(t->capped);
+  EXPECT_FALSE(t->capped);
   EXPECT_DOUBLE_EQ(t->spin_s, 4.0);
   EXPECT_DOUBLE_EQ(*OsdCpuPerGiBByRole(r).poller_spin, 2.0);
   EXPECT_DOUBLE_EQ(*CpuMicrosPerOp(r).osds_busy, 12.0);  // (10 - 4) s / 500000
+  r.osd_perf->busy_ns = 6'000'000'000;  // wall-clock work beyond the CPU: no spin left
+  t = PollerCpuTimes(r);
+  EXPECT_TRUE(t->capped);
+  EXPECT_DOUBLE_EQ(t->spin_s, 0.0);
+  r.osd_perf->busy_ns = 0;
 
   r.osd_perf->crc_ns = 7'000'000'000;
   t = PollerCpuTimes(r);
@@ -90,8 +96,8 @@ TEST(BenchReportTest, WallClockSpinAndCrcAreCappedAtThePollersCpu) {
   r.osd_role_cpu_s.reset();
   t = PollerCpuTimes(r);
   EXPECT_FALSE(t->capped);
-  EXPECT_DOUBLE_EQ(t->spin_s, 6.0);
-  EXPECT_DOUBLE_EQ(*CpuMicrosPerOp(r).osds_busy, 8.0);
+  EXPECT_DOUBLE_EQ(t->spin_s, 3.5);
+  EXPECT_DOUBLE_EQ(*CpuMicrosPerOp(r).osds_busy, 13.0);  // (10 - 3.5) s / 500000
 }
 
 TEST(BenchReportTest, JsonHasTheNewFieldsBesideTheOldOnes) {

@@ -17,6 +17,7 @@ struct FakeOsdCounters {
   double uptime_s = 1;
   std::vector<uint64_t> spin_ns = {0};  // one per poller
   std::vector<uint64_t> crc_ns = {0};
+  std::vector<uint64_t> busy_ns = {0};
   uint64_t tcp_copied_rx = 0;
   uint64_t rdma_copied_rx = 0;
   uint64_t store_copied = 0;
@@ -27,7 +28,8 @@ inline std::string FakePerfDump(const FakeOsdCounters& c) {
   json pollers = json::array();
   for (size_t i = 0; i < c.spin_ns.size(); ++i) {
     pollers.push_back({{"spin_ns", c.spin_ns[i]}, {"spin_ms", c.spin_ns[i] / 1000000},
-                       {"crc_ns", c.crc_ns[i]}, {"crc_bytes", 0}, {"records", 7}});
+                       {"crc_ns", c.crc_ns[i]},
+                       {"busy_ns", i < c.busy_ns.size() ? c.busy_ns[i] : 0}, {"crc_bytes", 0}, {"records", 7}});
   }
   json j;
   j["messenger"]["tcp"] = {{"payload_bytes_copied_rx", c.tcp_copied_rx},

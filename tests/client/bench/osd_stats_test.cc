@@ -32,6 +32,7 @@ FakeOsdCounters Counters(int id, double uptime, uint64_t base) {
   c.uptime_s = uptime;
   c.spin_ns = {base, 2 * base};
   c.crc_ns = {base / 10, base / 5};
+  c.busy_ns = {base / 2, base / 2};
   c.tcp_copied_rx = 3 * base;
   c.rdma_copied_rx = base;
   c.store_copied = 5 * base;
@@ -45,6 +46,7 @@ TEST(OsdStatsTest, ParsesAPerfDumpSummingPollersAndMessengers) {
   EXPECT_DOUBLE_EQ(s->uptime_s, 7.5);
   EXPECT_EQ(s->spin_ns, 3000u);
   EXPECT_EQ(s->crc_ns, 300u);
+  EXPECT_EQ(s->busy_ns, 1000u);
   EXPECT_EQ(s->wire_copied_rx, 4000u);
   EXPECT_EQ(s->store_copied, 5000u);
 }
@@ -86,6 +88,7 @@ TEST(OsdStatsTest, SumsDeltasOverOsdsAllOrNothing) {
   EXPECT_EQ(d->osds, 2);
   EXPECT_EQ(d->spin_ns, 3u * 3000 + 3u * 100);
   EXPECT_EQ(d->crc_ns, 300u * 3 + 30u);  // (4000 - 1000) * 3/10 + (200 - 100) * 3/10
+  EXPECT_EQ(d->busy_ns, 3000u + 100u);
   EXPECT_EQ(d->wire_copied_rx, 4u * 3000 + 4u * 100);
   EXPECT_EQ(d->store_copied, 5u * 3000 + 5u * 100);
 
