@@ -14,6 +14,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "msg/base/thread_cpu.h"
 #include "spdlog/spdlog.h"
 
 namespace msgr::osd {
@@ -129,6 +130,13 @@ void Poller::RemoveRings(const Connection* conn) {
   Wake();
 }
 
+void Poller::PublishLocked() {
+  // The thread's own CPU clock (only the poller thread calls this): what perf dump shows
+  // as this poller's CPU, next to the busy, spin and crc times.
+  counters_.cpu_ns = ThisThreadCpuNs();
+  snapshot_ = counters_;
+}
+
 PollerCounters Poller::counters() const {
   absl::MutexLock l(&mu_);
   PollerCounters c = snapshot_;
@@ -148,7 +156,7 @@ void Poller::ApplyControl() {
   {
     absl::MutexLock l(&mu_);
     ops.swap(control_);
-    snapshot_ = counters_;
+    PublishLocked();
   }
   for (ControlOp& op : ops) {
     const Connection* c = op.ring ? op.conn.get() : op.removed;
@@ -318,7 +326,7 @@ void Poller::Complete(RingState* r) {
   ++counters_.acks_sent;
   if (!failed_.empty()) {  // errors show in `perf dump` at once (other counters: 10 ms)
     absl::MutexLock l(&mu_);
-    snapshot_ = counters_;
+    PublishLocked();
   }
 }
 
@@ -350,7 +358,7 @@ bool Poller::Sleep() {
   }
   {
     absl::MutexLock l(&mu_);
-    snapshot_ = counters_;
+    PublishLocked();
   }
   const uint64_t t0 = NowNs();
   epoll_event evs[16];
@@ -402,7 +410,7 @@ void Poller::Run() {
           // A sleeping poller publishes nothing: what perf dump shows of an idle OSD
           // must include its last records.
           absl::MutexLock l(&mu_);
-          snapshot_ = counters_;
+          PublishLocked();
         }
         if (Sleep()) unsignalled_work_at = NowNs();
         idle_since = NowNs();
@@ -413,7 +421,7 @@ void Poller::Run() {
     if (now - last_publish > 10'000'000) {
       AbortStaleWrites(NowNs());  // `now` predates Sleep()'s last look
       absl::MutexLock l(&mu_);
-      snapshot_ = counters_;
+      PublishLocked();
       last_publish = now;
       // Rings marked for removal are erased once their records are done.
       for (const auto& r : rings_) {

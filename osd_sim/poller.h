@@ -90,6 +90,7 @@ struct PollerOptions {
   X(poll_misses, kCounter, kNone, "polls that found none")                                    \
   X(spin_ns, kCounter, kNanoseconds, "time spent spinning for records")                       \
   X(busy_ns, kCounter, kNanoseconds, "time in passes that found work (records, completions)") \
+  X(cpu_ns, kCounter, kNanoseconds, "CPU time of the poller's thread (its busy, spin and crc)") \
   X(sleep_ns, kCounter, kNanoseconds, "time spent asleep waiting for records")               \
   X(sleeps, kCounter, kNone, "times the poller went to sleep")                                \
   X(acks_sent, kCounter, kNone, "ring releases (acks) sent to peers")                        \
@@ -143,6 +144,8 @@ class Poller {
   // (true if that look took records from a ring nobody signals).
   bool Sleep();
   void Wake();
+  // Poller thread: copies counters_ (with its CPU time) to what counters() returns.
+  void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int index_;
   const PollerOptions options_;

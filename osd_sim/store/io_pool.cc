@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "msg/base/thread_cpu.h"
+
 namespace msgr::store {
 
 IoPool::IoPool(int threads) {
@@ -29,6 +31,7 @@ bool IoPool::TryRun(absl::AnyInvocable<void() &&>& task) {
 }
 
 void IoPool::Loop() {
+  ThreadCpuMeter cpu;
   while (true) {
     absl::AnyInvocable<void() &&> task;
     {
@@ -43,6 +46,7 @@ void IoPool::Loop() {
       tasks_.pop_front();
     }
     std::move(task)();
+    cpu.Report(&cpu_ns_);
   }
 }
 

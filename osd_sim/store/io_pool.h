@@ -7,6 +7,8 @@
 #ifndef MSGR_OSD_SIM_STORE_IO_POOL_H_
 #define MSGR_OSD_SIM_STORE_IO_POOL_H_
 
+#include <atomic>
+#include <cstdint>
 #include <deque>
 #include <thread>
 #include <vector>
@@ -30,6 +32,8 @@ class IoPool {
   // write at once, the disk already has parallel writes and the pool must not become a
   // queue they all wait behind).
   bool TryRun(absl::AnyInvocable<void() &&>& task);
+  // CPU time the pool's threads have used.
+  uint64_t thread_cpu_ns() const { return cpu_ns_.load(std::memory_order_relaxed); }
 
  private:
   void Loop();
@@ -39,6 +43,7 @@ class IoPool {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   size_t idle_ ABSL_GUARDED_BY(mu_) = 0;  // threads waiting for a task
   std::vector<std::thread> threads_;
+  std::atomic<uint64_t> cpu_ns_{0};
 };
 
 }  // namespace msgr::store

@@ -251,6 +251,8 @@ StoreStats ObjectStore::Impl::GetStats() const {
   StoreStats s = stats_;
   s.objects = index_.object_count();
   s.segments = segments_.size();
+  s.thread_cpu_ns = flusher_cpu_ns_.load(std::memory_order_relaxed) +
+                    (io_pool_ ? io_pool_->thread_cpu_ns() : 0);
   return s;
 }
 

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "osd_sim/store/object_store_impl.h"
+#include "msg/base/thread_cpu.h"
 #include "spdlog/spdlog.h"
 
 namespace msgr::store {
@@ -72,6 +73,7 @@ void ObjectStore::Impl::StartFlusher() {
 }
 
 void ObjectStore::Impl::FlusherLoop(int index) {
+  ThreadCpuMeter cpu;
   std::vector<Unsynced> batch;
   Fired fire;
   absl::MutexLock l(&mu_);
@@ -139,6 +141,7 @@ void ObjectStore::Impl::FlusherLoop(int index) {
       Fire(&fire);
       mu_.Lock();
     }
+    cpu.Report(&flusher_cpu_ns_);
   }
 }
 

@@ -7,6 +7,7 @@
 #ifndef MSGR_OSD_SIM_STORE_OBJECT_STORE_IMPL_H_
 #define MSGR_OSD_SIM_STORE_OBJECT_STORE_IMPL_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
@@ -113,6 +114,7 @@ class ObjectStore::Impl {
   absl::CondVar flush_cv_;
   std::vector<std::thread> flushers_;  // flush_threads of them, kDurable only
   std::unique_ptr<IoPool> io_pool_;  // direct_write_streams > 1 only
+  std::atomic<uint64_t> flusher_cpu_ns_{0};  // CPU time of the flushers
 };
 
 }  // namespace msgr::store

@@ -30,6 +30,7 @@ inline constexpr int kFlushLatencyBuckets = 24;
   X(writes_aborted, kCounter, kNone, "writes of several records aborted or left incomplete") \
   X(orphan_parts, kCounter, kNone, "parts that arrived for a write no longer open")          \
   X(objects, kGauge, kNone, "objects in the index")                                          \
+  X(thread_cpu_ns, kCounter, kNanoseconds, "CPU time of the store's threads (store-io, store-flush)") \
   X(segments, kGauge, kNone, "log segments")                                                 \
   /* Group commit. */                                                                        \
   X(flushes, kCounter, kNone, "fdatasync rounds")                                            \

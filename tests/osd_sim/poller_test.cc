@@ -215,6 +215,7 @@ TEST(PollerTest, AcksOnlyAfterDurableAndReleasesSpaceInOrder) {
   // One crc32c check per record, over its payload ("payload-N": 9 bytes each).
   EXPECT_EQ(rig.poller->counters().crc_bytes, 5u * 9);
   EXPECT_GT(rig.poller->counters().crc_ns, 0u);
+  EXPECT_GT(rig.poller->counters().cpu_ns, 0u) << "the poller thread's CPU clock";
 }
 
 TEST(PollerTest, StoreErrorIsAckedAsErrorAndSpaceStillReturned) {
