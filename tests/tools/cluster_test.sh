@@ -186,9 +186,14 @@ assert j["poller_spin_s_per_gb"] <= role["poller"] + 1e-3, (j["poller_spin_s_per
 if ms == "tcp" or device == "soft":
     assert cp["client"] >= 1, cp
 assert (cp["osd_wire"] >= 1) if ms == "tcp" else (cp["osd_wire"] == 0), (ms, cp)
-# The roles come from per-thread readings, the total from each process's: within 20%.
+# The roles come from per-thread readings, the total from each process's: never much more;
+# less by what threads that exited during the run used (an rdma OSD sets up each session on
+# a thread of its own: on rxe0 in the VM they were a third of the total), so the lower
+# bound holds over tcp only.
 total, parts = j["cpu_s_per_gb"]["osds"], sum(role.values())
-assert abs(parts - total) <= 0.2 * total, (parts, total, role)
+assert parts <= 1.2 * total, (parts, total, role)
+if ms == "tcp":
+    assert parts >= 0.8 * total, (parts, total, role)
 assert role["transport"] > 0 and role["poller"] + role["crc"] > 0, role
 print("figures:", {k: j[k] for k in ("cpu_us_per_op", "osd_cpu_s_per_gb_by_role",
                                      "poller_spin_s_per_gb", "copies_per_byte")})
