@@ -113,6 +113,7 @@ std::string EncodeAuth(const AuthReply& m) {
   w.Put<uint64_t>(m.cookie);
   w.Put<uint64_t>(m.in_seq);
   w.Put<uint8_t>(m.flags);
+  w.Put<uint64_t>(m.ring_bytes);
   return s;
 }
 
@@ -120,7 +121,7 @@ absl::StatusOr<AuthReply> DecodeAuth(std::string_view b) {
   WireReader r(b);
   AuthReply m;
   if (!r.GetString16(kProofBytes, &m.proof) || !r.Get(&m.cookie) || !r.Get(&m.in_seq) ||
-      !r.Get(&m.flags) || r.remaining() != 0 ||
+      !r.Get(&m.flags) || !r.Get(&m.ring_bytes) || r.remaining() != 0 ||
       (m.flags & ~(kAuthWantRing | kAuthLossless | kAuthHadSession)) != 0) {
     return Bad("AUTH");
   }

@@ -63,6 +63,9 @@ struct AuthReply {
   uint64_t cookie = 0;  // client's session cookie (random, fixed for the session)
   uint64_t in_seq = 0;  // last data frame seq the client received in this session
   uint8_t flags = 0;
+  // The ring size the client asks for (kAuthWantRing; 0: the server's initial size). A
+  // server that resizes rings (rdma) clamps it to its limits; READY says what it chose.
+  uint64_t ring_bytes = 0;
 };
 
 // READY flags.

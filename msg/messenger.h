@@ -178,6 +178,12 @@ class RecvRing {
   // reader does), so a poller gains nothing by spinning on this ring. False (RDMA) when
   // records appear with no CPU on this side: only polling, or a doorbell, finds them.
   virtual bool producer_signals() const { return true; }
+  // The seq of the ring's first record, at position 0: 1 for a new session's ring. A ring
+  // that replaces another one of the same session mid-stream (the rdma backend resizes
+  // rings) goes on from the old ring's next seq; the poller then carries the session's
+  // unfinished writes of several records over from the old ring (msg/PROTOCOL.md, "Ring
+  // sizes").
+  virtual uint64_t first_seq() const { return 1; }
 };
 
 class Connection;

@@ -175,7 +175,15 @@ Poller* Osd::PickPoller() {
 
 void Osd::OnRingAttached(const ConnectionRef& conn, std::shared_ptr<RecvRing> ring) {
   ++rings_attached_;
-  Poller* p = PickPoller();
+  // A ring that goes on with its session's records (resized) stays on the poller that
+  // drains the old one: that poller holds the session's unfinished writes.
+  Poller* p = nullptr;
+  if (ring->first_seq() > 1) {
+    for (auto& candidate : pollers_) {
+      if (candidate->has_rings_of(conn.get())) p = candidate.get();
+    }
+  }
+  if (p == nullptr) p = PickPoller();
   spdlog::info("osd.{}: ring of {} bytes for {} ({}) on poller {}", options_.id, ring->bytes(),
                conn->peer_name().ToString(), conn->peer_addr(), p->index());
   // A new ring for a connection replaces its old one (a new session): the poller that

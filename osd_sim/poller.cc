@@ -36,7 +36,9 @@ struct Poller::OpenWrite {
 
 struct Poller::RingState {
   RingState(ConnectionRef c, std::shared_ptr<RecvRing> r)
-      : conn(std::move(c)), ring(std::move(r)), consumer(ring->base(), ring->bytes()) {}
+      : conn(std::move(c)),
+        ring(std::move(r)),
+        consumer(ring->base(), ring->bytes(), ring->first_seq()) {}
   ConnectionRef conn;
   std::shared_ptr<RecvRing> ring;
   RingConsumer consumer;
@@ -116,6 +118,7 @@ void Poller::AddRing(const ConnectionRef& conn, std::shared_ptr<RecvRing> ring) 
   {
     absl::MutexLock l(&mu_);
     control_.push_back(ControlOp{conn, nullptr, std::move(ring)});
+    conns_.insert(conn.get());
   }
   control_pending_.store(true);
   Wake();
@@ -125,6 +128,7 @@ void Poller::RemoveRings(const Connection* conn) {
   {
     absl::MutexLock l(&mu_);
     control_.push_back(ControlOp{nullptr, conn, nullptr});
+    conns_.erase(conn);
   }
   control_pending_.store(true);
   Wake();
@@ -146,6 +150,11 @@ PollerCounters Poller::counters() const {
 
 size_t Poller::ring_count() const { return ring_count_.load(); }
 
+bool Poller::has_rings_of(const Connection* conn) const {
+  absl::MutexLock l(&mu_);
+  return conns_.count(conn) > 0;
+}
+
 void Poller::Wake() {
   const uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof one);
@@ -160,16 +169,25 @@ void Poller::ApplyControl() {
   }
   for (ControlOp& op : ops) {
     const Connection* c = op.ring ? op.conn.get() : op.removed;
-    // A removal, or a new session's ring replacing the old one.
+    auto added = op.ring ? std::make_unique<RingState>(op.conn, op.ring) : nullptr;
+    // A removal, or a ring replacing the connection's old one: a new session's, or a
+    // resized ring of the same session, which goes on where the old one stopped and takes
+    // over its unfinished writes of several records (their later parts come through it).
     for (auto& r : rings_) {
-      if (r->conn.get() == c) r->removing = true;
+      if (r->conn.get() != c || r->removing) continue;
+      r->removing = true;
+      if (added && added->ring->first_seq() > 1 &&
+          added->ring->first_seq() == r->consumer.next_seq()) {
+        added->open_writes = std::move(r->open_writes);
+        r->open_writes.clear();
+      }
     }
-    if (!op.ring) continue;
+    if (!added) continue;
     epoll_event ev{};
     ev.events = EPOLLIN;
-    ev.data.fd = op.ring->wait_fd();
-    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, op.ring->wait_fd(), &ev);
-    rings_.push_back(std::make_unique<RingState>(std::move(op.conn), std::move(op.ring)));
+    ev.data.fd = added->ring->wait_fd();
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, added->ring->wait_fd(), &ev);
+    rings_.push_back(std::move(added));
   }
   for (auto it = rings_.begin(); it != rings_.end();) {
     if ((*it)->removing && (*it)->pending.empty()) {

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -123,6 +124,8 @@ class Poller {
 
   PollerCounters counters() const;
   size_t ring_count() const;
+  // True between AddRing and RemoveRings for `conn` (any thread).
+  bool has_rings_of(const Connection* conn) const;
   int index() const { return index_; }
 
  private:
@@ -162,6 +165,7 @@ class Poller {
     std::shared_ptr<RecvRing> ring;  // AddRing: the ring
   };
   std::vector<ControlOp> control_ ABSL_GUARDED_BY(mu_);
+  std::set<const Connection*> conns_ ABSL_GUARDED_BY(mu_);  // has_rings_of
   PollerCounters snapshot_ ABSL_GUARDED_BY(mu_);
 
   std::vector<std::unique_ptr<RingState>> rings_;  // poller thread only

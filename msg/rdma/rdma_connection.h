@@ -45,6 +45,9 @@ inline constexpr size_t kRecentQps = 4;
 // WRs one ring record takes at most: PAD header + its seq word, record (head from the
 // mirror, payload from the caller's memory when zero copy), seq word.
 inline constexpr size_t kMaxRecordWrs = 5;
+// After a resize that was given up (records stayed in flight) or that the server answered
+// with the same size, the client waits this long before it asks again.
+inline constexpr absl::Duration kRingResizeBackoff = absl::Seconds(10);
 
 // One incarnation: side channel + transport + what the peer told us at setup.
 class Link : public LoopClient {
@@ -222,6 +225,13 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // buffer outside mu_: a deregistration may take long, the owner is caller code).
   void ReleaseUnpinned() ABSL_LOCKS_EXCLUDED(mu_);
   void PostCreditLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Accepting side (rdma_connection_setup.cc): a new ring of `bytes` becomes ring_.
+  absl::Status NewRingLocked(size_t bytes, uint64_t first_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The position after the records published past released_pos_ (`*next_seq`: the seq
+  // the next one will carry). REQUIRES: ring_.
+  uint64_t PublishedEndLocked(uint64_t* next_seq) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Nothing published is unreleased and no credit is held back: the ring may be replaced.
+  bool RingDrainedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetPeerSleeping(bool sleeping);
   void CountFrameLocked(std::shared_ptr<Link>* retired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -283,6 +293,22 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   uint64_t posted_seq_ ABSL_GUARDED_BY(mu_) = 0;       // highest record seq posted
   uint64_t doorbelled_word_ ABSL_GUARDED_BY(mu_) = 0;  // sleep word of the last doorbell
   size_t max_record_payload_ ABSL_GUARDED_BY(mu_) = 0;
+  // Ring size, connecting side (PROTOCOL.md "Ring sizes"): what the next AUTH asks for
+  // (0: the server's initial size); writers hold off while the connector drains the ring
+  // for a resize; a writer that found the ring full or too small for its record leaves
+  // the record's bytes as a hint to grow.
+  uint64_t ring_request_ ABSL_GUARDED_BY(mu_) = 0;
+  bool resizing_ ABSL_GUARDED_BY(mu_) = false;
+  size_t grow_hint_ ABSL_GUARDED_BY(mu_) = 0;
+  bool ring_at_max_ ABSL_GUARDED_BY(mu_) = false;  // a grow got the same size back
+  absl::Time resize_not_before_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int64_t last_reserve_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  // Connector thread: the ring size to ask for now (0: none), and the drain before it
+  // (false: records stayed in flight; the resize is given up for a while).
+  uint64_t RingResizeWantedLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool DrainForResizeLocked(uint64_t to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WantGrowLocked(size_t record_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t ring_initial_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // the session's first ring size
   SentRecords sent_records_ ABSL_GUARDED_BY(mu_);         // written, not acknowledged
   std::vector<RecordAck> acks_ready_ ABSL_GUARDED_BY(mu_);  // for DeliverAcks
   std::deque<Unpin> unpin_ ABSL_GUARDED_BY(mu_);          // in order of after_wr per tp

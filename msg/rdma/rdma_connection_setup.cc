@@ -74,6 +74,8 @@ absl::Status RdmaConnection::ClientHandshake() {
     resume.in_seq = in_seq_;
     resume.flags = (want_ring_ ? kAuthWantRing : 0) | (lossless_ ? kAuthLossless : 0) |
                    (had_session_ ? kAuthHadSession : 0);
+    // A lossy session cannot resize (a reconnect ends it): it asks for the largest ring.
+    resume.ring_bytes = lossless_ ? ring_request_ : shared_->options.ring_bytes;
   }
   auto auth = hs.OnChallenge(f.header, f.payload, resume);
   if (!auth.ok()) return failed(auth.status());
@@ -100,7 +102,8 @@ absl::Status RdmaConnection::ClientHandshake() {
     {
       absl::MutexLock l(&mu_);
       need_ctrl = !ctrl_mr_;
-      need_mirror = !mirror_mr_ || mirror_mr_->length() < ready->ring_bytes;
+      // A mirror of another size is replaced (the ring was resized: nothing is staged).
+      need_mirror = !mirror_mr_ || mirror_mr_->length() != ready->ring_bytes;
     }
     if (need_ctrl) {
       auto ctrl = AllocCharged(*shared_->budget, *shared_->ctx->pd, kCtrlRegionBytes,
@@ -150,11 +153,29 @@ absl::Status RdmaConnection::ClientHandshake() {
   auto ep = verbs::QpEndpoint::Parse(ss->endpoint);
   if (!ep.ok()) return ep.status();
   if (auto s = tp->qp()->Connect(*ep); !s.ok()) return s;
+  const bool resumed = (ready->flags & kReadyResumed) != 0;
+  bool new_ring = false;  // a new ring (new session, or resized): positions start at 0
   if (want_ring_) {
-    // The poller's current sleep word, before the peer may write a newer one: it writes
-    // ours only once it has our kSetupReady.
+    {
+      absl::MutexLock l(&mu_);
+      new_ring = !producer_ || producer_->ring_bytes() != ss->ring_bytes ||
+                 (!resumed && had_session_);
+      if (new_ring && resumed && !records_.empty()) {
+        // The server only resizes a drained ring, and we only ask with nothing in flight.
+        shared_->counters.protocol_errors++;
+        return refuse(absl::InvalidArgumentError(absl::StrCat(
+            "peer ", addr_, " resized the ring with ", records_.size(), " records in flight")));
+      }
+    }
+    // The poller's current sleep word, and the credit of a new ring, before the peer may
+    // write newer ones: it writes ours only once it has our kSetupReady.
     __atomic_store_n(reinterpret_cast<uint64_t*>(ctrl_mr_->data() + kCtrlSleepOffset),
                      ss->sleep_word, __ATOMIC_RELEASE);
+    if (new_ring) {
+      __atomic_store_n(reinterpret_cast<uint64_t*>(ctrl_mr_->data() + kCtrlCreditOffset),
+                       uint64_t{0}, __ATOMIC_RELEASE);
+      credit_seen_.store(0, std::memory_order_relaxed);
+    }
   }
   if (auto s = ch->WriteFrame(Header(FrameType::kMessage, kSetupReady), "", deadline); !s.ok()) {
     return s;
@@ -168,7 +189,6 @@ absl::Status RdmaConnection::ClientHandshake() {
   link->ring_rkey = ss->ring_rkey;
   link->ring_bytes = ss->ring_bytes;
 
-  const bool resumed = (ready->flags & kReadyResumed) != 0;
   bool remote_reset = false;
   absl::MutexLock rl(&record_mu_);
   {
@@ -196,13 +216,27 @@ absl::Status RdmaConnection::ClientHandshake() {
       ++session_epoch_;
     }
     if (want_ring_) {
-      if (!producer_ || producer_->ring_bytes() != ss->ring_bytes) {
-        producer_.emplace(ss->ring_bytes);
+      if (new_ring) {
+        if (producer_ && resumed) {
+          shared_->counters.ring_resizes++;
+          spdlog::info("msgr rdma: connection {} to {}: ring resized from {} KiB to {} KiB",
+                       id_, addr_, producer_->ring_bytes() >> 10, ss->ring_bytes >> 10);
+        }
+        if (!producer_ || !resumed) ring_initial_bytes_ = ss->ring_bytes;
+        ring_at_max_ = false;
+        producer_.emplace(ss->ring_bytes, ss->ring_next_seq);
         for (SentRecord& r : records_) UnpinLocked(&r);
         records_.clear();
         sent_records_.Clear();
         posted_seq_ = 0;
+      } else if (resizing_) {
+        // Asked for another size, got the same: the server's limit (or budget) for now.
+        if (ring_request_ > ss->ring_bytes) ring_at_max_ = true;
+        resize_not_before_ = absl::Now() + kRingResizeBackoff;
       }
+      resizing_ = false;
+      grow_hint_ = 0;
+      ring_request_ = ss->ring_bytes;
       if (new_mirror) mirror_mr_ = std::move(new_mirror);
       producer_->OnCredit(ready->ring_credit);
       sent_records_.OnCredit(ready->ring_credit, &acks_ready_);
@@ -268,9 +302,29 @@ void RdmaConnection::RunConnector() {
       const MessengerOptions& o = shared_->options;
       mu_.Lock();
       liveness_.Heard(session::Liveness::Clock::now());
+      absl::Time next_keepalive = absl::Now() + o.keepalive_interval;
       while (link_ != nullptr && !closed_ && !shared_->stopping) {
-        cv_.WaitWithTimeout(&mu_, o.keepalive_interval);
+        // Woken early by a writer that wants a larger ring; idle rings shrink on a check
+        // at least every few seconds.
+        cv_.WaitWithDeadline(&mu_, std::min(next_keepalive, absl::Now() + absl::Seconds(5)));
         if (link_ == nullptr || closed_ || shared_->stopping) break;
+        if (const uint64_t to = RingResizeWantedLocked(absl::Now()); to != 0) {
+          if (DrainForResizeLocked(to)) {
+            // Nothing in flight: reconnect and resume, asking for the new size (the
+            // server replaces the ring; PROTOCOL.md "Ring sizes").
+            std::shared_ptr<Link> link = link_;
+            const size_t from = producer_->ring_bytes();
+            mu_.Unlock();
+            Fault(link.get(), absl::AbortedError(absl::StrCat(
+                                  "resizing the ring from ", from >> 10, " KiB to ",
+                                  to >> 10, " KiB")));
+            mu_.Lock();
+            break;
+          }
+          continue;
+        }
+        if (absl::Now() < next_keepalive) continue;
+        next_keepalive = absl::Now() + o.keepalive_interval;
         const absl::Status why =
             liveness_.Check(session::Liveness::Clock::now(), o.keepalive_timeout,
                             absl::StrCat(peer_name_.ToString(), " at ", addr_));
@@ -346,23 +400,32 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
   Ready ready;
   ServerSetup ss;
   absl::Status ring_error;  // handled after mu_ is released: fail() takes it
+  bool ring_resized = false;
   {
     std::shared_ptr<Link> old;
     {
       absl::MutexLock l(&mu_);
       if (closed_) return;
       if (link_) FaultLocked(link_.get(), absl::AbortedError("peer reconnected"), &old);
+      const size_t ring_size = shared_->RingSizeFor(auth.ring_bytes);
       if (!ring_ && want_ring_) {
-        auto ring = RdmaRecvRing::Create(shared_->ctx, o.ring_bytes, shared_->budget.get(),
-                                         peer_name_.ToString());
-        if (ring.ok()) {
-          ring_ = *ring;
-          std::weak_ptr<RdmaConnection> weak = weak_from_this();
-          ring_->set_sleep_hook([weak](bool sleeping) {
-            if (auto c = weak.lock()) c->SetPeerSleeping(sleeping);
-          });
+        ring_error = NewRingLocked(ring_size, /*first_seq=*/1);
+      } else if (ring_ && resumed && ring_size != ring_->bytes() && RingDrainedLocked()) {
+        // The client asks for another size with nothing in flight (PROTOCOL.md, "Ring
+        // sizes"): a new ring that goes on with the session's seqs from position 0. The
+        // old one is revoked (its QP is gone) and freed once the poller lets go of it.
+        std::shared_ptr<RdmaRecvRing> old = ring_;
+        if (absl::Status s = NewRingLocked(ring_size, released_seq_); s.ok()) {
+          old->Revoke();
+          released_pos_ = 0;
+          ring_resized = true;
+          shared_->counters.ring_resizes++;
+          spdlog::info("msgr rdma: session {} with {}: ring resized from {} KiB to {} KiB", id_,
+                       peer_name_.ToString(), old->bytes() >> 10, ring_size >> 10);
         } else {
-          ring_error = ring.status();
+          spdlog::info("msgr rdma: session {} with {}: ring stays at {} KiB ({})", id_,
+                       peer_name_.ToString(), old->bytes() >> 10, s.ToString());
+          ring_error = ring_->Reregister();
         }
       } else if (ring_ && resumed) {
         // A new QP gets a new key: anything still in flight from the old one, or a stale
@@ -378,24 +441,9 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
         ss.ring_addr = reinterpret_cast<uint64_t>(ring_->region().addr());
         ss.ring_rkey = ring_->region().rkey();
         ss.ring_bytes = ring_->bytes();
-        ss.ring_next_seq = released_seq_;
-        ss.ring_next_pos = released_pos_;
         // Records published after the released position stay; the client rewrites the
         // rest into the same slots.
-        uint8_t* base = ring_->base();
-        const size_t mask = ring_->bytes() - 1;
-        while (ss.ring_next_pos - released_pos_ < ring_->bytes()) {
-          const uint8_t* slot = base + (ss.ring_next_pos & mask);
-          const auto* h = reinterpret_cast<const RecordHeader*>(slot);
-          if (LoadRecordSeq(slot) != ss.ring_next_seq || h->magic != kRecordMagic ||
-              RecordHeaderCrc(*h) != h->header_crc || h->record_bytes == 0 ||
-              h->record_bytes % kRingAlign != 0 ||
-              h->record_bytes > ring_->bytes() - (ss.ring_next_pos & mask)) {
-            break;
-          }
-          ss.ring_next_pos += h->record_bytes;
-          ++ss.ring_next_seq;
-        }
+        ss.ring_next_pos = PublishedEndLocked(&ss.ring_next_seq);
       }
       ss.sleep_word = sleep_word_;
     }
@@ -472,7 +520,12 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
                  tp->config().buffer_bytes, ring_ ? ring_->bytes() >> 10 : 0);
     const bool first = !accepted_;
     accepted_ = true;
-    if (!first) ring.reset();
+    if (!first && ring_resized) {
+      Dispatch([ring](const ConnectionRef& c) {
+        static_cast<RdmaConnection*>(c.get())->shared_->dispatcher->OnRingAttached(c, ring);
+      });
+      return;
+    }
     if (!first) {
       if (ring_) ring_->Signal();
       return;
@@ -483,6 +536,42 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
     d->OnAccept(c);
     if (ring) d->OnRingAttached(c, ring);
   });
+}
+
+absl::Status RdmaConnection::NewRingLocked(size_t bytes, uint64_t first_seq) {
+  auto ring = RdmaRecvRing::Create(shared_->ctx, bytes, shared_->budget.get(),
+                                   peer_name_.ToString(), first_seq);
+  if (!ring.ok()) return ring.status();
+  ring_ = *ring;
+  std::weak_ptr<RdmaConnection> weak = weak_from_this();
+  ring_->set_sleep_hook([weak](bool sleeping) {
+    if (auto c = weak.lock()) c->SetPeerSleeping(sleeping);
+  });
+  return absl::OkStatus();
+}
+
+uint64_t RdmaConnection::PublishedEndLocked(uint64_t* next_seq) const {
+  uint64_t pos = released_pos_;
+  *next_seq = released_seq_;
+  const uint8_t* base = ring_->base();
+  const size_t mask = ring_->bytes() - 1;
+  while (pos - released_pos_ < ring_->bytes()) {
+    const uint8_t* slot = base + (pos & mask);
+    const auto* h = reinterpret_cast<const RecordHeader*>(slot);
+    if (LoadRecordSeq(slot) != *next_seq || h->magic != kRecordMagic ||
+        RecordHeaderCrc(*h) != h->header_crc || h->record_bytes == 0 ||
+        h->record_bytes % kRingAlign != 0 || h->record_bytes > ring_->bytes() - (pos & mask)) {
+      break;
+    }
+    pos += h->record_bytes;
+    ++*next_seq;
+  }
+  return pos;
+}
+
+bool RdmaConnection::RingDrainedLocked() const {
+  uint64_t next_seq = 0;
+  return nack_barrier_.empty() && PublishedEndLocked(&next_seq) == released_pos_;
 }
 
 }  // namespace msgr::rdma

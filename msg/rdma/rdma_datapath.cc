@@ -297,10 +297,59 @@ void RdmaConnection::ApplyCreditLocked() {
   while (!records_.empty() && records_.front().end_position <= producer_->released()) {
     UnpinLocked(&records_.front());
     records_.pop_front();
+    if (resizing_ && records_.empty()) cv_.SignalAll();  // DrainForResizeLocked waits
   }
   sent_records_.OnCredit(producer_->released(), &acks_ready_);
   acks_pending_.store(!acks_ready_.empty(), std::memory_order_release);
   awaiting_acks_.store(sent_records_.size() > 0, std::memory_order_relaxed);
+}
+
+void RdmaConnection::WantGrowLocked(size_t record_bytes) {
+  if (!lossless_ || ring_at_max_ || grow_hint_ >= record_bytes) return;
+  const bool first = grow_hint_ == 0;
+  grow_hint_ = record_bytes;
+  if (first) cv_.SignalAll();  // the connector resizes (RunConnector)
+}
+
+uint64_t RdmaConnection::RingResizeWantedLocked(absl::Time now) {
+  if (!producer_ || !lossless_ || resizing_ || now < resize_not_before_) return 0;
+  const size_t cur = producer_->ring_bytes();
+  if (grow_hint_ != 0 && !ring_at_max_) {
+    // 4x, and at least what holds the record that did not fit (MaxRecordBytes: half the
+    // ring, less an alignment pad).
+    uint64_t to = uint64_t{cur} * 4;
+    while (to / 2 < grow_hint_ + kPayloadAlign) to *= 2;
+    return to;
+  }
+  grow_hint_ = 0;
+  const absl::Duration idle = shared_->ring_shrink_idle;
+  if (idle > absl::ZeroDuration() && cur > ring_initial_bytes_ && records_.empty() &&
+      absl::FromUnixNanos(last_reserve_ns_) + idle <= now) {
+    return ring_initial_bytes_;
+  }
+  return 0;
+}
+
+bool RdmaConnection::DrainForResizeLocked(uint64_t to) {
+  // Writers hold off from here on; what they wrote must be released before the ring may
+  // change (the server only resizes a drained ring, PROTOCOL.md "Ring sizes").
+  resizing_ = true;
+  const absl::Time deadline = absl::Now() + shared_->options.handshake_timeout;
+  while (!records_.empty() && link_ != nullptr && !closed_ && !shared_->stopping &&
+         absl::Now() < deadline) {
+    // ApplyCreditLocked signals when the last record is released (the completion thread
+    // applies credits while records are unacknowledged); the timeout rechecks the rest.
+    cv_.WaitWithDeadline(&mu_, std::min(deadline, absl::Now() + absl::Milliseconds(10)));
+  }
+  if (!records_.empty() || link_ == nullptr || closed_ || shared_->stopping) {
+    resizing_ = false;
+    grow_hint_ = 0;
+    resize_not_before_ = absl::Now() + kRingResizeBackoff;
+    cv_.SignalAll();
+    return false;
+  }
+  ring_request_ = to;
+  return true;
 }
 
 bool RdmaConnection::app_polling() const {
@@ -548,18 +597,23 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
       if (!lossless_ && had_session_ && !link_) {
         return absl::UnavailableError(absl::StrCat("connection to ", addr_, " is down"));
       }
-      if (producer_) {
+      if (producer_ && !resizing_) {  // (a resize in progress: wait for the new ring)
         if (payload.size() > max_record_payload_) {
-          return absl::InvalidArgumentError(absl::StrCat("record payload of ", payload.size(),
-                                                         " bytes exceeds ",
-                                                         max_record_payload_));
-        }
-        ApplyCreditLocked();
-        p = producer_->Reserve(record_bytes);
-        if (p) {
-          sent_records_.Add(desc.tid, p->end_position);
-          awaiting_acks_.store(true, std::memory_order_relaxed);
-          break;
+          if (!lossless_ || ring_at_max_) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "record payload of ", payload.size(), " bytes exceeds ", max_record_payload_));
+          }
+          WantGrowLocked(record_bytes);  // a larger ring takes it
+        } else {
+          ApplyCreditLocked();
+          p = producer_->Reserve(record_bytes);
+          if (p) {
+            sent_records_.Add(desc.tid, p->end_position);
+            awaiting_acks_.store(true, std::memory_order_relaxed);
+            last_reserve_ns_ = absl::GetCurrentTimeNanos();
+            break;
+          }
+          WantGrowLocked(record_bytes);  // the ring is full
         }
       }
       if (absl::Now() >= deadline) {

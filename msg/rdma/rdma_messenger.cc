@@ -1,11 +1,13 @@
 // RdmaMessenger: device selection, listener and accepted sessions, Connect, Shutdown.
 #include "msg/rdma/rdma_messenger.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "msg/rdma/event_loop.h"
+#include "msg/ring/ring.h"
 #include "msg/session/handshake_steps.h"
 #include "spdlog/spdlog.h"
 
@@ -117,6 +119,23 @@ absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const Messenger
   shared->inject_out_of_ring_write = OptionU32(options, "rdma_inject_out_of_ring_write", 0);
   shared->zero_copy_min_bytes = OptionU32(options, "rdma_zero_copy_min_bytes", 256 * 1024);
   shared->cutoff_ban = absl::Seconds(OptionU32(options, "rdma_cutoff_ban_s", 60));
+  if (!IsValidRingSize(options.ring_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("ring_bytes ", options.ring_bytes,
+                                                   " must be a power of two and at least ",
+                                                   kMinRingBytes));
+  }
+  shared->ring_min_bytes =
+      size_t{OptionU32(options, "rdma_ring_min_kb",
+                       static_cast<uint32_t>(shared->ring_min_bytes >> 10))}
+      << 10;
+  shared->ring_min_bytes = std::min(shared->ring_min_bytes, options.ring_bytes);
+  if (!IsValidRingSize(shared->ring_min_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rdma_ring_min_kb ", shared->ring_min_bytes >> 10,
+        " must be a power of two of at least ", kMinRingBytes >> 10, " KiB"));
+  }
+  shared->ring_shrink_idle =
+      absl::Seconds(OptionU32(options, "rdma_ring_shrink_idle_s", 30));
   shared->budget = RegisteredBudget::Create(
       uint64_t{OptionU32(options, "rdma_max_registered_mb",
                          static_cast<uint32_t>(kDefaultMaxRegisteredBytes >> 20))}

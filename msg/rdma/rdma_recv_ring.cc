@@ -13,11 +13,11 @@ namespace msgr::rdma {
 
 absl::StatusOr<std::shared_ptr<RdmaRecvRing>> RdmaRecvRing::Create(
     std::shared_ptr<DeviceContext> ctx, size_t bytes, RegisteredBudget* budget,
-    const std::string& peer) {
+    const std::string& peer, uint64_t first_seq) {
   if (!IsValidRingSize(bytes)) {
     return absl::InvalidArgumentError("ring_bytes must be a power of two >= 64 KiB");
   }
-  std::shared_ptr<RdmaRecvRing> r(new RdmaRecvRing(std::move(ctx), bytes));
+  std::shared_ptr<RdmaRecvRing> r(new RdmaRecvRing(std::move(ctx), bytes, first_seq));
   auto mr = AllocCharged(*budget, *r->ctx_->pd, bytes, verbs::kLocalWrite | verbs::kRemoteWrite,
                          absl::StrCat("a ", bytes >> 10, " KiB receive ring for ", peer));
   if (!mr.ok()) return mr.status();

@@ -25,11 +25,13 @@ namespace msgr::rdma {
 class RdmaRecvRing : public RecvRing {
  public:
   // Allocates and registers a ring of `bytes` (REQUIRES: IsValidRingSize(bytes)), charged
-  // to `budget` until the ring is destroyed (`peer` names it in a refusal).
+  // to `budget` until the ring is destroyed (`peer` names it in a refusal). Its first
+  // record has seq `first_seq` (a resized ring goes on with its session's seqs).
   static absl::StatusOr<std::shared_ptr<RdmaRecvRing>> Create(std::shared_ptr<DeviceContext> ctx,
                                                               size_t bytes,
                                                               RegisteredBudget* budget,
-                                                              const std::string& peer);
+                                                              const std::string& peer,
+                                                              uint64_t first_seq = 1);
   ~RdmaRecvRing() override;
 
   uint8_t* base() override { return mr_->data(); }
@@ -37,6 +39,7 @@ class RdmaRecvRing : public RecvRing {
   int wait_fd() const override { return event_fd_; }
   void SetPollerSleeping(bool sleeping) override;
   bool producer_signals() const override { return false; }  // one-sided WRITEs
+  uint64_t first_seq() const override { return first_seq_; }
 
   const verbs::MemoryRegion& region() const { return *mr_; }
   // Wakes the poller (doorbell received, session event).
@@ -50,9 +53,11 @@ class RdmaRecvRing : public RecvRing {
   void set_sleep_hook(std::function<void(bool)> hook);
 
  private:
-  RdmaRecvRing(std::shared_ptr<DeviceContext> ctx, size_t bytes) : ctx_(std::move(ctx)), bytes_(bytes) {}
+  RdmaRecvRing(std::shared_ptr<DeviceContext> ctx, size_t bytes, uint64_t first_seq)
+      : ctx_(std::move(ctx)), bytes_(bytes), first_seq_(first_seq) {}
   std::shared_ptr<DeviceContext> ctx_;  // outlives mr_
   size_t bytes_;
+  uint64_t first_seq_;
   ChargedRegion mr_;
   int event_fd_ = -1;
   absl::Mutex mu_;

@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+
 namespace msgr::rdma {
 
 bool RdmaShared::OutOfRingInjection::TakeArmed() {
@@ -9,6 +11,12 @@ bool RdmaShared::OutOfRingInjection::TakeArmed() {
   while (left != 0 && !left_.compare_exchange_weak(left, left - 1)) {
   }
   return left == 1;
+}
+
+size_t RdmaShared::RingSizeFor(uint64_t asked) const {
+  size_t bytes = ring_min_bytes;
+  while (bytes < asked && bytes < options.ring_bytes) bytes *= 2;
+  return std::min(bytes, options.ring_bytes);
 }
 
 RdmaStats RdmaShared::Stats() const {

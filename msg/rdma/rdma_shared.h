@@ -88,6 +88,17 @@ struct RdmaShared {
   // How long after such a call the completion thread still stands back (a caller that
   // stops polling for longer gets its acknowledgements from the completion thread again).
   int64_t app_poll_window_ns = 200'000;
+  // Ring sizes (PROTOCOL.md "Ring sizes"). Server: a session's ring starts at
+  // `ring_min_bytes` ("rdma_ring_min_kb", default 512) and is resized, when its client asks
+  // on a reconnect with nothing in flight, within [ring_min_bytes, options.ring_bytes].
+  // Client: asks for 4x its ring when a write waited for ring space or did not fit, and
+  // for the server's initial size after `ring_shrink_idle` without a write
+  // ("rdma_ring_shrink_idle_s", default 30; 0: never shrinks).
+  size_t ring_min_bytes = 512 * 1024;
+  absl::Duration ring_shrink_idle = absl::Seconds(30);
+  // Server: the ring size for a client that asks for `asked` bytes (0: the initial size):
+  // the next power of two, within [ring_min_bytes, options.ring_bytes].
+  size_t RingSizeFor(uint64_t asked) const;
   // WriteRecordShared payloads of at least this size are registered in place, not copied
   // ("rdma_zero_copy_min_bytes"; below it a copy is cheaper than a registration).
   size_t zero_copy_min_bytes = 256 * 1024;

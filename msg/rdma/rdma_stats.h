@@ -32,6 +32,8 @@ namespace msgr::rdma {
   X(record_writes_posted, kCounter, kNone, "RDMA WRITE work requests for ring records")       \
   X(qp_faults, kCounter, kNone, "QP errors and lost side channels handled")                   \
   X(ring_reregistrations, kCounter, kNone, "OSD: rings given new keys when a session resumed") \
+  X(ring_resizes, kCounter, kNone,                                                            \
+    "rings replaced by one of another size (client: asked and got; OSD: made)")               \
   X(peer_access_violations, kCounter, kNone,                                                  \
     "sessions cut off: the peer's RDMA access was refused")                                   \
   X(cutoff_refusals, kCounter, kNone, "connections of a cut-off peer refused while banned")

@@ -13,7 +13,8 @@ bool IsValidRingSize(size_t bytes) {
   return bytes >= kMinRingBytes && (bytes & (bytes - 1)) == 0;
 }
 
-RingProducer::RingProducer(size_t ring_bytes) : bytes_(ring_bytes) {
+RingProducer::RingProducer(size_t ring_bytes, uint64_t first_seq)
+    : bytes_(ring_bytes), next_seq_(first_seq) {
   assert(IsValidRingSize(ring_bytes));
 }
 
@@ -50,7 +51,8 @@ bool RingProducer::OnCredit(uint64_t released) {
   return true;
 }
 
-RingConsumer::RingConsumer(uint8_t* base, size_t bytes) : base_(base), bytes_(bytes) {
+RingConsumer::RingConsumer(uint8_t* base, size_t bytes, uint64_t first_seq)
+    : base_(base), bytes_(bytes), next_seq_(first_seq) {
   assert(IsValidRingSize(bytes));
   assert(reinterpret_cast<uintptr_t>(base) % kPayloadAlign == 0);
 }

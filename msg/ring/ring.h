@@ -41,8 +41,10 @@ struct RingPlacement {
 
 class RingProducer {
  public:
-  // REQUIRES: IsValidRingSize(ring_bytes).
-  explicit RingProducer(size_t ring_bytes);
+  // REQUIRES: IsValidRingSize(ring_bytes). `first_seq` is the seq of the first record:
+  // 1 for a new session; a ring that replaces another one of the same session mid-stream
+  // (a resized ring) goes on from the old ring's next seq, at position 0.
+  explicit RingProducer(size_t ring_bytes, uint64_t first_seq = 1);
 
   // Reserves room for a record of `record_bytes` (a RecordBytes() value), or returns
   // nullopt when the free space (given the credits seen so far) is too small. A record of
@@ -86,8 +88,8 @@ class RingConsumer {
 
   // `base` is the ring memory (owned by the caller, outliving this object).
   // REQUIRES: IsValidRingSize(bytes), base aligned to kPayloadAlign (so that aligned
-  // records' payloads are).
-  RingConsumer(uint8_t* base, size_t bytes);
+  // records' payloads are). `first_seq` as RingProducer's.
+  RingConsumer(uint8_t* base, size_t bytes, uint64_t first_seq = 1);
 
   // Looks for the next record at the read position. PAD records are skipped
   // internally (and count as read). kRecord fills `out`; kCorrupt fills `error` with

@@ -154,10 +154,14 @@ TEST(HandshakeTest, RoundTripsAndProofs) {
   a.in_seq = 6;
   a.flags = kAuthWantRing;
   a.proof = ps;
+  a.ring_bytes = 4u << 20;
   auto ad = DecodeAuth(EncodeAuth(a));
   ASSERT_TRUE(ad.ok());
   EXPECT_EQ(ad->proof, ps);
   EXPECT_EQ(ad->in_seq, 6u);
+  EXPECT_EQ(ad->ring_bytes, 4u << 20);
+  EXPECT_FALSE(DecodeAuth(EncodeAuth(a).substr(0, EncodeAuth(a).size() - 8)).ok())
+      << "an AUTH without its ring size is refused";
   Ready r;
   r.ring_bytes = 1 << 20;
   auto rd = DecodeReady(EncodeReady(r));

@@ -138,6 +138,7 @@ class OsdTest : public ::testing::TestWithParam<std::string> {
     mo.type = GetParam();
     mo.name = EntityName{EntityType::kClient, 77};
     mo.auth = options_.auth;
+    mo.backend_options = client_backend_options_;
     mo.backend_options["rdma_device"] = "soft";
     auto m = Messenger::Create(mo, &dispatcher_);
     ASSERT_TRUE(m.ok()) << m.status();
@@ -197,6 +198,7 @@ class OsdTest : public ::testing::TestWithParam<std::string> {
 
   std::unique_ptr<mon::MonServer> mon_;
   OsdOptions options_;
+  std::map<std::string, std::string> client_backend_options_;
   std::unique_ptr<Osd> osd_;
   ClientSide dispatcher_;
   std::unique_ptr<Messenger> client_;
@@ -542,6 +544,83 @@ TEST_P(OsdTest, ReplacedRingLeavesThePollerThatHadIt) {
   const std::vector<int> second{first[1], first[0]};  // on the other poller, which had none
   EXPECT_EQ(wait_until([&](const std::vector<int>& n) { return n == second; }), second)
       << "the replaced ring is still on the poller that had it (rings per poller)";
+}
+
+// An rdma session's ring starts small and grows when its client needs more (a record
+// that does not fit, a full ring), on a reconnect with nothing in flight; the new ring goes
+// on with the session's seqs, so a write of several records split across the two rings is
+// applied whole; an idle client's ring shrinks back (PROTOCOL.md "Ring sizes").
+TEST_P(OsdTest, RdmaRingGrowsWithTheLoadAndShrinksWhenIdle) {
+  if (GetParam() != std::string("rdma")) {
+    GTEST_SKIP() << "ring resizing is the rdma backend's (tcp rings are plain OSD memory)";
+  }
+  options_.ring_bytes = 8 << 20;
+  options_.backend_options["rdma_ring_min_kb"] = "256";
+  client_backend_options_["rdma_ring_shrink_idle_s"] = "1";
+  StartOsd();
+  ConnectClient();
+  for (int i = 0; i < 500 && conn_->max_record_payload() == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const size_t small_max = conn_->max_record_payload();
+  ASSERT_EQ(small_max, MaxRecordPayload(256 << 10)) << "the ring starts at rdma_ring_min_kb";
+
+  // A write of three records: the first in the small ring, the second larger than that
+  // ring takes, so the ring grows between them.
+  const std::string v = Pattern("split", 4000 + (1 << 20) + 4000);
+  auto part = [&](uint64_t tid, size_t offset, size_t len, uint16_t flags) {
+    RecordDesc d{"split", tid, offset, flags};
+    absl::Status s =
+        conn_->WriteRecord(d, std::string_view(v).substr(offset, len), absl::Seconds(20));
+    return s.ok() ? dispatcher_.WaitAck(tid) : s;
+  };
+  ASSERT_TRUE(part(1, 0, 4000, kRecordFlagTruncate).ok());
+  ASSERT_TRUE(part(2, 4000, 1 << 20, 0).ok());
+  EXPECT_GE(conn_->max_record_payload(), size_t{1} << 20) << "the ring did not grow";
+  ASSERT_TRUE(part(3, 4000 + (1 << 20), 4000, kRecordFlagLast).ok());
+  auto data = Read("split", 100);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_TRUE(*data == v) << "the write split across two rings was not applied whole";
+
+  // Many records in flight fill the ring: it grows to the OSD's limit, every write lands.
+  for (uint64_t i = 0; i < 48; ++i) {
+    const std::string oid = absl::StrCat("burst-", i);
+    RecordDesc d{oid, 1000 + i, 0, kRecordFlagTruncate | kRecordFlagLast};
+    ASSERT_TRUE(conn_->WriteRecord(d, Pattern(oid, 300000), absl::Seconds(20)).ok()) << i;
+  }
+  for (uint64_t i = 0; i < 48; ++i) ASSERT_TRUE(dispatcher_.WaitAck(1000 + i).ok()) << i;
+  for (uint64_t i = 0; i < 48; i += 5) {
+    const std::string oid = absl::StrCat("burst-", i);
+    auto got = Read(oid, 2000 + i);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE(*got == Pattern(oid, 300000)) << oid;
+  }
+  uint64_t client_resizes = 0;
+  for (const CounterGroup& g : client_->perf_counters()) {
+    for (const CounterValue& v : g.values) {
+      if (g.name == "rdma" && std::string(v.desc->name) == "ring_resizes") client_resizes = v.value;
+    }
+  }
+  EXPECT_GE(client_resizes, 1u);
+  const nlohmann::json dump = PerfDump();
+  EXPECT_EQ(dump["messenger"]["rdma"]["rdma"]["ring_resizes"].get<uint64_t>(), client_resizes)
+      << "the OSD made as many resizes as the client asked for and got";
+  EXPECT_EQ(dump["pollers"][0]["orphan_parts"], 0);
+
+  // Idle for longer than rdma_ring_shrink_idle_s: back to the initial size.
+  size_t max = conn_->max_record_payload();
+  for (int i = 0; i < 100 && max != small_max; ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+    max = conn_->max_record_payload();
+  }
+  EXPECT_EQ(max, small_max) << "an idle ring did not shrink";
+  ASSERT_TRUE(Write("after-shrink", Pattern("after-shrink", 5000), 3000).ok());
+  EXPECT_EQ(*Read("after-shrink", 3001), Pattern("after-shrink", 5000));
+  // Every ring the session had but the last is gone from the poller.
+  const int rings = PerfDumpWhen([](const nlohmann::json& d) {
+                      return d["pollers"][0]["rings"] == 1;
+                    })["pollers"][0]["rings"].get<int>();
+  EXPECT_EQ(rings, 1);
 }
 
 TEST_P(OsdTest, WrongKeyIsRefused) {

@@ -399,6 +399,7 @@ TEST(RdmaMessenger, RegisteredMemoryBudgetRefusesASessionAndKeepsServing) {
 TEST(RdmaMessenger, RingOverTheBudgetIsRefusedAndTheMessengerGoesOn) {
   MessengerOptions so = Options(EntityType::kOsd, 0);
   so.ring_bytes = 4 << 20;
+  so.backend_options["rdma_ring_min_kb"] = "4096";  // a fixed ring: not about resizing
   so.backend_options["rdma_max_registered_mb"] = "6";  // pools ~4 MiB fit, + the ring not
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.Start(so, Options(EntityType::kClient, 1)));
@@ -425,6 +426,7 @@ TEST(RdmaMessenger, RingOverTheBudgetIsRefusedAndTheMessengerGoesOn) {
 TEST(RdmaMessenger, ClientMirrorOverItsBudgetIsRefusedBeforeSetup) {
   MessengerOptions so = Options(EntityType::kOsd, 0);
   so.ring_bytes = 4 << 20;
+  so.backend_options["rdma_ring_min_kb"] = "4096";  // a fixed ring: not about resizing
   MessengerOptions co = Options(EntityType::kClient, 1);
   co.backend_options["rdma_max_registered_mb"] = "6";  // pools ~4 MiB fit, + the mirror not
   Pair p;
@@ -453,6 +455,7 @@ TEST(RdmaMessenger, ClientMirrorOverItsBudgetIsRefusedBeforeSetup) {
 TEST(RdmaMessenger, ZeroCopyOverTheBudgetFallsBackToStaging) {
   MessengerOptions so = Options(EntityType::kOsd, 0);
   so.ring_bytes = 4 << 20;
+  so.backend_options["rdma_ring_min_kb"] = "4096";  // a fixed ring: not about resizing
   MessengerOptions co = Options(EntityType::kClient, 1);
   // Pools 2 x 32 x 16 KiB + the 4 MiB mirror + control region: ~5 MiB of a 6 MiB budget,
   // so a 1.5 MiB payload never fits.
@@ -516,6 +519,58 @@ TEST(RdmaMessenger, LosslessSurvivesInjectedFaults) {
   EXPECT_EQ(RdmaStatsOf(*p.server)->ring_reregistrations, p.server->counters().reconnects);
 }
 
+// A writer that finds its ring full makes the client ask for a ring 4x as large: once
+// what it wrote is released, it reconnects and resumes, and the server replaces the ring
+// with one that goes on with the session's seqs from position 0 (PROTOCOL.md "Ring
+// sizes"); the blocked write lands there.
+TEST(RdmaMessenger, FullRingGrowsOnceItsRecordsAreReleased) {
+  Pair p;
+  MessengerOptions so = Options(EntityType::kOsd, 0), co = Options(EntityType::kClient, 1);
+  so.ring_bytes = 4 << 20;
+  so.backend_options["rdma_ring_min_kb"] = "256";
+  ASSERT_NO_FATAL_FAILURE(p.Start(so, co));
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing());
+  ASSERT_EQ(p.ring->bytes(), 256u << 10) << "the ring starts at rdma_ring_min_kb";
+  auto first = std::make_unique<Drainer>(p.sconn, p.ring, /*sleep=*/true,
+                                         absl::Microseconds(50), /*paused=*/true);
+  // 60 KiB records: four fill the 256 KiB ring (a record may take half of it).
+  std::vector<std::string> want;
+  for (int i = 0; i < 4; ++i) {
+    want.push_back(Bytes(60 << 10, 40 + i));
+    RecordDesc d{"full." + std::to_string(i), static_cast<uint64_t>(i + 1), 0, 0};
+    ASSERT_TRUE(p.conn->WriteRecord(d, want.back(), absl::Seconds(5)).ok()) << i;
+  }
+  want.push_back(Bytes(60 << 10, 44));
+  absl::Status blocked = absl::UnknownError("not done");
+  std::thread writer([&] {
+    RecordDesc d{"full.4", 5, 0, 0};
+    blocked = p.conn->WriteRecord(d, want.back(), absl::Seconds(20));
+  });
+  absl::SleepFor(absl::Milliseconds(200));  // the writer waits for room, asks to grow
+  first->set_paused(false);                  // the four are released: the resize goes on
+  ASSERT_TRUE(first->WaitRecords(4)) << first->error();
+  ASSERT_TRUE(p.server_d.WaitRings(2)) << "no second ring";
+  auto [sconn, ring] = p.server_d.ring(1);
+  EXPECT_EQ(sconn.get(), p.sconn.get()) << "the same session";
+  EXPECT_EQ(ring->bytes(), 1u << 20);
+  EXPECT_EQ(ring->first_seq(), first->records().size() + 1u) << "seqs go on";
+  Drainer second(sconn, ring, /*sleep=*/true);
+  writer.join();
+  ASSERT_TRUE(blocked.ok()) << blocked;
+  ASSERT_TRUE(second.WaitRecords(1)) << second.error() << " " << second.Debug();
+  EXPECT_EQ(second.records()[0].tid, 5u);
+  EXPECT_TRUE(second.records()[0].payload == want[4]);
+  const auto seen = first->records();
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_TRUE(seen[i].payload == want[i]) << i;
+  EXPECT_EQ(RdmaStatsOf(*p.client)->ring_resizes, 1u);
+  EXPECT_EQ(RdmaStatsOf(*p.server)->ring_resizes, 1u);
+  EXPECT_EQ(p.conn->max_record_payload(), MaxRecordPayload(1 << 20));
+  // Acknowledged once each, in order, across the resize.
+  ASSERT_TRUE(p.client_d.WaitAcks(5));
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(p.client_d.acked(), (std::vector<uint64_t>{1, 2, 3, 4, 5}));
+}
+
 // WriteRecordShared payloads above rdma_zero_copy_min_bytes are written from the caller's
 // memory (registered in place while unacknowledged), smaller ones from the staging mirror;
 // across injected link faults and resends every record arrives intact, every caller buffer
@@ -524,6 +579,7 @@ TEST(RdmaMessenger, LargeSharedPayloadsAreWrittenFromCallerMemory) {
   Pair p;
   MessengerOptions so = Options(EntityType::kOsd, 0), co = Options(EntityType::kClient, 1);
   so.ring_bytes = co.ring_bytes = 4u << 20;
+  so.backend_options["rdma_ring_min_kb"] = "4096";  // a fixed ring: not about resizing
   co.backend_options["rdma_zero_copy_min_bytes"] = "65536";
   co.inject_socket_failures = 13;
   ASSERT_NO_FATAL_FAILURE(p.Start(so, co));

@@ -54,6 +54,20 @@ class Recorder : public Dispatcher {
     absl::MutexLock l(&mu_);
     refused_.push_back(why);
   }
+  void OnRecordsAcked(const ConnectionRef& c, absl::Span<const RecordAck> acks) override {
+    absl::MutexLock l(&mu_);
+    for (const RecordAck& a : acks) acked_.push_back(a.tid);
+  }
+  // Record tids acknowledged so far, in the order the acks came.
+  std::vector<uint64_t> acked() {
+    absl::MutexLock l(&mu_);
+    return acked_;
+  }
+  bool WaitAcks(size_t n, absl::Duration d = absl::Seconds(10)) {
+    absl::MutexLock l(&mu_);
+    auto cond = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return acked_.size() >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&cond), d);
+  }
 
   bool WaitMessages(size_t n, absl::Duration d = absl::Seconds(20)) {
     absl::MutexLock l(&mu_);
@@ -117,6 +131,7 @@ class Recorder : public Dispatcher {
   std::vector<absl::Status> resets_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Status> refused_ ABSL_GUARDED_BY(mu_);
   int remote_resets_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<uint64_t> acked_ ABSL_GUARDED_BY(mu_);
 };
 
 // Drains one ring like the OSD poller: spin, then (if `sleep`) drain wait_fd(),
@@ -128,7 +143,7 @@ class Drainer {
   Drainer(ConnectionRef conn, std::shared_ptr<RecvRing> ring, bool sleep,
           absl::Duration spin = absl::Microseconds(50), bool paused = false)
       : conn_(std::move(conn)), ring_(std::move(ring)), sleep_(sleep), spin_(spin),
-        consumer_(ring_->base(), ring_->bytes()) {
+        consumer_(ring_->base(), ring_->bytes(), ring_->first_seq()) {
     paused_ = paused;
     thread_ = std::thread([this] { Run(); });
   }

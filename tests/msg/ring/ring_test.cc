@@ -102,6 +102,30 @@ TEST(RingTest, ProducerStopsAtCreditAndResumesAfterRelease) {
   EXPECT_FALSE(prod.OnCredit(prod.produced() + 1)) << "credit beyond produced is refused";
 }
 
+// A resized ring goes on with the session's seqs from position 0: the producer and the
+// consumer of the new ring agree, and the consumer refuses a record that restarts at 1 (a
+// stale or foreign ring) instead of serving it.
+TEST(RingTest, RingThatContinuesASessionStartsAtItsFirstSeq) {
+  AlignedRing r(kRing);
+  RingProducer prod(kRing, /*first_seq=*/1001);
+  RingConsumer cons(r.mem.get(), kRing, /*first_seq=*/1001);
+  RingPlacement pl;
+  ASSERT_TRUE(Produce(&prod, r.mem.get(), "o", "after the resize", 5, &pl));
+  EXPECT_EQ(pl.seq, 1001u);
+  EXPECT_EQ(pl.offset, 0u);
+  RecordView v;
+  std::string err;
+  ASSERT_EQ(cons.Next(&v, &err), RingConsumer::Poll::kRecord) << err;
+  EXPECT_EQ(PayloadOf(v), "after the resize");
+  EXPECT_EQ(cons.next_seq(), 1002u);
+
+  AlignedRing other(kRing);
+  RingProducer fresh(kRing);  // seq 1
+  RingConsumer expects_more(other.mem.get(), kRing, /*first_seq=*/1001);
+  ASSERT_TRUE(Produce(&fresh, other.mem.get(), "o", "new session", 6));
+  EXPECT_NE(expects_more.Next(&v, &err), RingConsumer::Poll::kRecord);
+}
+
 TEST(RingTest, WrapAroundWithPadsPreservesEveryRecordInOrder) {
   AlignedRing r(kRing);
   RingProducer prod(kRing);
