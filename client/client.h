@@ -82,6 +82,10 @@ class Client {
   // thread; completions may run inside. For a caller that spins while it waits.
   bool Poll() { return objecter_->Poll(); }
 
+  // Opens a session to every up OSD now and waits until each is ready or `deadline`
+  // (Objecter::ConnectAll); ops do not need it: they connect on first use.
+  absl::Status ConnectAll(absl::Time deadline) { return objecter_->ConnectAll(deadline); }
+
   // Stops following the map, then fails pending ops with kCancelled. Idempotent.
   void Shutdown();
 

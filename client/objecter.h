@@ -111,6 +111,12 @@ class Objecter : public Dispatcher {
   // rather spin than sleep while they wait for a write (latency at low concurrency).
   bool Poll() { return messenger_->Poll(); }
 
+  // Opens a session to every OSD the map has up (no op needed), and waits until each is
+  // ready for writes (handshake done, ring attached) or `deadline`; the error names the
+  // OSDs that were not. For callers that want their sessions before the first op (the
+  // bench with --clients, which reports how long N clients take to connect).
+  absl::Status ConnectAll(absl::Time deadline);
+
   ObjecterCounters counters() const;
   size_t in_flight() const;
   Messenger* messenger() { return messenger_.get(); }

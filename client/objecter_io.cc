@@ -192,6 +192,37 @@ absl::StatusOr<ConnectionRef> Objecter::ConnectionFor(int osd) {
       absl::StrCat("osd.", osd, " changed address or restarted while connecting to ", addr));
 }
 
+absl::Status Objecter::ConnectAll(absl::Time deadline) {
+  std::vector<int> up;
+  {
+    absl::MutexLock l(&mu_);
+    if (!have_map_) return absl::UnavailableError("no cluster map yet");
+    for (const OsdEntry& e : map_.osds()) {
+      if (e.up) up.push_back(static_cast<int>(e.id));
+    }
+  }
+  std::vector<std::pair<int, ConnectionRef>> conns;
+  for (int osd : up) {
+    auto c = ConnectionFor(osd);
+    if (!c.ok()) return c.status();
+    conns.emplace_back(osd, *c);
+  }
+  std::vector<std::string> waiting;
+  for (;;) {
+    waiting.clear();
+    for (const auto& [osd, c] : conns) {
+      if (!c->is_connected() || c->max_record_payload() == 0) {
+        waiting.push_back(absl::StrCat("osd.", osd));
+      }
+    }
+    if (waiting.empty()) return absl::OkStatus();
+    if (absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("not connected to ", absl::StrJoin(waiting, ", "), " in time"));
+}
+
 void Objecter::SendOp(const OpRef& op) {
   for (;;) {
     uint64_t attempt;

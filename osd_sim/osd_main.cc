@@ -26,7 +26,7 @@ constexpr const char* kUsage =
     "           [--ms-type tcp|rdma|both] [--durability durable|buffered|memory]\n"
     "           [--pollers N] [--poller-cpus LIST] [--poller-spin-us US] [--ring-bytes B]\n"
     "           [--capacity BYTES] [--keyring FILE | --auth none] [--rdma-device soft|IBDEV]\n"
-    "           [--rdma-max-registered-mb MB] [--weight W]\n"
+    "           [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB] [--weight W]\n"
     "           [--log-level trace|debug|info|warn|error]\n";
 
 int Fail(const std::string& msg) {
@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
       argc, argv,
       {"id", "mon", "data-dir", "run-dir", "ms-type", "durability", "pollers", "poller-cpus",
        "poller-spin-us", "ring-bytes", "capacity", "keyring", "auth", "rdma-device", "weight",
-       "rdma-max-registered-mb", "log-level", "help"});
+       "rdma-max-registered-mb", "rdma-ring-min-kb", "log-level", "help"});
   if (!flags.ok()) return Fail(std::string(flags.status().message()));
   if (flags->Has("help")) {
     std::fputs(kUsage, stdout);
@@ -136,6 +136,15 @@ int main(int argc, char** argv) {
       return Fail("--rdma-max-registered-mb must be a positive number of MiB");
     }
     o.backend_options["rdma_max_registered_mb"] = std::to_string(*mb);
+  }
+  if (flags->Has("rdma-ring-min-kb")) {
+    // A session's first ring (it grows with its client's load up to --ring-bytes).
+    auto kb = flags->GetUint("rdma-ring-min-kb", 0);
+    if (!kb.ok() || *kb < 64 || (*kb & (*kb - 1)) != 0 || (*kb << 10) > o.ring_bytes) {
+      return Fail("--rdma-ring-min-kb must be a power of two of at least 64, at most "
+                  "--ring-bytes");
+    }
+    o.backend_options["rdma_ring_min_kb"] = std::to_string(*kb);
   }
 
   std::signal(SIGTERM, OnSignal);

@@ -18,6 +18,7 @@ namespace {
 constexpr uint64_t kMaxObjectSize = 1ull << 30;
 constexpr int kMaxConcurrency = 4096;
 constexpr int kMaxSpinUs = 1000000;
+constexpr int kMaxClients = 1000;
 
 absl::Status Bad(absl::string_view flag, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(flag, ": ", why));
@@ -96,7 +97,8 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
     static const char* kWithValue[] = {
         "--mon", "--ms-type", "-b", "-t", "--seconds", "--count", "--json", "--acked-log",
         "--auth", "--keyring", "--prefix", "--osd-pids", "--cluster-dir", "--oids", "--op-timeout",
-        "--mon-timeout", "--rdma-device", "--ms-threads", "--spin-us", "--submit-threads", "--max-objects"};
+        "--mon-timeout", "--rdma-device", "--ms-threads", "--spin-us", "--submit-threads", "--max-objects",
+        "--clients"};
     if (std::find(std::begin(kWithValue), std::end(kWithValue), flag) == std::end(kWithValue)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown argument '", in[i], "'"));
     }
@@ -130,6 +132,10 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
     } else if (flag == "--ms-threads") {
       if (!absl::SimpleAtoi(value, &a.ms_threads) || a.ms_threads < 1 || a.ms_threads > 64) {
         return Bad(flag, absl::StrCat("'", value, "' is not a thread count in 1..64"));
+      }
+    } else if (flag == "--clients") {
+      if (!absl::SimpleAtoi(value, &a.clients) || a.clients < 1 || a.clients > kMaxClients) {
+        return Bad(flag, absl::StrCat("'", value, "' is not a client count in 1..", kMaxClients));
       }
     } else if (flag == "--max-objects") {
       if (!absl::SimpleAtoi(value, &a.max_objects) || a.max_objects == 0) {
@@ -208,7 +214,7 @@ std::string BenchUsage() {
   bench.sh --mon HOST:PORT [--ms-type tcp|rdma] [-b SIZE] [-t CONCURRENCY] [--seconds S]
            [--count N] [--json FILE] [--acked-log FILE] [--verify] [--auth secret|none]
            [--keyring FILE] [--prefix P] [--osd-pids PID,...] [--cluster-dir DIR] [--spin-us US]
-           [--submit-threads N] [--max-objects N]
+           [--submit-threads N] [--max-objects N] [--clients N]
   bench.sh verify --mon HOST:PORT [--ms-type tcp|rdma] --oids FILE [--json FILE] [-t N]
 
 Writes objects of SIZE bytes (4K, 64K, 4M ...; default 4M) for S seconds (default 10) or
@@ -234,6 +240,9 @@ Every --flag takes --flag VALUE or --flag=VALUE.
                    busy cores it starves the messenger and OSDs (docs/BENCHMARKS.md)
   --max-objects N  op n writes object n mod N (overwrites): bounds what a memory-mode OSD
                    holds in RAM during long runs (default: every op a new object)
+  --clients N      N client instances in this process (each its own messenger and OSD
+                   sessions), the ops spread over them in turn (default 1); all connect
+                   to every OSD first, and the time that took is reported (connect_s)
   --submit-threads N  threads that issue the writes (default 2 for objects of 256 KiB and
                    up, else 0 = the driver thread itself): a send copies the object on the
                    calling thread, so one thread serializes large writes

@@ -55,6 +55,7 @@ struct BenchArgs {
   int spin_us = 0;
   int submit_threads = -1;   // -1: DefaultSubmitThreads(object_size)
   uint64_t max_objects = 0;  // 0: every op writes a new object
+  int clients = 1;           // --clients: Client instances in this process, ops round-robin
 };
 
 // "4096", "4K", "4k", "64KiB", "4M", "4MB", "1G": binary multiples. Must be > 0.

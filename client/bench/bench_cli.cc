@@ -3,13 +3,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
+#include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "client/bench/bench_args.h"
 #include "client/bench/bench_report.h"
 #include "client/bench/bench_runner.h"
@@ -130,18 +136,46 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     oids = std::move(*r);
   }
 
-  auto client = client::Client::Create(co);
-  if (!client.ok()) {
-    err << "bench: " << client.status().message() << "\n";
-    return absl::IsInvalidArgument(client.status()) ? kExitUsage : kExitFailed;
+  // --clients N: N instances, each with its own entity id, messenger and OSD sessions.
+  std::vector<std::unique_ptr<client::Client>> clients;
+  const uint64_t id_base = (static_cast<uint64_t>(getpid()) << 32) ^
+                           static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()) & 0xffffffff);
+  for (int i = 0; i < a.clients; ++i) {
+    co.client_id = id_base + static_cast<uint64_t>(i);
+    auto client = client::Client::Create(co);
+    if (!client.ok()) {
+      err << "bench: " << client.status().message() << "\n";
+      return absl::IsInvalidArgument(client.status()) ? kExitUsage : kExitFailed;
+    }
+    clients.push_back(std::move(*client));
   }
-  client::Client& c = **client;
+  auto shutdown = absl::MakeCleanup([&] {
+    for (auto& cl : clients) cl->Shutdown();
+  });
+  client::Client& c = *clients[0];
+  report.clients = a.clients;
   const std::chrono::nanoseconds spin = std::chrono::microseconds(a.spin_us);
+  // One client: its own ops (and Poll, for --spin-us). Several: writes and reads in turn.
+  ObjectOps ops = OpsOf(c);
+  if (clients.size() > 1) {
+    auto next = std::make_shared<std::atomic<uint64_t>>(0);
+    auto pick = [&clients, next]() -> client::Client& {
+      return *clients[next->fetch_add(1, std::memory_order_relaxed) % clients.size()];
+    };
+    ops.write = [pick](std::string oid, std::shared_ptr<const std::string> data,
+                       client::WriteCallback cb) {
+      pick().AsyncWrite(std::move(oid), std::move(data), std::move(cb));
+    };
+    ops.read = [pick](std::string oid, client::ReadCallback cb) {
+      pick().AsyncRead(std::move(oid), std::move(cb));
+    };
+    ops.poll = nullptr;
+  }
 
   if (a.mode == BenchArgs::Mode::kVerify) {
     report.mode = "verify";
     report.verify_enabled = true;
-    report.verify = VerifyObjects(c, oids.size(), [&](uint64_t i) { return oids[i]; },
+    report.verify = VerifyObjects(ops, oids.size(), [&](uint64_t i) { return oids[i]; },
                                   a.concurrency, /*object_size=*/0, spin);
   } else {
     std::vector<int> pids = a.osd_pids;
@@ -156,8 +190,43 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
         a.cluster_dir.empty() ? std::vector<std::string>{} : OsdAdminSockets(a.cluster_dir);
     auto before = SampleCpu(pids);
     auto threads_before = SampleThreads(pids);
+    // Sessions first, every client to every OSD at once: what a burst of clients costs
+    // the OSDs to accept (registration, handshakes), apart from the ops' latency.
+    {
+      const absl::Time start = absl::Now();
+      // Bounded: an OSD that just died is still up in the map for a while.
+      const absl::Time deadline = start + std::min(absl::Seconds(a.mon_timeout), absl::Seconds(5));
+      std::vector<absl::Status> st(clients.size());
+      std::vector<std::thread> connect;
+      for (size_t i = 0; i < clients.size(); ++i) {
+        connect.emplace_back([&, i] { st[i] = clients[i]->ConnectAll(deadline); });
+      }
+      for (auto& t : connect) t.join();
+      size_t ok = 0;
+      for (const auto& s : st) ok += s.ok();
+      if (ok == clients.size()) {
+        report.connect_s = absl::ToDoubleSeconds(absl::Now() - start);
+        err << "bench: " << clients.size() << (clients.size() == 1 ? " client" : " clients")
+            << " connected to every OSD in " << absl::StrFormat("%.3f", *report.connect_s)
+            << " s\n";
+      } else {
+        for (const auto& s : st) {
+          if (!s.ok()) {
+            err << "bench: " << clients.size() - ok << " of " << clients.size()
+                << " clients not connected to every OSD (" << s.message()
+                << "): their ops connect on first use\n";
+            break;
+          }
+        }
+      }
+    }
     PerfSamples perf_before = SamplePerf(sockets);
-    const uint64_t copied_before = c.messenger_counters().payload_bytes_copied_tx;
+    auto copied_tx = [&clients] {
+      uint64_t n = 0;
+      for (const auto& cl : clients) n += cl->messenger_counters().payload_bytes_copied_tx;
+      return n;
+    };
+    const uint64_t copied_before = copied_tx();
 
     WriteRunOptions wo;
     wo.prefix = a.prefix.empty() ? DefaultPrefix() : a.prefix;
@@ -173,7 +242,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
         a.submit_threads >= 0 ? a.submit_threads : DefaultSubmitThreads(a.object_size);
     err << "bench: writing " << a.object_size << "-byte objects " << wo.prefix << "_N, -t "
         << a.concurrency << ", ms_type " << a.ms_type << ", auth " << report.auth << "\n";
-    auto run = RunWrites(c, wo, err);
+    auto run = RunWrites(ops, wo, err);
     if (!run.ok()) {
       err << "bench: " << run.status().message() << "\n";
       return kExitUsage;
@@ -181,7 +250,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     report.run = std::move(*run);
     err << "bench: " << DriverSummary(report.run.driver) << "\n";
 
-    report.client_copied_tx = c.messenger_counters().payload_bytes_copied_tx - copied_before;
+    report.client_copied_tx = copied_tx() - copied_before;
     auto after = SampleCpu(pids);
     auto threads_after = SampleThreads(pids);
     PerfSamples perf_after = SamplePerf(sockets);
@@ -222,11 +291,11 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
       std::sort(acked.begin(), acked.end());
       acked.erase(std::unique(acked.begin(), acked.end()), acked.end());
       report.verify = VerifyObjects(
-          c, acked.size(), [&](uint64_t i) { return ObjectId(wo.prefix, acked[i]); },
+          ops, acked.size(), [&](uint64_t i) { return ObjectId(wo.prefix, acked[i]); },
           a.concurrency, a.object_size, spin);
     }
   }
-  c.Shutdown();
+  std::move(shutdown).Invoke();
 
   out << SummaryText(report) << std::flush;
   if (!a.json_path.empty()) {

@@ -137,6 +137,8 @@ nlohmann::json ToJson(const BenchReport& r) {
                  {"mismatches", r.verify.mismatches}};
   j["auth"] = r.auth;
   j["errors"] = r.run.errors;
+  j["clients"] = r.clients;
+  j["connect_s"] = OrNull(r.connect_s);
   j["lat_cdf"] = std::move(cdf);
   return j;
 }
@@ -153,6 +155,8 @@ std::string SummaryText(const BenchReport& r) {
     line("Auth", r.auth);
     line("Object size", absl::StrCat(r.object_size));
     line("Concurrency", absl::StrCat(r.concurrency));
+    if (r.clients > 1) line("Clients", absl::StrCat(r.clients));
+    line("Connect time (s)", r.connect_s ? absl::StrFormat("%.3f", *r.connect_s) : "-");
     line("Total writes made", absl::StrCat(r.run.ops));
     line("Bandwidth (MB/s)", absl::StrFormat("%.2f", MiBPerSecond(r)));
     line("IOPS", absl::StrFormat("%.1f", Iops(r)));

@@ -11,7 +11,9 @@
 //   poller_spin_s_per_gb: the part of that poller figure that was empty spinning,
 //   copies_per_byte {client, osd_wire, osd_store}: payload bytes a CPU copied per byte
 //     written (client messenger payload_bytes_copied_tx; the OSDs' messenger
-//     payload_bytes_copied_rx and store payload_bytes_copied).
+//     payload_bytes_copied_rx and store payload_bytes_copied),
+//   clients: client instances in the process (--clients), connect_s: the time they took
+//     to open their sessions to every OSD before the run (null when they did not).
 // spin_ns and crc_ns are wall-clock time: each is capped at the poller threads' CPU (see
 // PollerCpuTimes), so crc + poller is the poller threads' CPU and spin a part of poller.
 // Every figure is null when it could not be measured: nothing written, no OSD processes,
@@ -45,6 +47,8 @@ struct BenchReport {
   std::optional<RoleCpu> osd_role_cpu_s;   // per-thread, summed over the same processes
   std::optional<OsdPerfDelta> osd_perf;    // perf dumps of every OSD, over the run
   uint64_t client_copied_tx = 0;           // client messenger payload_bytes_copied_tx, run
+  int clients = 1;
+  std::optional<double> connect_s;         // every client connected to every OSD
   bool verify_enabled = false;
   VerifyResult verify;
 };

@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <fstream>
+#include <mutex>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -138,6 +140,44 @@ TEST(BenchCliTest, CountedRunWritesJsonAckedLogAndVerifies) {
       << out3.str();
   EXPECT_NE(out3.str().find(some), std::string::npos) << out3.str();
   EXPECT_EQ(Load(vjson)["verify"]["mismatches"], 1);
+}
+
+// --clients N: N client instances, each connected to every OSD before the run (the time
+// that took is reported), the ops spread over them; the objects all read back.
+TEST(BenchCliTest, SeveralClientsConnectToEveryOsdFirstAndShareTheOps) {
+  MonEnv env(3, /*max_record_payload=*/3000);
+  ASSERT_TRUE(env.ok());
+  std::mutex mu;
+  std::map<std::string, int> connects;  // by OSD address
+  FakeCluster::Get().SetConnectHook([&](const std::string& addr) {
+    std::lock_guard<std::mutex> l(mu);
+    ++connects[addr];
+  });
+  std::string json = TmpFile("clients.json");
+  std::ostringstream out, err;
+  int rc = BenchMain({"--mon", env.mon_addr(), "--ms-type", "fake", "-b", "4K", "-t", "8",
+                      "--clients", "5", "--count", "100", "--seconds", "20", "--json", json,
+                      "--verify", "--auth", "none", "--prefix", "cl", "--quiet"},
+                     NoKeyrings, out, err);
+  FakeCluster::Get().SetConnectHook(nullptr);
+  ASSERT_EQ(rc, 0) << err.str() << out.str();
+  EXPECT_NE(err.str().find("5 clients connected to every OSD in"), std::string::npos)
+      << err.str();
+  {
+    std::lock_guard<std::mutex> l(mu);
+    ASSERT_EQ(connects.size(), 3u) << "not every OSD was connected to";
+    for (const auto& [addr, n] : connects) EXPECT_EQ(n, 5) << addr << ": one session per client";
+  }
+  nlohmann::json j = Load(json);
+  EXPECT_EQ(j["clients"], 5);
+  ASSERT_TRUE(j["connect_s"].is_number());
+  EXPECT_GE(j["connect_s"].get<double>(), 0);
+  EXPECT_EQ(j["ops"], 100);
+  EXPECT_EQ(j["verify"]["checked"], 100);
+  EXPECT_EQ(j["verify"]["mismatches"], 0);
+  EXPECT_NE(out.str().find("Clients:                 5"), std::string::npos) << out.str();
+
+  EXPECT_NE(BenchMain({"--mon", env.mon_addr(), "--clients", "0"}, NoKeyrings, out, err), 0);
 }
 
 TEST(BenchCliTest, TimedRunPrintsProgressAndFailedOpsExitNonZero) {
