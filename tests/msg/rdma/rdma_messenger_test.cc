@@ -361,6 +361,7 @@ void ConnectRingRefused(Messenger& m, Recorder& d, const std::string& addr, Conn
 TEST(RdmaMessenger, RegisteredMemoryBudgetRefusesASessionAndKeepsServing) {
   MessengerOptions so = Options(EntityType::kOsd, 0);
   so.backend_options["rdma_max_registered_mb"] = "5";  // pools ~4 MiB + a 256 KiB ring
+  so.backend_options["rdma_buffer_bytes"] = "65536";   // 2 x 32 x 64 KiB pools
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.Start(so, Options(EntityType::kClient, 1)));
   ASSERT_NO_FATAL_FAILURE(p.ConnectRing());
@@ -401,6 +402,7 @@ TEST(RdmaMessenger, RingOverTheBudgetIsRefusedAndTheMessengerGoesOn) {
   so.ring_bytes = 4 << 20;
   so.backend_options["rdma_ring_min_kb"] = "4096";  // a fixed ring: not about resizing
   so.backend_options["rdma_max_registered_mb"] = "6";  // pools ~4 MiB fit, + the ring not
+  so.backend_options["rdma_buffer_bytes"] = "65536";   // 2 x 32 x 64 KiB pools
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.Start(so, Options(EntityType::kClient, 1)));
   p.server_d.set_echo(true);
@@ -429,6 +431,7 @@ TEST(RdmaMessenger, ClientMirrorOverItsBudgetIsRefusedBeforeSetup) {
   so.backend_options["rdma_ring_min_kb"] = "4096";  // a fixed ring: not about resizing
   MessengerOptions co = Options(EntityType::kClient, 1);
   co.backend_options["rdma_max_registered_mb"] = "6";  // pools ~4 MiB fit, + the mirror not
+  co.backend_options["rdma_buffer_bytes"] = "65536";   // 2 x 32 x 64 KiB pools
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.Start(so, co));
   ConnectionRef conn;
