@@ -7,7 +7,10 @@
 // eventfd (and the device's asynchronous-event fd). Busy polling would hold a core for
 // good whether or not traffic comes, hence the short, bounded spin.
 // While a client awaits one-sided writes (acknowledgements arrive as an RDMA WRITE of the
-// ring credit, which raises no completion here) the loop naps briefly instead of sleeping.
+// ring credit, which raises no completion here) the loop naps briefly; a wait that lasts
+// longer than a few naps asks the peer for a completion with the next write
+// (LoopClient::ArmWakeup) and sleeps: a napping thread per client messenger is what a
+// host with many clients cannot afford.
 //
 // Thread-safety: Add/Remove/Stop from any thread; handlers run on the loop thread.
 #ifndef MSGR_MSG_RDMA_EVENT_LOOP_H_
@@ -45,9 +48,13 @@ class LoopClient {
   // Called on every polling round: memory the peer writes one-sidedly (ring credit, which
   // acknowledges records). Returns true if it found work.
   virtual bool OnPoll() { return false; }
-  // True while the client waits for such one-sided writes: the loop then never sleeps
-  // for long (it naps kAwaitNap between rounds once its spin is over).
+  // True while the client waits for such one-sided writes: the loop then naps kAwaitNap
+  // between rounds once its spin is over, and after kAwaitNaps naps asks ArmWakeup().
   virtual bool awaiting() const { return false; }
+  // Asks the peer to raise a completion on loop_cq() with the next one-sided write it
+  // makes (the rdma ring credit, WITH_IMM); true if it will, so that the loop may sleep on
+  // the CQ's channel rather than nap. Idempotent until that completion arrives.
+  virtual bool ArmWakeup() { return false; }
 };
 
 class EventLoop {

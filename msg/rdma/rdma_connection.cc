@@ -37,6 +37,11 @@ bool Link::awaiting() const {
   return c && c->awaiting_acks();
 }
 
+bool Link::ArmWakeup() {
+  auto c = conn_.lock();
+  return c && c->ArmCreditWakeup();
+}
+
 void Link::OnSideReadable() {
   if (auto c = conn_.lock()) {
     c->HandleSideReadable(this);
@@ -275,6 +280,9 @@ void RdmaConnection::AttachLinkLocked(std::shared_ptr<Link> link) {
   recent_tps_.push_back(link->tp);
   if (recent_tps_.size() > kRecentQps) recent_tps_.pop_front();
   link_ = std::move(link);
+  // A wake-up asked for (or owed) on the old link died with it.
+  wakeup_asked_ = false;
+  credit_wakeup_wanted_ = false;
 }
 
 bool RdmaConnection::OnQpEvent(const verbs::AsyncEvent& ev) {

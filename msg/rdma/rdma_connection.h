@@ -62,6 +62,7 @@ class Link : public LoopClient {
   void OnSideReadable() override;
   bool OnPoll() override;
   bool awaiting() const override;
+  bool ArmWakeup() override;
 
   std::weak_ptr<RdmaConnection> conn_;
   std::shared_ptr<Transport> tp;
@@ -144,6 +145,11 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // True while records are written and not acknowledged (the completion loop keeps
   // polling their credit word).
   bool awaiting_acks() const { return awaiting_acks_.load(std::memory_order_relaxed); }
+  // Client side of the ring, for a completion thread about to sleep while it awaits acks:
+  // asks the OSD (a control SEND, once per wait) to write the next credit WITH_IMM, which
+  // completes on this connection's CQ. False if it cannot ask now (no link, no send
+  // credit to spare): then the thread keeps napping.
+  bool ArmCreditWakeup() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct OutMsg {
@@ -200,7 +206,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
 
   // Data path (rdma_datapath.cc).
   void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool PostControlLocked(uint8_t flags) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool PostControlLocked(uint8_t flags, uint64_t seq = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRecvLocked(Link* link, const verbs::Completion& wc, std::shared_ptr<Link>* retired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AckLocked(uint64_t ack_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -283,6 +289,10 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // (the sender's ring credit waits for it).
   bool nack_ack_owed_ ABSL_GUARDED_BY(mu_) = false;
   bool doorbell_pending_ ABSL_GUARDED_BY(mu_) = false;
+  // Credit wake-ups (PROTOCOL.md): the client asked for one and it has not come; the OSD
+  // owes one (its next credit write goes WITH_IMM).
+  bool wakeup_asked_ ABSL_GUARDED_BY(mu_) = false;
+  bool credit_wakeup_wanted_ ABSL_GUARDED_BY(mu_) = false;
 
   // Ring, connecting side (each region with its share of the registered-memory budget).
   ChargedRegion ctrl_mr_;    // set by the first handshake

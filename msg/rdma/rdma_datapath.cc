@@ -98,6 +98,24 @@ void RdmaConnection::OnRecvLocked(Link* link, const verbs::Completion& wc,
                                   std::shared_ptr<Link>* retired) {
   shared_->counters.recvs_completed++;
   const uint32_t idx = static_cast<uint32_t>(wc.wr_id & ~kRecvWrBit);
+  if (wc.opcode == verbs::WcOpcode::kRecvRdmaWithImm) {
+    // A credit wake-up (only the ring's client asks for one): the credit word is new, or
+    // the one we saw confirmed; the buffer was not written. Applied here, delivered by
+    // HandleCompletions.
+    if (!ctrl_mr_ || !producer_) {
+      shared_->counters.protocol_errors++;
+      FaultLocked(link, absl::InvalidArgumentError("unexpected RDMA WRITE_WITH_IMM"), retired);
+      return;
+    }
+    wakeup_asked_ = false;
+    ApplyCreditLocked();
+    if (absl::Status s = link->tp->RepostRecv(idx); !s.ok()) {
+      FaultLocked(link, s, retired);
+      return;
+    }
+    ++credits_owed_;
+    return;
+  }
   const uint8_t* buf = link->tp->recv_buffer(idx);
   SendHeader h;
   absl::Status bad = DecodeSendHeader(buf, wc.byte_len, &h);
@@ -122,6 +140,14 @@ void RdmaConnection::OnRecvLocked(Link* link, const verbs::Completion& wc,
   }
   send_credits_ += h.credits;
   if (h.ack_seq > 0) AckLocked(h.ack_seq);
+  if ((h.flags & kSendWantCreditWakeup) != 0 && ring_) {
+    // The client's completion thread sleeps until our next credit: write it WITH_IMM; at
+    // once if it has not seen the current one.
+    credit_wakeup_wanted_ = true;
+    if (nack_barrier_.Clamp(released_pos_) != h.seq) credit_dirty_ = true;
+  } else if (credit_wakeup_wanted_ && h.credits > 0) {
+    credit_dirty_ = true;  // a wake-up that waited for a send credit can go now
+  }
   if ((h.flags & kSendDoorbell) != 0) {
     shared_->counters.doorbells_received++;
     if (ring_) ring_->Signal();
@@ -186,7 +212,7 @@ void RdmaConnection::OnRecvLocked(Link* link, const verbs::Completion& wc,
 
 // ---------------------------------------------------------------- SEND path
 
-bool RdmaConnection::PostControlLocked(uint8_t flags) {
+bool RdmaConnection::PostControlLocked(uint8_t flags, uint64_t seq) {
   Transport* tp = link_->tp.get();
   const int b = tp->TakeSendBuffer();
   if (b < 0) return false;
@@ -195,6 +221,7 @@ bool RdmaConnection::PostControlLocked(uint8_t flags) {
   h.flags = flags;
   h.credits = credits_owed_;
   h.ack_seq = in_seq_;
+  h.seq = seq;
   EncodeSendHeader(h, tp->send_buffer(b));
   WrSpec w;
   w.opcode = verbs::WrOpcode::kSend;
@@ -355,6 +382,20 @@ bool RdmaConnection::DrainForResizeLocked(uint64_t to) {
 bool RdmaConnection::app_polling() const {
   return absl::GetCurrentTimeNanos() - shared_->app_polled_ns.load(std::memory_order_relaxed) <
          shared_->app_poll_window_ns;
+}
+
+bool RdmaConnection::ArmCreditWakeup() {
+  absl::MutexLock l(&mu_);
+  if (!link_ || closed_ || !ctrl_mr_ || !producer_) return false;
+  if (wakeup_asked_) return true;
+  // As FlushLocked: the last send credit is kept for a control SEND that returns credits.
+  if (send_credits_ < 2) return false;
+  if (!PostControlLocked(kSendWantCreditWakeup, credit_seen_.load(std::memory_order_relaxed))) {
+    return false;
+  }
+  wakeup_asked_ = true;
+  shared_->counters.credit_wakeups_asked++;
+  return true;
 }
 
 bool RdmaConnection::PollAcks() {
@@ -759,10 +800,22 @@ void RdmaConnection::PostCreditLocked() {
   w.value = nack_barrier_.Clamp(released_pos_);
   w.remote_addr = link_->ctrl_addr + kCtrlCreditOffset;
   w.rkey = link_->ctrl_rkey;
+  // A sleeping client asked to be woken: WITH_IMM, which takes one of its receives (a
+  // send credit, as a SEND would; the last one stays for control SENDs).
+  const bool wake = credit_wakeup_wanted_ && send_credits_ >= 2;
+  if (wake) {
+    w.opcode = verbs::WrOpcode::kRdmaWriteWithImm;
+    w.imm = static_cast<uint32_t>(w.value);
+  }
   auto r = link_->tp->Post(absl::MakeConstSpan(&w, 1));
   if (r.ok()) {
     credit_dirty_ = false;
     shared_->counters.ring_credit_writes++;
+    if (wake) {
+      --send_credits_;
+      credit_wakeup_wanted_ = false;
+      shared_->counters.credit_wakeups_sent++;
+    }
   } else if (!absl::IsResourceExhausted(r.status())) {
     FaultLocked(link_.get(), r.status(), &retire_);
   }  // else: retried when completions make room
@@ -781,7 +834,7 @@ void RdmaConnection::SetPeerSleeping(bool sleeping) {
     w.value = sleep_word_;
     w.remote_addr = link_->ctrl_addr + kCtrlSleepOffset;
     w.rkey = link_->ctrl_rkey;
-    w.signal = sleeping;
+    w.signal = sleeping && !shared_->soft_device;  // waited for below (not on soft)
     auto r = link_->tp->Post(absl::MakeConstSpan(&w, 1));
     if (!r.ok()) return;  // the poller's sleep is bounded; the next transition retries
     shared_->counters.sleep_word_writes++;
@@ -789,7 +842,10 @@ void RdmaConnection::SetPeerSleeping(bool sleeping) {
     tp = link_->tp;
   }
   // The poller re-checks the ring after this returns: the word must have landed first.
-  if (sleeping) tp->WaitRetired(wr, absl::Now() + absl::Milliseconds(100));
+  // The soft HCA's WRITE has landed when PostSend returns (verbs/soft/soft_qp.h): waiting
+  // for its completion would only wait for our completion thread to poll it, a thread
+  // hop per ring per sleep.
+  if (sleeping && !shared_->soft_device) tp->WaitRetired(wr, absl::Now() + absl::Milliseconds(100));
   std::atomic_thread_fence(std::memory_order_seq_cst);  // see CheckDoorbellLocked
 }
 

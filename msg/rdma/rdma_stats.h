@@ -23,6 +23,9 @@ namespace msgr::rdma {
   X(sleep_word_writes, kCounter, kNone, "OSD: poller sleep/wake words written to peers")      \
   X(doorbells_sent, kCounter, kNone, "client: wake-ups sent to a sleeping poller")            \
   X(doorbells_received, kCounter, kNone, "OSD: wake-ups received")                           \
+  X(credit_wakeups_asked, kCounter, kNone,                                                    \
+    "client: times its completion thread asked for a credit WITH_IMM and slept")              \
+  X(credit_wakeups_sent, kCounter, kNone, "OSD: ring credits written WITH_IMM (a client slept)") \
   X(record_payload_bytes_staged, kCounter, kBytes,                                            \
     "client: record payload copied into the registered staging mirror")                       \
   X(zero_copy_records, kCounter, kNone, "client: records written from caller memory")         \

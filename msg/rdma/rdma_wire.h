@@ -63,6 +63,10 @@ enum class SendKind : uint8_t {
 inline constexpr uint8_t kSendFirst = 1u << 0;
 inline constexpr uint8_t kSendLast = 1u << 1;
 inline constexpr uint8_t kSendDoorbell = 1u << 2;  // wake the receiver's ring poller
+// Control SENDs only, client -> OSD: "my completion thread goes to sleep; write the next
+// ring credit WITH_IMM". `seq` carries the credit the client has seen: if the OSD's differs,
+// it writes (WITH_IMM) at once (PROTOCOL.md "Credit wake-ups").
+inline constexpr uint8_t kSendWantCreditWakeup = 1u << 3;
 
 struct SendHeader {
   SendKind kind = SendKind::kControl;

@@ -136,6 +136,7 @@ absl::StatusOr<uint64_t> Transport::Post(absl::Span<const WrSpec> wrs) {
     verbs::SendWr& wr = out[i];
     wr.wr_id = n;
     wr.opcode = w.opcode;
+    wr.imm_data = w.imm;
     wr.remote_addr = w.remote_addr;
     wr.rkey = w.rkey;
     if (w.signal || n % config_.signal_every == 0) wr.flags |= verbs::kSignaled;

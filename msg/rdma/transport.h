@@ -65,6 +65,7 @@ struct WrSpec {
   uint32_t rkey = 0;
   bool signal = false;
   int send_buffer = -1;    // pool buffer to recycle when this WR retires
+  uint32_t imm = 0;        // kRdmaWriteWithImm / kSendWithImm
 };
 
 class Transport {

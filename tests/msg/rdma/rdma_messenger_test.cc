@@ -522,6 +522,36 @@ TEST(RdmaMessenger, LosslessSurvivesInjectedFaults) {
   EXPECT_EQ(RdmaStatsOf(*p.server)->ring_reregistrations, p.server->counters().reconnects);
 }
 
+// A client whose record stays unacknowledged for longer than its completion thread naps
+// (~1 ms) asks the OSD for a credit wake-up and sleeps on its CQ; the OSD writes the
+// credit that releases the record WITH_IMM, which wakes it, and the ack is delivered.
+TEST(RdmaMessenger, ClientAwaitingAnAckSleepsUntilTheCreditWakesIt) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(p.Start());
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing());
+  Drainer drain(p.sconn, p.ring, /*sleep=*/true, absl::Microseconds(50), /*paused=*/true);
+  RecordDesc d{"slow", 1, 0, 0};
+  ASSERT_TRUE(p.conn->WriteRecord(d, Bytes(4096, 3), absl::Seconds(5)).ok());
+  uint64_t asked = 0;
+  for (int i = 0; i < 200 && asked == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+    asked = RdmaStatsOf(*p.client)->credit_wakeups_asked;
+  }
+  EXPECT_EQ(asked, 1u) << "one ask per wait: the thread sleeps until the wake-up comes";
+  EXPECT_TRUE(p.client_d.acked().empty());
+  drain.set_paused(false);
+  ASSERT_TRUE(drain.WaitRecords(1)) << drain.error();
+  ASSERT_TRUE(p.client_d.WaitAcks(1)) << "the credit wake-up did not deliver the ack";
+  EXPECT_EQ(p.client_d.acked(), std::vector<uint64_t>{1});
+  EXPECT_EQ(RdmaStatsOf(*p.server)->credit_wakeups_sent, 1u);
+  // The session goes on as before (the wake-up took one of the client's receives).
+  ASSERT_TRUE(p.conn->WriteRecord(RecordDesc{"next", 2, 0, 0}, "x", absl::Seconds(5)).ok());
+  ASSERT_TRUE(p.client_d.WaitAcks(2));
+  p.server_d.set_echo(true);
+  ASSERT_TRUE(p.conn->Send(Message{9, "still talking"}).ok());
+  ASSERT_TRUE(p.client_d.WaitMessages(1));
+}
+
 // A writer that finds its ring full makes the client ask for a ring 4x as large: once
 // what it wrote is released, it reconnects and resumes, and the server replaces the ring
 // with one that goes on with the session's seqs from position 0 (PROTOCOL.md "Ring
