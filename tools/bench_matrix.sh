@@ -2,12 +2,14 @@
 # Every figure in docs/BENCHMARKS.md in one run, printed as one table (medians of --reps).
 #
 #   tools/bench_matrix.sh [--seconds S] [--reps N] [--out DIR] [--no-build] [--only LIST]
+#                         [--clients N]
 #
 #   --seconds S   length of each cluster bench run (default 3)
 #   --reps N      repetitions of every measurement; the table shows medians (default 3)
 #   --out DIR     raw results (bench JSON, google-benchmark JSON, fio JSON, perf dumps,
 #                 uptime per section); default /tmp/bm.<pid>
-#   --only LIST   comma list of sections: mem,durable,store,msgr,idle (default all)
+#   --only LIST   comma list of sections: mem,clients,durable,store,msgr,idle (default all)
+#   --clients N   client instances of the clients section (default 20)
 #   --report      only print the table from an earlier --out DIR (no measurement)
 #   --layout L    pinned (default): the clusters' OSD pollers share the last CPU
 #                 (--poller-cpus), and -t 1 runs poll for their completion (--spin-us
@@ -19,6 +21,8 @@
 #   mem      3 OSDs, --ms-type both, memory mode, --auth none: tcp vs rdma(soft), 4 KiB -t 1
 #            p50, 4 KiB -t 16 IOPS, 4 MiB -t 16 MB/s, OSD CPU-s/GB; single-thread memcpy
 #            4 MiB (from ring_throughput_benchmark, run right after, same session)
+#   clients  the same cluster: N clients in one bench process (--clients N), 4 KiB, one
+#            write in flight each: IOPS, p50, the time all took to connect to every OSD
 #   idle     the same cluster left idle: CPU of mon + OSDs over 10 s from /proc
 #   durable  3 OSDs, durable: 4 KiB -t 16 IOPS, 4 MiB -t 16 MB/s per backend; fio sequential
 #            4 MiB O_DIRECT writes; a pwrite+fdatasync loop (store_benchmark)
@@ -30,7 +34,8 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
-SECONDS_PER=3 REPS=3 OUT="" BUILD=1 ONLY="mem,idle,durable,store,msgr" LAYOUT=pinned
+SECONDS_PER=3 REPS=3 OUT="" BUILD=1 ONLY="mem,clients,idle,durable,store,msgr" LAYOUT=pinned
+CLIENTS=20
 # shellcheck source=tools/lib/flags.sh
 source tools/lib/flags.sh
 FLAGS_SCRIPT=bench_matrix.sh
@@ -45,6 +50,7 @@ while flags_next; do
     --only) flag_value ONLY ;;
     --report) ONLY="" BUILD=0 ;;
     --layout) flag_value LAYOUT ;;
+    --clients) flag_value CLIENTS ;;
     -h|--help) usage_text; exit 0 ;;
     *) flag_unknown ;;
   esac
@@ -91,10 +97,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# bench_one DIR TYPE SIZE T TAG: one tools/bench.sh run -> $OUT/TAG.json
+# bench_one DIR TYPE SIZE T TAG [BENCH FLAGS...]: one tools/bench.sh run -> $OUT/TAG.json
 # The memory-mode cluster keeps every object in RAM: its runs overwrite 256 objects.
 bench_one() {
-  local dir=$1 type=$2 size=$3 t=$4 tag=$5 extra=()
+  local dir=$1 type=$2 size=$3 t=$4 tag=$5 extra=("${@:6}")
   [[ $type == rdma ]] && extra=(--rdma-device soft)
   [[ $dir == "$MEM" ]] && extra+=(--max-objects 256)
   [[ $t == 1 ]] && extra+=(--spin-us "$T1_SPIN")
@@ -121,7 +127,7 @@ cpu_ticks() {
   echo $s
 }
 
-if want mem || want idle; then
+if want mem || want idle || want clients; then
   log "mem: starting 3 OSDs, both, memory, auth none in $MEM"
   tools/cluster.sh start --cluster-dir "$MEM" --osds 3 --ms-type both --durability memory \
     --auth none --rdma-device soft "${CLUSTER_PIN[@]}" > "$OUT/mem.cluster.log" 2>&1
@@ -140,6 +146,16 @@ if want mem || want idle; then
     for r in $(seq 1 "$REPS"); do
       "$BIN/tests/msg/rdma/ring_throughput_benchmark" 1 > "$OUT/ring.r$r.txt" 2>&1 || true
     done
+  fi
+  if want clients; then
+    load clients
+    for r in $(seq 1 "$REPS"); do
+      for type in tcp rdma; do
+        log "clients rep $r $type ($CLIENTS clients)"
+        bench_one "$MEM" $type 4K "$CLIENTS" "clients.$type.r$r" --clients "$CLIENTS"
+      done
+    done
+    echo "$CLIENTS" > "$OUT/clients.txt"
   fi
   if want idle; then
     sleep 3  # let the pollers back off
@@ -258,6 +274,16 @@ if "mem" in load:
         print(f"| {name} | {f(t, fmt)} | {f(r, fmt)} | {f(ratio(r, t), '{:.2f}x')} |")
     r4m = bench("mem.rdma.4m.t16", "mb_per_s")
     print(f"| single-thread memcpy 4 MiB (MiB/s) | {f(memcpy)} | rdma 4 MiB = {f(ratio(r4m, memcpy), '{:.0%}')} of memcpy | |")
+if "clients" in load:
+    n = open(f"{out}/clients.txt").read().strip()
+    print(f"\n## 1b. {n} clients in one process (--clients {n}), 4 KiB, one write in flight each, memory mode   load {load['clients']}")
+    print(f"| metric | tcp | rdma (soft) | rdma/tcp |\n|---|---|---|---|")
+    for name, key, fmt in [("IOPS", "iops", "{:,.0f}"), ("p50 latency (us)", "lat_us.p50", "{:,.1f}"),
+                           ("all connected to every OSD (s)", "connect_s", "{:,.3f}"),
+                           ("OSD CPU-us per op", "cpu_us_per_op.osds", "{:,.1f}"),
+                           ("client CPU-us per op", "cpu_us_per_op.client", "{:,.1f}")]:
+        t, r = bench("clients.tcp", key), bench("clients.rdma", key)
+        print(f"| {name} | {f(t, fmt)} | {f(r, fmt)} | {f(ratio(r, t), '{:.2f}x')} |")
 if os.path.exists(f"{out}/idle.txt"):
     ticks, hz = map(int, open(f"{out}/idle.txt").read().split())
     print(f"\n## 5. idle cluster (mon + 3 OSDs), 10 s   load {load.get('idle','')}")
