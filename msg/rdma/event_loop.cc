@@ -24,6 +24,8 @@ constexpr absl::Duration kAwaitNap = absl::Microseconds(50);
 // soft HCA (its service thread, then ours) costs more than the naps it saves (-25% at
 // durable 4 KiB -t 16 when the loop slept after one nap); a loaded OSD is not.
 constexpr int kAwaitNaps = 20;
+// A nap this much longer than kAwaitNap means the thread waited for a CPU.
+constexpr absl::Duration kContendedNap = absl::Microseconds(200);  // 4x kAwaitNap
 // How long such a sleep lasts at most (a wake-up lost with a link is found by the next
 // look; faults wake the loop through the side channel anyway).
 constexpr int kAwaitSleepMs = 20;
@@ -175,7 +177,8 @@ void EventLoop::Run() {
   absl::Time last_work = absl::Now();
   absl::Time last_side_check = last_work;
   absl::Time last_tick = last_work;
-  int naps = 0;  // kAwaitNap naps since the last work
+  int naps = 0;            // kAwaitNap naps since the last work
+  bool contended = false;  // the last nap overslept (kContendedNap)
   epoll_event evs[64];
   for (;;) {
     std::function<void()> tick;
@@ -199,17 +202,23 @@ void EventLoop::Run() {
     if (PollAll(clients)) {
       last_work = now;
       naps = 0;
+      contended = false;
       if (now - last_side_check < kSideCheckInterval) continue;
     } else if (now - last_work < spin_) {
       if (now - last_side_check < kSideCheckInterval) continue;
     } else if ((awaiting = std::any_of(clients.begin(), clients.end(),
                                        [](const auto& c) { return c->awaiting(); })) &&
-               (naps < kAwaitNaps ||
+               ((naps < kAwaitNaps && !contended) ||
                 !std::all_of(clients.begin(), clients.end(), [](const auto& c) {
                   return !c->awaiting() || c->ArmWakeup();
                 }))) {
       ++naps;
+      const absl::Time nap_start = absl::Now();
       absl::SleepFor(kAwaitNap);  // acks arrive as WRITEs: no event would wake us
+      // A nap that overslept by far says the CPUs are oversubscribed (many client
+      // messengers on one host, spinning pollers): napping on only takes CPU from the
+      // threads that would produce the ack. Sleep on the CQ after this one instead.
+      contended = absl::Now() - nap_start > kContendedNap;
       if (now - last_side_check < kSideCheckInterval) continue;
     } else {
       // Going to sleep (awaiting clients have asked for a completion with their next
