@@ -42,7 +42,9 @@ struct Poller::RingState {
   ConnectionRef conn;
   std::shared_ptr<RecvRing> ring;
   RingConsumer consumer;
-  std::deque<std::shared_ptr<Pending>> pending;  // in ring order
+  // In ring order. A deque: a record's entry stays where it is (its store callback
+  // holds a pointer to it) until Complete pops it, and steady state allocates nothing.
+  std::deque<Pending> pending;
   std::vector<OpenWrite> open_writes;            // few: one per large write in flight
   bool removing = false;  // no more polling; erased once pending is empty
 };
@@ -228,10 +230,9 @@ bool Poller::PollRing(RingState* r) {
     counters_.bytes += rec.header->payload_len;
     counters_.ring_high_water_bytes =
         std::max<uint64_t>(counters_.ring_high_water_bytes, r->consumer.in_use());
-    auto p = std::make_shared<Pending>();
+    Pending* p = &r->pending.emplace_back();
     p->tid = rec.header->tid;
     p->end_position = rec.end_position;
-    r->pending.push_back(p);
     WritePart part;
     std::string why;
     if (!ClassifyPart(r, rec, &part, &why)) {
@@ -241,6 +242,8 @@ bool Poller::PollRing(RingState* r) {
       p->done.store(true, std::memory_order_release);
       continue;
     }
+    // `p` stays valid until the poller sees `done` (it pops the entry only then); the
+    // callback touches it no more after setting it.
     const absl::StatusOr<uint32_t> id = sink_->Persist(rec, part, [this, p](absl::Status s) {
       p->status = std::move(s);
       p->done.store(true, std::memory_order_release);
@@ -326,15 +329,15 @@ void Poller::AbortWrite(const OpenWrite& w) {
 void Poller::Complete(RingState* r) {
   uint64_t release_to = 0;
   failed_.clear();
-  while (!r->pending.empty() && r->pending.front()->done.load(std::memory_order_acquire)) {
-    auto& p = r->pending.front();
-    if (!p->status.ok()) {
+  while (!r->pending.empty() && r->pending.front().done.load(std::memory_order_acquire)) {
+    const Pending& p = r->pending.front();
+    if (!p.status.ok()) {
       ++counters_.write_errors;
-      spdlog::warn("osd poller {}: write tid {} from {} failed: {}", index_, p->tid,
-                   r->conn->peer_addr(), p->status.ToString());
-      failed_.push_back(RecordAck{p->tid, p->status.code()});
+      spdlog::warn("osd poller {}: write tid {} from {} failed: {}", index_, p.tid,
+                   r->conn->peer_addr(), p.status.ToString());
+      failed_.push_back(RecordAck{p.tid, p.status.code()});
     }
-    release_to = p->end_position;
+    release_to = p.end_position;
     r->pending.pop_front();
   }
   if (release_to == 0) return;
@@ -368,7 +371,7 @@ bool Poller::Sleep() {
       work = true;
       unsignalled_records = !r->ring->producer_signals();
     }
-    work = work || (!r->pending.empty() && r->pending.front()->done.load(std::memory_order_acquire));
+    work = work || (!r->pending.empty() && r->pending.front().done.load(std::memory_order_acquire));
   }
   if (work) {
     for (auto& r : rings_) r->ring->SetPollerSleeping(false);
@@ -407,7 +410,7 @@ void Poller::Run() {
         work = true;
         if (!r->ring->producer_signals()) unsignalled = true;
       }
-      if (!r->pending.empty() && r->pending.front()->done.load(std::memory_order_acquire)) {
+      if (!r->pending.empty() && r->pending.front().done.load(std::memory_order_acquire)) {
         Complete(r.get());
         work = true;
       }
@@ -452,7 +455,7 @@ void Poller::Run() {
   const uint64_t deadline = NowNs() + 10'000'000'000ull;
   for (auto& r : rings_) {
     while (!r->pending.empty() && NowNs() < deadline) {
-      if (r->pending.front()->done.load()) {
+      if (r->pending.front().done.load()) {
         Complete(r.get());
       } else {
         usleep(1000);
