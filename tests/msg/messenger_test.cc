@@ -429,6 +429,31 @@ TEST_P(MessengerTest, SharedPayloadRecordsSurviveFaultsAndAreLetGoWhenAcked) {
   EXPECT_GT(client->counters().reconnects, 3u) << "the faults really happened";
 }
 
+// The copies a record's payload took on its way out are counted by the time its ack is
+// delivered (tcp: the kernel's send copy, counted as the batch goes to the socket; rdma on
+// the soft HCA: its memcpy, and the staging copy), so a figure read after the last ack is
+// whole: every payload byte was copied at least once by this process's CPU.
+TEST_P(MessengerTest, PayloadCopiesAreCountedByTheTimeTheAckArrives) {
+  RecordingDispatcher sd, cd;
+  auto server = MakeServer(&sd);
+  auto client = Make(Options(EntityType::kClient, 4), &cd);
+  auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossless(), true});
+  ASSERT_TRUE(conn.ok());
+  constexpr int kRecs = 300;
+  constexpr size_t kBytes = 4096;
+  const uint64_t before = client->counters().payload_bytes_copied_tx;
+  for (int i = 0; i < kRecs; ++i) {
+    auto buf = std::make_shared<const std::string>(Pattern(kBytes, i));
+    const std::string_view body(*buf);
+    ASSERT_TRUE((*conn)->WriteRecordShared(RecordDesc{absl::StrCat("c", i),
+                                                      static_cast<uint64_t>(i + 1), 0, 0},
+                                           body, std::move(buf), absl::Seconds(30))
+                    .ok());
+  }
+  ASSERT_TRUE(cd.WaitFor([&] { return cd.record_acks.size() >= kRecs; }, std::chrono::seconds(30)));
+  EXPECT_GE(client->counters().payload_bytes_copied_tx - before, uint64_t{kRecs} * kBytes);
+}
+
 // A lossless session whose client went away for good (its process exited or died) ends
 // after session_reconnect_timeout: OnReset with the reason, and the ring with it. A client
 // that is back within the timeout resumes the same session.
