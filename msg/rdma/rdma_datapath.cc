@@ -108,7 +108,9 @@ void RdmaConnection::OnRecvLocked(Link* link, const verbs::Completion& wc,
       return;
     }
     wakeup_asked_ = false;
-    ApplyCreditLocked();
+    // An application that polls (Messenger::Poll) collects its acks itself: the word is
+    // left to it, as the completion thread leaves it (app_polling()).
+    if (!app_polling()) ApplyCreditLocked();
     if (absl::Status s = link->tp->RepostRecv(idx); !s.ok()) {
       FaultLocked(link, s, retired);
       return;
@@ -388,6 +390,8 @@ bool RdmaConnection::ArmCreditWakeup() {
   absl::MutexLock l(&mu_);
   if (!link_ || closed_ || !ctrl_mr_ || !producer_) return false;
   if (wakeup_asked_) return true;
+  // The application polls for its acks itself: no wake-up for the completion thread.
+  if (app_polling()) return false;
   // As FlushLocked: the last send credit is kept for a control SEND that returns credits.
   if (send_credits_ < 2) return false;
   if (!PostControlLocked(kSendWantCreditWakeup, credit_seen_.load(std::memory_order_relaxed))) {
