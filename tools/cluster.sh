@@ -6,7 +6,7 @@
 #                          [--pollers N] [--poller-cpus LIST] [--poller-spin-us US]
 #                          [--capacity BYTES]
 #                          [--ring-bytes BYTES] [--rdma-device soft|IBDEV] [--grace-ms MS]
-#                          [--rdma-max-registered-mb MB]
+#                          [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB]
 #   tools/cluster.sh stop --cluster-dir DIR
 #   tools/cluster.sh status --cluster-dir DIR
 #   tools/cluster.sh start-osd --cluster-dir DIR --id K     (re)starts one OSD with its data
@@ -33,7 +33,7 @@ usage() { usage_text >&2; exit 2; }
 CMD=${1:-}; [[ -n "$CMD" && "$CMD" != -h && "$CMD" != --help ]] || usage; shift
 DIR="" OSDS=3 MS_TYPE=tcp DURABILITY=durable AUTH=secret POLLERS=1 POLLER_CPUS="" ID=""
 POLLER_SPIN_US=""
-CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" RDMA_MAX_REG_MB="" GRACE_MS=3000 KILL=0
+CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" RDMA_MAX_REG_MB="" RDMA_RING_MIN_KB="" GRACE_MS=3000 KILL=0
 flags_begin "$@"
 while flags_next; do
   case "$FLAG" in
@@ -49,6 +49,7 @@ while flags_next; do
     --ring-bytes) flag_value RING_BYTES ;;
     --rdma-device) flag_value RDMA_DEVICE ;;
     --rdma-max-registered-mb) flag_value RDMA_MAX_REG_MB ;;
+    --rdma-ring-min-kb) flag_value RDMA_RING_MIN_KB ;;
     --grace-ms) flag_value GRACE_MS ;;
     --id) flag_value ID ;;
     --kill) KILL=1 ;;
@@ -100,6 +101,7 @@ start_osd() {
   [[ -n "$RING_BYTES" ]] && args+=(--ring-bytes "$RING_BYTES")
   [[ -n "$RDMA_DEVICE" ]] && args+=(--rdma-device "$RDMA_DEVICE")
   [[ -n "$RDMA_MAX_REG_MB" ]] && args+=(--rdma-max-registered-mb "$RDMA_MAX_REG_MB")
+  [[ -n "${RDMA_RING_MIN_KB:-}" ]] && args+=(--rdma-ring-min-kb "$RDMA_RING_MIN_KB")
   if [[ "$AUTH" == secret ]]; then args+=(--keyring "$DIR/keyring"); else args+=(--auth none); fi
   setsid "$BIN/osd_sim/osd" "${args[@]}" >>"$DIR/log/osd.$id.log" 2>&1 < /dev/null &
   echo $! > "$pidf"
@@ -145,6 +147,7 @@ CAPACITY=$CAPACITY
 RING_BYTES="$RING_BYTES"
 RDMA_DEVICE="$RDMA_DEVICE"
 RDMA_MAX_REG_MB="$RDMA_MAX_REG_MB"
+RDMA_RING_MIN_KB="$RDMA_RING_MIN_KB"
 EOF
     if [[ "$AUTH" == secret && ! -f "$DIR/keyring" ]]; then
       (umask 077; echo "key = $(head -c 32 /dev/urandom | base64)" > "$DIR/keyring")
