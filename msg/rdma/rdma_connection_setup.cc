@@ -11,6 +11,8 @@
 //
 // The side channel then stays open: EOF on it is a fault, CLOSE ends the session.
 #include <algorithm>
+#include <limits>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "msg/rdma/rdma_connection.h"
@@ -315,9 +317,12 @@ void RdmaConnection::RunConnector() {
             std::shared_ptr<Link> link = link_;
             const size_t from = producer_->ring_bytes();
             mu_.Unlock();
-            Fault(link.get(), absl::AbortedError(absl::StrCat(
-                                  "resizing the ring from ", from >> 10, " KiB to ",
-                                  to >> 10, " KiB")));
+            Fault(link.get(),
+                  absl::AbortedError(absl::StrCat(
+                      "resizing the ring from ", from >> 10, " KiB to ",
+                      to == std::numeric_limits<uint64_t>::max()
+                          ? std::string("the largest the peer gives")
+                          : absl::StrCat(to >> 10, " KiB"))));
             mu_.Lock();
             break;
           }

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -344,8 +345,12 @@ uint64_t RdmaConnection::RingResizeWantedLocked(absl::Time now) {
   if (!producer_ || !lossless_ || resizing_ || now < resize_not_before_) return 0;
   const size_t cur = producer_->ring_bytes();
   if (grow_hint_ != 0 && !ring_at_max_) {
-    // 4x, and at least what holds the record that did not fit (MaxRecordBytes: half the
-    // ring, less an alignment pad).
+    // A stream of records of a quarter of the ring or more (large objects, split to what
+    // the ring takes) asks for the largest ring the server gives at once: each resize
+    // waits for everything in flight to be released, which for 16 durable 4 MiB writes
+    // costs tens of ms. Smaller records: 4x, and at least what holds the record that did
+    // not fit (MaxRecordBytes: half the ring, less an alignment pad).
+    if (grow_hint_ >= cur / 4) return std::numeric_limits<uint64_t>::max();
     uint64_t to = uint64_t{cur} * 4;
     while (to / 2 < grow_hint_ + kPayloadAlign) to *= 2;
     return to;
