@@ -1,6 +1,7 @@
 #include "msg/tcp/recv_ring.h"
 
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,16 +20,20 @@ absl::StatusOr<std::shared_ptr<TcpRecvRing>> TcpRecvRing::Create(size_t bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("ring_bytes ", bytes, " must be a power of two and at least ", kMinRingBytes));
   }
-  // kPayloadAlign: large records' payloads then start 4 KiB-aligned (O_DIRECT-ready).
-  auto* base = static_cast<uint8_t*>(std::aligned_alloc(kPayloadAlign, bytes));
-  if (base == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate a ", bytes, "-byte ring"));
+  // Anonymous pages: zeroed by the kernel when first touched, so accepting a session costs
+  // no 32 MiB memset (which made 100 clients' 300 sessions take seconds to accept), and
+  // page-aligned, so large records' payloads start kPayloadAlign-aligned (O_DIRECT-ready).
+  static_assert(kPayloadAlign <= 4096, "mmap gives page alignment");
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate a ", bytes, "-byte ring: ", std::strerror(errno)));
   }
-  std::memset(base, 0, bytes);
+  auto* base = static_cast<uint8_t*>(mem);
   const int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (efd < 0) {
     const int err = errno;
-    std::free(base);
+    munmap(base, bytes);
     return ErrnoStatus(err, "eventfd for a receive ring");
   }
   return std::shared_ptr<TcpRecvRing>(new TcpRecvRing(base, bytes, efd));
@@ -36,7 +41,7 @@ absl::StatusOr<std::shared_ptr<TcpRecvRing>> TcpRecvRing::Create(size_t bytes) {
 
 TcpRecvRing::~TcpRecvRing() {
   close(efd_);
-  std::free(base_);
+  munmap(base_, bytes_);
 }
 
 void TcpRecvRing::Signal() {
