@@ -312,7 +312,9 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   size_t grow_hint_ ABSL_GUARDED_BY(mu_) = 0;
   bool ring_at_max_ ABSL_GUARDED_BY(mu_) = false;  // a grow got the same size back
   absl::Time resize_not_before_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  int64_t last_reserve_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  // Where the ring's produced position was when the connector last saw it move, and when.
+  uint64_t idle_produced_ ABSL_GUARDED_BY(mu_) = ~uint64_t{0};
+  absl::Time idle_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   // Connector thread: the ring size to ask for now (0: none), and the drain before it
   // (false: records stayed in flight; the resize is given up for a while).
   uint64_t RingResizeWantedLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -356,9 +356,15 @@ uint64_t RdmaConnection::RingResizeWantedLocked(absl::Time now) {
     return to;
   }
   grow_hint_ = 0;
+  // Idle: the ring's produced position has not moved since the connector last looked
+  // (it looks every keepalive interval or sooner), so writers pay no clock read for it.
+  if (producer_->produced() != idle_produced_) {
+    idle_produced_ = producer_->produced();
+    idle_since_ = now;
+  }
   const absl::Duration idle = shared_->ring_shrink_idle;
   if (idle > absl::ZeroDuration() && cur > ring_initial_bytes_ && records_.empty() &&
-      absl::FromUnixNanos(last_reserve_ns_) + idle <= now) {
+      idle_since_ + idle <= now) {
     return ring_initial_bytes_;
   }
   return 0;
@@ -660,7 +666,6 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
           if (p) {
             sent_records_.Add(desc.tid, p->end_position);
             awaiting_acks_.store(true, std::memory_order_relaxed);
-            last_reserve_ns_ = absl::GetCurrentTimeNanos();
             break;
           }
           WantGrowLocked(record_bytes);  // the ring is full
