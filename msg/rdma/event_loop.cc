@@ -156,6 +156,11 @@ void EventLoop::Wake() {
   (void)!write(wake_fd_, &one, sizeof(one));
 }
 
+bool EventLoop::ArmWakeups(const std::vector<std::shared_ptr<LoopClient>>& clients) {
+  return std::all_of(clients.begin(), clients.end(),
+                     [](const auto& c) { return !c->awaiting() || c->ArmWakeup(); });
+}
+
 bool EventLoop::PollAll(const std::vector<std::shared_ptr<LoopClient>>& clients) {
   bool work = false;
   verbs::Completion wc[kPollBatch];
@@ -208,10 +213,9 @@ void EventLoop::Run() {
       if (now - last_side_check < kSideCheckInterval) continue;
     } else if ((awaiting = std::any_of(clients.begin(), clients.end(),
                                        [](const auto& c) { return c->awaiting(); })) &&
-               ((naps < kAwaitNaps && !contended) ||
-                !std::all_of(clients.begin(), clients.end(), [](const auto& c) {
-                  return !c->awaiting() || c->ArmWakeup();
-                }))) {
+               !((naps >= kAwaitNaps || contended) && ArmWakeups(clients))) {
+      // Awaiting one-sided writes: nap, until the wait is long (or the CPUs contended)
+      // and every awaiting client got its peer to raise a completion with the next one.
       ++naps;
       const absl::Time nap_start = absl::Now();
       absl::SleepFor(kAwaitNap);  // acks arrive as WRITEs: no event would wake us
@@ -227,6 +231,7 @@ void EventLoop::Run() {
       if (PollAll(clients)) {
         last_work = absl::Now();
         naps = 0;
+        contended = false;
         continue;
       }
       timeout_ms = awaiting ? kAwaitSleepMs : kSleepMs;

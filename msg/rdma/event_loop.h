@@ -85,6 +85,8 @@ class EventLoop {
   void Run();
   void Wake();
   bool PollAll(const std::vector<std::shared_ptr<LoopClient>>& clients);
+  // Asks every awaiting client for a wake-up (LoopClient::ArmWakeup); true if all got one.
+  static bool ArmWakeups(const std::vector<std::shared_ptr<LoopClient>>& clients);
 
   const int epoll_fd_;
   const int wake_fd_;
