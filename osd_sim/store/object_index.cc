@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+
 namespace msgr::store {
 namespace {
 
@@ -21,6 +22,10 @@ uint64_t ObjectEntry::Size() const {
 uint64_t ObjectIndex::Apply(std::string_view oid, Extent e, bool truncate) {
   ObjectEntry& obj = objects_[std::string(oid)];
   if (e.seq < obj.trunc_seq) return e.len;  // an older write already replaced by a truncate
+  if (obj.deleted) {  // a write newer than the delete: the object exists again
+    obj.deleted = false;
+    --deleted_;
+  }
   auto& xs = obj.extents;
   uint64_t freed = 0;
   auto drop = [&](auto pred) {
@@ -40,6 +45,32 @@ uint64_t ObjectIndex::Apply(std::string_view oid, Extent e, bool truncate) {
   auto pos = std::upper_bound(xs.begin(), xs.end(), e.seq,
                               [](uint64_t seq, const Extent& x) { return seq < x.seq; });
   xs.insert(pos, std::move(e));
+  return freed;
+}
+
+uint64_t ObjectIndex::Delete(std::string_view oid, uint64_t seq) {
+  auto it = objects_.find(std::string(oid));
+  if (it == objects_.end()) {
+    // Recovery may meet a delete whose writes were in segments since lost to damage;
+    // remember it all the same, so an older write met later cannot bring the object back.
+    it = objects_.emplace(std::string(oid), ObjectEntry{}).first;
+    it->second.deleted = true;
+    it->second.trunc_seq = seq;
+    ++deleted_;
+    return 0;
+  }
+  ObjectEntry& obj = it->second;
+  if (seq < obj.trunc_seq) return 0;  // a newer truncating write (or delete) won already
+  obj.trunc_seq = seq;
+  uint64_t freed = 0;
+  auto& xs = obj.extents;
+  auto keep = std::remove_if(xs.begin(), xs.end(), [&](const Extent& x) { return x.seq < seq; });
+  for (auto x = keep; x != xs.end(); ++x) freed += x->len;
+  xs.erase(keep, xs.end());
+  if (xs.empty() && !obj.deleted) {
+    obj.deleted = true;
+    ++deleted_;
+  }
   return freed;
 }
 
@@ -119,8 +150,25 @@ size_t ObjectIndex::DropOpenWrites() {
 
 std::optional<ObjectEntry> ObjectIndex::Lookup(std::string_view oid) const {
   auto it = objects_.find(std::string(oid));
-  if (it == objects_.end()) return std::nullopt;
+  if (it == objects_.end() || it->second.deleted) return std::nullopt;
   return it->second;
+}
+
+std::vector<ObjectIndex::Listed> ObjectIndex::List(std::string_view prefix,
+                                                   std::string_view after, size_t max) const {
+  std::vector<Listed> out;
+  if (max == 0) return out;
+  for (const auto& [oid, obj] : objects_) {
+    if (obj.deleted || oid.compare(0, prefix.size(), prefix) != 0 || oid <= after) continue;
+    out.push_back({oid, obj.Size()});
+  }
+  auto by_oid = [](const Listed& a, const Listed& b) { return a.oid < b.oid; };
+  if (out.size() > max) {
+    std::nth_element(out.begin(), out.begin() + max, out.end(), by_oid);
+    out.resize(max);
+  }
+  std::sort(out.begin(), out.end(), by_oid);
+  return out;
 }
 
 }  // namespace msgr::store

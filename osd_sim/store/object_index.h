@@ -41,6 +41,10 @@ struct Extent {
 struct ObjectEntry {
   uint64_t trunc_seq = 0;       // extents older than this were replaced
   std::vector<Extent> extents;  // sorted by seq, oldest first
+  // The newest truncating write was a delete and nothing newer has been applied: the
+  // object does not exist (the entry stays, so that an older write still in flight
+  // cannot bring it back).
+  bool deleted = false;
 
   // Object size: the furthest byte any live write reached.
   uint64_t Size() const;
@@ -52,6 +56,9 @@ class ObjectIndex {
   // Returns the payload bytes no longer referenced (replaced extents, or `e` itself if a
   // newer write already covers it): memory mode frees them.
   uint64_t Apply(std::string_view oid, Extent e, bool truncate);
+  // Applies a delete of `oid` at log position `seq`: every older write is dropped and the
+  // object is gone unless a newer write was applied already. Returns the bytes freed.
+  uint64_t Delete(std::string_view oid, uint64_t seq);
 
   // Writes of several records, whose parts follow each other in the object (each starts
   // where the previous ended). BeginWrite starts write `id` of `oid` with its first part
@@ -75,10 +82,20 @@ class ObjectIndex {
   // Drops every open write (recovery: their writers are gone); returns how many.
   size_t DropOpenWrites();
 
-  // Returns a copy of the object's entry, or nullopt if it was never written.
+  // Returns a copy of the object's entry, or nullopt if it was never written (or was
+  // deleted).
   std::optional<ObjectEntry> Lookup(std::string_view oid) const;
 
-  size_t object_count() const { return objects_.size(); }
+  struct Listed {
+    std::string oid;
+    uint64_t size = 0;
+  };
+  // Up to `max` existing objects whose id starts with `prefix` and sorts after `after`
+  // (byte order), in that order: one page of a listing. O(objects) per call.
+  std::vector<Listed> List(std::string_view prefix, std::string_view after, size_t max) const;
+
+  // Objects that exist (deleted ones not counted).
+  size_t object_count() const { return objects_.size() - deleted_; }
 
  private:
   struct OpenWrite {
@@ -90,6 +107,7 @@ class ObjectIndex {
   // Erases an open write; returns its parts' payload bytes.
   uint64_t Drop(std::map<WriteKey, OpenWrite>::iterator it);
   std::unordered_map<std::string, ObjectEntry> objects_;
+  size_t deleted_ = 0;  // entries of objects_ with `deleted` set
   std::map<WriteKey, OpenWrite> open_;
 };
 

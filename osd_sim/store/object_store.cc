@@ -92,7 +92,27 @@ absl::Status ObjectStore::WaitDurable(uint64_t ticket) {
   return result;
 }
 
-absl::StatusOr<std::string> ObjectStore::Read(std::string_view oid) { return impl_->Read(oid); }
+absl::StatusOr<std::string> ObjectStore::Read(std::string_view oid) {
+  return impl_->Read(oid, 0, UINT64_MAX);
+}
+
+absl::StatusOr<std::string> ObjectStore::Read(std::string_view oid, uint64_t offset,
+                                              uint64_t length) {
+  return impl_->Read(oid, offset, length);
+}
+
+absl::StatusOr<uint64_t> ObjectStore::Stat(std::string_view oid) { return impl_->Stat(oid); }
+
+absl::StatusOr<uint64_t> ObjectStore::Delete(std::string_view oid) {
+  if (absl::StatusOr<uint64_t> size = impl_->Stat(oid); !size.ok()) return size.status();
+  const uint32_t crc = PayloadCrc(oid, nullptr, 0);
+  return impl_->Append(oid, 0, nullptr, 0, crc, kTruncate | kDelete, 0, nullptr);
+}
+
+std::vector<ObjectIndex::Listed> ObjectStore::List(std::string_view prefix,
+                                                   std::string_view after, size_t max) const {
+  return impl_->List(prefix, after, max);
+}
 
 StoreStats ObjectStore::GetStats() const { return impl_->GetStats(); }
 
@@ -205,7 +225,8 @@ absl::Status ObjectStore::Impl::Recover() {
 
 // ---- reads, stats -------------------------------------------------------------------
 
-absl::StatusOr<std::string> ObjectStore::Impl::Read(std::string_view oid) {
+absl::StatusOr<std::string> ObjectStore::Impl::Read(std::string_view oid, uint64_t offset,
+                                                    uint64_t length) {
   std::optional<ObjectEntry> entry;
   std::vector<const SegmentFile*> segs;
   {
@@ -217,12 +238,23 @@ absl::StatusOr<std::string> ObjectStore::Impl::Read(std::string_view oid) {
       segs.push_back(e.mem || it == segments_.end() ? nullptr : it->second.get());
     }
   }
+  const uint64_t size = entry->Size();
+  const uint64_t begin = std::min(offset, size);
+  const uint64_t end = begin + std::min(length, size - begin);
   // Segments are never closed while the store is open, so the pointers stay valid.
-  std::string out(entry->Size(), '\0');
+  std::string out(end - begin, '\0');
+  std::string scratch;  // an extent that sticks out of the range is read whole, for its crc
   for (size_t i = 0; i < entry->extents.size(); ++i) {
     const Extent& e = entry->extents[i];
-    if (e.len == 0) continue;
-    char* dst = out.data() + e.object_off;  // later extents overwrite earlier ones
+    if (e.len == 0 || e.end() <= begin || e.object_off >= end) continue;
+    const bool inside = e.object_off >= begin && e.end() <= end;
+    char* dst;
+    if (inside) {
+      dst = out.data() + (e.object_off - begin);  // later extents overwrite earlier ones
+    } else {
+      scratch.resize(e.len);
+      dst = scratch.data();
+    }
     std::string where;
     if (e.mem) {
       std::memcpy(dst, e.mem->data(), e.len);
@@ -242,8 +274,27 @@ absl::StatusOr<std::string> ObjectStore::Impl::Read(std::string_view oid) {
                                               " (", e.len, " bytes, want ", e.payload_crc,
                                               ", got ", crc, ")"));
     }
+    if (!inside) {
+      const uint64_t from = std::max(begin, e.object_off);
+      const uint64_t to = std::min(end, e.end());
+      std::memcpy(out.data() + (from - begin), dst + (from - e.object_off), to - from);
+    }
   }
   return out;
+}
+
+absl::StatusOr<uint64_t> ObjectStore::Impl::Stat(std::string_view oid) {
+  absl::MutexLock l(&mu_);
+  std::optional<ObjectEntry> entry = index_.Lookup(oid);
+  if (!entry) return absl::NotFoundError(absl::StrCat("object '", Sv(oid), "' not found"));
+  return entry->Size();
+}
+
+std::vector<ObjectIndex::Listed> ObjectStore::Impl::List(std::string_view prefix,
+                                                         std::string_view after,
+                                                         size_t max) const {
+  absl::MutexLock l(&mu_);
+  return index_.List(prefix, after, max);
 }
 
 StoreStats ObjectStore::Impl::GetStats() const {

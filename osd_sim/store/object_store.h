@@ -29,11 +29,13 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "osd_sim/store/object_index.h"
 #include "osd_sim/store/record.h"
 #include "osd_sim/store/store_stats.h"
 
@@ -140,9 +142,25 @@ class ObjectStore {
   // Blocks until `ticket` is durable; returns what the callback would have received.
   absl::Status WaitDurable(uint64_t ticket);
 
-  // Returns the object's bytes (holes read as zeros). kNotFound if it was never written;
-  // kDataLoss if any byte fails its checksum (nothing is returned then).
+  // Returns the object's bytes (holes read as zeros). kNotFound if it was never written
+  // (or was deleted); kDataLoss if any byte fails its checksum (nothing is returned then).
   absl::StatusOr<std::string> Read(std::string_view oid);
+  // Bytes [offset, offset + length) of the object, cut at its end (empty at or past it).
+  // Every write that overlaps the range is read whole, since its checksum covers all of it.
+  absl::StatusOr<std::string> Read(std::string_view oid, uint64_t offset, uint64_t length);
+  // The object's size; kNotFound as Read.
+  absl::StatusOr<uint64_t> Stat(std::string_view oid);
+
+  // Deletes the object: appends a delete record (kDelete), so that recovery replays it.
+  // Returns a ticket for WhenDurable, as Append; kNotFound if the object does not exist
+  // (nothing written). The log space of the deleted writes is freed only in kMemory mode
+  // (segments are not compacted yet).
+  absl::StatusOr<uint64_t> Delete(std::string_view oid);
+
+  // One page of the objects whose id starts with `prefix`, after `after` in byte order
+  // (ObjectIndex::List): pass the last id of a page to get the next one.
+  std::vector<ObjectIndex::Listed> List(std::string_view prefix, std::string_view after,
+                                        size_t max) const;
 
   StoreStats GetStats() const;
 

@@ -91,6 +91,9 @@ absl::Status ValidateAppend(std::string_view oid, uint64_t off, const struct iov
   if (write_id != 0 && (flags & kTruncate) != 0) {
     return absl::InvalidArgumentError("kTruncate only on the first part of a write");
   }
+  if ((flags & kDelete) != 0 && (len != 0 || (flags & kKnownFlags) != (kTruncate | kDelete))) {
+    return absl::InvalidArgumentError("a delete is kTruncate | kDelete with no payload");
+  }
   *payload_len = len;
   return absl::OkStatus();
 }
@@ -274,6 +277,7 @@ absl::Status ObjectStore::Impl::WriteRecord(const Reservation& r, std::string_vi
 uint64_t ObjectStore::Impl::PublishLocked(std::string_view oid, Extent e, uint32_t flags,
                                           uint32_t write_id) {
   const bool truncate = (flags & kTruncate) != 0;
+  if ((flags & kDelete) != 0) return index_.Delete(oid, e.seq);
   if (write_id == 0) return index_.Apply(oid, std::move(e), truncate);
   if (WriteIdOf(e.seq) == write_id && (flags & kContinued) != 0) {
     return index_.BeginWrite(oid, write_id, std::move(e), truncate);

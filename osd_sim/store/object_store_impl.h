@@ -41,7 +41,11 @@ class ObjectStore::Impl {
   void AbortWrite(std::string_view oid, uint32_t write_id);
   void AbortWriteLocked(std::string_view oid, uint32_t write_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WhenDurable(uint64_t ticket, DurableCallback done);
-  absl::StatusOr<std::string> Read(std::string_view oid);
+  absl::StatusOr<std::string> Read(std::string_view oid, uint64_t offset, uint64_t length);
+  absl::StatusOr<uint64_t> Stat(std::string_view oid);
+  bool Exists(std::string_view oid);
+  std::vector<ObjectIndex::Listed> List(std::string_view prefix, std::string_view after,
+                                        size_t max) const;
   StoreStats GetStats() const;
 
  private:

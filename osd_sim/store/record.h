@@ -49,7 +49,10 @@ inline constexpr uint32_t kTruncate = 1u << 0;  // the write replaces the whole 
 // whose last part never comes -- its writer died -- never becomes visible, and recovery
 // drops it). RecordHeader::write_id ties the parts together.
 inline constexpr uint32_t kContinued = 1u << 1;
-inline constexpr uint32_t kKnownFlags = kTruncate | kContinued;
+// A delete: with kTruncate, no payload, offset 0, not part of a write of several records.
+// The object is gone from this point of the log on (until a later write). Store format 2.
+inline constexpr uint32_t kDelete = 1u << 2;
+inline constexpr uint32_t kKnownFlags = kTruncate | kContinued | kDelete;
 // Layout flag, set by the store (never by a caller): the record has the aligned layout.
 inline constexpr uint32_t kRecordAlignedPayload = 1u << 16;
 inline constexpr uint32_t kKnownRecordFlags = kKnownFlags | kRecordAlignedPayload;

@@ -100,10 +100,16 @@ absl::Status CheckStoreFormat(const std::string& dir) {
                  kStoreFormatVersion);
     return WriteStoreFormat(dir, kStoreFormatVersion);
   }
-  if (**v != kStoreFormatVersion) {
+  if (**v < kOldestReadableStoreFormat || **v > kStoreFormatVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "store in ", dir, " has format ", **v, ", this OSD reads format ", kStoreFormatVersion,
+        "store in ", dir, " has format ", **v, ", this OSD reads formats ",
+        kOldestReadableStoreFormat, " to ", kStoreFormatVersion,
         ": use a matching msgr build or a new --data-dir"));
+  }
+  if (**v < kStoreFormatVersion) {
+    spdlog::info("store {}: format {} -> {} (an older build can no longer open it)", dir, **v,
+                 kStoreFormatVersion);
+    return WriteStoreFormat(dir, kStoreFormatVersion);
   }
   return absl::OkStatus();
 }

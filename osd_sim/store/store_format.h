@@ -28,7 +28,11 @@
 
 namespace msgr::store {
 
-inline constexpr uint32_t kStoreFormatVersion = 1;
+// 1: records of writes (record.h). 2: delete records (kDelete) too. A format-1 store
+// opens here and is marked format 2 at once: a format-1 build would take a delete record
+// for damage and bring the deleted object back.
+inline constexpr uint32_t kStoreFormatVersion = 2;
+inline constexpr uint32_t kOldestReadableStoreFormat = 1;
 inline constexpr char kFormatFileName[] = "FORMAT";
 
 // The version in DIR/FORMAT, or nullopt if there is no such file. kFailedPrecondition
@@ -38,8 +42,9 @@ absl::StatusOr<std::optional<uint32_t>> ReadStoreFormat(const std::string& dir);
 // Writes DIR/FORMAT for `version`, durably (fsync of the file and of the directory).
 absl::Status WriteStoreFormat(const std::string& dir, uint32_t version);
 
-// Open's check: OK for a store of kStoreFormatVersion (writing DIR/FORMAT if it has
-// none); kFailedPrecondition naming both versions and what to do for any other, e.g.
+// Open's check: OK for a store of kOldestReadableStoreFormat..kStoreFormatVersion
+// (writing DIR/FORMAT for kStoreFormatVersion if it has none or an older one);
+// kFailedPrecondition naming both versions and what to do for any other, e.g.
 // "store in DIR has format 2, this OSD reads format 1: use a matching msgr build or a
 // new --data-dir".
 absl::Status CheckStoreFormat(const std::string& dir);

@@ -40,6 +40,33 @@ TEST(ObjectIndexTest, OutOfOrderArrivalMatchesSeqOrder) {
   EXPECT_FALSE(a.Lookup("missing").has_value());
 }
 
+TEST(ObjectIndexTest, DeleteAppliesBySeqWhateverTheArrivalOrder) {
+  ObjectIndex a;
+  a.Apply("o", E(1, 0, 100), false);
+  EXPECT_EQ(a.Delete("o", 2), 100u) << "the deleted write's bytes are freed";
+  EXPECT_FALSE(a.Lookup("o").has_value());
+  EXPECT_EQ(a.object_count(), 0u);
+  EXPECT_EQ(a.Apply("o", E(1, 0, 100), false), 100u) << "older than the delete: dropped";
+  EXPECT_FALSE(a.Lookup("o").has_value());
+  a.Apply("o", E(3, 0, 7), false);  // newer: the object exists again
+  ASSERT_TRUE(a.Lookup("o").has_value());
+  EXPECT_EQ(a.Lookup("o")->Size(), 7u);
+  EXPECT_EQ(a.object_count(), 1u);
+
+  ObjectIndex b;  // a delete that arrives after a newer write leaves that write
+  b.Apply("o", E(1, 0, 100), false);
+  b.Apply("o", E(3, 0, 5), false);
+  b.Delete("o", 2);
+  ASSERT_TRUE(b.Lookup("o").has_value());
+  EXPECT_EQ(b.Lookup("o")->Size(), 5u);
+  EXPECT_EQ(b.object_count(), 1u);
+  b.Delete("never", 4);  // recovery may meet a delete of an object it has not seen
+  EXPECT_EQ(b.Apply("never", E(1, 0, 9), false), 9u);
+  EXPECT_FALSE(b.Lookup("never").has_value());
+  EXPECT_EQ(b.object_count(), 1u);
+  EXPECT_EQ(b.List("", "", 10).size(), 1u);
+}
+
 TEST(ObjectIndexTest, PartialOverlapsKeepBothAndZeroLengthSetsSize) {
   ObjectIndex ix;
   ix.Apply("o", E(1, 0, 100), false);
