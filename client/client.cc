@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "client/cluster_map.h"
 #include "osd_sim/mon/mon_client.h"
+#include "proto/osd_protocol.h"
 #include "spdlog/spdlog.h"
 
 namespace msgr::client {
@@ -60,6 +62,68 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
 void Client::Shutdown() {
   mon_.reset();  // joins the watch thread: no more maps
   if (objecter_) objecter_->Shutdown();
+}
+
+absl::StatusOr<std::string> Client::Read(std::string oid, uint64_t offset, uint64_t length) {
+  Request r;
+  r.oid = std::move(oid);
+  r.offset = offset;
+  r.length = length;
+  return objecter_->Call(std::move(r));
+}
+
+void Client::AsyncRead(std::string oid, uint64_t offset, uint64_t length, ReadCallback cb) {
+  Request r;
+  r.oid = std::move(oid);
+  r.offset = offset;
+  r.length = length;
+  objecter_->AsyncRequest(std::move(r), std::move(cb));
+}
+
+absl::StatusOr<uint64_t> Client::Stat(std::string oid) {
+  Request r;
+  r.kind = Request::Kind::kStat;
+  r.oid = std::move(oid);
+  auto body = objecter_->Call(std::move(r));
+  if (!body.ok()) return body.status();
+  auto stat = osd::DecodeStatBody(*body);
+  if (!stat.ok()) return stat.status();
+  return stat->size;
+}
+
+absl::Status Client::Delete(std::string oid) {
+  Request r;
+  r.kind = Request::Kind::kDelete;
+  r.oid = std::move(oid);
+  return objecter_->Call(std::move(r)).status();
+}
+
+absl::StatusOr<std::vector<Client::ObjectInfo>> Client::List(std::string prefix) {
+  std::vector<ObjectInfo> all;
+  for (int osd : objecter_->OsdsIn()) {
+    Request r;
+    r.kind = Request::Kind::kList;
+    r.oid = prefix;
+    r.osd = osd;
+    r.max = osd::kMaxListPage;
+    for (;;) {
+      auto body = objecter_->Call(r);
+      if (!body.ok()) return body.status();
+      auto page = osd::DecodeListBody(*body);
+      if (!page.ok()) return page.status();
+      for (auto& e : page->entries) all.push_back({std::move(e.oid), e.size});
+      if (!page->more || page->entries.empty()) break;
+      r.after = all.back().oid;
+    }
+  }
+  // An object lives on one OSD, but one whose PG moved (out, then in) may be listed by
+  // both until backfill exists: one entry per id.
+  std::sort(all.begin(), all.end(),
+            [](const ObjectInfo& a, const ObjectInfo& b) { return a.oid < b.oid; });
+  all.erase(std::unique(all.begin(), all.end(),
+                        [](const ObjectInfo& a, const ObjectInfo& b) { return a.oid == b.oid; }),
+            all.end());
+  return all;
 }
 
 MessengerCounters Client::messenger_counters() const {

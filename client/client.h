@@ -1,4 +1,5 @@
-// The msgr client library: connect to a cluster, write and read whole objects.
+// The msgr client library: connect to a cluster; write, read (whole or ranges), stat,
+// delete and list objects.
 //
 //   auto c = Client::Create({.mon_addr = "127.0.0.1:6789", .ms_type = "tcp"});
 //   c.value()->Write("obj", std::make_shared<const std::string>(bytes));
@@ -24,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -77,6 +79,23 @@ class Client {
     objecter_->AsyncRead(std::move(oid), std::move(cb));
   }
   absl::StatusOr<std::string> Read(std::string oid) { return objecter_->Read(std::move(oid)); }
+  // Bytes [offset, offset + length) of the object, cut at its end: how objects larger than
+  // one reply (MessengerOptions::max_message_bytes) are read.
+  absl::StatusOr<std::string> Read(std::string oid, uint64_t offset, uint64_t length);
+  void AsyncRead(std::string oid, uint64_t offset, uint64_t length, ReadCallback cb);
+  // The object's size; kNotFound "stat of OID on osd.N: object 'OID' not found".
+  absl::StatusOr<uint64_t> Stat(std::string oid);
+  // Deletes the object; OK once the delete is durable. kNotFound if there is none.
+  absl::Status Delete(std::string oid);
+
+  struct ObjectInfo {
+    std::string oid;
+    uint64_t size = 0;
+  };
+  // Every object whose id starts with `prefix`, sorted by id: pages from every OSD that
+  // holds PGs. Fails (naming the OSD) if one of them does not answer within op_timeout:
+  // a listing is whole or an error.
+  absl::StatusOr<std::vector<ObjectInfo>> List(std::string prefix);
 
   // Polling mode (Objecter::Poll): one round of the messenger's completion work on this
   // thread; completions may run inside. For a caller that spins while it waits.

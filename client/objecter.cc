@@ -120,11 +120,38 @@ void Objecter::HandleMap(PlacementMap map) {
     // Ops whose PG moved follow it; parked ops whose OSD is back go again.
     for (auto& [id, op] : ops_) {
       if (op->done) continue;
-      int target = map_.OsdOf(op->oid);
+      int target = TargetLocked(*op);
       if (target != op->target || (op->waiting && OsdUsableLocked(target))) ResendLocked(op);
     }
   }
   for (auto& c : drop) c->MarkDown();
+}
+
+int Objecter::TargetLocked(const Op& op) const {
+  if (!have_map_) return kNoOsd;
+  if (op.kind == Op::Kind::kList) return op.request.osd;
+  return map_.OsdOf(op.oid);
+}
+
+std::vector<int> Objecter::OsdsIn() const {
+  absl::MutexLock l(&mu_);
+  std::vector<int> in;
+  if (!have_map_) return in;
+  for (const OsdEntry& e : map_.osds()) {
+    if (e.in) in.push_back(static_cast<int>(e.id));
+  }
+  return in;
+}
+
+const char* Request::KindName(Kind k) {
+  switch (k) {
+    case Kind::kWrite: return "write";
+    case Kind::kRead: return "read";
+    case Kind::kStat: return "stat";
+    case Kind::kDelete: return "delete";
+    case Kind::kList: return "list";
+  }
+  return "op";
 }
 
 bool Objecter::OsdUsableLocked(int osd) const {
@@ -164,7 +191,7 @@ void Objecter::ResendLocked(const OpRef& op) {
   ++op->attempt;
   op->sent_all = false;
   op->waiting = false;
-  op->target = have_map_ ? map_.OsdOf(op->oid) : kNoOsd;
+  op->target = TargetLocked(*op);
   if (!op->sending && !op->queued && !shutdown_) {
     op->queued = true;
     retry_queue_.push_back(op);
@@ -201,7 +228,10 @@ std::function<void()> Objecter::FinishLocked(const OpRef& op,
 void Objecter::OnMessage(const ConnectionRef& conn, Message m) {
   switch (m.type) {
     case osd::kReadReply:
-      HandleReadReply(conn, m);
+    case osd::kStatReply:
+    case osd::kDeleteReply:
+    case osd::kListReply:
+      HandleReply(conn, m);
       break;
     default:
       spdlog::warn("client: unexpected message type {:#x} from {}", m.type, conn->peer_addr());

@@ -44,6 +44,7 @@
 #include <thread>
 #include <utility>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -74,6 +75,22 @@ struct ObjecterOptions {
   absl::Duration sync_spin = absl::Microseconds(50);
 };
 
+// A request answered by one message from an OSD (proto/osd_protocol.h): anything but a
+// write. Sent like a read: to the object's OSD (a list: to `osd`), re-sent when that OSD
+// restarts or the PG moves, failed after op_timeout.
+struct Request {
+  enum class Kind { kWrite, kRead, kStat, kDelete, kList };
+  Kind kind = Kind::kRead;
+  std::string oid;           // a list: the prefix (may be empty)
+  uint64_t offset = 0;       // read: a range (length UINT64_MAX: to the end)
+  uint64_t length = UINT64_MAX;
+  std::string after;         // list: the page starts after this id
+  uint32_t max = 1000;       // list: page size (the OSD caps it)
+  int osd = -1;              // list: which OSD (kNoOsd for others: placement decides)
+
+  static const char* KindName(Kind k);
+};
+
 // How often the timer thread retries parked ops (and at least how often it wakes).
 inline constexpr absl::Duration kSweepInterval = absl::Milliseconds(200);
 
@@ -99,9 +116,16 @@ class Objecter : public Dispatcher {
   // unchanged until the callback. May block (max_in_flight, ring credit).
   void AsyncWrite(std::string oid, std::shared_ptr<const std::string> data, WriteCallback cb);
   void AsyncRead(std::string oid, ReadCallback cb);
+  // Any request but a write; `cb` gets the reply's body (proto/osd_protocol.h: a read's
+  // bytes, an encoded StatBody or ListBody, nothing for a delete) or the OSD's error.
+  void AsyncRequest(Request request, ReadCallback cb);
   // Synchronous forms. REQUIRES: not called from a callback.
   absl::Status Write(std::string oid, std::shared_ptr<const std::string> data);
   absl::StatusOr<std::string> Read(std::string oid);
+  absl::StatusOr<std::string> Call(Request request);
+
+  // OSDs that hold PGs in the current map (in, up or not): whom a full listing asks.
+  std::vector<int> OsdsIn() const;
 
   // Stops the messenger and fails every pending op with kCancelled. Idempotent.
   void Shutdown();
@@ -159,7 +183,9 @@ class Objecter : public Dispatcher {
   Session* SessionByConnLocked(const Connection* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool OsdUsableLocked(int osd) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  void HandleReadReply(const ConnectionRef& conn, const Message& m);
+  void HandleReply(const ConnectionRef& conn, const Message& m);
+  // Where `op` goes in the current map. REQUIRES: mu_ held.
+  int TargetLocked(const Op& op) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RetryLoop();  // sends queued (re)attempts
   void TimerLoop();  // expires ops, retries parked ops whose OSD is usable again
 

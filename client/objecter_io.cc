@@ -26,6 +26,19 @@ bool IsRetryable(absl::StatusCode c) {
   return c == absl::StatusCode::kUnavailable || c == absl::StatusCode::kAborted;
 }
 
+Message EncodeRequest(const Request& r, uint64_t tid) {
+  switch (r.kind) {
+    case Request::Kind::kStat:
+      return osd::Encode(osd::ObjectRequest{osd::kStat, tid, r.oid});
+    case Request::Kind::kDelete:
+      return osd::Encode(osd::ObjectRequest{osd::kDelete, tid, r.oid});
+    case Request::Kind::kList:
+      return osd::Encode(osd::ListRequest{tid, r.oid, r.after, r.max});
+    default:
+      return osd::Encode(osd::ReadRequest{tid, r.oid, r.offset, r.length});
+  }
+}
+
 }  // namespace
 
 void Objecter::AsyncWrite(std::string oid, std::shared_ptr<const std::string> data,
@@ -39,11 +52,30 @@ void Objecter::AsyncWrite(std::string oid, std::shared_ptr<const std::string> da
 }
 
 void Objecter::AsyncRead(std::string oid, ReadCallback cb) {
+  Request r;
+  r.oid = std::move(oid);
+  AsyncRequest(std::move(r), std::move(cb));
+}
+
+void Objecter::AsyncRequest(Request request, ReadCallback cb) {
   auto op = std::make_shared<Op>();
-  op->kind = Op::Kind::kRead;
-  op->oid = std::move(oid);
+  op->kind = request.kind == Op::Kind::kWrite ? Op::Kind::kRead : request.kind;
+  op->request = std::move(request);
+  op->request.kind = op->kind;
+  op->oid = op->request.oid;
   op->read_cb = std::move(cb);
   Submit(std::move(op));
+}
+
+absl::StatusOr<std::string> Objecter::Call(Request request) {
+  absl::Notification n;
+  absl::StatusOr<std::string> result;
+  AsyncRequest(std::move(request), [&](absl::StatusOr<std::string> r) {
+    result = std::move(r);
+    n.Notify();
+  });
+  SpinWait(n);
+  return result;
 }
 
 absl::Status Objecter::Write(std::string oid, std::shared_ptr<const std::string> data) {
@@ -85,7 +117,8 @@ void Objecter::Submit(OpRef op) {
     absl::MutexLock l(&mu_);
     op->submitted = absl::Now();
     op->deadline = op->submitted + options_.op_timeout;
-    if (op->oid.empty() || op->oid.size() > kMaxOidBytes) {
+    const bool list = op->kind == Op::Kind::kList;  // a prefix: may be empty
+    if ((op->oid.empty() && !list) || op->oid.size() > kMaxOidBytes) {
       op->done = true;
       auto s = absl::InvalidArgumentError(
           absl::StrCat("object id must be 1..", kMaxOidBytes, " bytes, got ", op->oid.size()));
@@ -120,7 +153,7 @@ void Objecter::Submit(OpRef op) {
                                                                          refuse.message())));
       } else {
         op->attempt = 1;
-        op->target = have_map_ ? map_.OsdOf(op->oid) : kNoOsd;
+        op->target = TargetLocked(*op);
         if (OsdUsableLocked(op->target)) {
           op->sending = true;
           send_now = true;
@@ -271,7 +304,7 @@ void Objecter::SendOp(const OpRef& op) {
         op->tids.insert(tid);
         by_tid_[tid] = op;
       }
-      sent = (*conn)->Send(osd::Encode(osd::ReadRequest{tid, op->oid})).ok();
+      sent = (*conn)->Send(EncodeRequest(op->request, tid)).ok();
     }
     std::function<void()> finish;
     {
@@ -389,10 +422,10 @@ void Objecter::OnRecordsAcked(const ConnectionRef& conn, absl::Span<const Record
   }
 }
 
-void Objecter::HandleReadReply(const ConnectionRef& conn, const Message& m) {
-  auto reply = osd::DecodeReadReply(m);
+void Objecter::HandleReply(const ConnectionRef& conn, const Message& m) {
+  auto reply = osd::DecodeReply(m);
   if (!reply.ok()) {
-    spdlog::warn("client: bad read reply: {}", reply.status().ToString());
+    spdlog::warn("client: bad reply from {}: {}", conn->peer_addr(), reply.status().ToString());
     return;
   }
   std::function<void()> done;
@@ -411,8 +444,12 @@ void Objecter::HandleReadReply(const ConnectionRef& conn, const Message& m) {
       ++op->attempt;
       return;
     }
-    if (reply->code != absl::StatusCode::kOk) {
-      done = FinishLocked(op, absl::Status(reply->code, absl::StrCat("read of ", op->oid,
+    if (reply->code == absl::StatusCode::kNotFound && op->kind == Op::Kind::kDelete &&
+        op->attempt > 1) {
+      // A re-sent delete: the first attempt may have deleted the object and lost its reply.
+      done = FinishLocked(op, std::string());
+    } else if (reply->code != absl::StatusCode::kOk) {
+      done = FinishLocked(op, absl::Status(reply->code, absl::StrCat(op->what(), " of ", op->oid,
                                                                    " on osd.", op->target,
                                                                    ": ", reply->error)));
     } else {

@@ -15,10 +15,11 @@
 namespace msgr::client {
 
 struct Objecter::Op {
-  enum class Kind { kWrite, kRead };
+  using Kind = Request::Kind;
   Kind kind = Kind::kWrite;
   uint64_t id = 0;
-  std::string oid;
+  std::string oid;                          // a list's prefix
+  Request request;                          // everything but writes: what to ask
   std::shared_ptr<const std::string> data;  // writes
   WriteCallback write_cb;
   ReadCallback read_cb;
@@ -34,7 +35,7 @@ struct Objecter::Op {
   bool sent_all = false;   // every record/message of the current attempt was handed over
   bool done = false;       // completed; the callback ran or is about to
 
-  const char* what() const { return kind == Kind::kWrite ? "write" : "read"; }
+  const char* what() const { return Request::KindName(kind); }
 };
 
 struct Objecter::Session {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -213,33 +214,85 @@ void Osd::ReadLoop() {
       item = std::move(read_queue_.front());
       read_queue_.pop_front();
     }
-    ServeRead(item.first, std::move(item.second));
+    ServeRequest(item.first, std::move(item.second));
   }
 }
 
-void Osd::ServeRead(const ConnectionRef& conn, Message m) {
-  if (m.type != kRead) {
-    spdlog::warn("osd.{}: unexpected message type {:#x} from {}; ignored", options_.id, m.type,
-                 conn->peer_addr());
-    return;
+void Osd::ServeRequest(const ConnectionRef& conn, Message m) {
+  Reply reply;
+  MsgType reply_type;
+  absl::Status s;
+  switch (m.type) {
+    case kRead: {
+      auto req = DecodeReadRequest(m);
+      if (!req.ok()) return IgnoreMalformed(conn, req.status());
+      ++reads_;
+      reply.tid = req->tid;
+      reply_type = kReadReply;
+      auto data = store_->Read(req->oid, req->offset, req->length);
+      if (data.ok()) {
+        reply.data = std::move(*data);
+      } else {
+        ++read_errors_;
+        s = data.status();
+      }
+      break;
+    }
+    case kStat: {
+      auto req = DecodeObjectRequest(m);
+      if (!req.ok()) return IgnoreMalformed(conn, req.status());
+      ++stats_served_;
+      reply.tid = req->tid;
+      reply_type = kStatReply;
+      auto size = store_->Stat(req->oid);
+      if (size.ok()) {
+        reply.data = EncodeBody(StatBody{*size});
+      } else {
+        s = size.status();
+      }
+      break;
+    }
+    case kDelete: {
+      auto req = DecodeObjectRequest(m);
+      if (!req.ok()) return IgnoreMalformed(conn, req.status());
+      reply.tid = req->tid;
+      reply_type = kDeleteReply;
+      // Replied once durable, as a write is acked; this read thread waits for the flush.
+      auto ticket = store_->Delete(req->oid);
+      s = ticket.ok() ? store_->WaitDurable(*ticket) : ticket.status();
+      if (s.ok()) ++deletes_;
+      break;
+    }
+    case kList: {
+      auto req = DecodeListRequest(m);
+      if (!req.ok()) return IgnoreMalformed(conn, req.status());
+      ++lists_;
+      reply.tid = req->tid;
+      reply_type = kListReply;
+      const size_t max = std::min(req->max, kMaxListPage);
+      auto page = store_->List(req->prefix, req->after, max + 1);
+      ListBody body;
+      body.more = page.size() > max;
+      if (body.more) page.resize(max);
+      for (auto& o : page) body.entries.push_back({std::move(o.oid), o.size});
+      reply.data = EncodeBody(body);
+      break;
+    }
+    default:
+      spdlog::warn("osd.{}: unexpected message type {:#x} from {}; ignored", options_.id, m.type,
+                   conn->peer_addr());
+      return;
   }
-  auto req = DecodeReadRequest(m);
-  if (!req.ok()) {
-    spdlog::warn("osd.{}: {} from {}", options_.id, std::string(req.status().message()), conn->peer_addr());
-    return;
+  if (!s.ok()) {
+    reply.code = s.code();
+    reply.error = std::string(s.message());
   }
-  ++reads_;
-  ReadReply reply;
-  reply.tid = req->tid;
-  auto data = store_->Read(req->oid);
-  if (data.ok()) {
-    reply.data = std::move(*data);
-  } else {
-    ++read_errors_;
-    reply.code = data.status().code();
-    reply.error = std::string(data.status().message());
-  }
-  (void)conn->Send(Encode(reply));
+  (void)conn->Send(Encode(reply, reply_type));
+}
+
+void Osd::IgnoreMalformed(const ConnectionRef& conn, const absl::Status& why) {
+  spdlog::warn("osd.{}: {} from {}; ignored", options_.id, std::string(why.message()),
+               conn->peer_addr());
 }
 
 void Osd::OnReset(const ConnectionRef& conn, const absl::Status& why) {
@@ -303,6 +356,9 @@ OsdCounters Osd::Counters() const {
   }
   c.reads = reads_.load();
   c.read_errors = read_errors_.load();
+  c.stats = stats_served_.load();
+  c.deletes = deletes_.load();
+  c.lists = lists_.load();
   c.rings_attached = rings_attached_.load();
   c.connection_resets = resets_.load();
   return c;

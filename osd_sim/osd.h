@@ -5,8 +5,9 @@
 //   client --(tcp | rdma: ring records)--> RecvRing --Poller--> ObjectStore --> disk
 //          <------------- ring credit (OnRecordsAcked) --------------'
 //
-// It also serves reads (for verification), registers and heartbeats with the monitor,
-// and exposes `perf dump` on an admin socket in its run dir (run/osd.<id>.asok).
+// It also serves reads (whole or ranges), stats, deletes and listings of its objects,
+// registers and heartbeats with the monitor, and exposes `perf dump` on an admin socket
+// in its run dir (run/osd.<id>.asok).
 //
 // Thread-safety: Start/Stop from the owning thread; everything else is internal.
 #ifndef MSGR_OSD_SIM_OSD_H_
@@ -61,6 +62,9 @@ struct OsdOptions {
   X(ring_high_water_bytes, kGauge, kBytes, "most bytes ever in use in one ring")             \
   X(reads, kCounter, kNone, "reads served")                                                   \
   X(read_errors, kCounter, kNone, "reads answered with an error")                             \
+  X(stats, kCounter, kNone, "stat requests served")                                           \
+  X(deletes, kCounter, kNone, "objects deleted (durably)")                                    \
+  X(lists, kCounter, kNone, "listing pages served")                                           \
   X(rings_attached, kCounter, kNone, "receive rings attached to pollers")                    \
   X(connection_resets, kCounter, kNone, "client sessions that ended")
 
@@ -103,7 +107,9 @@ class Osd : public Dispatcher, public RecordSink {
   // Reads run on their own threads: a reply may block on the connection's flow control,
   // which must never happen on a messenger worker (it would stop the acks that free it).
   void ReadLoop();
-  void ServeRead(const ConnectionRef& conn, Message m);
+  // Reads, stats, deletes and listings (proto/osd_protocol.h); one reply each.
+  void ServeRequest(const ConnectionRef& conn, Message m);
+  void IgnoreMalformed(const ConnectionRef& conn, const absl::Status& why);
 
   const OsdOptions options_;
   std::unique_ptr<store::ObjectStore> store_;
@@ -114,6 +120,7 @@ class Osd : public Dispatcher, public RecordSink {
   std::unique_ptr<AdminSocket> admin_;
   std::atomic<uint64_t> next_poller_{0};
   std::atomic<uint64_t> reads_{0}, read_errors_{0}, rings_attached_{0}, resets_{0};
+  std::atomic<uint64_t> stats_served_{0}, deletes_{0}, lists_{0};
   std::atomic<bool> stopped_{false};
   CounterRegistry registry_;
 

@@ -24,42 +24,142 @@ Message Encode(const ReadRequest& m) {
   WireWriter w(&out);
   w.Put(m.tid);
   w.PutString32(m.oid);
+  if (m.offset != 0 || m.length != kToEnd) {
+    w.Put(m.offset);
+    w.Put(m.length);
+  }
   return Message{kRead, std::move(out)};
 }
 
-Message Encode(const ReadReply& m) {
+Message Encode(const ObjectRequest& m) {
+  std::string out;
+  WireWriter w(&out);
+  w.Put(m.tid);
+  w.PutString32(m.oid);
+  return Message{m.type, std::move(out)};
+}
+
+Message Encode(const ListRequest& m) {
+  std::string out;
+  WireWriter w(&out);
+  w.Put(m.tid);
+  w.PutString32(m.prefix);
+  w.PutString32(m.after);
+  w.Put(m.max);
+  return Message{kList, std::move(out)};
+}
+
+Message Encode(const Reply& m, MsgType type) {
   std::string out;
   WireWriter w(&out);
   w.Put(m.tid);
   w.Put(static_cast<uint32_t>(m.code));
   w.PutString32(std::string_view(m.error).substr(0, kMaxErrorBytes));
   w.PutString32(m.data);
-  return Message{kReadReply, std::move(out)};
+  return Message{type, std::move(out)};
+}
+
+std::string EncodeBody(const StatBody& b) {
+  std::string out;
+  WireWriter(&out).Put(b.size);
+  return out;
+}
+
+std::string EncodeBody(const ListBody& b) {
+  std::string out;
+  WireWriter w(&out);
+  w.Put(static_cast<uint32_t>(b.entries.size()));
+  for (const ListEntry& e : b.entries) {
+    w.PutString32(e.oid);
+    w.Put(e.size);
+  }
+  w.Put(static_cast<uint8_t>(b.more ? 1 : 0));
+  return out;
 }
 
 absl::StatusOr<ReadRequest> DecodeReadRequest(const Message& m) {
   if (m.type != kRead) return Malformed("read");
   WireReader r(m.payload);
   ReadRequest q;
+  if (!r.Get(&q.tid) || !r.GetString32(kMaxOidBytes, &q.oid) || q.oid.empty()) {
+    return Malformed("read");
+  }
+  if (r.remaining() != 0 && (!r.Get(&q.offset) || !r.Get(&q.length))) return Malformed("read");
+  if (r.remaining() != 0) return Malformed("read");
+  return q;
+}
+
+absl::StatusOr<ObjectRequest> DecodeObjectRequest(const Message& m) {
+  if (m.type != kStat && m.type != kDelete) return Malformed("stat/delete");
+  WireReader r(m.payload);
+  ObjectRequest q;
+  q.type = static_cast<MsgType>(m.type);
   if (!r.Get(&q.tid) || !r.GetString32(kMaxOidBytes, &q.oid) || q.oid.empty() ||
       r.remaining() != 0) {
-    return Malformed("read");
+    return Malformed(m.type == kStat ? "stat" : "delete");
   }
   return q;
 }
 
-absl::StatusOr<ReadReply> DecodeReadReply(const Message& m) {
-  if (m.type != kReadReply) return Malformed("read-reply");
+absl::StatusOr<ListRequest> DecodeListRequest(const Message& m) {
+  if (m.type != kList) return Malformed("list");
   WireReader r(m.payload);
-  ReadReply p;
+  ListRequest q;
+  if (!r.Get(&q.tid) || !r.GetString32(kMaxOidBytes, &q.prefix) ||
+      !r.GetString32(kMaxOidBytes, &q.after) || !r.Get(&q.max) || r.remaining() != 0) {
+    return Malformed("list");
+  }
+  return q;
+}
+
+bool IsReply(uint16_t type) {
+  return type == kReadReply || type == kStatReply || type == kDeleteReply ||
+         type == kListReply;
+}
+
+absl::StatusOr<Reply> DecodeReply(const Message& m) {
+  if (!IsReply(m.type)) return Malformed("reply");
+  WireReader r(m.payload);
+  Reply p;
   uint32_t code;
   if (!r.Get(&p.tid) || !r.Get(&code) || !ValidCode(code) ||
       !r.GetString32(kMaxErrorBytes, &p.error) ||
       !r.GetString32(m.payload.size(), &p.data) || r.remaining() != 0) {
-    return Malformed("read-reply");
+    return Malformed("reply");
   }
   p.code = static_cast<absl::StatusCode>(code);
   return p;
+}
+
+absl::StatusOr<ReadReply> DecodeReadReply(const Message& m) {
+  if (m.type != kReadReply) return Malformed("read-reply");
+  auto p = DecodeReply(m);
+  if (!p.ok()) return Malformed("read-reply");
+  return p;
+}
+
+absl::StatusOr<StatBody> DecodeStatBody(std::string_view data) {
+  WireReader r(data);
+  StatBody b;
+  if (!r.Get(&b.size) || r.remaining() != 0) return Malformed("stat-reply");
+  return b;
+}
+
+absl::StatusOr<ListBody> DecodeListBody(std::string_view data) {
+  WireReader r(data);
+  ListBody b;
+  uint32_t n;
+  // Each entry takes at least 12 bytes: a count beyond what the data holds is malformed
+  // before anything is reserved for it.
+  if (!r.Get(&n) || n > r.remaining() / 12) return Malformed("list-reply");
+  b.entries.resize(n);
+  for (ListEntry& e : b.entries) {
+    if (!r.GetString32(kMaxOidBytes, &e.oid) || !r.Get(&e.size)) return Malformed("list-reply");
+  }
+  uint8_t more;
+  if (!r.Get(&more) || more > 1 || r.remaining() != 0) return Malformed("list-reply");
+  b.more = more == 1;
+  return b;
 }
 
 std::string DescribeWriteFailure(absl::StatusCode code) {

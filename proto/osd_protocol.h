@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -17,28 +18,88 @@
 
 namespace msgr::osd {
 
+// Requests (client -> OSD) and their replies (OSD -> client): reply type = request + 1.
 enum MsgType : uint16_t {
-  kRead = 0x101,       // client -> OSD: read a whole object
-  kReadReply = 0x102,  // OSD -> client
+  kRead = 0x101,  // an object's bytes, or a range of them
+  kReadReply = 0x102,
+  kStat = 0x103,  // an object's size
+  kStatReply = 0x104,
+  kDelete = 0x105,  // delete an object; replied once the delete is durable
+  kDeleteReply = 0x106,
+  kList = 0x107,  // one page of the objects an OSD holds
+  kListReply = 0x108,
 };
 
+inline constexpr uint64_t kToEnd = UINT64_MAX;  // a read length: to the object's end
+
+// A read of bytes [offset, offset + length) of `oid`, cut at its end. The wire form of
+// a whole-object read (offset 0, kToEnd) is the one builds before ranges sent: tid and oid
+// only; the range fields follow otherwise.
 struct ReadRequest {
+  uint64_t tid = 0;
+  std::string oid;
+  uint64_t offset = 0;
+  uint64_t length = kToEnd;
+};
+
+// A stat or a delete of one object (`type` kStat or kDelete).
+struct ObjectRequest {
+  MsgType type = kStat;
   uint64_t tid = 0;
   std::string oid;
 };
 
-struct ReadReply {
+// Up to `max` objects whose id starts with `prefix`, after `after` in byte order.
+struct ListRequest {
+  uint64_t tid = 0;
+  std::string prefix;
+  std::string after;
+  uint32_t max = 1000;
+};
+inline constexpr uint32_t kMaxListPage = 1000;  // the OSD caps `max` at this
+
+// Every reply: the request's tid, a status, and a body that depends on the request:
+// read: the bytes; stat: StatBody; delete: empty; list: ListBody.
+struct Reply {
   uint64_t tid = 0;
   absl::StatusCode code = absl::StatusCode::kOk;
   std::string error;
   std::string data;
 };
+using ReadReply = Reply;
+
+struct StatBody {
+  uint64_t size = 0;
+};
+
+struct ListEntry {
+  std::string oid;
+  uint64_t size = 0;
+};
+struct ListBody {
+  std::vector<ListEntry> entries;  // in byte order of oid
+  bool more = false;               // the OSD has more after the last entry
+};
 
 Message Encode(const ReadRequest& m);
-Message Encode(const ReadReply& m);
+Message Encode(const ObjectRequest& m);
+Message Encode(const ListRequest& m);
+// `type`: the reply's message type (the request's type + 1).
+Message Encode(const Reply& m, MsgType type = kReadReply);
+std::string EncodeBody(const StatBody& b);
+std::string EncodeBody(const ListBody& b);
 
 absl::StatusOr<ReadRequest> DecodeReadRequest(const Message& m);
+absl::StatusOr<ObjectRequest> DecodeObjectRequest(const Message& m);
+absl::StatusOr<ListRequest> DecodeListRequest(const Message& m);
+// A reply of any of the reply types.
+absl::StatusOr<Reply> DecodeReply(const Message& m);
+// A kReadReply only.
 absl::StatusOr<ReadReply> DecodeReadReply(const Message& m);
+absl::StatusOr<StatBody> DecodeStatBody(std::string_view data);
+absl::StatusOr<ListBody> DecodeListBody(std::string_view data);
+
+bool IsReply(uint16_t type);
 
 // What a client tells its user when an OSD failed a write with `code` (the OSD logs the
 // details): e.g. kResourceExhausted -> "... is full ...".

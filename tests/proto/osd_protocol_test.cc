@@ -27,6 +27,68 @@ TEST(OsdProtocolTest, TruncatedAndGarbageInputIsRejected) {
   EXPECT_FALSE(DecodeReadRequest(Message{kReadReply, ""}).ok()) << "wrong type";
 }
 
+TEST(OsdProtocolTest, RangedReadsRoundTripAndWholeReadsKeepTheOldWireForm) {
+  Message whole = Encode(ReadRequest{5, "obj"});
+  EXPECT_EQ(whole.payload.size(), 8u + 4u + 3u) << "tid and oid only, as before ranges";
+  auto q = DecodeReadRequest(whole);
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->offset, 0u);
+  EXPECT_EQ(q->length, kToEnd);
+  auto r = DecodeReadRequest(Encode(ReadRequest{6, "obj", 1 << 20, 4096}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tid, 6u);
+  EXPECT_EQ(r->offset, 1u << 20);
+  EXPECT_EQ(r->length, 4096u);
+  Message half = Encode(ReadRequest{6, "obj", 1, 2});
+  half.payload.resize(half.payload.size() - 4);
+  EXPECT_FALSE(DecodeReadRequest(half).ok()) << "a range cut short";
+}
+
+TEST(OsdProtocolTest, StatDeleteAndListRoundTrip) {
+  for (MsgType t : {kStat, kDelete}) {
+    auto q = DecodeObjectRequest(Encode(ObjectRequest{t, 9, "o"}));
+    ASSERT_TRUE(q.ok());
+    EXPECT_EQ(q->type, t);
+    EXPECT_EQ(q->tid, 9u);
+    EXPECT_EQ(q->oid, "o");
+  }
+  EXPECT_FALSE(DecodeObjectRequest(Encode(ObjectRequest{kStat, 9, ""})).ok()) << "empty oid";
+  EXPECT_FALSE(DecodeObjectRequest(Encode(ReadRequest{1, "o"})).ok()) << "wrong type";
+  auto l = DecodeListRequest(Encode(ListRequest{3, "pre", "pre/7", 50}));
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->prefix, "pre");
+  EXPECT_EQ(l->after, "pre/7");
+  EXPECT_EQ(l->max, 50u);
+
+  auto st = DecodeStatBody(EncodeBody(StatBody{123456789012}));
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->size, 123456789012u);
+  EXPECT_FALSE(DecodeStatBody("1234567").ok());
+  ListBody lb{{{"a", 1}, {"b", 0}, {std::string(kMaxOidBytes, 'c'), 1ull << 40}}, true};
+  const std::string enc = EncodeBody(lb);
+  auto back = DecodeListBody(enc);
+  ASSERT_TRUE(back.ok());
+  ASSERT_EQ(back->entries.size(), 3u);
+  EXPECT_EQ(back->entries[2].size, 1ull << 40);
+  EXPECT_TRUE(back->more);
+  for (size_t n = 0; n < enc.size(); ++n) {
+    EXPECT_FALSE(DecodeListBody(enc.substr(0, n)).ok()) << "prefix " << n;
+  }
+  std::string huge_count = enc;
+  huge_count[3] = '\x7f';  // claims ~2^30 entries
+  EXPECT_FALSE(DecodeListBody(huge_count).ok());
+
+  Reply rep{4, absl::StatusCode::kNotFound, "no such object", ""};
+  for (MsgType t : {kReadReply, kStatReply, kDeleteReply, kListReply}) {
+    auto p = DecodeReply(Encode(rep, t));
+    ASSERT_TRUE(p.ok()) << t;
+    EXPECT_EQ(p->code, absl::StatusCode::kNotFound);
+    EXPECT_EQ(p->error, "no such object");
+  }
+  EXPECT_FALSE(DecodeReadReply(Encode(rep, kStatReply)).ok()) << "only a read reply";
+  EXPECT_FALSE(DecodeReply(Encode(ReadRequest{1, "o"})).ok()) << "a request is no reply";
+}
+
 TEST(OsdProtocolTest, WriteFailuresAreDescribedForUsers) {
   EXPECT_NE(DescribeWriteFailure(absl::StatusCode::kResourceExhausted).find("full"),
             std::string::npos);
