@@ -98,7 +98,7 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
         "--mon", "--ms-type", "-b", "-t", "--seconds", "--count", "--json", "--acked-log",
         "--auth", "--keyring", "--prefix", "--osd-pids", "--cluster-dir", "--oids", "--op-timeout",
         "--mon-timeout", "--rdma-device", "--ms-threads", "--spin-us", "--submit-threads", "--max-objects",
-        "--clients"};
+        "--clients", "--mode"};
     if (std::find(std::begin(kWithValue), std::end(kWithValue), flag) == std::end(kWithValue)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown argument '", in[i], "'"));
     }
@@ -106,7 +106,18 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
       if (i + 1 >= in.size()) return Bad(flag, "needs a value");
       value = in[++i];
     }
-    if (flag == "--mon") {
+    if (flag == "--mode") {
+      if (a.mode == BenchArgs::Mode::kVerify) return Bad(flag, "not with the verify subcommand");
+      if (value == "write") {
+        a.mode = BenchArgs::Mode::kWrite;
+      } else if (value == "seq") {
+        a.mode = BenchArgs::Mode::kSeq;
+      } else if (value == "rand") {
+        a.mode = BenchArgs::Mode::kRand;
+      } else {
+        return Bad(flag, absl::StrCat("'", value, "' is not write, seq or rand"));
+      }
+    } else if (flag == "--mon") {
       if (!ValidHostPort(value)) return Bad(flag, absl::StrCat("'", value, "' is not HOST:PORT"));
       a.mon = value;
     } else if (flag == "--ms-type") {
@@ -202,6 +213,11 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
     }
   } else {
     if (!a.oids_file.empty()) return Bad("--oids", "only with the verify subcommand");
+    if (a.mode != BenchArgs::Mode::kWrite &&
+        (a.verify || !a.acked_log.empty() || a.max_objects > 0)) {
+      return Bad(a.verify ? "--verify" : !a.acked_log.empty() ? "--acked-log" : "--max-objects",
+                 "only with --mode write (seq and rand check each reply's size)");
+    }
     if (a.seconds == 0 && a.count == 0) {
       return Bad("--seconds", "0 means 'until --count objects': give --count N too");
     }
@@ -216,6 +232,7 @@ std::string BenchUsage() {
            [--keyring FILE] [--prefix P] [--osd-pids PID,...] [--cluster-dir DIR] [--spin-us US]
            [--submit-threads N] [--max-objects N] [--clients N]
   bench.sh verify --mon HOST:PORT [--ms-type tcp|rdma] --oids FILE [--json FILE] [-t N]
+  bench.sh --mode seq|rand --mon HOST:PORT [--prefix P] [-t N] [--seconds S] [--count N] ...
 
 Writes objects of SIZE bytes (4K, 64K, 4M ...; default 4M) for S seconds (default 10) or
 until N objects, like `rados bench write`: one thread keeps CONCURRENCY asynchronous writes
@@ -247,6 +264,11 @@ Every --flag takes --flag VALUE or --flag=VALUE.
                    up, else 0 = the driver thread itself): a send copies the object on the
                    calling thread, so one thread serializes large writes
   --quiet          no per-second progress lines
+  --mode write|seq|rand  write (default); or read what write runs left, as `rados bench
+                   seq|rand`: the objects whose id starts with --prefix (default
+                   benchmark_data_, every run's), listed from the OSDs first; seq reads each
+                   once in id order (stopping at --seconds or --count if sooner), rand reads
+                   random ones until --seconds or --count. Each reply's size is checked
 The summary and --json report, besides throughput and latency: CPU-s per GiB written
 (client, OSDs); CPU us per op (client, OSDs, OSDs busy = less the pollers' empty spin);
 the OSDs' CPU-s per GiB by thread role (transport: ms-tcp-io, ms-rdma-cq, ms-rdma-disp,

@@ -6,6 +6,8 @@
 //         [--mon-timeout S] [--rdma-device soft|IBDEV] [--ms-threads N] [--spin-us US]
 //         [--submit-threads N] [--max-objects N] [--quiet]
 //   bench verify --mon HOST:PORT [--ms-type tcp|rdma] --oids FILE [--json FILE] [-t N] ...
+//   bench --mode seq|rand --mon HOST:PORT [--prefix P] [-t N] [--seconds S] ...
+//         (reads of what a write run left, as `rados bench seq|rand`)
 //
 // Parsing is pure (no I/O): errors are INVALID_ARGUMENT with a message naming the flag;
 // the caller prints it with Usage() and exits 2. Why not Abseil flags: see
@@ -24,7 +26,9 @@
 namespace msgr::bench {
 
 struct BenchArgs {
-  enum class Mode { kWrite, kVerify };
+  // kSeq: read every object of the prefix once, in order (or until --seconds);
+  // kRand: read random ones of them for --seconds. Both read what a write run left.
+  enum class Mode { kWrite, kVerify, kSeq, kRand };
   Mode mode = Mode::kWrite;
   bool help = false;
   std::string mon;                   // required

@@ -31,10 +31,13 @@ namespace {
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
+// Every write run's objects start with this; seq/rand read all of them by default.
+constexpr char kBenchPrefix[] = "benchmark_data_";
+
 std::string DefaultPrefix() {
   char host[256] = "localhost";
   gethostname(host, sizeof host - 1);
-  return absl::StrCat("benchmark_data_", host, "_", getpid());
+  return absl::StrCat(kBenchPrefix, host, "_", getpid());
 }
 
 // CPU seconds of each readable pid.
@@ -240,8 +243,33 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     wo.max_objects = a.max_objects;
     wo.submit_threads =
         a.submit_threads >= 0 ? a.submit_threads : DefaultSubmitThreads(a.object_size);
-    err << "bench: writing " << a.object_size << "-byte objects " << wo.prefix << "_N, -t "
-        << a.concurrency << ", ms_type " << a.ms_type << ", auth " << report.auth << "\n";
+    if (a.mode == BenchArgs::Mode::kSeq || a.mode == BenchArgs::Mode::kRand) {
+      const bool seq = a.mode == BenchArgs::Mode::kSeq;
+      report.mode = seq ? "seq" : "rand";
+      wo.mode = seq ? RunMode::kSeq : RunMode::kRand;
+      wo.prefix = a.prefix.empty() ? kBenchPrefix : a.prefix;
+      auto listed = c.List(wo.prefix);
+      if (!listed.ok()) {
+        err << "bench: listing objects " << wo.prefix << "*: " << listed.status().message() << "\n";
+        return kExitFailed;
+      }
+      for (auto& e : *listed) wo.objects.push_back({std::move(e.oid), e.size});
+      if (wo.objects.empty()) {
+        err << "bench: no objects whose id starts with '" << wo.prefix
+            << "' to read: run a write bench first (it leaves its objects), or pass its --prefix\n";
+        return kExitFailed;
+      }
+      std::vector<uint64_t> sizes;
+      for (const auto& t : wo.objects) sizes.push_back(t.size);
+      std::nth_element(sizes.begin(), sizes.begin() + sizes.size() / 2, sizes.end());
+      report.object_size = wo.object_size = sizes[sizes.size() / 2];  // the median
+      err << "bench: reading (" << report.mode << ") " << wo.objects.size() << " objects "
+          << wo.prefix << "* (median " << report.object_size << " bytes), -t " << a.concurrency
+          << ", ms_type " << a.ms_type << ", auth " << report.auth << "\n";
+    } else {
+      err << "bench: writing " << a.object_size << "-byte objects " << wo.prefix << "_N, -t "
+          << a.concurrency << ", ms_type " << a.ms_type << ", auth " << report.auth << "\n";
+    }
     auto run = RunWrites(ops, wo, err);
     if (!run.ok()) {
       err << "bench: " << run.status().message() << "\n";

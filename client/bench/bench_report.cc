@@ -148,8 +148,9 @@ std::string SummaryText(const BenchReport& r) {
   auto line = [&s](const std::string& k, const std::string& v) {
     absl::StrAppend(&s, absl::StrFormat("%-24s %s\n", k + ":", v));
   };
-  if (r.mode == "write") {
+  if (r.mode == "write" || r.mode == "seq" || r.mode == "rand") {
     const LatencyHistogram& h = r.run.latency;
+    const bool reads = r.mode != "write";
     line("Total time run (s)", absl::StrFormat("%.3f", r.run.seconds));
     line("ms_type", r.ms_type);
     line("Auth", r.auth);
@@ -157,7 +158,8 @@ std::string SummaryText(const BenchReport& r) {
     line("Concurrency", absl::StrCat(r.concurrency));
     if (r.clients > 1) line("Clients", absl::StrCat(r.clients));
     line("Connect time (s)", r.connect_s ? absl::StrFormat("%.3f", *r.connect_s) : "-");
-    line("Total writes made", absl::StrCat(r.run.ops));
+    if (reads) line("Mode", r.mode);
+    line(reads ? "Total reads made" : "Total writes made", absl::StrCat(r.run.ops));
     line("Bandwidth (MB/s)", absl::StrFormat("%.2f", MiBPerSecond(r)));
     line("IOPS", absl::StrFormat("%.1f", Iops(r)));
     line("Latency avg (us)", absl::StrFormat("%.1f", h.mean() / 1e3));
@@ -188,11 +190,12 @@ std::string SummaryText(const BenchReport& r) {
     line("Auth", r.auth);
   }
   if (r.verify_enabled) {
-    absl::StrAppend(&s, "verify: checked ", r.verify.checked, ", mismatches ",
-                    r.verify.mismatches, "\n");
+    absl::StrAppend(&s, "verify: ", r.verify.checked - std::min(r.verify.checked, r.verify.mismatches),
+                    " ok, ", r.verify.mismatches, " bad (of ", r.verify.checked,
+                    " objects read back)\n");
     for (const auto& e : r.verify.samples) absl::StrAppend(&s, "  mismatch: ", e, "\n");
   } else {
-    absl::StrAppend(&s, "verify: checked 0, mismatches 0 (not requested: --verify)\n");
+    absl::StrAppend(&s, "verify: not requested (--verify reads every written object back)\n");
   }
   return s;
 }

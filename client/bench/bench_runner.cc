@@ -50,9 +50,24 @@ absl::StatusOr<WriteRunResult> RunWrites(const ObjectOps& ops, const WriteRunOpt
           absl::StrCat("cannot open --acked-log ", o.acked_log, " for appending"));
     }
   }
+  const bool reads = o.mode != RunMode::kWrite;
+  if (reads && o.objects.empty()) {
+    if (acked_log != nullptr) std::fclose(acked_log);
+    return absl::InvalidArgumentError("no objects to read");
+  }
   WriteRunResult r;
   // Everything below is touched only by the driver thread (hooks), so nothing is locked.
   std::string staged_oid;
+  const ReadTarget* staged_read = nullptr;
+  // The object op n reads: seq, the n-th; rand, one drawn from (seed, n), so prepare and
+  // complete agree without remembering anything per op.
+  auto read_of = [&o](uint64_t n) -> const ReadTarget& {
+    if (o.mode == RunMode::kSeq) return o.objects[n];
+    uint64_t z = o.seed + (n + 1) * 0x9e3779b97f4a7c15ull;  // splitmix64's finaliser
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return o.objects[(z ^ (z >> 31)) % o.objects.size()];
+  };
   std::shared_ptr<const std::string> staged_data;
   uint64_t interval_count = 0, interval_sum_ns = 0, last_ops = 0;
   bool acked_pending = false;
@@ -63,17 +78,35 @@ absl::StatusOr<WriteRunResult> RunWrites(const ObjectOps& ops, const WriteRunOpt
   DriverOptions dopt;
   dopt.concurrency = o.concurrency;
   dopt.count = o.count;
+  if (o.mode == RunMode::kSeq) {
+    dopt.count = o.count > 0 ? std::min<uint64_t>(o.count, o.objects.size()) : o.objects.size();
+  }
   dopt.seconds = o.seconds;
   dopt.spin = o.spin;
   dopt.poll = ops.poll;
   DriverHooks hooks;
   hooks.prepare = [&](uint64_t n) {
+    if (reads) {
+      staged_read = &read_of(n);
+      return;
+    }
     staged_oid = ObjectId(o.prefix, object_of(n));
     staged_data = std::make_shared<const std::string>(MakePattern(staged_oid, o.object_size));
   };
   std::unique_ptr<SendPool> pool;
   if (o.submit_threads > 0) pool = std::make_unique<SendPool>(o.submit_threads);
   hooks.start = [&](uint64_t n, const OpToken& t) {
+    if (reads) {
+      ops.read(staged_read->oid, [t, want = staged_read->size, oid = staged_read->oid](
+                                     absl::StatusOr<std::string> got) {
+        if (got.ok() && got->size() != want) {
+          got = absl::DataLossError(absl::StrCat("read of ", oid, " returned ", got->size(),
+                                                 " bytes, the listing said ", want));
+        }
+        t.Done(got.status());
+      });
+      return;
+    }
     if (pool) {
       pool->Post([&ops, oid = std::move(staged_oid), data = std::move(staged_data), t]() mutable {
         ops.write(std::move(oid), std::move(data), [t](absl::Status s) { t.Done(std::move(s)); });
@@ -94,6 +127,10 @@ absl::StatusOr<WriteRunResult> RunWrites(const ObjectOps& ops, const WriteRunOpt
     ++interval_count;
     interval_sum_ns += ns;
     ++r.ops;
+    if (reads) {
+      r.bytes += read_of(c.n).size;
+      return;
+    }
     r.bytes += o.object_size;
     r.acked.push_back(object_of(c.n));
     if (acked_log != nullptr) {

@@ -45,7 +45,20 @@ struct ObjectOps {
 
 ObjectOps OpsOf(client::Client& c);
 
+// One object a read run may read (a listing entry).
+struct ReadTarget {
+  std::string oid;
+  uint64_t size = 0;
+};
+
+enum class RunMode { kWrite, kSeq, kRand };
+
 struct WriteRunOptions {
+  RunMode mode = RunMode::kWrite;
+  // kSeq / kRand: what to read (each reply must have the listed size, else it is an error);
+  // kSeq reads each once, in order, so the run ends after objects.size() ops at most.
+  std::vector<ReadTarget> objects;
+  uint64_t seed = 1;             // kRand: which objects, reproducibly
   std::string prefix;            // object ids are prefix + "_" + n
   uint64_t object_size = 0;
   int concurrency = 1;
@@ -60,7 +73,7 @@ struct WriteRunOptions {
 
 struct WriteRunResult {
   double seconds = 0;            // first submission to last completion
-  uint64_t ops = 0;              // acknowledged writes
+  uint64_t ops = 0;              // acknowledged writes (reads: replies of the right size)
   uint64_t bytes = 0;
   uint64_t errors = 0;
   std::vector<std::string> error_samples;  // the first few failures
@@ -72,7 +85,8 @@ struct WriteRunResult {
 
 std::string ObjectId(const std::string& prefix, uint64_t n);
 
-// INVALID_ARGUMENT if the acked log cannot be opened; otherwise the run's results (failed
+// A timed (or counted) run of writes, or of reads (o.mode). INVALID_ARGUMENT if the acked
+// log cannot be opened or a read run has no objects; otherwise the run's results (failed
 // ops are counted in `errors`, not returned as an error).
 absl::StatusOr<WriteRunResult> RunWrites(const ObjectOps& ops, const WriteRunOptions& o,
                                          std::ostream& progress_out);

@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -115,6 +116,37 @@ TEST_F(ClientClusterTest, WritesReadBackAndFollowOutAndIn) {
   epoch = env_.admin().MarkIn(2);
   WaitFor([&] { return client.map_epoch() >= *epoch; });
   EXPECT_EQ(*client.Read(oid), std::string(10000, 'a'));  // back on osd.2 (see README)
+}
+
+// The object CLI's calls: ranged reads, stat, delete, and a listing merged from every OSD
+// in id order (each OSD holds some of the objects).
+TEST_F(ClientClusterTest, RangesStatDeleteAndListAcrossOsds) {
+  auto c = Client::Create(env_.Options());
+  ASSERT_TRUE(c.ok()) << c.status();
+  Client& client = **c;
+  std::set<int> osds;
+  for (int i = 0; i < 30; ++i) {
+    const std::string oid = absl::StrCat("obj/", 100 + i);
+    ASSERT_TRUE(client.Write(oid, std::string(i + 1, 'a' + i % 26)).ok());
+    osds.insert(env_.Map().OsdOf(oid));
+  }
+  ASSERT_TRUE(client.Write("other", "x").ok());
+  ASSERT_EQ(osds.size(), 3u) << "the objects must spread over every OSD for this test";
+  auto range = client.Read("obj/129", 10, 5);
+  ASSERT_TRUE(range.ok()) << range.status();
+  EXPECT_EQ(*range, std::string(5, 'a' + 29 % 26));
+  EXPECT_EQ(*client.Stat("obj/129"), 30u);
+  EXPECT_EQ(client.Stat("nope").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(client.Delete("obj/105").ok());
+  EXPECT_EQ(client.Delete("obj/105").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client.Read("obj/105").status().code(), absl::StatusCode::kNotFound);
+  auto list = client.List("obj/");
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 29u);
+  for (size_t i = 1; i < list->size(); ++i) EXPECT_LT((*list)[i - 1].oid, (*list)[i].oid);
+  EXPECT_EQ(list->front().oid, "obj/100");
+  EXPECT_EQ(list->front().size, 1u);
+  EXPECT_EQ(client.List("")->size(), 30u);
 }
 
 TEST_F(ClientClusterTest, WriteToADownOsdWaitsUntilItBootsAgain) {

@@ -93,24 +93,51 @@ class FakeConnection : public Connection, public std::enable_shared_from_this<Fa
   absl::Status TrySend(Message m) override { return Send(std::move(m)); }
   absl::Status Send(Message m) override {
     if (down_) return absl::CancelledError("marked down");
-    auto req = osd::DecodeReadRequest(m);
-    if (!req.ok()) return absl::OkStatus();
     auto o = FakeCluster::Get().Find(addr_);
     if (!o) return absl::OkStatus();
-    osd::ReadReply reply;
-    reply.tid = req->tid;
-    {
-      std::lock_guard<std::mutex> l(o->mu);
-      if (!o->alive) return absl::OkStatus();  // lost in the dead socket
+    osd::Reply reply;
+    std::lock_guard<std::mutex> l(o->mu);
+    if (!o->alive) return absl::OkStatus();  // lost in the dead socket
+    auto missing = [&reply] {
+      reply.code = absl::StatusCode::kNotFound;
+      reply.error = "no such object";
+    };
+    if (auto req = osd::DecodeReadRequest(m); req.ok()) {
+      reply.tid = req->tid;
       auto it = o->objects.find(req->oid);
       if (it == o->objects.end()) {
-        reply.code = absl::StatusCode::kNotFound;
-        reply.error = "no such object";
+        missing();
       } else {
-        reply.data = it->second;
+        const std::string& d = it->second;
+        const size_t off = std::min<uint64_t>(req->offset, d.size());
+        reply.data = d.substr(off, std::min<uint64_t>(req->length, d.size() - off));
       }
+      Deliver(osd::Encode(reply, osd::kReadReply));
+    } else if (auto obj = osd::DecodeObjectRequest(m); obj.ok()) {
+      reply.tid = obj->tid;
+      auto it = o->objects.find(obj->oid);
+      if (it == o->objects.end()) {
+        missing();
+      } else if (obj->type == osd::kStat) {
+        reply.data = osd::EncodeBody(osd::StatBody{it->second.size()});
+      } else {
+        o->objects.erase(it);
+      }
+      Deliver(osd::Encode(reply, obj->type == osd::kStat ? osd::kStatReply : osd::kDeleteReply));
+    } else if (auto list = osd::DecodeListRequest(m); list.ok()) {
+      reply.tid = list->tid;
+      osd::ListBody body;  // o->objects is a std::map: already in id order
+      for (auto it = o->objects.upper_bound(list->after); it != o->objects.end(); ++it) {
+        if (it->first.compare(0, list->prefix.size(), list->prefix) != 0) continue;
+        if (body.entries.size() == list->max) {
+          body.more = true;
+          break;
+        }
+        body.entries.push_back({it->first, it->second.size()});
+      }
+      reply.data = osd::EncodeBody(body);
+      Deliver(osd::Encode(reply, osd::kListReply));
     }
-    Deliver(osd::Encode(reply));
     return absl::OkStatus();
   }
 
