@@ -283,6 +283,27 @@ class Dispatcher {
   virtual void OnConnectRefused(const ConnectionRef& conn, const absl::Status& why) {}
 };
 
+// One session of a messenger as DumpSessions() saw it: a copy for diagnostics (the OSD's
+// admin socket `dump_sessions`), not a handle; it goes stale at once.
+struct SessionInfo {
+  EntityName peer;              // who the peer authenticated as (expected, before that)
+  // This incarnation of the session: its cookie, a new one each time the connecting
+  // messenger starts a session (a restarted peer comes back with another instance).
+  uint64_t instance = 0;
+  std::string backend;          // "tcp" | "rdma"
+  std::string peer_addr;
+  bool outgoing = false;        // we connected (true) or accepted it (false)
+  bool lossless = true;
+  // "connected"; "connecting" (ours, handshaking or backing off to reconnect); "standby"
+  // (accepted lossless session whose peer is gone: kept session_reconnect_timeout for
+  // it to resume); "closed" (ending, about to leave the table).
+  std::string state;
+  uint64_t ring_bytes = 0;       // capacity of this side's receive ring (0: none)
+  uint64_t ring_used_bytes = 0;  // of it, records published and not released yet
+  uint64_t records_received = 0;  // ring records received on this session so far
+  absl::Duration age;             // since the session began
+};
+
 struct ConnectOptions {
   Policy policy = Policy::Lossless();
   bool want_ring = false;    // ask the peer for a receive ring for WriteRecord
@@ -323,6 +344,11 @@ class Messenger {
     return {counters().Group("messenger")};
   }
   virtual const MessengerOptions& options() const = 0;
+  // A snapshot of every session this messenger has (accepted and opened), for diagnostics.
+  // Any thread, any time: takes the session table's lock and each session's lock briefly,
+  // one after the other; the data path pays nothing for it. (rdma: finding the records
+  // published in a ring reads their headers, O(records in the ring).)
+  virtual std::vector<SessionInfo> DumpSessions() const { return {}; }
 
   // Closes every connection and stops the workers; no callbacks after it returns.
   // Says goodbye first: each open lossless session this messenger opened (Connect) is

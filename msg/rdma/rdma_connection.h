@@ -106,6 +106,9 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   void MarkDown() override;
 
   // --- backend internals ---
+  // Messenger::DumpSessions' view of this session (any thread; takes mu_ briefly, then
+  // walks the headers of the records published in the ring without it).
+  SessionInfo Info() const ABSL_LOCKS_EXCLUDED(mu_);
   // Connecting side: connect, resume and reconnect until closed (runs on its own thread).
   void RunConnector();
   // Accepting side: the rest of the handshake for a peer whose AUTH passed. `resumed`
@@ -236,6 +239,12 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // The position after the records published past released_pos_ (`*next_seq`: the seq
   // the next one will carry). REQUIRES: ring_.
   uint64_t PublishedEndLocked(uint64_t* next_seq) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same walk over the headers of `ring` from (`from_pos`, `from_seq`), counting the
+  // write records in `*writes`. Safe without mu_ on a ring kept alive by the caller: the
+  // client may be writing past the end meanwhile (a record whose seq word is not there
+  // yet ends the walk), so the result is a lower bound of a moving value.
+  static uint64_t ScanPublished(RdmaRecvRing& ring, uint64_t from_pos, uint64_t from_seq,
+                                uint64_t* next_seq, uint64_t* writes);
   // Nothing published is unreleased and no credit is held back: the ring may be replaced.
   bool RingDrainedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetPeerSleeping(bool sleeping);
@@ -335,6 +344,8 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   std::shared_ptr<RdmaRecvRing> ring_ ABSL_GUARDED_BY(mu_);
   uint64_t released_pos_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t released_seq_ ABSL_GUARDED_BY(mu_) = 1;  // seq of the record at released_pos_
+  uint64_t writes_released_ ABSL_GUARDED_BY(mu_) = 0;  // write records released, all rings
+  const absl::Time created_ = absl::Now();  // for Info()
   bool credit_dirty_ ABSL_GUARDED_BY(mu_) = false;
   NackBarrier nack_barrier_ ABSL_GUARDED_BY(mu_);  // credit held behind unacked nacks
   uint64_t sleep_word_ ABSL_GUARDED_BY(mu_) = 0;    // odd: the poller sleeps

@@ -556,18 +556,25 @@ absl::Status RdmaConnection::NewRingLocked(size_t bytes, uint64_t first_seq) {
 }
 
 uint64_t RdmaConnection::PublishedEndLocked(uint64_t* next_seq) const {
-  uint64_t pos = released_pos_;
-  *next_seq = released_seq_;
-  const uint8_t* base = ring_->base();
-  const size_t mask = ring_->bytes() - 1;
-  while (pos - released_pos_ < ring_->bytes()) {
+  uint64_t writes = 0;
+  return ScanPublished(*ring_, released_pos_, released_seq_, next_seq, &writes);
+}
+
+uint64_t RdmaConnection::ScanPublished(RdmaRecvRing& ring, uint64_t from_pos, uint64_t from_seq,
+                                       uint64_t* next_seq, uint64_t* writes) {
+  uint64_t pos = from_pos;
+  *next_seq = from_seq;
+  const uint8_t* base = ring.base();
+  const size_t mask = ring.bytes() - 1;
+  while (pos - from_pos < ring.bytes()) {
     const uint8_t* slot = base + (pos & mask);
     const auto* h = reinterpret_cast<const RecordHeader*>(slot);
     if (LoadRecordSeq(slot) != *next_seq || h->magic != kRecordMagic ||
         RecordHeaderCrc(*h) != h->header_crc || h->record_bytes == 0 ||
-        h->record_bytes % kRingAlign != 0 || h->record_bytes > ring_->bytes() - (pos & mask)) {
+        h->record_bytes % kRingAlign != 0 || h->record_bytes > ring.bytes() - (pos & mask)) {
       break;
     }
+    if (h->type == RecordType::kWrite) ++*writes;
     pos += h->record_bytes;
     ++*next_seq;
   }

@@ -795,6 +795,7 @@ void RdmaConnection::ReleaseRing(uint64_t position, absl::Span<const RecordAck> 
         break;
       }
       if (h->type == RecordType::kWrite) {
+        ++writes_released_;
         shared_->counters.records_received++;
         shared_->counters.record_bytes_received += h->payload_len;
       }

@@ -363,6 +363,20 @@ void RdmaMessenger::RetryUnmatchedQpEvents() {
   unmatched_.insert(unmatched_.end(), keep.begin(), keep.end());
 }
 
+std::vector<SessionInfo> RdmaMessenger::DumpSessions() const {
+  // The table's lock only to copy it: each session is asked under its own lock, after.
+  std::vector<std::shared_ptr<RdmaConnection>> conns;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [addr, c] : outgoing_) conns.push_back(c);
+    for (const auto& [key, c] : sessions_) conns.push_back(c);
+  }
+  std::vector<SessionInfo> out;
+  out.reserve(conns.size());
+  for (const auto& c : conns) out.push_back(c->Info());
+  return out;
+}
+
 void RdmaMessenger::SetPolicy(EntityType type, Policy policy) {
   absl::MutexLock l(&mu_);
   policies_[type] = policy;

@@ -55,6 +55,7 @@ class RdmaMessenger : public Messenger {
     return {counters().Group("messenger"), stats().Group("rdma")};
   }
   const MessengerOptions& options() const override { return shared_->options; }
+  std::vector<SessionInfo> DumpSessions() const override;
   void Shutdown() override;
 
   RdmaStats stats() const { return shared_->Stats(); }
@@ -88,7 +89,7 @@ class RdmaMessenger : public Messenger {
   std::unique_ptr<Listener> listener_;
   std::thread accept_thread_;
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::map<EntityType, Policy> policies_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<RdmaConnection>> outgoing_ ABSL_GUARDED_BY(mu_);

@@ -46,6 +46,34 @@ std::string TcpConnection::peer_addr() const {
   return peer_addr_;
 }
 
+SessionInfo TcpConnection::Info() const {
+  SessionInfo info;
+  info.instance = cookie_;
+  info.backend = "tcp";
+  info.outgoing = side_ == Side::kClient;
+  info.lossless = policy_.lossless;
+  info.records_received = rx_records_.load(std::memory_order_relaxed);
+  info.age = absl::Now() - created_;
+  info.ring_bytes = rx_ring_bytes_.load();
+  absl::MutexLock l(&mu_);
+  info.peer = peer_name_;
+  info.peer_addr = peer_addr_;
+  if (closed_) {
+    info.state = "closed";
+  } else if (connected_.load()) {
+    info.state = "connected";
+  } else {
+    info.state = side_ == Side::kClient ? "connecting" : "standby";
+  }
+  if (info.ring_bytes > 0) {
+    // Published after released, read in this order: the reader only moves published on,
+    // the owner moves released (under mu_) never past it.
+    const uint64_t published = rx_published_pos_.load(std::memory_order_acquire);
+    info.ring_used_bytes = published > released_pos_ ? published - released_pos_ : 0;
+  }
+  return info;
+}
+
 std::string TcpConnection::PeerDesc() const {
   absl::MutexLock l(&mu_);
   if (side_ == Side::kClient && !had_session_) return absl::StrCat("peer at ", peer_addr_);
@@ -425,6 +453,7 @@ void TcpConnection::Attach(std::shared_ptr<asio::ip::tcp::socket> socket,
         return;
       }
       self->ring_ = *ring;
+      self->rx_ring_bytes_.store(self->ring_->bytes());
       self->mirror_.emplace(self->ring_->bytes());
     }
     if (!new_session) {
@@ -548,6 +577,7 @@ void TcpConnection::DestroyIo() {
   timer_.reset();
   flow_timer_.reset();
   ring_.reset();
+  rx_ring_bytes_.store(0);
 }
 
 }  // namespace msgr::tcp

@@ -403,6 +403,7 @@ bool TcpConnection::OnRingData() {
   ring_signal_ = true;  // SignalRing() after this batch
   mirror_saved_.reset();
   shared_->counters.records_received++;
+  rx_records_.store(rx_records_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   shared_->counters.record_bytes_received += prefix_.data_len;
   // The kernel's recv copy, and ours out of rx_buf_ of what came through it (the body
   // starts with the oid, so that went first).

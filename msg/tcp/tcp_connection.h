@@ -142,6 +142,8 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   // Batches written by an inline writer (WriteNow), and those of them the socket took
   // only in part (the strand wrote the rest). For tests and diagnostics.
   uint64_t inline_writes() const { return inline_writes_.load(); }
+  // Messenger::DumpSessions' view of this session (any thread; takes mu_ briefly).
+  SessionInfo Info() const;
   uint64_t inline_handoffs() const { return inline_handoffs_.load(); }
 
  private:
@@ -289,6 +291,12 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   std::atomic<uint64_t> inline_handoffs_{0};
   std::atomic<bool> kick_pending_{false};
   std::atomic<size_t> max_record_payload_{0};
+  // For Info(), from any thread: when the session began; the receive ring's size (0: none),
+  // set and cleared on the strand with ring_; records published into it (the reader's
+  // count, a relaxed store by its only writer: no atomic read-modify-write per record).
+  const absl::Time created_ = absl::Now();
+  std::atomic<size_t> rx_ring_bytes_{0};
+  std::atomic<uint64_t> rx_records_{0};
 
   // --- strand only ---
   std::shared_ptr<boost::asio::ip::tcp::socket> socket_;

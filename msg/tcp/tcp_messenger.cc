@@ -154,6 +154,21 @@ void TcpMessenger::Forget(const TcpConnection* conn) {
   lossy_.erase(conn);
 }
 
+std::vector<SessionInfo> TcpMessenger::DumpSessions() const {
+  // The table's lock only to copy it: each session is asked under its own lock, after.
+  std::vector<std::shared_ptr<TcpConnection>> conns;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [addr, c] : outgoing_) conns.push_back(c);
+    for (const auto& [cookie, c] : sessions_) conns.push_back(c);
+    for (const auto& [ptr, c] : lossy_) conns.push_back(c);
+  }
+  std::vector<SessionInfo> out;
+  out.reserve(conns.size());
+  for (const auto& c : conns) out.push_back(c->Info());
+  return out;
+}
+
 void TcpMessenger::TrackHandshake(std::weak_ptr<ServerHandshake> hs) {
   absl::MutexLock l(&mu_);
   handshakes_.Add(std::move(hs));

@@ -63,6 +63,7 @@ class TcpMessenger : public Messenger {
   void SetPolicy(EntityType type, Policy policy) override;
   MessengerCounters counters() const override { return shared_->counters.Snapshot(); }
   const MessengerOptions& options() const override { return shared_->options; }
+  std::vector<SessionInfo> DumpSessions() const override;
   void Shutdown() override;
 
   // --- backend internals (acceptor, handshake, connections) ---

@@ -507,6 +507,61 @@ TEST_P(MessengerTest, ShutdownEndsTheSessionsItOpenedAtOnce) {
   EXPECT_EQ(server->counters().connections_open, 0u);
 }
 
+// DumpSessions: each end lists the session with the peer it authenticated, the same
+// instance (cookie) on both ends, and the accepting side's ring: its size, and the bytes
+// of records published and not yet released; the session leaves the list when it ends.
+TEST_P(MessengerTest, DumpSessionsShowsPeerInstanceAndRingFill) {
+  RecordingDispatcher sd, cd;
+  sd.release_rings = false;  // records stay in the ring until the test lets them go
+  auto server = MakeServer(&sd);
+  auto client = Make(Options(EntityType::kClient, 31), &cd);
+  auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossless(), true});
+  ASSERT_TRUE(conn.ok());
+  auto one_connected = [](const std::vector<SessionInfo>& v) {
+    return v.size() == 1 && v[0].state == "connected";
+  };
+  ASSERT_TRUE(Eventually([&] { return one_connected(server->DumpSessions()); }));
+  ASSERT_TRUE(Eventually([&] { return one_connected(client->DumpSessions()); }));
+  const SessionInfo accepted = server->DumpSessions().at(0);
+  const SessionInfo opened = client->DumpSessions().at(0);
+  EXPECT_EQ(accepted.peer, (EntityName{EntityType::kClient, 31}));
+  EXPECT_EQ(accepted.backend, GetParam());
+  EXPECT_FALSE(accepted.outgoing);
+  EXPECT_TRUE(accepted.lossless);
+  EXPECT_EQ(accepted.ring_bytes, kTestRing);
+  EXPECT_EQ(accepted.ring_used_bytes, 0u);
+  EXPECT_EQ(accepted.records_received, 0u);
+  EXPECT_NE(accepted.peer_addr, "");
+  EXPECT_EQ(opened.peer, (EntityName{EntityType::kOsd, 0}));
+  EXPECT_TRUE(opened.outgoing);
+  EXPECT_EQ(opened.ring_bytes, 0u) << "the connecting side has no receive ring";
+  EXPECT_EQ(opened.peer_addr, addr_);
+  EXPECT_NE(accepted.instance, 0u);
+  EXPECT_EQ(accepted.instance, opened.instance) << "one session, one instance on both ends";
+
+  const std::string payload = Pattern(10000, 31);
+  for (uint64_t t = 1; t <= 3; ++t) {
+    ASSERT_TRUE((*conn)->WriteRecord(RecordDesc{"held", t, 0, 0}, payload, absl::Seconds(10)).ok());
+  }
+  // Published when the reader (tcp) or the client's WRITE (rdma) has put them there.
+  ASSERT_TRUE(Eventually([&] { return server->DumpSessions().at(0).records_received == 3; }));
+  const SessionInfo held = server->DumpSessions().at(0);
+  EXPECT_GE(held.ring_used_bytes, 3 * payload.size());
+  EXPECT_LE(held.ring_used_bytes, kTestRing);
+  EXPECT_GE(held.age, absl::ZeroDuration());
+
+  ASSERT_TRUE(sd.WaitFor([&] { return !sd.drainers.empty(); }));
+  sd.drainer()->SetRelease(true);
+  EXPECT_TRUE(Eventually([&] { return server->DumpSessions().at(0).ring_used_bytes == 0; }))
+      << "released records still counted in the ring's fill";
+  EXPECT_EQ(server->DumpSessions().at(0).records_received, 3u);
+  ASSERT_TRUE(cd.WaitFor([&] { return cd.record_acks.size() == 3; }));
+
+  client->Shutdown();  // says goodbye: the server ends the session at once
+  EXPECT_TRUE(Eventually([&] { return server->DumpSessions().empty(); }))
+      << server->DumpSessions().size() << " session(s) left after the client went";
+}
+
 TEST_P(MessengerTest, ReservedMessageTypesAreRefused) {
   RecordingDispatcher sd, cd;
   auto server = MakeServer(&sd);
