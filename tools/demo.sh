@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
 # The main job: set up, build, start a local cluster (monitor + 3 OSDs), run the object-write
-# benchmark for each messenger backend at a few object sizes, print one side-by-side table,
-# write JSON and charts to a results folder, stop the cluster.
+# benchmark for each messenger backend at a few object sizes in two sections -- memory mode
+# (the messenger alone: the OSDs keep objects in RAM) and durable mode (every write on disk
+# before its ack) -- print a table and a one-line verdict per section ("rdma vs tcp: N x
+# IOPS at 4K, M x lower p50, K x less OSD CPU per GiB"), write JSON, charts and a
+# self-contained report.html to a results folder, stop the cluster.
 #
 #   tools/demo.sh [--ms-type both|tcp|rdma] [--seconds S] [--sizes 4K,64K,4M]
-#                 [--concurrency N] [--osds N] [--durability durable|buffered|memory]
+#                 [--concurrency N] [--osds N] [--sections memory,durable]
 #                 [--results DIR] [--cluster-dir DIR] [--layout pinned|free] [--keep-data]
 #
-# --cluster-dir DIR: the cluster's directory (default: a new one under /tmp); --dir DIR is
-# its old spelling. Every flag also takes --flag=VALUE.
-# Defaults: both backends, 4K/64K/4M objects, 6 s per run (about a minute in all),
-# concurrency 16, durable OSDs, results in ./results/<timestamp>/, layout pinned: on a
+# --sections: durability modes to run, in order (memory, buffered, durable); --durability
+# MODE is the old spelling of --sections MODE. --cluster-dir DIR: the cluster's directory
+# (default: a new one under /tmp); --dir DIR is its old spelling. Every flag also takes
+# --flag=VALUE.
+# Defaults: both backends, 4K/64K/4M objects, 5 s per run (12 runs: about 90 s of
+# benchmarking), concurrency 16, results in ./results/<timestamp>/, layout pinned: on a
 # machine with 2 or more CPUs the OSDs' pollers (which spin on RDMA rings) share the last
 # CPU and leave the others to the client, the flushers and the TCP readers -- as in
-# tools/bench_matrix.sh (durable 4 KiB -t 16 over rdma: ~7.5k IOPS pinned vs ~6k free here).
-# The cluster's logs are copied into the results folder; its data (GBs: the OSDs' logs of
-# everything written) is removed when the demo made the directory itself, unless --keep-data.
+# tools/bench_matrix.sh.
+# Bounded at any --seconds in memory: each run overwrites a working set of objects
+# (bench --max-objects: 64 MiB of objects, at least 64 of them), and each section starts a
+# fresh cluster. On disk, the durable section's log grows by what its runs write (the store
+# does not compact segments yet); it is removed with the cluster. The cluster's logs are
+# copied into the results folder; its data is removed when the demo made the directory
+# itself, unless --keep-data.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-MS_TYPE=both SECONDS_PER_RUN=6 SIZES=4K,64K,4M CONCURRENCY=16 OSDS=3 DURABILITY=durable
+MS_TYPE=both SECONDS_PER_RUN=5 SIZES=4K,64K,4M CONCURRENCY=16 OSDS=3 SECTIONS=memory,durable
 RESULTS="" CLUSTER_DIR="" LAYOUT=pinned KEEP_DATA=0
 # shellcheck source=tools/lib/flags.sh
 source tools/lib/flags.sh
@@ -35,7 +44,7 @@ while flags_next; do
     --sizes) flag_value SIZES ;;
     --concurrency|-t) flag_value CONCURRENCY ;;
     --osds) flag_value OSDS ;;
-    --durability) flag_value DURABILITY ;;
+    --sections|--durability) flag_value SECTIONS ;;
     --results) flag_value RESULTS ;;
     --cluster-dir|--dir) flag_value CLUSTER_DIR ;;
     --layout) flag_value LAYOUT ;;
@@ -47,6 +56,10 @@ done
 case "$MS_TYPE" in both) BACKENDS=(tcp rdma) ;; tcp|rdma) BACKENDS=("$MS_TYPE") ;;
   *) die "--ms-type must be both, tcp or rdma" ;; esac
 [[ "$SECONDS_PER_RUN" =~ ^[0-9]+$ && "$SECONDS_PER_RUN" -ge 1 ]] || die "--seconds must be a positive number"
+for section in ${SECTIONS//,/ }; do
+  case "$section" in memory|buffered|durable) ;;
+    *) die "--sections: '$section' is not memory, buffered or durable" ;; esac
+done
 PIN=()
 case "$LAYOUT" in
   pinned) NCPU=$(nproc); [[ $NCPU -ge 2 ]] && PIN=(--poller-cpus $((NCPU - 1))) ;;
@@ -66,59 +79,55 @@ echo "== build (bazel build -c opt)" >&2
 bazel build -c opt //osd_sim:osd //osd_sim/mon:mon //osd_sim/mon:monctl \
   //osd_sim/tools:msgr_admin //client/bench:bench >&2
 
-CLUSTER_MS=$MS_TYPE
-[[ "$MS_TYPE" == both ]] && CLUSTER_MS=both
+SECTION=""
+save_logs() {
+  if [[ -n "$SECTION" && -d "$CLUSTER_DIR/log" ]]; then
+    mkdir -p "$RESULTS/cluster-log"
+    cp -r "$CLUSTER_DIR/log" "$RESULTS/cluster-log/$SECTION" || true
+  fi
+}
 cleanup() {
-  MSGR_REBUILD=0 bash tools/cluster.sh stop --cluster-dir "$CLUSTER_DIR" || true
-  if [[ -d "$CLUSTER_DIR/log" ]]; then cp -r "$CLUSTER_DIR/log" "$RESULTS/cluster-log" || true; fi
+  MSGR_REBUILD=0 bash tools/cluster.sh stop --cluster-dir "$CLUSTER_DIR" >/dev/null 2>&1 || true
+  save_logs
   if [[ $OWN_DIR == 1 && $KEEP_DATA == 0 ]]; then
     rm -rf "$CLUSTER_DIR"
     echo "cluster data in $CLUSTER_DIR removed (logs: $RESULTS/cluster-log; --keep-data keeps it)" >&2
   fi
 }
 trap cleanup EXIT
-echo "== cluster: monitor + $OSDS OSDs in $CLUSTER_DIR (ms-type $CLUSTER_MS, $DURABILITY, layout $LAYOUT${PIN[*]:+: ${PIN[*]}})" >&2
-MSGR_REBUILD=0 bash tools/cluster.sh start --cluster-dir "$CLUSTER_DIR" --osds "$OSDS" \
-  --ms-type "$CLUSTER_MS" --durability "$DURABILITY" "${PIN[@]}"
-MSGR_REBUILD=0 bash tools/cluster.sh status --cluster-dir "$CLUSTER_DIR" >&2
-MON=$(cat "$CLUSTER_DIR/mon.addr")
 
-FILES=()
-for ms in "${BACKENDS[@]}"; do
-  for size in ${SIZES//,/ }; do
-    out="$RESULTS/$ms-$size.json"
-    echo "== bench: --ms-type $ms -b $size -t $CONCURRENCY --seconds $SECONDS_PER_RUN" >&2
-    MSGR_REBUILD=0 bash tools/bench.sh --mon "$MON" --ms-type "$ms" -b "$size" \
-      -t "$CONCURRENCY" --seconds "$SECONDS_PER_RUN" --json "$out" --verify \
-      --auth secret --cluster-dir "$CLUSTER_DIR" --prefix "demo-$ms-$size" >&2
-    FILES+=("$out")
+echo "$OSDS OSDs, ms-type $MS_TYPE, -t $CONCURRENCY, $SECONDS_PER_RUN s per run, layout $LAYOUT${PIN[*]:+ (${PIN[*]})}, $(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC')" > "$RESULTS/meta.txt"
+for section in ${SECTIONS//,/ }; do
+  if [[ -n "$SECTION" ]]; then  # the previous section's cluster: stop it, free its data
+    MSGR_REBUILD=0 bash tools/cluster.sh stop --cluster-dir "$CLUSTER_DIR" >/dev/null
+    save_logs
+    rm -rf "$CLUSTER_DIR"/osd.* "$CLUSTER_DIR/mon" "$CLUSTER_DIR/log"
+  fi
+  SECTION=$section
+  echo "== $section section: monitor + $OSDS OSDs in $CLUSTER_DIR (ms-type $MS_TYPE, layout $LAYOUT${PIN[*]:+: ${PIN[*]}})" >&2
+  MSGR_REBUILD=0 bash tools/cluster.sh start --cluster-dir "$CLUSTER_DIR" --osds "$OSDS" \
+    --ms-type "$MS_TYPE" --durability "$section" "${PIN[@]}"
+  MON=$(cat "$CLUSTER_DIR/mon.addr")
+  mkdir -p "$RESULTS/$section"
+  FILES=()
+  for ms in "${BACKENDS[@]}"; do
+    for size in ${SIZES//,/ }; do
+      out="$RESULTS/$section/$ms-$size.json"
+      bytes=$(python3 -c "
+import sys; s = sys.argv[1].upper().rstrip('B').rstrip('I')
+m = {'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}.get(s[-1:], 1)
+print(int(s[:-1] if s[-1:] in 'KMG' else s) * m)" "$size") || die "--sizes: bad size '$size'"
+      working_set=$(( (64 << 20) / bytes )); [[ $working_set -ge 64 ]] || working_set=64
+      echo "== bench ($section): --ms-type $ms -b $size -t $CONCURRENCY --seconds $SECONDS_PER_RUN --max-objects $working_set" >&2
+      MSGR_REBUILD=0 bash tools/bench.sh --mon "$MON" --ms-type "$ms" -b "$size" \
+        -t "$CONCURRENCY" --seconds "$SECONDS_PER_RUN" --json "$out" --verify \
+        --max-objects "$working_set" --auth secret --cluster-dir "$CLUSTER_DIR" \
+        --prefix "demo-$ms-$size" >&2
+      FILES+=("$out")
+    done
   done
+  bash tools/plot.sh "${FILES[@]}" --out "$RESULTS" --name "$section" --title "$section mode" >&2
 done
 
-python3 - "${FILES[@]}" <<'EOF'
-import json, sys
-rows = [json.load(open(f)) for f in sys.argv[1:]]
-def human(n):
-    for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
-        if n >= div and n % div == 0:
-            return f"{n // div}{unit}"
-    return str(n)
-sizes = sorted({r["object_size"] for r in rows})
-backends = [b for b in ("tcp", "rdma") if any(r["ms_type"] == b for r in rows)]
-print()
-print(f"{'size':>5} {'backend':>7} {'MB/s':>9} {'IOPS':>9} {'p50 us':>9} {'p99 us':>9} "
-      f"{'OSD CPU-s/GB':>13} {'verify':>12}")
-for s in sizes:
-    for b in backends:
-        for r in rows:
-            if r["object_size"] == s and r["ms_type"] == b:
-                v = r["verify"]
-                print(f"{human(s):>5} {b:>7} {r['mb_per_s']:>9.1f} {r['iops']:>9.0f} "
-                      f"{r['lat_us']['p50']:>9.0f} {r['lat_us']['p99']:>9.0f} "
-                      f"{r['cpu_s_per_gb']['osds']:>13.2f} "
-                      f"{str(v['checked']) + '/' + str(v['mismatches']) + ' bad':>12}")
-print()
-EOF
-
-bash tools/plot.sh "${FILES[@]}" --out "$RESULTS" >&2
-echo "results: $RESULTS (JSON per run; charts: $RESULTS/*.png, $RESULTS/*.svg)"
+python3 tools/report.py "$RESULTS" --html "$RESULTS/report.html"
+echo "results: $RESULTS (report.html; JSON per run in <section>/; charts: <section>-*.png/.svg)"
