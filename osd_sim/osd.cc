@@ -24,6 +24,39 @@ const char* DurabilityName(store::Durability d) {
   return "?";
 }
 
+uint64_t MonoNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+const char* RequestName(uint16_t type) {
+  switch (type) {
+    case kRead: return "read";
+    case kStat: return "stat";
+    case kDelete: return "delete";
+    case kList: return "list";
+  }
+  return "unknown";
+}
+
+// The object a request names (a listing: its prefix) and its tid; empty if malformed.
+std::pair<uint64_t, std::string> RequestTarget(const Message& m) {
+  switch (m.type) {
+    case kRead:
+      if (auto r = DecodeReadRequest(m); r.ok()) return {r->tid, r->oid};
+      break;
+    case kStat:
+    case kDelete:
+      if (auto r = DecodeObjectRequest(m); r.ok()) return {r->tid, r->oid};
+      break;
+    case kList:
+      if (auto r = DecodeListRequest(m); r.ok()) return {r->tid, r->prefix};
+      break;
+  }
+  return {0, ""};
+}
+
 }  // namespace
 
 Osd::Osd(const OsdOptions& options) : options_(options) {}
@@ -71,6 +104,7 @@ absl::Status Osd::Init() {
   for (int i = 0; i < std::max(1, options_.pollers); ++i) {
     PollerOptions po;
     po.spin = options_.poller_spin;
+    po.op_complaint_time = options_.op_complaint_time;
     if (!options_.poller_cpus.empty()) {
       po.cpu = options_.poller_cpus[static_cast<size_t>(i) % options_.poller_cpus.size()];
     }
@@ -87,8 +121,12 @@ absl::Status Osd::Init() {
                    return g;
                  }});
 
-  for (int i = 0; i < std::max(1, options_.read_threads); ++i) {
-    read_threads_.emplace_back([this] { ReadLoop(); });
+  const int read_threads = std::max(1, options_.read_threads);
+  read_slots_ = std::make_unique<ReadSlot[]>(static_cast<size_t>(read_threads));
+  read_slot_count_ = static_cast<size_t>(read_threads);
+  for (int i = 0; i < read_threads; ++i) {
+    ReadSlot* slot = &read_slots_[static_cast<size_t>(i)];
+    read_threads_.emplace_back([this, slot] { ReadLoop(slot); });
     pthread_setname_np(read_threads_.back().native_handle(), "osd-read");
   }
 
@@ -127,7 +165,19 @@ absl::Status Osd::Init() {
     if (!admin.ok()) return admin.status();
     admin_ = std::move(*admin);
     admin_->Register("perf dump", [this] { return PerfDumpJson(); });
-    admin_->Register("help", [] { return std::string(R"({"commands":["perf dump","help"]})"); });
+    admin_->Register("dump_sessions", [this] { return DumpSessionsJson(); });
+    admin_->Register("dump_ops_in_flight", [this] { return DumpOpsInFlightJson(); });
+    admin_->Register("help", [] {
+      nlohmann::json j;
+      j["commands"] = {"perf dump", "dump_sessions", "dump_ops_in_flight", "help"};
+      j["descriptions"]["perf dump"] = "every counter: OSD, pollers, store, messengers";
+      j["descriptions"]["dump_sessions"] =
+          "messenger sessions: peer, instance, backend, state, ring size and fill";
+      j["descriptions"]["dump_ops_in_flight"] =
+          "ops not yet answered, oldest first, with age and what they wait for; slow flagged";
+      j["descriptions"]["help"] = "this list";
+      return j.dump(2);
+    });
     admin_->Start();
   }
 
@@ -199,26 +249,32 @@ void Osd::OnMessage(const ConnectionRef& conn, Message m) {
   {
     absl::MutexLock l(&read_mu_);
     if (read_stop_) return;
-    read_queue_.emplace_back(conn, std::move(m));
+    read_queue_.push_back(QueuedRequest{conn, std::move(m), MonoNowNs()});
   }
   read_cv_.Signal();
 }
 
-void Osd::ReadLoop() {
+void Osd::ReadLoop(ReadSlot* slot) {
   for (;;) {
-    std::pair<ConnectionRef, Message> item;
+    // The last request's references, dropped after read_mu_ (declared before its lock).
+    QueuedRequest finished;
     {
       absl::MutexLock l(&read_mu_);
+      finished = std::move(slot->req);
+      slot->busy = false;
       while (!read_stop_ && read_queue_.empty()) read_cv_.Wait(&read_mu_);
       if (read_stop_) return;
-      item = std::move(read_queue_.front());
+      slot->req = std::move(read_queue_.front());
       read_queue_.pop_front();
+      slot->waiting_for.store("started", std::memory_order_relaxed);
+      slot->busy = true;
     }
-    ServeRequest(item.first, std::move(item.second));
+    ServeRequest(slot->req.conn, slot->req.m, slot);
   }
 }
 
-void Osd::ServeRequest(const ConnectionRef& conn, Message m) {
+void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* slot) {
+  auto step = [slot](const char* what) { slot->waiting_for.store(what, std::memory_order_relaxed); };
   Reply reply;
   MsgType reply_type;
   absl::Status s;
@@ -229,6 +285,7 @@ void Osd::ServeRequest(const ConnectionRef& conn, Message m) {
       ++reads_;
       reply.tid = req->tid;
       reply_type = kReadReply;
+      step("store: read");
       auto data = store_->Read(req->oid, req->offset, req->length);
       if (data.ok()) {
         reply.data = std::move(*data);
@@ -244,6 +301,7 @@ void Osd::ServeRequest(const ConnectionRef& conn, Message m) {
       ++stats_served_;
       reply.tid = req->tid;
       reply_type = kStatReply;
+      step("store: stat");
       auto size = store_->Stat(req->oid);
       if (size.ok()) {
         reply.data = EncodeBody(StatBody{*size});
@@ -258,6 +316,7 @@ void Osd::ServeRequest(const ConnectionRef& conn, Message m) {
       reply.tid = req->tid;
       reply_type = kDeleteReply;
       // Replied once durable, as a write is acked; this read thread waits for the flush.
+      step("store: durable delete");
       auto ticket = store_->Delete(req->oid);
       s = ticket.ok() ? store_->WaitDurable(*ticket) : ticket.status();
       if (s.ok()) ++deletes_;
@@ -269,6 +328,7 @@ void Osd::ServeRequest(const ConnectionRef& conn, Message m) {
       ++lists_;
       reply.tid = req->tid;
       reply_type = kListReply;
+      step("store: list");
       const size_t max = std::min(req->max, kMaxListPage);
       auto page = store_->List(req->prefix, req->after, max + 1);
       ListBody body;
@@ -287,6 +347,7 @@ void Osd::ServeRequest(const ConnectionRef& conn, Message m) {
     reply.code = s.code();
     reply.error = std::string(s.message());
   }
+  step("reply: sending (flow control)");
   (void)conn->Send(Encode(reply, reply_type));
 }
 
@@ -316,6 +377,7 @@ absl::StatusOr<uint32_t> Osd::Persist(const RecordView& rec, const WritePart& pa
   iovec iov{const_cast<uint8_t*>(rec.payload), h.payload_len};
   uint32_t flags = (h.flags & kRecordFlagTruncate) ? store::kTruncate : 0;
   // The store calls `done` only if it took the record; its error is returned instead.
+  if (options_.durable_hook) done = options_.durable_hook(std::move(done));
   absl::StatusOr<uint64_t> ticket;
   switch (part.kind) {
     case WritePart::Kind::kWhole:
@@ -353,7 +415,13 @@ OsdCounters Osd::Counters() const {
     c.write_errors += pc.write_errors;
     c.crc_errors += pc.crc_errors;
     c.ring_high_water_bytes = std::max(c.ring_high_water_bytes, pc.ring_high_water_bytes);
+    c.ops_in_flight += pc.ops_in_flight;
+    c.slow_ops += pc.slow_ops;
   }
+  uint64_t requests = 0, slow_requests = 0;
+  CountRequests(MonoNowNs(), &requests, &slow_requests);
+  c.ops_in_flight += requests;
+  c.slow_ops += slow_requests;
   c.reads = reads_.load();
   c.read_errors = read_errors_.load();
   c.stats = stats_served_.load();
@@ -362,6 +430,108 @@ OsdCounters Osd::Counters() const {
   c.rings_attached = rings_attached_.load();
   c.connection_resets = resets_.load();
   return c;
+}
+
+void Osd::CountRequests(uint64_t now_ns, uint64_t* in_flight, uint64_t* slow) const {
+  const uint64_t complaint_ns =
+      static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.op_complaint_time));
+  absl::MutexLock l(&read_mu_);
+  *in_flight = read_queue_.size();
+  *slow = 0;
+  for (const QueuedRequest& q : read_queue_) {  // in arrival order: the slow ones first
+    if (q.arrived_ns + complaint_ns > now_ns) break;
+    ++*slow;
+  }
+  for (size_t i = 0; i < read_slot_count_; ++i) {
+    const ReadSlot& s = read_slots_[i];
+    if (!s.busy) continue;
+    ++*in_flight;
+    if (s.req.arrived_ns + complaint_ns <= now_ns) ++*slow;
+  }
+}
+
+std::string Osd::DumpSessionsJson() const {
+  nlohmann::json sessions = nlohmann::json::array();
+  for (const auto& m : messengers_) {
+    for (const SessionInfo& s : m->DumpSessions()) {
+      nlohmann::json j;
+      j["peer"] = s.peer.ToString();
+      j["instance"] = absl::StrCat(absl::Hex(s.instance, absl::kZeroPad16));
+      j["backend"] = s.backend;
+      j["addr"] = s.peer_addr;
+      j["direction"] = s.outgoing ? "out" : "in";
+      j["policy"] = s.lossless ? "lossless" : "lossy";
+      j["state"] = s.state;
+      j["ring_bytes"] = s.ring_bytes;
+      j["ring_used_bytes"] = s.ring_used_bytes;
+      j["ring_fill"] = s.ring_bytes ? static_cast<double>(s.ring_used_bytes) /
+                                          static_cast<double>(s.ring_bytes)
+                                    : 0.0;
+      j["records_received"] = s.records_received;
+      j["age_s"] = absl::ToDoubleSeconds(s.age);
+      sessions.push_back(std::move(j));
+    }
+  }
+  nlohmann::json out;
+  out["num_sessions"] = sessions.size();
+  out["sessions"] = std::move(sessions);
+  return out.dump(2);
+}
+
+std::string Osd::DumpOpsInFlightJson() const {
+  struct Op {
+    absl::Duration age;
+    nlohmann::json j;
+  };
+  std::vector<Op> ops;
+  auto add = [&](absl::Duration age, nlohmann::json j) {
+    j["age_s"] = absl::ToDoubleSeconds(age);
+    j["slow"] = age >= options_.op_complaint_time;
+    ops.push_back(Op{age, std::move(j)});
+  };
+  // Client writes: each poller copies its records in flight on its own thread.
+  for (const auto& p : pollers_) {
+    for (InFlightWrite& w : p->DumpInFlight()) {
+      add(w.age, {{"type", "write"}, {"tid", w.tid}, {"oid", std::move(w.oid)},
+                  {"client", w.client.ToString()}, {"client_addr", std::move(w.client_addr)},
+                  {"waiting_for", std::move(w.waiting_for)}, {"poller", w.poller}});
+    }
+  }
+  // Requests: copied under read_mu_, described (decoded, named) after it.
+  struct Req {
+    QueuedRequest q;
+    const char* waiting_for;
+  };
+  std::vector<Req> reqs;
+  {
+    absl::MutexLock l(&read_mu_);
+    for (size_t i = 0; i < read_slot_count_; ++i) {
+      const ReadSlot& s = read_slots_[i];
+      if (s.busy) reqs.push_back({s.req, s.waiting_for.load(std::memory_order_relaxed)});
+    }
+    for (const QueuedRequest& q : read_queue_) reqs.push_back({q, "queued: a read thread"});
+  }
+  const uint64_t now = MonoNowNs();
+  for (Req& r : reqs) {
+    auto [tid, oid] = RequestTarget(r.q.m);
+    add(absl::Nanoseconds(now > r.q.arrived_ns ? now - r.q.arrived_ns : 0),
+        {{"type", RequestName(r.q.m.type)}, {"tid", tid}, {"oid", std::move(oid)},
+         {"client", r.q.conn->peer_name().ToString()}, {"client_addr", r.q.conn->peer_addr()},
+         {"waiting_for", r.waiting_for}});
+  }
+  std::stable_sort(ops.begin(), ops.end(), [](const Op& a, const Op& b) { return a.age > b.age; });
+  nlohmann::json list = nlohmann::json::array();
+  size_t slow = 0;
+  for (Op& op : ops) {
+    slow += op.j["slow"].get<bool>() ? 1 : 0;
+    list.push_back(std::move(op.j));
+  }
+  nlohmann::json out;
+  out["num_ops"] = list.size();
+  out["slow_ops"] = slow;
+  out["complaint_time_s"] = absl::ToDoubleSeconds(options_.op_complaint_time);
+  out["ops"] = std::move(list);
+  return out.dump(2);
 }
 
 std::string Osd::PerfDumpJson() const {

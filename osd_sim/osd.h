@@ -6,8 +6,8 @@
 //          <------------- ring credit (OnRecordsAcked) --------------'
 //
 // It also serves reads (whole or ranges), stats, deletes and listings of its objects,
-// registers and heartbeats with the monitor, and exposes `perf dump` on an admin socket
-// in its run dir (run/osd.<id>.asok).
+// registers and heartbeats with the monitor, and exposes `perf dump`, `dump_sessions` and
+// `dump_ops_in_flight` on an admin socket in its run dir (run/osd.<id>.asok).
 //
 // Thread-safety: Start/Stop from the owning thread; everything else is internal.
 #ifndef MSGR_OSD_SIM_OSD_H_
@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <string>
@@ -51,6 +52,14 @@ struct OsdOptions {
   std::map<std::string, std::string> backend_options;  // e.g. rdma_device
   double weight = 1.0;
   absl::Duration mon_timeout = absl::Seconds(10);
+  // An op (a client write not yet acknowledged, a read/stat/delete/list not yet answered)
+  // older than this is slow: flagged in dump_ops_in_flight, counted in the slow_ops gauge
+  // (Ceph's osd_op_complaint_time).
+  absl::Duration op_complaint_time = absl::Seconds(30);
+  // Tests: when set, every client write's durability callback passes through it on its
+  // way to the store (it returns the callback the store calls), so a test can hold writes
+  // in flight. Unset: one null check per write.
+  std::function<PersistCallback(PersistCallback)> durable_hook;
 };
 
 // The OSD's own counters (its pollers', store's and messengers' are their own lists).
@@ -66,7 +75,10 @@ struct OsdOptions {
   X(deletes, kCounter, kNone, "objects deleted (durably)")                                    \
   X(lists, kCounter, kNone, "listing pages served")                                           \
   X(rings_attached, kCounter, kNone, "receive rings attached to pollers")                    \
-  X(connection_resets, kCounter, kNone, "client sessions that ended")
+  X(connection_resets, kCounter, kNone, "client sessions that ended")                         \
+  X(ops_in_flight, kGauge, kNone, "ops not yet answered: writes not acked, requests queued "  \
+    "or being served")                                                                         \
+  X(slow_ops, kGauge, kNone, "of those, older than the op complaint time (30 s by default)")
 
 MSGR_COUNTER_SNAPSHOT(OsdCounters, MSGR_OSD_COUNTERS);
 
@@ -85,6 +97,11 @@ class Osd : public Dispatcher, public RecordSink {
   std::map<std::string, std::string> addrs() const { return addrs_; }
   // perf dump: every counter of the registry, plus the OSD's id, mode and uptime.
   std::string PerfDumpJson() const;
+  // dump_sessions: every messenger session (Messenger::DumpSessions), as JSON.
+  std::string DumpSessionsJson() const;
+  // dump_ops_in_flight: the ops not yet answered, oldest first, with their age and what
+  // they wait for, slow ones flagged; num_ops and slow_ops. JSON.
+  std::string DumpOpsInFlightJson() const;
   // Every counter source of this OSD: the OSD, each poller, the store, each messenger.
   const CounterRegistry& counter_registry() const { return registry_; }
 
@@ -106,9 +123,13 @@ class Osd : public Dispatcher, public RecordSink {
   Poller* PickPoller();
   // Reads run on their own threads: a reply may block on the connection's flow control,
   // which must never happen on a messenger worker (it would stop the acks that free it).
-  void ReadLoop();
-  // Reads, stats, deletes and listings (proto/osd_protocol.h); one reply each.
-  void ServeRequest(const ConnectionRef& conn, Message m);
+  struct ReadSlot;
+  void ReadLoop(ReadSlot* slot);
+  // Reads, stats, deletes and listings (proto/osd_protocol.h); one reply each. `slot`
+  // says what the op waits for (dump_ops_in_flight).
+  void ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* slot);
+  // Requests queued or being served, and how many of them are slow (under read_mu_).
+  void CountRequests(uint64_t now_ns, uint64_t* in_flight, uint64_t* slow) const;
   void IgnoreMalformed(const ConnectionRef& conn, const absl::Status& why);
 
   const OsdOptions options_;
@@ -124,10 +145,27 @@ class Osd : public Dispatcher, public RecordSink {
   std::atomic<bool> stopped_{false};
   CounterRegistry registry_;
 
-  absl::Mutex read_mu_;
+  // A request and when it arrived (OnMessage reads the monotonic clock once per request,
+  // ~20 ns on the messenger's thread; nothing is added on the ring path).
+  struct QueuedRequest {
+    ConnectionRef conn;
+    Message m;
+    uint64_t arrived_ns = 0;
+  };
+  // What one read thread serves now. The fields are written under read_mu_ by their
+  // thread only, which reads them without it while it serves; dump_ops_in_flight reads
+  // them under read_mu_. `waiting_for` names the step the op is in (a static string).
+  struct ReadSlot {
+    bool busy = false;
+    QueuedRequest req;
+    std::atomic<const char*> waiting_for{""};
+  };
+  mutable absl::Mutex read_mu_;
   absl::CondVar read_cv_;
-  std::deque<std::pair<ConnectionRef, Message>> read_queue_ ABSL_GUARDED_BY(read_mu_);
+  std::deque<QueuedRequest> read_queue_ ABSL_GUARDED_BY(read_mu_);
   bool read_stop_ ABSL_GUARDED_BY(read_mu_) = false;
+  std::unique_ptr<ReadSlot[]> read_slots_;  // one per read thread, set before they start
+  size_t read_slot_count_ = 0;
   std::vector<std::thread> read_threads_;
   absl::Time started_ = absl::Now();
 };

@@ -22,6 +22,12 @@ namespace msgr::osd {
 struct Poller::Pending {
   uint64_t tid = 0;
   uint64_t end_position = 0;
+  // For DumpInFlight and the slow_ops gauge: when it was drained (the pass's clock
+  // reading, no extra one per record) and its oid, in ring memory, which stays put until
+  // the record is released -- after this entry is popped. 18 bytes, no allocation.
+  uint64_t drained_ns = 0;
+  const char* oid = nullptr;
+  uint16_t oid_len = 0;
   std::atomic<bool> done{false};
   absl::Status status;  // written before `done` is set
 };
@@ -47,6 +53,11 @@ struct Poller::RingState {
   std::deque<Pending> pending;
   std::vector<OpenWrite> open_writes;            // few: one per large write in flight
   bool removing = false;  // no more polling; erased once pending is empty
+};
+
+struct Poller::DumpRequest {
+  bool done = false;  // under the poller's mu_
+  std::vector<InFlightWrite> ops;
 };
 
 namespace {
@@ -140,6 +151,21 @@ void Poller::PublishLocked() {
   // The thread's own CPU clock (only the poller thread calls this): what perf dump shows
   // as this poller's CPU, next to the busy, spin and crc times.
   counters_.cpu_ns = ThisThreadCpuNs();
+  // Ops in flight and the slow ones: pending is in drain order, so the slow ones are a
+  // prefix of each ring's (O(rings + slow ops) per publish, every 10 ms or before a sleep;
+  // a sleep lasts max_sleep at most, so the gauge is that late at worst).
+  const uint64_t now = NowNs();
+  const uint64_t complaint_ns =
+      static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.op_complaint_time));
+  counters_.ops_in_flight = 0;
+  counters_.slow_ops = 0;
+  for (const auto& r : rings_) {
+    counters_.ops_in_flight += r->pending.size();
+    for (const Pending& p : r->pending) {
+      if (p.drained_ns + complaint_ns > now) break;
+      ++counters_.slow_ops;
+    }
+  }
   snapshot_ = counters_;
 }
 
@@ -155,6 +181,62 @@ size_t Poller::ring_count() const { return ring_count_.load(); }
 bool Poller::has_rings_of(const Connection* conn) const {
   absl::MutexLock l(&mu_);
   return conns_.count(conn) > 0;
+}
+
+std::vector<InFlightWrite> Poller::DumpInFlight(absl::Duration timeout) {
+  auto req = std::make_shared<DumpRequest>();
+  {
+    absl::MutexLock l(&mu_);
+    if (exited_) return {};
+    dumps_.push_back(req);
+  }
+  dump_pending_.store(true);
+  Wake();
+  absl::MutexLock l(&mu_);
+  // A request the thread never takes (it stopped meanwhile) is answered as it exits.
+  if (!mu_.AwaitWithTimeout(absl::Condition(&req->done), timeout)) return {};
+  return std::move(req->ops);
+}
+
+void Poller::ServeDumps() {
+  std::vector<std::shared_ptr<DumpRequest>> reqs;
+  {
+    absl::MutexLock l(&mu_);
+    reqs.swap(dumps_);
+  }
+  if (reqs.empty()) return;
+  // Outside mu_: naming the client takes its connection's lock.
+  const uint64_t now = NowNs();
+  std::vector<InFlightWrite> ops;
+  for (const auto& r : rings_) {
+    if (r->pending.empty()) continue;
+    const EntityName client = r->conn->peer_name();
+    const std::string addr = r->conn->peer_addr();
+    bool earlier_waiting = false;
+    for (const Pending& p : r->pending) {
+      InFlightWrite w;
+      w.poller = index_;
+      w.tid = p.tid;
+      w.oid.assign(p.oid, p.oid_len);
+      w.client = client;
+      w.client_addr = addr;
+      w.age = absl::Nanoseconds(now > p.drained_ns ? now - p.drained_ns : 0);
+      w.slow = w.age >= options_.op_complaint_time;
+      if (!p.done.load(std::memory_order_acquire)) {
+        w.waiting_for = "store: durable";
+        earlier_waiting = true;
+      } else {
+        w.waiting_for = earlier_waiting ? "ack: behind an earlier record on its ring"
+                                        : "ack: released on the poller's next pass";
+      }
+      ops.push_back(std::move(w));
+    }
+  }
+  absl::MutexLock l(&mu_);
+  for (auto& req : reqs) {
+    req->ops = ops;
+    req->done = true;
+  }
 }
 
 void Poller::Wake() {
@@ -203,7 +285,7 @@ void Poller::ApplyControl() {
   ring_count_.store(rings_.size());
 }
 
-bool Poller::PollRing(RingState* r) {
+bool Poller::PollRing(RingState* r, uint64_t now_ns) {
   if (r->removing) return false;
   bool found = false;
   const uint64_t crc_ns_before = r->consumer.crc_ns();
@@ -233,6 +315,9 @@ bool Poller::PollRing(RingState* r) {
     Pending* p = &r->pending.emplace_back();
     p->tid = rec.header->tid;
     p->end_position = rec.end_position;
+    p->drained_ns = now_ns;
+    p->oid = rec.oid;
+    p->oid_len = rec.header->oid_len;
     WritePart part;
     std::string why;
     if (!ClassifyPart(r, rec, &part, &why)) {
@@ -363,11 +448,12 @@ bool Poller::Sleep() {
   DrainEventFd(wake_fd_);
   for (auto& r : rings_) DrainEventFd(r->ring->wait_fd());
   for (auto& r : rings_) r->ring->SetPollerSleeping(true);
-  bool work = control_pending_.load() || stop_.load();
+  bool work = control_pending_.load() || dump_pending_.load() || stop_.load();
   bool unsignalled_records = false;
+  const uint64_t look_ns = NowNs();
   for (auto& r : rings_) {
     if (work) break;
-    if (PollRing(r.get())) {
+    if (PollRing(r.get(), look_ns)) {
       work = true;
       unsignalled_records = !r->ring->producer_signals();
     }
@@ -402,11 +488,14 @@ void Poller::Run() {
   uint64_t unsignalled_work_at = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     if (control_pending_.exchange(false)) ApplyControl();
+    if (dump_pending_.load(std::memory_order_relaxed) && dump_pending_.exchange(false)) {
+      ServeDumps();
+    }
     const uint64_t pass_start = NowNs();
     bool work = false;
     bool unsignalled = false;
     for (auto& r : rings_) {
-      if (PollRing(r.get())) {
+      if (PollRing(r.get(), pass_start)) {
         work = true;
         if (!r->ring->producer_signals()) unsignalled = true;
       }
@@ -462,6 +551,12 @@ void Poller::Run() {
       }
     }
   }
+  // Dumps asked for meanwhile get what is left; later ones get nothing at once.
+  {
+    absl::MutexLock l(&mu_);
+    exited_ = true;
+  }
+  ServeDumps();
 }
 
 }  // namespace msgr::osd

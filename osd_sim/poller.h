@@ -24,6 +24,7 @@
 #include <deque>
 #include <memory>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -82,6 +83,21 @@ struct PollerOptions {
   // A write of several records that gets no further part for this long is dropped (its
   // client gave up on it but kept the session; default: twice the client's op timeout).
   absl::Duration open_write_timeout = absl::Seconds(60);
+  // A record in flight (drained, not yet acknowledged) for longer than this is a slow op
+  // (the slow_ops gauge; DumpInFlight flags it). Ceph's osd_op_complaint_time.
+  absl::Duration op_complaint_time = absl::Seconds(30);
+};
+
+// One client write record the poller drained and has not acknowledged yet (DumpInFlight).
+struct InFlightWrite {
+  int poller = 0;
+  uint64_t tid = 0;
+  std::string oid;
+  EntityName client;
+  std::string client_addr;
+  absl::Duration age;        // since the poller drained it from the ring
+  std::string waiting_for;   // the store (durability), or an earlier record's ack
+  bool slow = false;         // age >= PollerOptions::op_complaint_time
 };
 
 #define MSGR_POLLER_COUNTERS(X)                                                              \
@@ -102,7 +118,9 @@ struct PollerOptions {
   X(orphan_parts, kCounter, kNone, "parts of writes whose first part is not here (refused)") \
   X(writes_aborted, kCounter, kNone, "writes of several records left unfinished by a session") \
   X(ring_high_water_bytes, kGauge, kBytes, "most bytes ever in use in one ring")             \
-  X(rings, kGauge, kNone, "rings this poller drains now")
+  X(rings, kGauge, kNone, "rings this poller drains now")                                     \
+  X(ops_in_flight, kGauge, kNone, "records drained and not yet acknowledged")                 \
+  X(slow_ops, kGauge, kNone, "of those, in flight longer than the op complaint time")
 
 MSGR_COUNTER_SNAPSHOT(PollerCounters, MSGR_POLLER_COUNTERS);
 
@@ -126,6 +144,11 @@ class Poller {
   size_t ring_count() const;
   // True between AddRing and RemoveRings for `conn` (any thread).
   bool has_rings_of(const Connection* conn) const;
+  // The records in flight now, oldest first per ring (any thread). The poller thread
+  // copies them out on its next pass (it is woken for it): the data path keeps no lock and
+  // no shared list, each record only the pass's clock reading and a pointer to its oid in
+  // ring memory. Empty after `timeout` if the thread does not answer, or once it stopped.
+  std::vector<InFlightWrite> DumpInFlight(absl::Duration timeout = absl::Seconds(2));
   int index() const { return index_; }
 
  private:
@@ -134,7 +157,10 @@ class Poller {
   struct RingState;
   Poller(int index, const PollerOptions& options, RecordSink* sink, int wake_fd, int epoll_fd);
   void Run();
-  bool PollRing(RingState* r);           // true if it found work
+  // True if it found work; records drained are stamped `now_ns` (the pass's clock).
+  bool PollRing(RingState* r, uint64_t now_ns);
+  struct DumpRequest;
+  void ServeDumps();                     // poller thread: answers DumpInFlight requests
   // Classifies `rec` for the sink; false (and `*why`) for a part of a write that has no
   // first part on this ring.
   bool ClassifyPart(RingState* r, const RecordView& rec, WritePart* part, std::string* why);
@@ -166,6 +192,8 @@ class Poller {
   };
   std::vector<ControlOp> control_ ABSL_GUARDED_BY(mu_);
   std::set<const Connection*> conns_ ABSL_GUARDED_BY(mu_);  // has_rings_of
+  std::vector<std::shared_ptr<DumpRequest>> dumps_ ABSL_GUARDED_BY(mu_);  // DumpInFlight
+  bool exited_ ABSL_GUARDED_BY(mu_) = false;  // the thread answers no more dumps
   PollerCounters snapshot_ ABSL_GUARDED_BY(mu_);
 
   std::vector<std::unique_ptr<RingState>> rings_;  // poller thread only
@@ -173,6 +201,7 @@ class Poller {
   PollerCounters counters_;                        // poller thread only
   std::atomic<bool> stop_{false};
   std::atomic<bool> control_pending_{false};  // control_ changed
+  std::atomic<bool> dump_pending_{false};     // dumps_ has requests
   std::atomic<size_t> ring_count_{0};
   std::thread thread_;
 };

@@ -96,6 +96,48 @@ class ClientSide : public Dispatcher {
   std::map<uint64_t, ReadReply> reads_;
 };
 
+// The OSD's durable_hook for tests: while held, the store's durability callbacks of client
+// writes wait here, so those writes stay in flight (drained, not acknowledged) until
+// Release() hands them on.
+class DurabilityGate {
+ public:
+  std::function<PersistCallback(PersistCallback)> Hook() {
+    return [this](PersistCallback done) -> PersistCallback {
+      return [this, done = std::move(done)](absl::Status s) mutable {
+        Arrive(std::move(s), std::move(done));
+      };
+    };
+  }
+  void Hold() {
+    std::lock_guard<std::mutex> l(mu_);
+    hold_ = true;
+  }
+  void Release() {
+    std::vector<std::pair<absl::Status, PersistCallback>> held;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      hold_ = false;
+      held.swap(held_);
+    }
+    for (auto& [s, done] : held) done(std::move(s));
+  }
+
+ private:
+  void Arrive(absl::Status s, PersistCallback done) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (hold_) {
+        held_.emplace_back(std::move(s), std::move(done));
+        return;
+      }
+    }
+    done(std::move(s));
+  }
+  std::mutex mu_;
+  bool hold_ = false;
+  std::vector<std::pair<absl::Status, PersistCallback>> held_;
+};
+
 class OsdTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -119,6 +161,7 @@ class OsdTest : public ::testing::TestWithParam<std::string> {
     options_.backend_options["rdma_device"] = "soft";
   }
   void TearDown() override {
+    gate_.Release();  // the OSD's pollers wait for held writes when they stop
     conn_.reset();
     client_.reset();
     osd_.reset();
@@ -181,10 +224,22 @@ class OsdTest : public ::testing::TestWithParam<std::string> {
     return r->data;
   }
 
-  nlohmann::json PerfDump() {
-    auto r = AdminSocket::Query(options_.run_dir + "/osd.0.asok", "perf dump");
+  nlohmann::json PerfDump() { return Admin("perf dump"); }
+  nlohmann::json Admin(const std::string& command) {
+    auto r = AdminSocket::Query(options_.run_dir + "/osd.0.asok", command);
     EXPECT_TRUE(r.ok()) << r.status();
     return nlohmann::json::parse(r.ok() ? *r : "{}");
+  }
+  // `command`'s reply once `ready` holds for it, or the last one after 5 s.
+  nlohmann::json AdminWhen(const std::string& command,
+                           const std::function<bool(const nlohmann::json&)>& ready) {
+    nlohmann::json d;
+    for (int i = 0; i < 250; ++i) {
+      d = Admin(command);
+      if (ready(d)) break;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return d;
   }
 
   // Counters that change after the event a test waited for (the pollers' reach perf dump
@@ -200,6 +255,7 @@ class OsdTest : public ::testing::TestWithParam<std::string> {
     return d;
   }
 
+  DurabilityGate gate_;  // outlives osd_: the store may call into it until the OSD is gone
   std::unique_ptr<mon::MonServer> mon_;
   OsdOptions options_;
   std::map<std::string, std::string> client_backend_options_;
@@ -675,6 +731,113 @@ TEST_P(OsdTest, RdmaRingGrowsWithTheLoadAndShrinksWhenIdle) {
                       return d["pollers"][0]["rings"] == 1;
                     })["pollers"][0]["rings"].get<int>();
   EXPECT_EQ(rings, 1);
+}
+
+// dump_sessions lists the client's session with its ring; a write the store holds keeps
+// its record in the ring (fill > 0) and shows in dump_ops_in_flight with a growing age
+// until it is acknowledged; the session leaves the list when the client goes.
+TEST_P(OsdTest, AdminSocketDumpsSessionsAndOpsInFlight) {
+  options_.backend_options["rdma_ring_min_kb"] = "1024";  // rdma rings start at ring_bytes
+  options_.durable_hook = gate_.Hook();
+  StartOsd();
+  ConnectClient();
+  ASSERT_TRUE(Write("first", Pattern("first", 3000), 1).ok());
+
+  nlohmann::json s = Admin("dump_sessions");
+  ASSERT_EQ(s["num_sessions"], 1) << s;
+  const nlohmann::json session = s["sessions"][0];
+  EXPECT_EQ(session["peer"], "client.77") << session;
+  EXPECT_EQ(session["backend"], GetParam()) << session;
+  EXPECT_EQ(session["direction"], "in") << session;
+  EXPECT_EQ(session["state"], "connected") << session;
+  EXPECT_EQ(session["ring_bytes"], options_.ring_bytes) << session;
+  EXPECT_EQ(session["ring_used_bytes"], 0) << "the acked write's space was released";
+  EXPECT_EQ(session["records_received"], 1) << session;
+  EXPECT_EQ(session["instance"].get<std::string>().size(), 16u) << session;
+  EXPECT_EQ(Admin("dump_ops_in_flight")["num_ops"], 0);
+
+  gate_.Hold();
+  const std::string held = Pattern("held", 20000);
+  RecordDesc d{"held-object", 2, 0, kRecordFlagTruncate | kRecordFlagLast};
+  ASSERT_TRUE(conn_->WriteRecord(d, held, absl::Seconds(20)).ok());
+  const nlohmann::json ops1 =
+      AdminWhen("dump_ops_in_flight", [](const nlohmann::json& j) { return j["num_ops"] == 1; });
+  ASSERT_EQ(ops1["num_ops"], 1) << ops1;
+  const nlohmann::json op = ops1["ops"][0];
+  EXPECT_EQ(op["type"], "write") << op;
+  EXPECT_EQ(op["oid"], "held-object") << op;
+  EXPECT_EQ(op["tid"], 2) << op;
+  EXPECT_EQ(op["client"], "client.77") << op;
+  EXPECT_EQ(op["waiting_for"].get<std::string>().rfind("store", 0), 0u) << op;
+  EXPECT_FALSE(op["slow"].get<bool>()) << "30 s complaint time by default";
+  EXPECT_EQ(ops1["slow_ops"], 0);
+  const nlohmann::json filled = Admin("dump_sessions")["sessions"][0];
+  EXPECT_GE(filled["ring_used_bytes"].get<uint64_t>(), held.size()) << filled;
+  EXPECT_GT(filled["ring_fill"].get<double>(), 0.0) << filled;
+  absl::SleepFor(absl::Milliseconds(100));
+  const nlohmann::json ops2 = Admin("dump_ops_in_flight");
+  ASSERT_EQ(ops2["num_ops"], 1) << ops2;
+  EXPECT_GE(ops2["ops"][0]["age_s"].get<double>(), op["age_s"].get<double>() + 0.09)
+      << "the held write's age does not grow";
+  EXPECT_EQ(PerfDumpWhen([](const nlohmann::json& j) {
+              return j["osd"]["ops_in_flight"] == 1;
+            })["osd"]["ops_in_flight"],
+            1);
+
+  gate_.Release();
+  ASSERT_TRUE(dispatcher_.WaitAck(2).ok());
+  EXPECT_EQ(AdminWhen("dump_ops_in_flight",
+                      [](const nlohmann::json& j) { return j["num_ops"] == 0; })["num_ops"],
+            0);
+  EXPECT_EQ(Admin("dump_sessions")["sessions"][0]["ring_used_bytes"], 0);
+  EXPECT_EQ(*Read("held-object", 3), held);
+
+  client_->Shutdown();  // goodbye: the OSD ends the session at once
+  const nlohmann::json gone = AdminWhen(
+      "dump_sessions", [](const nlohmann::json& j) { return j["num_sessions"] == 0; });
+  EXPECT_EQ(gone["num_sessions"], 0) << gone;
+  const nlohmann::json help = Admin("help");
+  EXPECT_NE(help.dump().find("dump_ops_in_flight"), std::string::npos) << help;
+  EXPECT_NE(help.dump().find("dump_sessions"), std::string::npos) << help;
+}
+
+// A write held longer than the complaint time is flagged slow, counted in perf dump's
+// slow_ops gauge, and both clear once it is acknowledged.
+TEST_P(OsdTest, OpOlderThanTheComplaintTimeIsFlaggedSlow) {
+  options_.op_complaint_time = absl::Milliseconds(300);
+  options_.durable_hook = gate_.Hook();
+  StartOsd();
+  ConnectClient();
+  gate_.Hold();
+  RecordDesc d{"slow-object", 1, 0, kRecordFlagTruncate | kRecordFlagLast};
+  ASSERT_TRUE(conn_->WriteRecord(d, Pattern("slow", 5000), absl::Seconds(20)).ok());
+  const nlohmann::json young =
+      AdminWhen("dump_ops_in_flight", [](const nlohmann::json& j) { return j["num_ops"] == 1; });
+  ASSERT_EQ(young["num_ops"], 1) << young;
+  EXPECT_EQ(young["complaint_time_s"].get<double>(), 0.3);
+  if (young["ops"][0]["age_s"].get<double>() < 0.25) {
+    EXPECT_FALSE(young["ops"][0]["slow"].get<bool>()) << young;
+  }
+  const nlohmann::json old = AdminWhen("dump_ops_in_flight", [](const nlohmann::json& j) {
+    return j["slow_ops"] == 1;
+  });
+  ASSERT_EQ(old["slow_ops"], 1) << old;
+  EXPECT_TRUE(old["ops"][0]["slow"].get<bool>()) << old;
+  EXPECT_GE(old["ops"][0]["age_s"].get<double>(), 0.3) << old;
+  EXPECT_EQ(PerfDumpWhen([](const nlohmann::json& j) {
+              return j["osd"]["slow_ops"] == 1;
+            })["osd"]["slow_ops"],
+            1);
+
+  gate_.Release();
+  ASSERT_TRUE(dispatcher_.WaitAck(1).ok());
+  EXPECT_EQ(AdminWhen("dump_ops_in_flight",
+                      [](const nlohmann::json& j) { return j["num_ops"] == 0; })["slow_ops"],
+            0);
+  EXPECT_EQ(PerfDumpWhen([](const nlohmann::json& j) {
+              return j["osd"]["slow_ops"] == 0;
+            })["osd"]["slow_ops"],
+            0);
 }
 
 TEST_P(OsdTest, WrongKeyIsRefused) {
