@@ -13,6 +13,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libibverbs-dev ibverbs-providers ibverbs-utils rdma-core
   libisal-dev libssl-dev nlohmann-json3-dev libspdlog-dev
+  # /metrics (prometheus-cpp's Exposer); the real Prometheus server and promtool for its test
+  prometheus-cpp-dev prometheus curl
   # tools: fuzzing, charts, process inspection
   clang libfuzzer-14-dev gnuplot-nox procps iproute2 python3 fio
 )
