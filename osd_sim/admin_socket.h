@@ -1,8 +1,9 @@
 // A local admin endpoint on a Unix socket (like Ceph's admin socket).
 //
 // Protocol: the client connects, writes one command line ("perf dump\n"), and reads the
-// reply until EOF. Commands are registered with handlers returning text (JSON for
-// "perf dump"). Unknown commands get {"error": "..."} listing the known ones.
+// reply until EOF. Commands are registered with handlers returning text (JSON for the
+// OSD's "perf dump", "dump_sessions", "dump_ops_in_flight", "help"). Unknown commands get
+// {"error": "..."} listing the known ones.
 // Thread-safety: handlers run on the admin thread; Register before Start.
 #ifndef MSGR_OSD_SIM_ADMIN_SOCKET_H_
 #define MSGR_OSD_SIM_ADMIN_SOCKET_H_
