@@ -4,7 +4,8 @@
 //       [--durability durable|buffered|memory] [--pollers N] [--poller-cpus 0,1]
 //       [--poller-spin-us 1000] [--ring-bytes 33554432] [--capacity BYTES]
 //       [--keyring FILE | --auth none] [--rdma-device soft|IBDEV] [--weight W]
-//       [--rdma-max-registered-mb 4096] [--log-level info]
+//       [--rdma-max-registered-mb 4096] [--metrics-addr HOST:PORT [--metrics-addr-file F]]
+//       [--log-level info]
 #include <sys/resource.h>
 
 #include <csignal>
@@ -14,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "osd_sim/metrics/daemon_metrics.h"
 #include "osd_sim/mon/cli_flags.h"
 #include "osd_sim/osd.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -27,7 +29,11 @@ constexpr const char* kUsage =
     "           [--pollers N] [--poller-cpus LIST] [--poller-spin-us US] [--ring-bytes B]\n"
     "           [--capacity BYTES] [--keyring FILE | --auth none] [--rdma-device soft|IBDEV]\n"
     "           [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB] [--weight W]\n"
-    "           [--log-level trace|debug|info|warn|error]\n";
+    "           [--metrics-addr HOST:PORT [--metrics-addr-file FILE]]\n"
+    "           [--log-level trace|debug|info|warn|error]\n"
+    "  --metrics-addr HOST:PORT  serve Prometheus /metrics there (off by default; PORT or\n"
+    "                            :PORT alone = on 127.0.0.1; port 0 = a free port)\n"
+    "  --metrics-addr-file FILE  once serving, write the bound HOST:PORT there\n";
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "osd: %s\n%s", msg.c_str(), kUsage);
@@ -60,7 +66,8 @@ int main(int argc, char** argv) {
       argc, argv,
       {"id", "mon", "data-dir", "run-dir", "ms-type", "durability", "pollers", "poller-cpus",
        "poller-spin-us", "ring-bytes", "capacity", "keyring", "auth", "rdma-device", "weight",
-       "rdma-max-registered-mb", "rdma-ring-min-kb", "log-level", "help"});
+       "rdma-max-registered-mb", "rdma-ring-min-kb", "metrics-addr", "metrics-addr-file",
+       "log-level", "help"});
   if (!flags.ok()) return Fail(std::string(flags.status().message()));
   if (flags->Has("help")) {
     std::fputs(kUsage, stdout);
@@ -147,6 +154,14 @@ int main(int argc, char** argv) {
     o.backend_options["rdma_ring_min_kb"] = std::to_string(*kb);
   }
 
+  if (flags->Has("metrics-addr-file") && !flags->Has("metrics-addr")) {
+    return Fail("--metrics-addr-file needs --metrics-addr HOST:PORT");
+  }
+  if (flags->Has("metrics-addr")) {
+    auto addr = msgr::metrics::NormalizeMetricsAddr(flags->Get("metrics-addr"));
+    if (!addr.ok()) return Fail(std::string(addr.status().message()));
+  }
+
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
@@ -155,9 +170,24 @@ int main(int argc, char** argv) {
     spdlog::error("osd.{} failed to start: {}", o.id, osd.status().ToString());
     return 1;
   }
+  std::unique_ptr<msgr::metrics::MetricsServer> metrics;
+  if (flags->Has("metrics-addr")) {
+    auto m = msgr::metrics::StartDaemonMetrics(flags->Get("metrics-addr"),
+                                               flags->Get("metrics-addr-file"),
+                                               &(*osd)->counter_registry(),
+                                               {{"osd", std::to_string(o.id)}});
+    if (!m.ok()) {
+      spdlog::error("osd.{}: {}", o.id, m.status().ToString());
+      (*osd)->Stop();
+      return 1;
+    }
+    metrics = std::move(*m);
+    spdlog::info("osd.{}: metrics on http://{}/metrics", o.id, metrics->addr());
+  }
   spdlog::info("osd.{} up", o.id);
   while (!g_stop) pause();
   spdlog::info("osd.{} stopping", o.id);
+  metrics.reset();  // no scrape reads the registry while the OSD stops
   (*osd)->Stop();
   spdlog::info("osd.{} stopped", o.id);
   return 0;

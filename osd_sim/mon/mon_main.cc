@@ -2,12 +2,15 @@
 //
 //   mon --data-dir DIR [--addr 127.0.0.1:0] [--addr-file FILE] [--grace-ms 5000]
 //       [--heartbeat-ms 1000] [--pg-num 128] [--down-out-ms 0]
+//       [--metrics-addr HOST:PORT [--metrics-addr-file FILE]]
 #include <signal.h>
 
 #include <cstdio>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
+#include "msg/base/perf_counters.h"
+#include "osd_sim/metrics/daemon_metrics.h"
 #include "osd_sim/mon/cli_flags.h"
 #include "osd_sim/mon/file_util.h"
 #include "osd_sim/mon/mon_server.h"
@@ -19,13 +22,17 @@ namespace {
 constexpr char kUsage[] =
     "usage: mon --data-dir DIR [--addr HOST:PORT] [--addr-file FILE]\n"
     "           [--grace-ms N] [--heartbeat-ms N] [--pg-num N] [--down-out-ms N]\n"
+    "           [--metrics-addr HOST:PORT [--metrics-addr-file FILE]]\n"
     "  --data-dir DIR      where the cluster map is kept (required; created if missing)\n"
     "  --addr HOST:PORT    listen address (default 127.0.0.1:0, port 0 = any free port)\n"
     "  --addr-file FILE    once serving, write the bound HOST:PORT there (atomically)\n"
     "  --grace-ms N        heartbeat silence before an OSD is marked down (default 5000)\n"
     "  --heartbeat-ms N    heartbeat interval told to OSDs (default 1000)\n"
     "  --pg-num N          placement groups of a new cluster (default 128)\n"
-    "  --down-out-ms N     down this long -> marked out; 0 = never (default 0)\n";
+    "  --down-out-ms N     down this long -> marked out; 0 = never (default 0)\n"
+    "  --metrics-addr HOST:PORT  serve Prometheus /metrics there (off by default; PORT or\n"
+    "                      :PORT alone = on 127.0.0.1; port 0 = a free port)\n"
+    "  --metrics-addr-file FILE  once serving, write the bound HOST:PORT there\n";
 
 int Fail(const absl::Status& s) {
   spdlog::critical("{}", s.ToString());
@@ -44,7 +51,8 @@ int main(int argc, char** argv) {
 
   auto flags = msgr::mon::CliFlags::Parse(
       argc, argv,
-      {"data-dir", "addr", "addr-file", "grace-ms", "heartbeat-ms", "pg-num", "down-out-ms"});
+      {"data-dir", "addr", "addr-file", "grace-ms", "heartbeat-ms", "pg-num", "down-out-ms",
+       "metrics-addr", "metrics-addr-file"});
   if (!flags.ok()) return Fail(flags.status());
   if (flags->Has("help")) {
     std::fputs(kUsage, stdout);
@@ -69,6 +77,13 @@ int main(int argc, char** argv) {
   opts.monitor.down_out_interval = absl::Milliseconds(*down_out);
   if (*pg > UINT32_MAX) return Fail(absl::InvalidArgumentError("--pg-num too large"));
   opts.monitor.pg_num = static_cast<uint32_t>(*pg);
+  if (flags->Has("metrics-addr-file") && !flags->Has("metrics-addr")) {
+    return Fail(absl::InvalidArgumentError("--metrics-addr-file needs --metrics-addr HOST:PORT"));
+  }
+  if (flags->Has("metrics-addr")) {
+    auto addr = msgr::metrics::NormalizeMetricsAddr(flags->Get("metrics-addr"));
+    if (!addr.ok()) return Fail(addr.status());
+  }
 
   // Block the stop signals in every thread (gRPC's included); main waits for them below.
   sigset_t stop_signals;
@@ -92,9 +107,25 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  // The monitor's counters, for /metrics (declared before the server that reads them).
+  msgr::CounterRegistry registry;
+  msgr::mon::MonitorService* service = &(*server)->service();
+  registry.Add({"mon", -1, [service] { return std::vector{service->Counters().Group("mon")}; }});
+  std::unique_ptr<msgr::metrics::MetricsServer> metrics;
+  if (flags->Has("metrics-addr")) {
+    auto m = msgr::metrics::StartDaemonMetrics(flags->Get("metrics-addr"),
+                                               flags->Get("metrics-addr-file"), &registry, {});
+    if (!m.ok()) {
+      spdlog::critical("{}", m.status().ToString());
+      return 1;
+    }
+    metrics = std::move(*m);
+    spdlog::info("metrics on http://{}/metrics", metrics->addr());
+  }
   int sig = 0;
   sigwait(&stop_signals, &sig);
   spdlog::info("signal {}: shutting down", sig);
+  metrics.reset();
   (*server)->Shutdown();
   spdlog::info("stopped at epoch {}", (*server)->service().CurrentMap().epoch());
   return 0;

@@ -110,6 +110,20 @@ void MonitorService::Stop() {
   });
 }
 
+MonCounters MonitorService::Counters() const {
+  MonCounters c = counters_.Snapshot();
+  absl::MutexLock l(&mu_);
+  c.map_epoch = map_.epoch();
+  c.osds = static_cast<uint64_t>(map_.osds_size());
+  c.osds_up = 0;
+  c.osds_in = 0;
+  for (const v1::OsdInfo& o : map_.osds()) {
+    c.osds_up += o.up() ? 1 : 0;
+    c.osds_in += o.in() ? 1 : 0;
+  }
+  return c;
+}
+
 v1::ClusterMap MonitorService::CurrentMap() const {
   absl::MutexLock l(&mu_);
   return map_;
@@ -129,10 +143,13 @@ absl::Status MonitorService::CommitLocked(v1::ClusterMap next) {
 
 grpc::Status MonitorService::BootOsd(grpc::ServerContext*, const v1::BootOsdRequest* req,
                                      v1::BootOsdReply* reply) {
+  ++counters_.boot_rpcs;
   if (req->addr().empty()) {
+    ++counters_.rpc_errors;
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "boot without a messenger addr");
   }
   if (!std::isfinite(req->weight()) || req->weight() < 0) {
+    ++counters_.rpc_errors;
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("bad weight ", req->weight()));
   }
@@ -158,7 +175,10 @@ grpc::Status MonitorService::BootOsd(grpc::ServerContext*, const v1::BootOsdRequ
   std::sort(next.mutable_osds()->begin(), next.mutable_osds()->end(),
             [](const v1::OsdInfo& a, const v1::OsdInfo& b) { return a.id() < b.id(); });
   absl::Status s = CommitLocked(std::move(next));
-  if (!s.ok()) return ToGrpc(s);
+  if (!s.ok()) {
+    ++counters_.rpc_errors;
+    return ToGrpc(s);
+  }
   runtime_[req->id()].last_heartbeat = absl::Now();
   spdlog::info("osd.{} boot{} addr {} ms_types [{}] epoch {}", req->id(),
                is_new ? " (new)" : "", req->addr(), absl::StrJoin(req->ms_types(), ","),
@@ -171,6 +191,7 @@ grpc::Status MonitorService::BootOsd(grpc::ServerContext*, const v1::BootOsdRequ
 
 grpc::Status MonitorService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
                                        v1::HeartbeatReply* reply) {
+  ++counters_.heartbeat_rpcs;
   absl::MutexLock l(&mu_);
   reply->set_epoch(map_.epoch());
   v1::OsdInfo* osd = FindOsd(&map_, req->id());
@@ -185,6 +206,7 @@ grpc::Status MonitorService::Heartbeat(grpc::ServerContext*, const v1::Heartbeat
 
 grpc::Status MonitorService::GetMap(grpc::ServerContext*, const v1::GetMapRequest*,
                                     v1::ClusterMap* reply) {
+  ++counters_.get_map_rpcs;
   *reply = CurrentMap();
   return grpc::Status::OK;
 }
@@ -192,6 +214,12 @@ grpc::Status MonitorService::GetMap(grpc::ServerContext*, const v1::GetMapReques
 grpc::Status MonitorService::WatchMap(grpc::ServerContext* ctx,
                                       const v1::WatchMapRequest* req,
                                       grpc::ServerWriter<v1::ClusterMap>* writer) {
+  ++counters_.watch_map_rpcs;
+  ++counters_.watch_streams;
+  struct StreamGauge {
+    RelaxedCounter* open;
+    ~StreamGauge() { --*open; }
+  } gauge{&counters_.watch_streams};
   uint64_t sent = req->after_epoch();
   for (;;) {
     v1::ClusterMap snapshot;
@@ -227,14 +255,18 @@ grpc::Status MonitorService::SetIn(uint32_t id, bool in) {
 
 grpc::Status MonitorService::MarkOut(grpc::ServerContext*, const v1::MarkRequest* req,
                                      v1::MarkReply* reply) {
+  ++counters_.mark_rpcs;
   grpc::Status s = SetIn(req->id(), false);
+  if (!s.ok()) ++counters_.rpc_errors;
   reply->set_epoch(CurrentMap().epoch());
   return s;
 }
 
 grpc::Status MonitorService::MarkIn(grpc::ServerContext*, const v1::MarkRequest* req,
                                     v1::MarkReply* reply) {
+  ++counters_.mark_rpcs;
   grpc::Status s = SetIn(req->id(), true);
+  if (!s.ok()) ++counters_.rpc_errors;
   reply->set_epoch(CurrentMap().epoch());
   return s;
 }
@@ -248,6 +280,7 @@ void MonitorService::CheckHeartbeatsLocked(absl::Time now) {
       o.set_up(false);
       rt.down_since = now;
       changed = true;
+      ++counters_.osds_marked_down;
       spdlog::warn("osd.{} down: no heartbeat for {}", o.id(),
                    absl::FormatDuration(now - rt.last_heartbeat));
     } else if (!o.up() && o.in() && options_.down_out_interval > absl::ZeroDuration() &&
@@ -255,6 +288,7 @@ void MonitorService::CheckHeartbeatsLocked(absl::Time now) {
       o.set_in(false);
       o.set_auto_out(true);
       changed = true;
+      ++counters_.osds_marked_out;
       spdlog::warn("osd.{} out: down for {}", o.id(), absl::FormatDuration(now - rt.down_since));
     }
   }

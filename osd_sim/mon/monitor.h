@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "osd_sim/mon/mon_counters.h"
 #include "proto/mon.grpc.pb.h"
 
 namespace msgr::mon {
@@ -57,6 +58,8 @@ class MonitorService final : public v1::Monitor::Service {
   // A snapshot of the current map.
   v1::ClusterMap CurrentMap() const;
   const MonitorOptions& options() const { return options_; }
+  // The monitor's counters now: the map's epoch and OSD counts, the RPCs served.
+  MonCounters Counters() const ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::Status BootOsd(grpc::ServerContext* ctx, const v1::BootOsdRequest* req,
                        v1::BootOsdReply* reply) override;
@@ -95,6 +98,7 @@ class MonitorService final : public v1::Monitor::Service {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::once_flag stop_once_;
   std::thread ticker_;  // started in Create(), joined in Stop()
+  mutable LiveMonCounters counters_;
 };
 
 }  // namespace msgr::mon
