@@ -158,6 +158,68 @@ struct Rig {
   RingProducer prod{kRingBytes};
 };
 
+// DumpInFlight: the records drained and not acknowledged, in ring order, each with its
+// client and what it waits for -- the store, or (durable already) the ack of an earlier
+// record; slow past op_complaint_time (and in the slow_ops gauge); gone once acked.
+TEST(PollerTest, DumpInFlightListsUnackedRecordsWithWhatTheyWaitFor) {
+  PollerOptions po;
+  po.op_complaint_time = absl::Milliseconds(200);
+  Rig rig(po);
+  Produce(&rig.prod, rig.ring.get(), "first-object", "aaaa", 7);
+  Produce(&rig.prod, rig.ring.get(), "second-object", "bbbb", 8);
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> l(rig.sink.mu);
+    return rig.sink.waiting.size() == 2;
+  }));
+  std::vector<InFlightWrite> ops = rig.poller->DumpInFlight();
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].tid, 7u);
+  EXPECT_EQ(ops[0].oid, "first-object");
+  EXPECT_EQ(ops[1].oid, "second-object");
+  EXPECT_EQ(ops[0].client, (EntityName{EntityType::kClient, 1}));
+  EXPECT_EQ(ops[0].client_addr, "127.0.0.1:1");
+  EXPECT_EQ(ops[0].waiting_for, "store: durable");
+  EXPECT_EQ(ops[1].waiting_for, "store: durable");
+  EXPECT_FALSE(ops[0].slow);
+  EXPECT_TRUE(CountersWhen(*rig.poller, [](const PollerCounters& c) {
+    return c.ops_in_flight == 2;
+  }));
+
+  // The second is durable, the first is not: the second waits behind it (acks go in order).
+  absl::AnyInvocable<void()> first;
+  {
+    std::lock_guard<std::mutex> l(rig.sink.mu);
+    first = std::move(rig.sink.waiting[0]);
+    rig.sink.waiting[1]();
+    rig.sink.waiting.clear();
+  }
+  ops = rig.poller->DumpInFlight();
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].waiting_for, "store: durable");
+  EXPECT_EQ(ops[1].waiting_for.rfind("ack: behind", 0), 0u) << ops[1].waiting_for;
+
+  ASSERT_TRUE(WaitFor([&] { return rig.poller->DumpInFlight().at(0).slow; }));
+  EXPECT_GE(rig.poller->DumpInFlight().at(0).age, absl::Milliseconds(200));
+  EXPECT_TRUE(CountersWhen(*rig.poller, [](const PollerCounters& c) { return c.slow_ops == 2; }));
+
+  first();
+  EXPECT_TRUE(WaitFor([&] { return rig.poller->DumpInFlight().empty(); }));
+  EXPECT_TRUE(CountersWhen(*rig.poller, [](const PollerCounters& c) {
+    return c.ops_in_flight == 0 && c.slow_ops == 0;
+  }));
+  std::lock_guard<std::mutex> l(rig.conn->mu);
+  EXPECT_EQ(rig.conn->acked.size(), 2u);
+}
+
+// A stopped poller answers at once (the admin thread never waits for a thread that is gone).
+TEST(PollerTest, DumpInFlightOfAStoppedPollerIsEmptyAtOnce) {
+  Rig rig;
+  rig.poller->Stop();
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(rig.poller->DumpInFlight().empty());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+}
+
 // RemoveRings then AddRing of the same connection (the OSD tells the poller that had a
 // connection's old ring to drop it, then another session's ring lands here) are applied in
 // that order even when the thread takes both at once: the new ring stays. (Applied adds
