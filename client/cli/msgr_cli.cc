@@ -23,19 +23,16 @@
 #include <memory>
 #include <sstream>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "client/cli/cluster_options.h"
 #include "client/cli/progress.h"
 #include "client/client.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -89,46 +86,6 @@ int ExitFor(const absl::Status& s) {
 int FailOp(const absl::Status& s, const std::string& oid) {
   if (absl::IsNotFound(s)) return Fail(kNoSuchObject, "no such object: " + oid);
   return Fail(ExitFor(s), std::string(s.message()));
-}
-
-bool ReadSmallFile(const std::string& path, std::string* out) {
-  std::ifstream f(path);
-  if (!f) return false;
-  std::getline(f, *out);
-  return true;
-}
-
-// KEY=VALUE (or KEY="VALUE") in DIR/cluster.conf, as tools/cluster.sh start writes it.
-std::string ClusterConf(const std::string& dir, absl::string_view key) {
-  std::ifstream f(dir + "/cluster.conf");
-  std::string line;
-  while (std::getline(f, line)) {
-    absl::string_view v = line;
-    if (absl::ConsumePrefix(&v, key) && absl::ConsumePrefix(&v, "=")) {
-      v = absl::StripAsciiWhitespace(v);
-      if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-      return std::string(v);
-    }
-  }
-  return "";
-}
-
-// Refuses what absl::ParseCommandLine would exit(1) for, with the usage exit code.
-bool UnknownFlag(int argc, char** argv, std::string* name) {
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view a = argv[i];
-    if (a == "--") break;
-    if (a.size() < 2 || a[0] != '-' || a == "-") continue;
-    a = absl::StripPrefix(absl::StripPrefix(a, "-"), "-");
-    a = a.substr(0, a.find('='));
-    std::string flag(a);
-    if (absl::FindCommandLineFlag(flag) == nullptr &&
-        !(absl::ConsumePrefix(&a, "no") && absl::FindCommandLineFlag(std::string(a)) != nullptr)) {
-      *name = flag;
-      return true;
-    }
-  }
-  return false;
 }
 
 bool IsTerminal(FILE* f) { return isatty(fileno(f)) == 1; }
@@ -213,32 +170,20 @@ int Run(const std::vector<std::string>& args) {
                                      "size come with replication)"));
   }
 
-  const std::string dir = absl::GetFlag(FLAGS_cluster_dir);
-  client::ClientOptions co;
-  co.mon_addr = absl::GetFlag(FLAGS_mon);
-  if (co.mon_addr.empty() && !dir.empty() && !ReadSmallFile(dir + "/mon.addr", &co.mon_addr)) {
-    return Fail(kUnreachable, absl::StrCat("cluster unreachable: no ", dir,
-                                           "/mon.addr (is the cluster started? tools/cluster.sh "
-                                           "status --cluster-dir ", dir, ")"));
+  ClusterFlags cf;
+  cf.cluster_dir = absl::GetFlag(FLAGS_cluster_dir);
+  cf.mon = absl::GetFlag(FLAGS_mon);
+  cf.keyring = absl::GetFlag(FLAGS_keyring);
+  cf.ms_type = absl::GetFlag(FLAGS_ms_type);
+  cf.rdma_device = absl::GetFlag(FLAGS_rdma_device);
+  auto options = ClientOptionsFor(cf);
+  if (!options.ok()) {
+    if (absl::IsUnavailable(options.status())) {
+      return Fail(kUnreachable, absl::StrCat("cluster unreachable: ", options.status().message()));
+    }
+    return Fail(kUsage, std::string(options.status().message()));
   }
-  if (co.mon_addr.empty()) return Fail(kUsage, "pass --cluster-dir DIR or --mon HOST:PORT");
-  co.ms_type = absl::GetFlag(FLAGS_ms_type);
-  if (co.ms_type.empty()) co.ms_type = !dir.empty() && ClusterConf(dir, "MS_TYPE") == "rdma" ? "rdma" : "tcp";
-  if (co.ms_type != "tcp" && co.ms_type != "rdma") {
-    return Fail(kUsage, "--ms-type must be tcp or rdma, not " + co.ms_type);
-  }
-  std::string device = absl::GetFlag(FLAGS_rdma_device);
-  if (device.empty() && !dir.empty()) device = ClusterConf(dir, "RDMA_DEVICE");
-  if (!device.empty()) co.backend_options["rdma_device"] = device;
-  std::string keyring = absl::GetFlag(FLAGS_keyring);
-  if (keyring.empty() && !dir.empty() && access((dir + "/keyring").c_str(), R_OK) == 0) {
-    keyring = dir + "/keyring";
-  }
-  if (!keyring.empty()) {
-    auto auth = AuthConfig::FromKeyringFile(keyring);
-    if (!auth.ok()) return Fail(kUsage, absl::StrCat("keyring ", keyring, ": ", auth.status().message()));
-    co.auth = *auth;
-  }
+  client::ClientOptions co = *options;
   co.op_timeout = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_timeout)));
   co.mon_timeout = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_mon_timeout)));
   auto client = client::Client::Create(co);
@@ -289,26 +234,10 @@ int main(int argc, char** argv) {
     }
   }
   absl::SetProgramUsageMessage(msgr::cli::kUsageText);
-  // Flags are spelled with dashes (--cluster-dir), as in the other tools; Abseil names them
-  // with underscores.
-  std::vector<std::string> norm(argv, argv + argc);
-  for (size_t i = 1; i < norm.size(); ++i) {
-    std::string& a = norm[i];
-    if (a == "--") break;
-    if (a.size() < 3 || a[0] != '-') continue;
-    const size_t end = std::min(a.find('='), a.size());
-    std::replace(a.begin() + 2, a.begin() + static_cast<std::ptrdiff_t>(end), '-', '_');
-  }
-  std::vector<char*> nargv;
-  for (std::string& a : norm) nargv.push_back(a.data());
-  nargv.push_back(nullptr);
-  argv = nargv.data();
-  if (std::string flag; msgr::cli::UnknownFlag(argc, argv, &flag)) {
-    std::replace(flag.begin(), flag.end(), '_', '-');
+  auto args = msgr::cli::ParseDashedFlags(argc, argv);
+  if (!args.ok()) {
     return msgr::cli::Fail(msgr::cli::kUsage,
-                           absl::StrCat("unknown flag --", flag, "\n", msgr::cli::kUsageText));
+                           absl::StrCat(args.status().message(), "\n", msgr::cli::kUsageText));
   }
-  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
-  std::vector<std::string> args(rest.begin() + 1, rest.end());
-  return msgr::cli::Run(args);
+  return msgr::cli::Run(*args);
 }

@@ -1,0 +1,95 @@
+#include "client/cli/cluster_options.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace msgr::cli {
+
+absl::StatusOr<std::vector<std::string>> ParseDashedFlags(int argc, char** argv) {
+  std::vector<std::string> norm(argv, argv + argc);
+  for (size_t i = 1; i < norm.size(); ++i) {
+    std::string& a = norm[i];
+    if (a == "--") break;
+    if (a.size() < 2 || a[0] != '-' || a == "-") continue;
+    const size_t dashes = a[1] == '-' ? 2 : 1;
+    const size_t end = std::min(a.find('='), a.size());
+    std::replace(a.begin() + static_cast<std::ptrdiff_t>(dashes),
+                 a.begin() + static_cast<std::ptrdiff_t>(end), '-', '_');
+    absl::string_view name = absl::string_view(a).substr(dashes, end - dashes);
+    const bool known = absl::FindCommandLineFlag(name) != nullptr ||
+                       (absl::ConsumePrefix(&name, "no") &&
+                        absl::FindCommandLineFlag(name) != nullptr);
+    if (!known) {
+      std::string shown = a.substr(0, end);
+      std::replace(shown.begin(), shown.end(), '_', '-');
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", shown));
+    }
+  }
+  std::vector<char*> nargv;
+  for (std::string& a : norm) nargv.push_back(a.data());
+  nargv.push_back(nullptr);
+  std::vector<char*> rest = absl::ParseCommandLine(argc, nargv.data());
+  return std::vector<std::string>(rest.begin() + 1, rest.end());
+}
+
+std::string ClusterConf(const std::string& dir, const std::string& key) {
+  std::ifstream f(dir + "/cluster.conf");
+  std::string line;
+  while (std::getline(f, line)) {
+    absl::string_view v = line;
+    if (absl::ConsumePrefix(&v, key) && absl::ConsumePrefix(&v, "=")) {
+      v = absl::StripAsciiWhitespace(v);
+      if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+      return std::string(v);
+    }
+  }
+  return "";
+}
+
+absl::StatusOr<client::ClientOptions> ClientOptionsFor(const ClusterFlags& f) {
+  client::ClientOptions co;
+  const std::string& dir = f.cluster_dir;
+  co.mon_addr = f.mon;
+  if (co.mon_addr.empty() && !dir.empty()) {
+    std::ifstream in(dir + "/mon.addr");
+    if (!in || !std::getline(in, co.mon_addr) || co.mon_addr.empty()) {
+      return absl::UnavailableError(absl::StrCat("no ", dir,
+                                                 "/mon.addr (is the cluster started? "
+                                                 "tools/cluster.sh status --cluster-dir ",
+                                                 dir, ")"));
+    }
+  }
+  if (co.mon_addr.empty()) return absl::InvalidArgumentError("pass --cluster-dir DIR or --mon HOST:PORT");
+  co.ms_type = f.ms_type;
+  if (co.ms_type.empty()) {
+    co.ms_type = !dir.empty() && ClusterConf(dir, "MS_TYPE") == "rdma" ? "rdma" : "tcp";
+  }
+  if (co.ms_type != "tcp" && co.ms_type != "rdma") {
+    return absl::InvalidArgumentError("--ms-type must be tcp or rdma, not " + co.ms_type);
+  }
+  std::string device = f.rdma_device;
+  if (device.empty() && !dir.empty()) device = ClusterConf(dir, "RDMA_DEVICE");
+  if (!device.empty()) co.backend_options["rdma_device"] = device;
+  std::string keyring = f.keyring;
+  if (keyring.empty() && !dir.empty() && access((dir + "/keyring").c_str(), R_OK) == 0) {
+    keyring = dir + "/keyring";
+  }
+  if (!keyring.empty()) {
+    auto auth = AuthConfig::FromKeyringFile(keyring);
+    if (!auth.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("keyring ", keyring, ": ", auth.status().message()));
+    }
+    co.auth = *auth;
+  }
+  return co;
+}
+
+}  // namespace msgr::cli

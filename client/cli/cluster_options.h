@@ -1,0 +1,39 @@
+// What the command-line clients (the object CLI, the thrasher's workload) share: Abseil
+// flags spelled with dashes, and ClientOptions found from a tools/cluster.sh directory.
+#ifndef MSGR_CLIENT_CLI_CLUSTER_OPTIONS_H_
+#define MSGR_CLIENT_CLI_CLUSTER_OPTIONS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/client.h"
+
+namespace msgr::cli {
+
+// Parses argv with Abseil flags, which name flags with underscores: --cluster-dir and
+// --cluster_dir both work. An unknown flag is an error (INVALID_ARGUMENT naming it), not
+// Abseil's exit(1), so that callers exit with their usage code. Returns the positional
+// arguments (without the program name).
+absl::StatusOr<std::vector<std::string>> ParseDashedFlags(int argc, char** argv);
+
+// KEY=VALUE (or KEY="VALUE") in DIR/cluster.conf, as tools/cluster.sh start writes it; ""
+// if absent.
+std::string ClusterConf(const std::string& dir, const std::string& key);
+
+struct ClusterFlags {
+  std::string cluster_dir;  // DIR: DIR/mon.addr, DIR/keyring, DIR/cluster.conf
+  std::string mon;          // HOST:PORT (default DIR/mon.addr)
+  std::string keyring;      // default DIR/keyring if readable
+  std::string ms_type;      // default: rdma for a cluster started --ms-type rdma, else tcp
+  std::string rdma_device;  // default DIR's RDMA_DEVICE
+};
+
+// ClientOptions for a cluster: kUnavailable "no DIR/mon.addr (is the cluster started? ...)"
+// when DIR has no monitor address; kInvalidArgument for a bad --ms-type, a missing
+// --mon/--cluster-dir or an unreadable keyring.
+absl::StatusOr<client::ClientOptions> ClientOptionsFor(const ClusterFlags& f);
+
+}  // namespace msgr::cli
+
+#endif  // MSGR_CLIENT_CLI_CLUSTER_OPTIONS_H_
