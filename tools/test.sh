@@ -3,7 +3,7 @@
 # "N passed, N failed" counted from the actual results; exits non-zero on any failure.
 #
 #   tools/test.sh            setup + plain build/tests + ASan/UBSan build/tests + clang
-#                            thread-safety build + RDMA VM suite
+#                            thread-safety build + thrasher (tcp, rdma) + RDMA VM suite
 #   tools/test.sh --quick    plain tests only (for development)
 #
 # Steps: each prints its own "step NAME: N passed, N failed" line (Bazel steps add
@@ -72,6 +72,35 @@ if [[ $QUICK -eq 0 ]]; then
     echo "step tsa: 0 passed, 1 failed (log: $LOGDIR/tsa.log)"
     TOTAL_FAIL=$((TOTAL_FAIL + 1))
   fi
+  # The thrasher (tools/thrash.sh): a short run per backend with a fixed seed, each one
+  # case: it passes when the checker finds no violation ("violations: 0").
+  echo "=== step thrash: tools/thrash.sh, 2.5 min per backend, fixed seeds"
+  tpass=0 tfail=0
+  if bazel build -c opt //client/thrash:workload //osd_sim:osd //osd_sim/mon:mon \
+      //osd_sim/mon:monctl //osd_sim/tools:msgr_admin >"$LOGDIR/thrash-build.log" 2>&1; then
+    for spec in tcp:1 rdma:2; do
+      ms=${spec%%:*} seed=${spec##*:}
+      MSGR_REBUILD=0 bash tools/thrash.sh --minutes 2.5 --seed "$seed" --ms-type "$ms" \
+        --max-size 1048576 --out "$LOGDIR/thrash-$ms" >"$LOGDIR/thrash-$ms.log" 2>&1
+      rc=$?
+      last=$(tail -1 "$LOGDIR/thrash-$ms.log")
+      grep -E '^thrash: .* faults injected|^ops: ' "$LOGDIR/thrash-$ms.log"
+      echo "thrash $ms (seed $seed): $last"
+      if [[ $rc -eq 0 && "$last" == "violations: 0" ]]; then
+        tpass=$((tpass + 1))
+      else
+        tfail=$((tfail + 1))
+        grep -A8 '^VIOLATION' "$LOGDIR/thrash-$ms.log" | head -40
+        echo "thrash $ms: failed (log: $LOGDIR/thrash-$ms.log)"
+      fi
+    done
+  else
+    tail -20 "$LOGDIR/thrash-build.log"
+    tfail=2
+  fi
+  echo "step thrash: $tpass passed, $tfail failed"
+  TOTAL_PASS=$((TOTAL_PASS + tpass))
+  TOTAL_FAIL=$((TOTAL_FAIL + tfail))
   if [[ -x tools/rxe_vm_suite.sh ]]; then
     log="$LOGDIR/rdma_vm.log"
     echo "=== step rdma-vm: RDMA suite on real verbs (Soft-RoCE rxe0 in a VM)"
