@@ -17,6 +17,8 @@ PACKAGES=(
   prometheus-cpp-dev prometheus curl
   # tools: fuzzing, charts, process inspection
   clang libfuzzer-14-dev gnuplot-nox procps iproute2 python3 fio
+  # the demo report's check in a real browser (tests/tools/report_test.sh)
+  chromium
 )
 # The Soft-RoCE VM (tools/rxe_vm.sh) needs these; MSGR_SKIP_VM_PACKAGES=1 skips them.
 VM_PACKAGES=(qemu-system-x86 busybox-static cpio kmod)
