@@ -7,6 +7,7 @@
 #                          [--capacity BYTES]
 #                          [--ring-bytes BYTES] [--rdma-device soft|IBDEV] [--grace-ms MS]
 #                          [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB]
+#                          [--metrics]
 #   tools/cluster.sh stop --cluster-dir DIR
 #   tools/cluster.sh status --cluster-dir DIR
 #   tools/cluster.sh start-osd --cluster-dir DIR --id K     (re)starts one OSD with its data
@@ -17,6 +18,8 @@
 # auth is on), log/, mon/ (monitor state), osd.<id>/ (OSD data), and run/ (admin sockets:
 # run/osd.<id>.asok). Settings given to `start` are kept in DIR/cluster.conf so that
 # `start-osd` restarts an OSD the same way. Free ports are chosen automatically.
+# --metrics: every daemon serves Prometheus /metrics on a free 127.0.0.1 port and writes it
+# to DIR/<daemon>.metrics.addr (DIR/mon.metrics.addr, DIR/osd.0.metrics.addr, ...).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # MSGR_BIN: where the binaries are (default bazel-bin; tests point it at their runfiles).
@@ -34,6 +37,7 @@ CMD=${1:-}; [[ -n "$CMD" && "$CMD" != -h && "$CMD" != --help ]] || usage; shift
 DIR="" OSDS=3 MS_TYPE=tcp DURABILITY=durable AUTH=secret POLLERS=1 POLLER_CPUS="" ID=""
 POLLER_SPIN_US=""
 CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" RDMA_MAX_REG_MB="" RDMA_RING_MIN_KB="" GRACE_MS=3000 KILL=0
+METRICS=0
 flags_begin "$@"
 while flags_next; do
   case "$FLAG" in
@@ -53,6 +57,7 @@ while flags_next; do
     --grace-ms) flag_value GRACE_MS ;;
     --id) flag_value ID ;;
     --kill) KILL=1 ;;
+    --metrics) METRICS=1 ;;
     -h|--help) usage ;;
     *) flag_unknown ;;
   esac
@@ -103,6 +108,10 @@ start_osd() {
   [[ -n "$RDMA_MAX_REG_MB" ]] && args+=(--rdma-max-registered-mb "$RDMA_MAX_REG_MB")
   [[ -n "${RDMA_RING_MIN_KB:-}" ]] && args+=(--rdma-ring-min-kb "$RDMA_RING_MIN_KB")
   if [[ "$AUTH" == secret ]]; then args+=(--keyring "$DIR/keyring"); else args+=(--auth none); fi
+  rm -f "$DIR/osd.$id.metrics.addr"
+  if [[ "${METRICS:-0}" == 1 ]]; then
+    args+=(--metrics-addr 127.0.0.1:0 --metrics-addr-file "$DIR/osd.$id.metrics.addr")
+  fi
   setsid "$BIN/osd_sim/osd" "${args[@]}" >>"$DIR/log/osd.$id.log" 2>&1 < /dev/null &
   echo $! > "$pidf"
 }
@@ -115,6 +124,14 @@ osd_up() {  # osd_up ID: the monitor reports osd.ID up
 all_up() {
   local id
   for ((id = 0; id < OSDS; id++)); do osd_up "$id" || return 1; done
+}
+
+# metrics_ready DAEMON...: with --metrics, each DAEMON (mon, osd.0, ...) has written the
+# address it serves /metrics on (it does so once serving, after it is up).
+metrics_ready() {
+  [[ "${METRICS:-0}" == 1 ]] || return 0
+  local d
+  for d in "$@"; do [[ -s "$DIR/$d.metrics.addr" ]] || return 1; done
 }
 
 stop_pid() {  # stop_pid PIDFILE SIGNAL
@@ -148,13 +165,18 @@ RING_BYTES="$RING_BYTES"
 RDMA_DEVICE="$RDMA_DEVICE"
 RDMA_MAX_REG_MB="$RDMA_MAX_REG_MB"
 RDMA_RING_MIN_KB="$RDMA_RING_MIN_KB"
+METRICS=$METRICS
 EOF
     if [[ "$AUTH" == secret && ! -f "$DIR/keyring" ]]; then
       (umask 077; echo "key = $(head -c 32 /dev/urandom | base64)" > "$DIR/keyring")
     fi
-    rm -f "$DIR/mon.addr"
-    setsid "$BIN/osd_sim/mon/mon" --data-dir "$DIR/mon" --addr 127.0.0.1:0 \
-      --addr-file "$DIR/mon.addr" --grace-ms "$GRACE_MS" >>"$DIR/log/mon.log" 2>&1 < /dev/null &
+    rm -f "$DIR/mon.addr" "$DIR/mon.metrics.addr"
+    mon_args=(--data-dir "$DIR/mon" --addr 127.0.0.1:0 --addr-file "$DIR/mon.addr"
+              --grace-ms "$GRACE_MS")
+    if [[ $METRICS == 1 ]]; then
+      mon_args+=(--metrics-addr 127.0.0.1:0 --metrics-addr-file "$DIR/mon.metrics.addr")
+    fi
+    setsid "$BIN/osd_sim/mon/mon" "${mon_args[@]}" >>"$DIR/log/mon.log" 2>&1 < /dev/null &
     echo $! > "$DIR/mon.pid"
     wait_for 20 "monitor address" test -s "$DIR/mon.addr" \
       || die "monitor did not start within 20 s; see $DIR/log/mon.log"
@@ -162,11 +184,16 @@ EOF
     if ! wait_for 60 "all OSDs up" all_up; then
       die "not all OSDs came up within 60 s; see $DIR/log/osd.*.log"
     fi
+    daemons=(mon)
+    for ((id = 0; id < OSDS; id++)); do daemons+=("osd.$id"); done
+    wait_for 20 "metrics addresses" metrics_ready "${daemons[@]}" \
+      || die "not every daemon serves /metrics within 20 s; see $DIR/log/"
     echo "cluster up in $DIR: mon $(cat "$DIR/mon.addr"), $OSDS OSDs, ms-type $MS_TYPE, durability $DURABILITY, auth $AUTH" >&2
     ;;
   stop)
     for pidf in "$DIR"/osd.*.pid; do [[ -e "$pidf" ]] && stop_pid "$pidf" TERM; done
     stop_pid "$DIR/mon.pid" TERM
+    rm -f "$DIR"/*.metrics.addr
     echo "cluster in $DIR stopped" >&2
     ;;
   status)
@@ -180,6 +207,8 @@ EOF
     load_conf
     start_osd "$ID"
     wait_for 30 "osd.$ID up" osd_up "$ID" || die "osd.$ID did not come up within 30 s; see $DIR/log/osd.$ID.log"
+    wait_for 20 "osd.$ID metrics" metrics_ready "osd.$ID" \
+      || die "osd.$ID does not serve /metrics within 20 s; see $DIR/log/osd.$ID.log"
     echo "osd.$ID up" >&2
     ;;
   stop-osd)
