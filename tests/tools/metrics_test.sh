@@ -7,6 +7,7 @@
 #     for 3 s over tcp; after a scrape that follows the bench, its HTTP query API says
 #     that every OSD's client-write rate was non-zero during the run and that
 #     sum(msgr_osd_client_writes_total) equals the bench's ops;
+#   * `start-osd` restarts an OSD with /metrics (cluster.conf keeps --metrics);
 #   * every process (cluster, Prometheus) is stopped by its pid.
 # Prometheus missing is a failure (run tools/setup.sh), never a pass.
 #
@@ -156,4 +157,12 @@ echo "ok: every OSD's client-write rate was non-zero during the bench"
 cpu=$(query 'sum(rate(msgr_thread_cpu_seconds_total{role="transport"}['"${WINDOW}"'s]))' "$T1" | awk '{print $NF}')
 python3 -c "import sys; sys.exit(0 if float('${cpu:-0}') > 0 else 1)" || fail "transport CPU rate was '${cpu}'"
 [[ "$(query 'msgr_mon_osds_up' | awk '{print $NF}')" == "$OSDS" ]] || fail "msgr_mon_osds_up is not $OSDS"
+
+# start-osd restarts an OSD with metrics too (cluster.conf remembers --metrics).
+bash "$TOOLS/cluster.sh" stop-osd --cluster-dir "$DIR" --id 1
+bash "$TOOLS/cluster.sh" start-osd --cluster-dir "$DIR" --id 1 || fail "start-osd --id 1"
+addr=$(cat "$DIR/osd.1.metrics.addr") || fail "no osd.1.metrics.addr after start-osd"
+curl -fsS --max-time 5 "http://$addr/metrics" | grep -q '^msgr_osd_client_writes_total{osd="1"} ' \
+  || fail "osd.1 restarted without /metrics on $addr"
+echo "ok: start-osd keeps --metrics"
 echo "PASS"
