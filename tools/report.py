@@ -104,10 +104,11 @@ def summary(rows):
         parts.append(f"{x:.2f}x IOPS at {human(s)}")
     x = ratio(cell(t, "lat_us", "p50"), cell(d, "lat_us", "p50"))
     if x:
-        parts.append(f"{x:.2f}x lower p50")
+        parts.append(f"{x:.2f}x lower p50" if x >= 1 else f"{1 / x:.2f}x higher p50")
     x = ratio(cell(t, "cpu_s_per_gb", "osds"), cell(d, "cpu_s_per_gb", "osds"))
     if x:
-        parts.append(f"{x:.2f}x less OSD CPU per GiB")
+        parts.append(f"{x:.2f}x less OSD CPU per GiB" if x >= 1
+                     else f"{1 / x:.2f}x more OSD CPU per GiB")
     if len(sizes) > 1:
         big = sizes[-1]
         x = ratio(by[("rdma", big)].get("mb_per_s"), by[("tcp", big)].get("mb_per_s"))
