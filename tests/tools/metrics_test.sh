@@ -7,6 +7,7 @@
 #     for 3 s over tcp; after a scrape that follows the bench, its HTTP query API says
 #     that every OSD's client-write rate was non-zero during the run and that
 #     sum(msgr_osd_client_writes_total) equals the bench's ops;
+#   * every metric the Grafana dashboard (tools/grafana/msgr.json) reads is exported;
 #   * `start-osd` restarts an OSD with /metrics (cluster.conf keeps --metrics);
 #   * every process (cluster, Prometheus) is stopped by its pid.
 # Prometheus missing is a failure (run tools/setup.sh), never a pass.
@@ -78,6 +79,15 @@ for ((i = 0; i < OSDS; i++)); do
   grep -q "^msgr_thread_cpu_seconds_total{osd=\"$i\",role=\"poller\"}" "$t" || fail "osd.$i: no thread CPU by role"
 done
 echo "ok: ${#DAEMONS[@]} daemons serve /metrics, promtool check metrics passes"
+
+# The Grafana dashboard only reads metrics that exist.
+DASHBOARD=$RUNFILES/tools/grafana/msgr.json
+[[ -f "$DASHBOARD" ]] || DASHBOARD=$ROOT/tools/grafana/msgr.json
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$DASHBOARD" || fail "$DASHBOARD is not JSON"
+for name in $(grep -o 'msgr_[a-z_]*' "$DASHBOARD" | sort -u); do
+  grep -q "^# TYPE $name " "$WORK"/*.txt || fail "the dashboard reads $name, which no daemon exports"
+done
+echo "ok: every metric the dashboard reads is exported"
 
 # Prometheus on a free port, scraping every daemon each second.
 PROM_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -162,7 +172,8 @@ python3 -c "import sys; sys.exit(0 if float('${cpu:-0}') > 0 else 1)" || fail "t
 bash "$TOOLS/cluster.sh" stop-osd --cluster-dir "$DIR" --id 1
 bash "$TOOLS/cluster.sh" start-osd --cluster-dir "$DIR" --id 1 || fail "start-osd --id 1"
 addr=$(cat "$DIR/osd.1.metrics.addr") || fail "no osd.1.metrics.addr after start-osd"
-curl -fsS --max-time 5 "http://$addr/metrics" | grep -q '^msgr_osd_client_writes_total{osd="1"} ' \
-  || fail "osd.1 restarted without /metrics on $addr"
+curl -fsS --max-time 5 "http://$addr/metrics" > "$WORK/osd.1.restarted" || fail "GET http://$addr/metrics (osd.1 restarted)"
+grep -q '^msgr_osd_client_writes_total{osd="1"} ' "$WORK/osd.1.restarted" \
+  || fail "osd.1 restarted without its metrics on $addr"
 echo "ok: start-osd keeps --metrics"
 echo "PASS"
