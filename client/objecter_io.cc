@@ -100,14 +100,9 @@ void Objecter::SpinWait(const absl::Notification& n) {
 }
 
 absl::StatusOr<std::string> Objecter::Read(std::string oid) {
-  absl::Notification n;
-  absl::StatusOr<std::string> result;
-  AsyncRead(std::move(oid), [&](absl::StatusOr<std::string> r) {
-    result = std::move(r);
-    n.Notify();
-  });
-  SpinWait(n);
-  return result;
+  Request r;
+  r.oid = std::move(oid);
+  return Call(std::move(r));
 }
 
 void Objecter::Submit(OpRef op) {
