@@ -104,6 +104,8 @@ absl::Status Osd::Init() {
   for (int i = 0; i < std::max(1, options_.pollers); ++i) {
     PollerOptions po;
     po.spin = options_.poller_spin;
+    po.adaptive_spin = options_.poller_adaptive_spin;
+    po.wakeup_cost = options_.poller_wakeup_cost;
     po.op_complaint_time = options_.op_complaint_time;
     if (!options_.poller_cpus.empty()) {
       po.cpu = options_.poller_cpus[static_cast<size_t>(i) % options_.poller_cpus.size()];

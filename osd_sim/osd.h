@@ -46,7 +46,9 @@ struct OsdOptions {
   int pollers = 1;
   int read_threads = 2;                       // serve reads off the messenger's threads
   std::vector<int> poller_cpus;               // pin poller i to poller_cpus[i % size]
-  absl::Duration poller_spin = absl::Microseconds(1000);  // PollerOptions::spin
+  absl::Duration poller_spin = absl::Microseconds(1000);  // PollerOptions::spin (the cap)
+  bool poller_adaptive_spin = true;                       // PollerOptions::adaptive_spin
+  absl::Duration poller_wakeup_cost = absl::Microseconds(1000);  // PollerOptions::wakeup_cost
   size_t ring_bytes = kDefaultRingBytes;
   AuthConfig auth;
   std::map<std::string, std::string> backend_options;  // e.g. rdma_device

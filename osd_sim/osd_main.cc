@@ -2,7 +2,7 @@
 //
 //   osd --id N --mon HOST:PORT --data-dir DIR [--run-dir DIR] [--ms-type tcp|rdma|both]
 //       [--durability durable|buffered|memory] [--pollers N] [--poller-cpus 0,1]
-//       [--poller-spin-us 1000] [--ring-bytes 33554432] [--capacity BYTES]
+//       [--poller-spin-us US] [--poller-wakeup-us 1000] [--ring-bytes 33554432] [--capacity BYTES]
 //       [--keyring FILE | --auth none] [--rdma-device soft|IBDEV] [--weight W]
 //       [--rdma-max-registered-mb 4096] [--metrics-addr HOST:PORT [--metrics-addr-file F]]
 //       [--log-level info]
@@ -26,11 +26,16 @@ namespace {
 constexpr const char* kUsage =
     "usage: osd --id N --mon HOST:PORT --data-dir DIR [--run-dir DIR]\n"
     "           [--ms-type tcp|rdma|both] [--durability durable|buffered|memory]\n"
-    "           [--pollers N] [--poller-cpus LIST] [--poller-spin-us US] [--ring-bytes B]\n"
+    "           [--pollers N] [--poller-cpus LIST] [--poller-spin-us US]\n"
+    "           [--poller-wakeup-us US] [--ring-bytes B]\n"
     "           [--capacity BYTES] [--keyring FILE | --auth none] [--rdma-device soft|IBDEV]\n"
     "           [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB] [--weight W]\n"
     "           [--metrics-addr HOST:PORT [--metrics-addr-file FILE]]\n"
     "           [--log-level trace|debug|info|warn|error]\n"
+    "  --poller-spin-us US       spin a fixed US after each record on an RDMA ring before\n"
+    "                            sleeping (default: hybrid polling, see --poller-wakeup-us)\n"
+    "  --poller-wakeup-us US     hybrid polling: spin up to US after a record while most gaps\n"
+    "                            between records are shorter, else sleep at once (default 1000)\n"
     "  --metrics-addr HOST:PORT  serve Prometheus /metrics there (off by default; PORT or\n"
     "                            :PORT alone = on 127.0.0.1; port 0 = a free port)\n"
     "  --metrics-addr-file FILE  once serving, write the bound HOST:PORT there\n";
@@ -65,7 +70,7 @@ int main(int argc, char** argv) {
   auto flags = msgr::mon::CliFlags::Parse(
       argc, argv,
       {"id", "mon", "data-dir", "run-dir", "ms-type", "durability", "pollers", "poller-cpus",
-       "poller-spin-us", "ring-bytes", "capacity", "keyring", "auth", "rdma-device", "weight",
+       "poller-spin-us", "poller-wakeup-us", "ring-bytes", "capacity", "keyring", "auth", "rdma-device", "weight",
        "rdma-max-registered-mb", "rdma-ring-min-kb", "metrics-addr", "metrics-addr-file",
        "log-level", "help"});
   if (!flags.ok()) return Fail(std::string(flags.status().message()));
@@ -107,11 +112,16 @@ int main(int argc, char** argv) {
   if (o.data_dir.empty() && o.durability != msgr::store::Durability::kMemory) {
     return Fail("--data-dir DIR is required (except with --durability memory)");
   }
-  for (const char* name : {"pollers", "poller-spin-us", "ring-bytes", "capacity"}) {
+  for (const char* name :
+       {"pollers", "poller-spin-us", "poller-wakeup-us", "ring-bytes", "capacity"}) {
     if (!flags->GetUint(name, 0).ok()) return Fail(std::string(flags->GetUint(name, 0).status().message()));
   }
   o.pollers = static_cast<int>(*flags->GetUint("pollers", 1));
-  o.poller_spin = absl::Microseconds(*flags->GetUint("poller-spin-us", 1000));
+  if (flags->Has("poller-spin-us")) {  // a fixed spin, as before hybrid polling
+    o.poller_spin = absl::Microseconds(*flags->GetUint("poller-spin-us", 1000));
+    o.poller_adaptive_spin = false;
+  }
+  o.poller_wakeup_cost = absl::Microseconds(*flags->GetUint("poller-wakeup-us", 1000));
   o.ring_bytes = *flags->GetUint("ring-bytes", msgr::kDefaultRingBytes);
   if (!msgr::IsValidRingSize(o.ring_bytes)) {
     return Fail("--ring-bytes must be a power of two of at least 65536");

@@ -478,14 +478,25 @@ bool Poller::Sleep() {
 
 void Poller::Run() {
   tls_poller = this;
-  const uint64_t max_spin_ns = static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.spin));
+  SpinPolicy spin_policy(SpinPolicy::Options{
+      static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.spin)),
+      static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.wakeup_cost)),
+      options_.adaptive_spin});
   uint64_t idle_since = NowNs();
   uint64_t last_publish = idle_since;
-  // When a ring nobody signals (RDMA) last had a record: the poller spins `spin` after
-  // that, and only after that. Records on signalled rings (TCP: the reader wakes us) do
-  // not start a spin, even with an idle RDMA ring attached -- spinning there only takes
-  // the reader's CPU.
+  // When a ring nobody signals (RDMA) last had a record. The idle period after it spins
+  // what the SpinPolicy says, then sleeps. Records on signalled rings (TCP: the reader
+  // wakes us) do not start a spin, even with an idle RDMA ring attached -- spinning there
+  // only takes the reader's CPU.
   uint64_t unsignalled_work_at = 0;
+  bool in_idle = false;      // an idle period (no records on unsignalled rings) is on
+  bool idle_slept = false;   // ... and the poller has slept in it
+  uint64_t spin_budget = 0;  // ... and may spin this long from unsignalled_work_at
+  auto end_idle = [&](uint64_t at, bool slept) {
+    if (in_idle) spin_policy.EndIdle(at - unsignalled_work_at, slept);
+    in_idle = false;
+    unsignalled_work_at = at;
+  };
   while (!stop_.load(std::memory_order_relaxed)) {
     if (control_pending_.exchange(false)) ApplyControl();
     if (dump_pending_.load(std::memory_order_relaxed) && dump_pending_.exchange(false)) {
@@ -505,7 +516,15 @@ void Poller::Run() {
       }
     }
     const uint64_t now = NowNs();
-    if (unsignalled) unsignalled_work_at = now;
+    if (unsignalled) {
+      end_idle(now, idle_slept);
+    } else if (!in_idle && unsignalled_work_at != 0) {
+      in_idle = true;
+      idle_slept = false;
+      spin_budget = spin_policy.BeginIdle();
+      if (spin_budget == 0) ++counters_.sleeps_at_once;
+      counters_.spin_short_pm = spin_policy.short_permille();
+    }
     if (work) {
       ++counters_.poll_hits;
       // Spinning is the empty passes since the last work, not this pass's work.
@@ -514,7 +533,7 @@ void Poller::Run() {
       idle_since = now;
     } else {
       ++counters_.poll_misses;
-      if (now - unsignalled_work_at >= max_spin_ns) {
+      if (unsignalled_work_at == 0 || now - unsignalled_work_at >= spin_budget) {
         counters_.spin_ns += now - idle_since;
         {
           // A sleeping poller publishes nothing: what perf dump shows of an idle OSD
@@ -522,7 +541,11 @@ void Poller::Run() {
           absl::MutexLock l(&mu_);
           PublishLocked();
         }
-        if (Sleep()) unsignalled_work_at = NowNs();
+        if (Sleep()) {
+          end_idle(NowNs(), false);  // the last look before sleeping found records
+        } else {
+          idle_slept = true;
+        }
         idle_since = NowNs();
       } else {
         sched_yield();  // let the reader threads run on this core while we spin

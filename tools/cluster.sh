@@ -4,6 +4,7 @@
 #   tools/cluster.sh start --cluster-dir DIR [--osds N] [--ms-type tcp|rdma|both]
 #                          [--durability durable|buffered|memory] [--auth secret|none]
 #                          [--pollers N] [--poller-cpus LIST] [--poller-spin-us US]
+#                          [--poller-wakeup-us US]
 #                          [--capacity BYTES]
 #                          [--ring-bytes BYTES] [--rdma-device soft|IBDEV] [--grace-ms MS]
 #                          [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB]
@@ -35,7 +36,7 @@ usage() { usage_text >&2; exit 2; }
 
 CMD=${1:-}; [[ -n "$CMD" && "$CMD" != -h && "$CMD" != --help ]] || usage; shift
 DIR="" OSDS=3 MS_TYPE=tcp DURABILITY=durable AUTH=secret POLLERS=1 POLLER_CPUS="" ID=""
-POLLER_SPIN_US=""
+POLLER_SPIN_US="" POLLER_WAKEUP_US=""
 CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" RDMA_MAX_REG_MB="" RDMA_RING_MIN_KB="" GRACE_MS=3000 KILL=0
 METRICS=0
 flags_begin "$@"
@@ -49,6 +50,7 @@ while flags_next; do
     --pollers) flag_value POLLERS ;;
     --poller-cpus) flag_value POLLER_CPUS ;;
     --poller-spin-us) flag_value POLLER_SPIN_US ;;
+    --poller-wakeup-us) flag_value POLLER_WAKEUP_US ;;
     --capacity) flag_value CAPACITY ;;
     --ring-bytes) flag_value RING_BYTES ;;
     --rdma-device) flag_value RDMA_DEVICE ;;
@@ -103,6 +105,7 @@ start_osd() {
               --pollers "$POLLERS" --capacity "$CAPACITY")
   [[ -n "$POLLER_CPUS" ]] && args+=(--poller-cpus "$POLLER_CPUS")
   [[ -n "$POLLER_SPIN_US" ]] && args+=(--poller-spin-us "$POLLER_SPIN_US")
+  [[ -n "$POLLER_WAKEUP_US" ]] && args+=(--poller-wakeup-us "$POLLER_WAKEUP_US")
   [[ -n "$RING_BYTES" ]] && args+=(--ring-bytes "$RING_BYTES")
   [[ -n "$RDMA_DEVICE" ]] && args+=(--rdma-device "$RDMA_DEVICE")
   [[ -n "$RDMA_MAX_REG_MB" ]] && args+=(--rdma-max-registered-mb "$RDMA_MAX_REG_MB")
@@ -160,6 +163,7 @@ AUTH=$AUTH
 POLLERS=$POLLERS
 POLLER_CPUS="$POLLER_CPUS"
 POLLER_SPIN_US="$POLLER_SPIN_US"
+POLLER_WAKEUP_US="$POLLER_WAKEUP_US"
 CAPACITY=$CAPACITY
 RING_BYTES="$RING_BYTES"
 RDMA_DEVICE="$RDMA_DEVICE"

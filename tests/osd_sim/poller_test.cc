@@ -437,6 +437,7 @@ TEST(PollerTest, OnlyRecordsOnUnsignalledRingsStartTheSpin) {
   FakeSink sink;
   PollerOptions opt;
   opt.spin = absl::Milliseconds(50);
+  opt.adaptive_spin = false;  // a fixed 50 ms spin: which records start one is the question
   auto poller = Poller::Create(0, opt, &sink);
   ASSERT_TRUE(poller.ok());
   auto tcp_conn = std::make_shared<FakeConnection>();
@@ -475,6 +476,40 @@ TEST(PollerTest, OnlyRecordsOnUnsignalledRingsStartTheSpin) {
   }));
   EXPECT_GE((*poller)->counters().spin_ns - spin1, 30'000'000u)
       << "a record on an unsignalled ring must start the 50 ms spin";
+}
+
+// Hybrid polling: records that come further apart than a wake-up costs stop the spin
+// (the poller sleeps at once and the producer rings a doorbell); a steady stream spins.
+TEST(PollerTest, SparseRecordsOnUnsignalledRingsAreSleptForNotSpunFor) {
+  FakeSink sink;
+  PollerOptions opt;
+  opt.spin = absl::Milliseconds(5);
+  opt.wakeup_cost = absl::Milliseconds(2);
+  auto poller = Poller::Create(0, opt, &sink);
+  ASSERT_TRUE(poller.ok());
+  auto conn = std::make_shared<FakeConnection>();
+  auto ring = std::make_shared<UnsignalledRing>();
+  conn->ring = ring.get();
+  (*poller)->AddRing(conn, ring);
+  RingProducer prod(kRingBytes);
+  constexpr uint64_t kRecords = 40;
+  for (uint64_t t = 1; t <= kRecords; ++t) {
+    Produce(&prod, ring.get(), "sparse", "a record every 15 ms", t);
+    ring->Signal();  // the doorbell a client sends to a sleeping poller
+    std::this_thread::sleep_for(std::chrono::milliseconds(15));
+    sink.Flush();
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    sink.Flush();
+    std::lock_guard<std::mutex> l(conn->mu);
+    return conn->acked.size() == kRecords;
+  }));
+  const PollerCounters c = (*poller)->counters();
+  EXPECT_GT(c.sleeps_at_once, kRecords / 2) << "gaps of 15 ms, a wake-up costs 2 ms";
+  EXPECT_LT(c.spin_short_pm, 500u);
+  // A fixed spin would have spun 2 ms after each record (80 ms); the policy stops after
+  // about ten long gaps and then probes one period in eight.
+  EXPECT_LT(c.spin_ns, 50'000'000u);
 }
 
 // spin_ns is the poller's empty spinning (perf dump; the bench subtracts it from the OSD's
