@@ -167,7 +167,7 @@ absl::Status ObjectStore::Impl::Recover() {
     for (const ScannedRecord& r : scan->records) {
       const RecordHeader& h = r.header;
       Extent e;
-      e.seq = h.seq;
+      e.seq = r.apply_seq;  // a relocated record applies at the seq of the write it copies
       e.object_off = h.object_off;
       e.len = h.payload_len;
       e.payload_crc = h.payload_crc;

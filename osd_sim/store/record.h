@@ -13,6 +13,16 @@
 // ended off the boundary); the scan treats them as padding. A segment may be
 // preallocated: the unwritten space after the last record reads as zeros and is free.
 //
+// A record the compactor copied forward (flag kRecordRelocated, store format 3) has an
+// 8-byte *apply seq* right after the header, before the oid, in either layout:
+//
+//   [RecordHeader | apply_seq 8 B | oid | payload | zero pad]
+//
+// Its header seq is a fresh one (its place in the log, so seqs still strictly increase
+// with the position); apply_seq is the seq of the write it copies, which the index
+// applies it at (a copy never wins over a write newer than the one it copies). The
+// header_crc covers the apply seq too.
+//
 // All integers are little-endian. header_crc is the crc32c of the header (with
 // header_crc = 0) followed by the oid bytes, so a valid header_crc vouches for the
 // lengths, the object offset, the flags, the sequence number and payload_crc; the
@@ -20,6 +30,7 @@
 // bytes (PayloadCrc), the same value a receive-ring record carries (msg/ring/ring_format.h),
 // so the OSD passes the crc the poller verified straight through without re-reading.
 // Sequence numbers strictly increase with the position in the log (across segments).
+// The order in which writes take effect is their seq, or a relocated record's apply seq.
 // Pure functions; thread-safe.
 #ifndef MSGR_OSD_SIM_STORE_RECORD_H_
 #define MSGR_OSD_SIM_STORE_RECORD_H_
@@ -55,7 +66,13 @@ inline constexpr uint32_t kDelete = 1u << 2;
 inline constexpr uint32_t kKnownFlags = kTruncate | kContinued | kDelete;
 // Layout flag, set by the store (never by a caller): the record has the aligned layout.
 inline constexpr uint32_t kRecordAlignedPayload = 1u << 16;
-inline constexpr uint32_t kKnownRecordFlags = kKnownFlags | kRecordAlignedPayload;
+// Layout flag, set by the compactor: a copy of a live record (or of a delete that must
+// stay), with its apply seq after the header. Store format 3. Never kContinued: a copy is
+// a write of one record; its write_id, if not 0, names the write of several records it
+// was a part of (informational: recovery knows that write's other parts were copied too).
+inline constexpr uint32_t kRecordRelocated = 1u << 17;
+inline constexpr uint32_t kKnownRecordFlags = kKnownFlags | kRecordAlignedPayload | kRecordRelocated;
+inline constexpr size_t kApplySeqBytes = sizeof(uint64_t);
 
 struct RecordHeader {
   uint32_t magic;
@@ -74,22 +91,29 @@ static_assert(sizeof(RecordHeader) % kRecordAlign == 0);
 
 constexpr uint64_t AlignUp(uint64_t v, uint64_t align) { return (v + align - 1) / align * align; }
 
+// Bytes before the oid: the header, and a relocated record's apply seq.
+constexpr uint64_t HeaderBytes(uint32_t flags) {
+  return sizeof(RecordHeader) + ((flags & kRecordRelocated) != 0 ? kApplySeqBytes : 0);
+}
+
 // Total bytes a record occupies in a segment, padding included (not the zero padding
 // that may precede an aligned record).
 constexpr uint64_t RecordBytes(size_t oid_len, uint64_t payload_len, uint32_t flags = 0) {
   if ((flags & kRecordAlignedPayload) != 0) {
-    return AlignUp(sizeof(RecordHeader) + oid_len, kDirectAlign) + AlignUp(payload_len, kDirectAlign);
+    return AlignUp(HeaderBytes(flags) + oid_len, kDirectAlign) + AlignUp(payload_len, kDirectAlign);
   }
-  return AlignUp(sizeof(RecordHeader) + oid_len + payload_len, kRecordAlign);
+  return AlignUp(HeaderBytes(flags) + oid_len + payload_len, kRecordAlign);
 }
 
 // Offset of the payload from the start of its record.
 constexpr uint64_t PayloadOffset(size_t oid_len, uint32_t flags) {
-  if ((flags & kRecordAlignedPayload) != 0) return AlignUp(sizeof(RecordHeader) + oid_len, kDirectAlign);
-  return sizeof(RecordHeader) + oid_len;
+  if ((flags & kRecordAlignedPayload) != 0) return AlignUp(HeaderBytes(flags) + oid_len, kDirectAlign);
+  return HeaderBytes(flags) + oid_len;
 }
 static_assert(PayloadOffset(kMaxOidBytes, kRecordAlignedPayload) == kDirectAlign,
               "an aligned record's header block is one kDirectAlign block");
+static_assert(PayloadOffset(kMaxOidBytes, kRecordAlignedPayload | kRecordRelocated) == kDirectAlign,
+              "so is a relocated one's");
 
 // crc32c over `oid` then `len` payload bytes: the record's payload_crc.
 uint32_t PayloadCrc(std::string_view oid, const void* payload, size_t len);
@@ -101,18 +125,21 @@ uint32_t PayloadCrc(std::string_view oid, const void* payload, size_t len);
 constexpr uint32_t WriteIdOf(uint64_t first_seq) { return static_cast<uint32_t>(first_seq); }
 
 // Returns a complete header (header_crc filled in) for a record. `flags` may include
-// kRecordAlignedPayload.
-// REQUIRES: 1 <= oid.size() <= kMaxOidBytes, payload_len <= kMaxPayloadBytes.
+// kRecordAlignedPayload, and kRecordRelocated with the record's `apply_seq` (which the
+// caller writes after the header; ignored without the flag).
+// REQUIRES: 1 <= oid.size() <= kMaxOidBytes, payload_len <= kMaxPayloadBytes;
+// with kRecordRelocated, apply_seq < seq and no kContinued.
 RecordHeader MakeRecordHeader(std::string_view oid, uint64_t seq, uint64_t object_off,
                               uint64_t payload_len, uint32_t payload_crc, uint32_t flags,
-                              uint32_t write_id = 0);
+                              uint32_t write_id = 0, uint64_t apply_seq = 0);
 
 // Cheap structural check of a header read from disk: magic, version, bounds, flags.
 // Does not look at the crc (the oid is needed for that).
 bool HeaderShapeValid(const RecordHeader& h);
 
-// Returns true if `h` is shaped validly and its header_crc matches `oid`.
-bool HeaderCrcValid(const RecordHeader& h, std::string_view oid);
+// Returns true if `h` is shaped validly and its header_crc matches `oid` (and, for a
+// relocated record, `apply_seq`, which must also be below the header's seq).
+bool HeaderCrcValid(const RecordHeader& h, std::string_view oid, uint64_t apply_seq = 0);
 
 }  // namespace msgr::store
 

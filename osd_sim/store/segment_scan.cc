@@ -29,9 +29,18 @@ absl::StatusOr<Probe> ProbeRecord(const SegmentFile& f, uint64_t pos, uint64_t s
   if (!HeaderShapeValid(h)) return p;
   const uint64_t bytes = RecordBytes(h.oid_len, h.payload_len, h.flags);
   if (bytes > size - pos) return p;  // runs past the end: torn (or garbage lengths)
+  p.rec.apply_seq = h.seq;
+  if ((h.flags & kRecordRelocated) != 0) {
+    if (absl::Status s = f.ReadFull(pos + sizeof(h), &p.rec.apply_seq, kApplySeqBytes); !s.ok()) {
+      return s;
+    }
+  }
   p.rec.oid.resize(h.oid_len);
-  if (absl::Status s = f.ReadFull(pos + sizeof(h), p.rec.oid.data(), h.oid_len); !s.ok()) return s;
-  if (!HeaderCrcValid(h, p.rec.oid) || h.seq <= last_seq) return p;
+  if (absl::Status s = f.ReadFull(pos + HeaderBytes(h.flags), p.rec.oid.data(), h.oid_len);
+      !s.ok()) {
+    return s;
+  }
+  if (!HeaderCrcValid(h, p.rec.oid, p.rec.apply_seq) || h.seq <= last_seq) return p;
   p.bytes = bytes;
   p.rec.pos = pos;
   uint32_t crc = Crc32c(0, p.rec.oid.data(), p.rec.oid.size());  // see record.h

@@ -2,7 +2,8 @@
 //
 // A record is valid when its header shape and header_crc check out, it lies wholly
 // inside the file, its payload matches payload_crc, and its seq is above every seq
-// accepted before it. Anything else is skipped:
+// accepted before it (a relocated record's apply seq is below its own seq, and is not
+// compared with other records': copies of old writes sit among new ones). Anything else is skipped:
 //  * skipped bytes followed by a valid record are "corrupt" (a bit flip, or a
 //    write that never completed while a later one did — never acknowledged in
 //    durable mode, because a flush acknowledges only writes that had completed);
@@ -31,6 +32,9 @@ struct ScannedRecord {
   RecordHeader header{};
   std::string oid;
   uint64_t pos = 0;  // record start in the segment
+  // The seq the write takes effect at: header.seq, or a relocated record's apply seq
+  // (record.h), which is below header.seq and need not grow from record to record.
+  uint64_t apply_seq = 0;
 };
 
 struct SegmentScan {

@@ -28,10 +28,13 @@
 
 namespace msgr::store {
 
-// 1: records of writes (record.h). 2: delete records (kDelete) too. A format-1 store
-// opens here and is marked format 2 at once: a format-1 build would take a delete record
-// for damage and bring the deleted object back.
-inline constexpr uint32_t kStoreFormatVersion = 2;
+// 1: records of writes (record.h). 2: delete records (kDelete) too. 3: relocated records
+// (kRecordRelocated, written by compaction: an apply seq after the header). A store of an
+// older format opens here and is marked format 3 at once, before anything is written (a
+// format-1 build would take a delete record for damage and bring the deleted object
+// back; a format-2 build would take a relocated record for damage, and lose the live
+// data compaction moved into it once the old segment is gone).
+inline constexpr uint32_t kStoreFormatVersion = 3;
 inline constexpr uint32_t kOldestReadableStoreFormat = 1;
 inline constexpr char kFormatFileName[] = "FORMAT";
 

@@ -248,9 +248,10 @@ TEST(RecoveryTest, CorruptionAfterOpenIsDataLossNotData) {
 }
 
 // The store's format version (store_format.h, the FORMAT file): a new store records
-// format 2 (delete records); a store of a format this build does not read is refused
-// before any segment is read, naming both; a format-1 store, or one made before the FORMAT
-// file existed, opens and is marked format 2 (a format-1 build would misread deletes).
+// format 3 (delete records, relocated records); a store of a format this build does not
+// read is refused before any segment is read, naming both; a format-1 or -2 store, or one
+// made before the FORMAT file existed, opens and is marked format 3 (an older build would
+// misread deletes or relocated records).
 StoreOptions SmallSegments(const std::string& dir, Durability mode = Durability::kDurable) {
   StoreOptions o = Options(dir, mode);
   o.segment_bytes = 1 << 20;  // preallocated: keep the segment small enough to compare
@@ -282,44 +283,51 @@ void ExpectObjects(const std::string& dir) {
   }
 }
 
-TEST(StoreFormatTest, NewStoreRecordsFormat2) {
+TEST(StoreFormatTest, NewStoreRecordsFormat3) {
   const std::string dir = MakeStoreWithObjects("format-new");
-  EXPECT_EQ(Slurp(dir + "/FORMAT"), "msgr object store format 2\n");
+  EXPECT_EQ(Slurp(dir + "/FORMAT"), "msgr object store format 3\n");
 }
 
-TEST(StoreFormatTest, Format1StoreOpensAndIsMarkedFormat2) {
+TEST(StoreFormatTest, Format1StoreOpensAndIsMarkedFormat3) {
   const std::string dir = MakeStoreWithObjects("format-1");
   Spit(dir + "/FORMAT", "msgr object store format 1\n");
   ExpectObjects(dir);
-  EXPECT_EQ(Slurp(dir + "/FORMAT"), "msgr object store format 2\n");
+  EXPECT_EQ(Slurp(dir + "/FORMAT"), "msgr object store format 3\n");
+}
+
+TEST(StoreFormatTest, Format2StoreOpensAndIsMarkedFormat3) {
+  const std::string dir = MakeStoreWithObjects("format-2");
+  Spit(dir + "/FORMAT", "msgr object store format 2\n");
+  ExpectObjects(dir);
+  EXPECT_EQ(Slurp(dir + "/FORMAT"), "msgr object store format 3\n");
 }
 
 TEST(StoreFormatTest, StoreOfAFutureFormatIsRefusedNamingBothVersionsAndLeftAlone) {
   const std::string dir = MakeStoreWithObjects("format-future");
   const std::string seg = OnlySegment(dir);
   const std::string before = Slurp(seg);
-  Spit(dir + "/FORMAT", "msgr object store format 3\n");
+  Spit(dir + "/FORMAT", "msgr object store format 4\n");
   for (Durability mode : {Durability::kDurable, Durability::kBuffered}) {
     auto store = ObjectStore::Open(SmallSegments(dir, mode));
-    ASSERT_FALSE(store.ok()) << "a format-3 store must not be opened by a format-2 build";
+    ASSERT_FALSE(store.ok()) << "a format-4 store must not be opened by a format-3 build";
     EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
     EXPECT_EQ(std::string(store.status().message()),
               "store in " + dir +
-                  " has format 3, this OSD reads formats 1 to 2: use a matching msgr build or "
+                  " has format 4, this OSD reads formats 1 to 3: use a matching msgr build or "
                   "a new --data-dir");
   }
   EXPECT_TRUE(Slurp(seg) == before) << "refused before recovery touched a segment";
-  EXPECT_EQ(Slurp(dir + "/FORMAT"), "msgr object store format 3\n") << "its FORMAT stays";
-  Spit(dir + "/FORMAT", "msgr object store format 2\n");
+  EXPECT_EQ(Slurp(dir + "/FORMAT"), "msgr object store format 4\n") << "its FORMAT stays";
+  Spit(dir + "/FORMAT", "msgr object store format 3\n");
   ExpectObjects(dir);
 }
 
-TEST(StoreFormatTest, StoreMadeBeforeTheFormatFileOpensAndIsMarkedFormat2) {
+TEST(StoreFormatTest, StoreMadeBeforeTheFormatFileOpensAndIsMarkedFormat3) {
   // What the previous code left in a data directory: LOCK and segments, no FORMAT.
   const std::string dir = MakeStoreWithObjects("format-old");
   ASSERT_TRUE(fs::remove(dir + "/FORMAT"));
   ExpectObjects(dir);
-  EXPECT_EQ(Slurp(dir + "/FORMAT"), "msgr object store format 2\n") << "written on open";
+  EXPECT_EQ(Slurp(dir + "/FORMAT"), "msgr object store format 3\n") << "written on open";
   ExpectObjects(dir);
 }
 

@@ -57,6 +57,24 @@ class SegmentWriter {
     return Put(bytes);
   }
 
+  // A relocated record (kRecordRelocated: a copy the compactor made of the write at
+  // `apply_seq`), in the buffered layout or, with kRecordAlignedPayload in `flags`, the
+  // aligned one at the next kDirectAlign boundary.
+  Written AppendRelocated(const std::string& oid, uint64_t seq, uint64_t apply_seq,
+                          const std::string& payload, uint32_t flags = 0) {
+    flags |= kRecordRelocated;
+    if ((flags & kRecordAlignedPayload) != 0) end_ = AlignUp(end_, kDirectAlign);
+    const RecordHeader h =
+        MakeRecordHeader(oid, seq, 0, payload.size(),
+                         PayloadCrc(oid, payload.data(), payload.size()), flags, 0, apply_seq);
+    std::string bytes(RecordBytes(oid.size(), payload.size(), flags), '\0');
+    std::memcpy(bytes.data(), &h, sizeof(h));
+    std::memcpy(bytes.data() + sizeof(h), &apply_seq, sizeof(apply_seq));
+    std::memcpy(bytes.data() + HeaderBytes(flags), oid.data(), oid.size());
+    std::memcpy(bytes.data() + PayloadOffset(oid.size(), flags), payload.data(), payload.size());
+    return Put(bytes);
+  }
+
   // A record in the aligned (O_DIRECT) layout at the next kDirectAlign boundary; the gap
   // before it is left as zeros.
   Written AppendAligned(const std::string& oid, uint64_t seq, const std::string& payload) {
@@ -291,6 +309,50 @@ TEST(SegmentScanTest, ARecordWhoseSeqDoesNotGrowIsSkipped) {
   EXPECT_EQ(s.last_seq, 11u);
   EXPECT_EQ(s.torn_records, 1u);
   EXPECT_EQ(s.torn_bytes, s.file_size);
+}
+
+// Compaction's copies (format 3): each has a fresh seq, its place in the log, and the
+// older seq of the write it copies after the header; the scan reports that apply seq,
+// which need not grow from copy to copy, while the seqs still must.
+TEST(SegmentScanTest, RelocatedRecordsAreFoundWithTheSeqTheyApplyAt) {
+  SegmentWriter w("relocated");
+  const Written a = w.Append("new", 40, Pattern("new", 100));
+  const Written b = w.AppendRelocated("old.b", 41, 7, Pattern("old.b", 5000));
+  const Written c = w.AppendRelocated("old.c", 42, 3, "", kTruncate | kDelete);  // a delete
+  const Written d = w.AppendRelocated("old.d", 43, 20, Pattern("old.d", 2 * kDirectAlign),
+                                      kRecordAlignedPayload);
+  w.Append("new", 44, Pattern("new", 10, 1));
+  const SegmentScan s = w.Scan(/*min_seq=*/39);
+  ASSERT_EQ(s.records.size(), 5u);
+  EXPECT_EQ(Seqs(s), (std::vector<uint64_t>{40, 41, 42, 43, 44}));
+  std::vector<uint64_t> apply;
+  for (const ScannedRecord& r : s.records) apply.push_back(r.apply_seq);
+  EXPECT_EQ(apply, (std::vector<uint64_t>{40, 7, 3, 20, 44}));
+  EXPECT_EQ(s.records[0].pos, a.pos);
+  EXPECT_EQ(s.records[1].pos, b.pos);
+  EXPECT_EQ(s.records[1].oid, "old.b");
+  EXPECT_EQ(s.records[1].header.flags, kRecordRelocated);
+  EXPECT_EQ(s.records[2].pos, c.pos);
+  EXPECT_EQ(s.records[2].header.flags, kRecordRelocated | kTruncate | kDelete);
+  EXPECT_EQ(s.records[3].pos, d.pos);
+  EXPECT_EQ(d.pos % kDirectAlign, 0u);
+  EXPECT_EQ(s.records[3].header.flags, kRecordRelocated | kRecordAlignedPayload);
+  EXPECT_EQ(s.last_seq, 44u);
+  ExpectNoDamage(s);
+}
+
+// A copy's apply seq is vouched for by the header crc, and must lie below its own seq.
+TEST(SegmentScanTest, RelocatedRecordWithABadApplySeqIsSkipped) {
+  SegmentWriter w("relocated-bad");
+  w.Append("a", 10, Pattern("a", 64));
+  const Written flipped = w.AppendRelocated("b", 11, 5, Pattern("b", 64));
+  const Written future = w.AppendRelocated("c", 12, 12, Pattern("c", 64));  // not below 12
+  w.Append("d", 13, Pattern("d", 64));
+  w.FlipByte(flipped.pos + sizeof(RecordHeader));  // inside the apply seq
+  const SegmentScan s = w.Scan();
+  EXPECT_EQ(Seqs(s), (std::vector<uint64_t>{10, 13}));
+  EXPECT_EQ(s.corrupt_records, 1u) << "one damaged stretch";
+  EXPECT_EQ(s.corrupt_bytes, flipped.bytes + future.bytes);
 }
 
 TEST(SegmentScanTest, PreallocatedZerosAfterTheLastRecordAreFree) {
