@@ -11,7 +11,51 @@ bool Covers(const Extent& outer, const Extent& inner) {
   return outer.len > 0 && inner.object_off >= outer.object_off && inner.end() <= outer.end();
 }
 
+// Extents of one seq are the parts of one write, which never overlap, or copies of one
+// write's bytes: one inside another is a copy.
+bool SameWriteWithin(const Extent& inner, const Extent& outer) {
+  return inner.seq == outer.seq && inner.object_off >= outer.object_off &&
+         inner.end() <= outer.end();
+}
+
+uint64_t FirstSeq(const Extent& e) { return e.first_seq != 0 ? e.first_seq : e.seq; }
+
 }  // namespace
+
+void ObjectIndex::AddLive(const Extent& e) {
+  live_[e.segment_id] += e.record_bytes;
+  live_total_ += e.record_bytes;
+}
+
+void ObjectIndex::RemoveLive(const Extent& e) {
+  auto it = live_.find(e.segment_id);
+  if (it == live_.end()) return;
+  const uint64_t n = std::min(it->second, e.record_bytes);
+  it->second -= n;
+  live_total_ -= std::min(live_total_, n);
+  if (it->second == 0) live_.erase(it);
+}
+
+void ObjectIndex::RemoveOpenPart(const Extent& e) {
+  auto it = open_parts_.find(e.segment_id);
+  if (it == open_parts_.end()) return;
+  if (--it->second == 0) open_parts_.erase(it);
+}
+
+uint64_t ObjectIndex::LiveBytes(uint64_t segment_id) const {
+  auto it = live_.find(segment_id);
+  return it == live_.end() ? 0 : it->second;
+}
+
+bool ObjectIndex::HasOpenParts(uint64_t segment_id) const {
+  return open_parts_.count(segment_id) != 0;
+}
+
+std::vector<std::pair<std::string, uint32_t>> ObjectIndex::OpenWrites() const {
+  std::vector<std::pair<std::string, uint32_t>> out;
+  for (const auto& [key, w] : open_) out.push_back(key);
+  return out;
+}
 
 uint64_t ObjectEntry::Size() const {
   uint64_t size = 0;
@@ -30,20 +74,31 @@ uint64_t ObjectIndex::Apply(std::string_view oid, Extent e, bool truncate) {
   uint64_t freed = 0;
   auto drop = [&](auto pred) {
     auto it = std::remove_if(xs.begin(), xs.end(), pred);
-    for (auto x = it; x != xs.end(); ++x) freed += x->len;
+    for (auto x = it; x != xs.end(); ++x) {
+      freed += x->len;
+      RemoveLive(*x);
+    }
     xs.erase(it, xs.end());
   };
   if (truncate) {
+    if (e.seq > obj.trunc_seq || obj.trunc_first_seq == 0) {
+      obj.trunc_first_seq = FirstSeq(e);
+    } else {  // another record of the same write (a copy): the earliest first seq
+      obj.trunc_first_seq = std::min(obj.trunc_first_seq, FirstSeq(e));
+    }
     obj.trunc_seq = e.seq;
     drop([&](const Extent& x) { return x.seq < e.seq; });
   }
-  // A newer write that covers this one makes it invisible.
+  // A newer write that covers this one makes it invisible; so does a copy of its bytes.
   for (const Extent& x : xs) {
-    if (x.seq > e.seq && Covers(x, e)) return freed + e.len;
+    if ((x.seq > e.seq && Covers(x, e)) || SameWriteWithin(e, x)) return freed + e.len;
   }
-  drop([&](const Extent& x) { return x.seq < e.seq && Covers(e, x); });
+  drop([&](const Extent& x) {
+    return (x.seq < e.seq && Covers(e, x)) || SameWriteWithin(x, e);
+  });
   auto pos = std::upper_bound(xs.begin(), xs.end(), e.seq,
                               [](uint64_t seq, const Extent& x) { return seq < x.seq; });
+  AddLive(e);
   xs.insert(pos, std::move(e));
   return freed;
 }
@@ -56,16 +111,21 @@ uint64_t ObjectIndex::Delete(std::string_view oid, uint64_t seq) {
     it = objects_.emplace(std::string(oid), ObjectEntry{}).first;
     it->second.deleted = true;
     it->second.trunc_seq = seq;
+    it->second.trunc_first_seq = seq;
     ++deleted_;
     return 0;
   }
   ObjectEntry& obj = it->second;
   if (seq < obj.trunc_seq) return 0;  // a newer truncating write (or delete) won already
+  if (seq > obj.trunc_seq || obj.trunc_first_seq == 0) obj.trunc_first_seq = seq;
   obj.trunc_seq = seq;
   uint64_t freed = 0;
   auto& xs = obj.extents;
   auto keep = std::remove_if(xs.begin(), xs.end(), [&](const Extent& x) { return x.seq < seq; });
-  for (auto x = keep; x != xs.end(); ++x) freed += x->len;
+  for (auto x = keep; x != xs.end(); ++x) {
+    freed += x->len;
+    RemoveLive(*x);
+  }
   xs.erase(keep, xs.end());
   if (xs.empty() && !obj.deleted) {
     obj.deleted = true;
@@ -80,6 +140,7 @@ uint64_t ObjectIndex::BeginWrite(std::string_view oid, uint32_t id, Extent first
   OpenWrite& w = open_[WriteKey(std::string(oid), id)];
   w.truncate = truncate;
   w.next_off = first.end();
+  AddOpenPart(first);
   w.parts.push_back(std::move(first));
   return freed;
 }
@@ -93,6 +154,7 @@ bool ObjectIndex::AddPart(std::string_view oid, uint32_t id, Extent part, uint64
     return false;
   }
   it->second.next_off = part.end();
+  AddOpenPart(part);
   it->second.parts.push_back(std::move(part));
   return true;
 }
@@ -118,13 +180,16 @@ std::optional<uint64_t> ObjectIndex::Commit(std::string_view oid, uint32_t id, E
   }
   OpenWrite w = std::move(it->second);
   open_.erase(it);
+  for (const Extent& p : w.parts) RemoveOpenPart(p);
   // All at the last part's seq: the write takes effect where it completes. The parts do
   // not overlap, so their order among themselves does not matter past the first.
   const uint64_t at = last.seq;
+  const uint64_t first_seq = w.parts.front().seq;
   w.parts.push_back(std::move(last));
   uint64_t freed = 0;
   for (size_t i = 0; i < w.parts.size(); ++i) {
     w.parts[i].seq = at;
+    w.parts[i].first_seq = first_seq;
     freed += Apply(oid, std::move(w.parts[i]), i == 0 && w.truncate);
   }
   return freed;
@@ -137,7 +202,10 @@ uint64_t ObjectIndex::Abort(std::string_view oid, uint32_t id) {
 
 uint64_t ObjectIndex::Drop(std::map<WriteKey, OpenWrite>::iterator it) {
   uint64_t freed = 0;
-  for (const Extent& e : it->second.parts) freed += e.len;
+  for (const Extent& e : it->second.parts) {
+    freed += e.len;
+    RemoveOpenPart(e);
+  }
   open_.erase(it);
   return freed;
 }
@@ -145,6 +213,7 @@ uint64_t ObjectIndex::Drop(std::map<WriteKey, OpenWrite>::iterator it) {
 size_t ObjectIndex::DropOpenWrites() {
   const size_t n = open_.size();
   open_.clear();
+  open_parts_.clear();
   return n;
 }
 
@@ -152,6 +221,30 @@ std::optional<ObjectEntry> ObjectIndex::Lookup(std::string_view oid) const {
   auto it = objects_.find(std::string(oid));
   if (it == objects_.end() || it->second.deleted) return std::nullopt;
   return it->second;
+}
+
+const ObjectEntry* ObjectIndex::Peek(std::string_view oid) const {
+  auto it = objects_.find(std::string(oid));
+  return it == objects_.end() ? nullptr : &it->second;
+}
+
+bool ObjectIndex::Relocate(std::string_view oid, const Extent& from, uint64_t segment_id,
+                           uint64_t file_off, uint64_t record_bytes) {
+  auto it = objects_.find(std::string(oid));
+  if (it == objects_.end()) return false;
+  for (Extent& x : it->second.extents) {
+    if (x.seq == from.seq && x.object_off == from.object_off && x.len == from.len &&
+        x.segment_id == from.segment_id && x.file_off == from.file_off) {
+      RemoveLive(x);
+      x.segment_id = segment_id;
+      x.file_off = file_off;
+      x.record_bytes = record_bytes;
+      x.first_seq = 0;
+      AddLive(x);
+      return true;
+    }
+  }
+  return false;
 }
 
 std::vector<ObjectIndex::Listed> ObjectIndex::List(std::string_view prefix,

@@ -10,6 +10,13 @@
 // last part arrives and then applied as one write at the last part's seq: readers never
 // see part of it, and a later-committed write wins over an earlier-committed one even if
 // that one began first.
+//
+// Compaction (object_store_compact.cc) moves live extents to new records: Relocate
+// repoints an extent still present, and recovery applies a copy at the seq of the write it
+// copies; a copy of an extent already present (the original survived, or a crash came
+// between copy and unlink) is a duplicate and is dropped. The index keeps, per segment,
+// the log bytes of the records it references (LiveBytes) and how many parts of open
+// writes are there (HasOpenParts): what the compactor picks segments by.
 // Not thread-safe: the store guards it with its mutex.
 #ifndef MSGR_OSD_SIM_STORE_OBJECT_INDEX_H_
 #define MSGR_OSD_SIM_STORE_OBJECT_INDEX_H_
@@ -33,6 +40,10 @@ struct Extent {
   uint32_t payload_crc = 0;
   uint64_t segment_id = 0;  // file-backed: segment holding the payload
   uint64_t file_off = 0;    // file-backed: payload offset in that segment
+  uint64_t record_bytes = 0;  // log bytes of its record (memory mode: len): live bytes
+  // 0: a write of one record (or a copy). Else the seq of the first part of the write of
+  // several records it belongs to (whose parts all have the last part's seq here).
+  uint64_t first_seq = 0;
   std::shared_ptr<const std::string> mem;  // memory mode: the payload itself
 
   uint64_t end() const { return object_off + len; }
@@ -40,6 +51,9 @@ struct Extent {
 
 struct ObjectEntry {
   uint64_t trunc_seq = 0;       // extents older than this were replaced
+  // Seq of the first record of the write at trunc_seq (== trunc_seq unless it was a write
+  // of several records): that write's records have seqs in [trunc_first_seq, trunc_seq].
+  uint64_t trunc_first_seq = 0;
   std::vector<Extent> extents;  // sorted by seq, oldest first
   // The newest truncating write was a delete and nothing newer has been applied: the
   // object does not exist (the entry stays, so that an older write still in flight
@@ -85,6 +99,22 @@ class ObjectIndex {
   // Returns a copy of the object's entry, or nullopt if it was never written (or was
   // deleted).
   std::optional<ObjectEntry> Lookup(std::string_view oid) const;
+  // The entry itself, deleted or not (nullptr if there is none); valid until the next
+  // call that changes the index.
+  const ObjectEntry* Peek(std::string_view oid) const;
+
+  // Compaction: if `oid` still has extent `from` (same seq, range and place), moves it
+  // to `segment_id` / `file_off` (a record of `record_bytes`), now a write of one record
+  // (first_seq 0), and returns true; false if it was replaced meanwhile.
+  bool Relocate(std::string_view oid, const Extent& from, uint64_t segment_id,
+                uint64_t file_off, uint64_t record_bytes);
+  // Record bytes the index references in segment `segment_id` / in all.
+  uint64_t LiveBytes(uint64_t segment_id) const;
+  uint64_t live_bytes() const { return live_total_; }
+  // Whether parts of an open write are in segment `segment_id`.
+  bool HasOpenParts(uint64_t segment_id) const;
+  // Keys of the open writes.
+  std::vector<std::pair<std::string, uint32_t>> OpenWrites() const;
 
   struct Listed {
     std::string oid;
@@ -106,9 +136,16 @@ class ObjectIndex {
   using WriteKey = std::pair<std::string, uint32_t>;
   // Erases an open write; returns its parts' payload bytes.
   uint64_t Drop(std::map<WriteKey, OpenWrite>::iterator it);
+  void AddLive(const Extent& e);
+  void RemoveLive(const Extent& e);
+  void AddOpenPart(const Extent& e) { ++open_parts_[e.segment_id]; }
+  void RemoveOpenPart(const Extent& e);
   std::unordered_map<std::string, ObjectEntry> objects_;
   size_t deleted_ = 0;  // entries of objects_ with `deleted` set
   std::map<WriteKey, OpenWrite> open_;
+  std::unordered_map<uint64_t, uint64_t> live_;  // segment id -> record bytes referenced
+  uint64_t live_total_ = 0;
+  std::unordered_map<uint64_t, uint64_t> open_parts_;  // segment id -> parts of open writes
 };
 
 }  // namespace msgr::store

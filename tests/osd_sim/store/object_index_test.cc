@@ -2,6 +2,7 @@
 #include "osd_sim/store/object_index.h"
 
 #include "gtest/gtest.h"
+#include "osd_sim/store/record.h"
 
 namespace msgr::store {
 namespace {
@@ -76,6 +77,110 @@ TEST(ObjectIndexTest, PartialOverlapsKeepBothAndZeroLengthSetsSize) {
   ASSERT_EQ(e->extents.size(), 3u);
   EXPECT_EQ(e->Size(), 500u);
   EXPECT_EQ(ix.object_count(), 1u);
+}
+
+// In segment `seg`, a record of `bytes`.
+Extent At(Extent e, uint64_t seg, uint64_t file_off, uint64_t bytes) {
+  e.segment_id = seg;
+  e.file_off = file_off;
+  e.record_bytes = bytes;
+  return e;
+}
+
+TEST(ObjectIndexTest, LiveBytesFollowTheExtentsPerSegment) {
+  ObjectIndex ix;
+  ix.Apply("a", At(E(1, 0, 100), 1, 48, 160), false);
+  ix.Apply("b", At(E(2, 0, 100), 1, 208, 160), false);
+  ix.Apply("a", At(E(3, 50, 10), 2, 48, 64), false);  // partial overlap: both stay
+  EXPECT_EQ(ix.LiveBytes(1), 320u);
+  EXPECT_EQ(ix.LiveBytes(2), 64u);
+  EXPECT_EQ(ix.live_bytes(), 384u);
+  ix.Apply("a", At(E(4, 0, 0), 2, 200, 56), true);  // truncate to 0: a's old extents go
+  EXPECT_EQ(ix.LiveBytes(1), 160u);
+  EXPECT_EQ(ix.LiveBytes(2), 56u);
+  ix.Delete("b", 5);
+  EXPECT_EQ(ix.LiveBytes(1), 0u);
+  EXPECT_EQ(ix.live_bytes(), 56u);
+  // An older write that arrives late and is covered never counts.
+  ix.Apply("a", At(E(6, 0, 10), 3, 48, 64), false);
+  ix.Apply("a", At(E(5, 2, 3), 3, 200, 56), false);
+  EXPECT_EQ(ix.LiveBytes(3), 64u);
+}
+
+TEST(ObjectIndexTest, RelocateMovesALiveExtentAndRefusesAReplacedOne) {
+  ObjectIndex ix;
+  const Extent old = At(E(1, 0, 100), 1, 48, 160);
+  ix.Apply("o", old, false);
+  EXPECT_TRUE(ix.Relocate("o", old, 7, 1000, 168));
+  EXPECT_EQ(ix.LiveBytes(1), 0u);
+  EXPECT_EQ(ix.LiveBytes(7), 168u);
+  const Extent moved = ix.Lookup("o")->extents[0];
+  EXPECT_EQ(moved.segment_id, 7u);
+  EXPECT_EQ(moved.file_off, 1000u);
+  EXPECT_EQ(moved.seq, 1u) << "a copy keeps the seq of the write it copies";
+  EXPECT_FALSE(ix.Relocate("o", old, 8, 0, 168)) << "not there any more: moved";
+  ix.Apply("o", At(E(2, 0, 100), 2, 48, 160), false);  // a newer write covers it
+  EXPECT_FALSE(ix.Relocate("o", moved, 8, 0, 168)) << "replaced: the copy is dead";
+  EXPECT_EQ(ix.LiveBytes(7), 0u);
+  ix.Delete("o", 3);
+  EXPECT_FALSE(ix.Relocate("o", moved, 8, 0, 1)) << "deleted";
+  EXPECT_FALSE(ix.Relocate("none", moved, 8, 0, 1));
+}
+
+// Recovery may find a write and its copy (a crash came between copying and unlinking the
+// old segment): in either order, one extent remains, counted once.
+TEST(ObjectIndexTest, ACopyBesideItsOriginalIsOneExtent) {
+  for (bool copy_first : {false, true}) {
+    ObjectIndex ix;
+    const Extent original = At(E(5, 0, 100), 1, 48, 160);
+    const Extent copy = At(E(5, 0, 100), 9, 56, 168);
+    ix.Apply("o", copy_first ? copy : original, true);
+    ix.Apply("o", copy_first ? original : copy, true);
+    auto e = ix.Lookup("o");
+    ASSERT_EQ(e->extents.size(), 1u) << copy_first;
+    EXPECT_EQ(ix.live_bytes(), copy_first ? 168u : 160u);
+    EXPECT_EQ(e->trunc_seq, 5u);
+  }
+  // A write of several records, committed from its parts, and copies of its parts, which
+  // are writes of one record each at the write's seq.
+  ObjectIndex ix;
+  Extent first = At(E(10, 0, 100), 1, 48, 160);
+  const uint32_t id = WriteIdOf(10);
+  ix.BeginWrite("m", id, first, /*truncate=*/true);
+  EXPECT_TRUE(ix.HasOpenParts(1));
+  uint64_t dropped = 0;
+  ASSERT_TRUE(ix.Commit("m", id, At(E(12, 100, 50), 2, 48, 104), &dropped).has_value());
+  EXPECT_FALSE(ix.HasOpenParts(1));
+  auto e = ix.Lookup("m");
+  ASSERT_EQ(e->extents.size(), 2u);
+  EXPECT_EQ(e->extents[0].first_seq, 10u);
+  EXPECT_EQ(e->extents[1].first_seq, 10u);
+  EXPECT_EQ(e->trunc_seq, 12u);
+  EXPECT_EQ(e->trunc_first_seq, 10u) << "the write's records span seqs 10..12";
+  ix.Apply("m", At(E(12, 100, 50), 3, 56, 112), true);  // copy of the second part
+  ix.Apply("m", At(E(12, 0, 100), 3, 200, 168), true);  // copy of the first part
+  e = ix.Lookup("m");
+  ASSERT_EQ(e->extents.size(), 2u);
+  EXPECT_EQ(e->Size(), 150u);
+  EXPECT_EQ(ix.live_bytes(), 160u + 104u);
+}
+
+TEST(ObjectIndexTest, OpenPartsAreCountedPerSegmentUntilCommitOrAbort) {
+  ObjectIndex ix;
+  const uint32_t id = WriteIdOf(1);
+  ix.BeginWrite("p", id, At(E(1, 0, 10), 4, 0, 64), false);
+  uint64_t dropped = 0;
+  ASSERT_TRUE(ix.AddPart("p", id, At(E(2, 10, 10), 5, 0, 64), &dropped));
+  EXPECT_TRUE(ix.HasOpenParts(4));
+  EXPECT_TRUE(ix.HasOpenParts(5));
+  EXPECT_EQ(ix.live_bytes(), 0u) << "an open write is not live yet";
+  EXPECT_EQ(ix.OpenWrites().size(), 1u);
+  ix.Abort("p", id);
+  EXPECT_FALSE(ix.HasOpenParts(4));
+  EXPECT_FALSE(ix.HasOpenParts(5));
+  ix.BeginWrite("p", WriteIdOf(3), At(E(3, 0, 10), 6, 0, 64), false);
+  EXPECT_EQ(ix.DropOpenWrites(), 1u);
+  EXPECT_FALSE(ix.HasOpenParts(6));
 }
 
 }  // namespace
