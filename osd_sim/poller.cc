@@ -484,17 +484,20 @@ void Poller::Run() {
       options_.adaptive_spin});
   uint64_t idle_since = NowNs();
   uint64_t last_publish = idle_since;
-  // When a ring nobody signals (RDMA) last had a record. The idle period after it spins
-  // what the SpinPolicy says, then sleeps. Records on signalled rings (TCP: the reader
-  // wakes us) do not start a spin, even with an idle RDMA ring attached -- spinning there
-  // only takes the reader's CPU.
-  uint64_t unsignalled_work_at = 0;
-  bool in_idle = false;      // an idle period (no records on unsignalled rings) is on
-  bool idle_slept = false;   // ... and the poller has slept in it
-  uint64_t spin_budget = 0;  // ... and may spin this long from unsignalled_work_at
-  auto end_idle = [&](uint64_t at, bool slept) {
-    if (in_idle) spin_policy.EndIdle(at - unsignalled_work_at, slept);
-    in_idle = false;
+  // Hybrid polling on rings nobody signals (RDMA). After their last record, or after acks
+  // sent on them (a client answers its acks with new writes), an idle period starts: the
+  // poller spins what the SpinPolicy says, then sleeps. While the store holds records of
+  // such a ring (durable mode: the client waits for their acks) it sleeps at once: the
+  // store's completion wakes it, and a spin there only takes the flushers' CPU. Records
+  // on signalled rings (TCP: the reader wakes us) never start a spin.
+  enum class Idle { kBusy, kSpinning, kNone };  // kSpinning: a policy period is open
+  Idle idle = Idle::kNone;
+  uint64_t unsignalled_work_at = 0;  // the last records or acks on an unsignalled ring
+  bool idle_slept = false;           // the open period has slept
+  uint64_t spin_budget = 0;          // the open period spins this long from the above
+  auto records_at = [&](uint64_t at, bool slept) {
+    if (idle == Idle::kSpinning) spin_policy.EndIdle(at - unsignalled_work_at, slept);
+    idle = Idle::kBusy;
     unsignalled_work_at = at;
   };
   while (!stop_.load(std::memory_order_relaxed)) {
@@ -504,26 +507,38 @@ void Poller::Run() {
     }
     const uint64_t pass_start = NowNs();
     bool work = false;
-    bool unsignalled = false;
+    bool unsignalled = false;  // records on a ring nobody signals
+    bool acked = false;        // acks sent on one
+    bool held = false;         // the store holds records of one
     for (auto& r : rings_) {
+      const bool signals = r->ring->producer_signals();
       if (PollRing(r.get(), pass_start)) {
         work = true;
-        if (!r->ring->producer_signals()) unsignalled = true;
+        unsignalled = unsignalled || !signals;
       }
       if (!r->pending.empty() && r->pending.front().done.load(std::memory_order_acquire)) {
         Complete(r.get());
         work = true;
+        acked = acked || !signals;
       }
+      held = held || (!signals && !r->pending.empty());
     }
     const uint64_t now = NowNs();
     if (unsignalled) {
-      end_idle(now, idle_slept);
-    } else if (!in_idle && unsignalled_work_at != 0) {
-      in_idle = true;
-      idle_slept = false;
-      spin_budget = spin_policy.BeginIdle();
-      if (spin_budget == 0) ++counters_.sleeps_at_once;
-      counters_.spin_short_pm = spin_policy.short_permille();
+      records_at(now, idle_slept);
+    } else if (acked) {
+      idle = Idle::kBusy;  // a new period, from the acks
+      unsignalled_work_at = now;
+    } else if (idle == Idle::kBusy) {
+      if (held) {
+        idle = Idle::kNone;  // no period: the store's completions will wake us
+      } else {
+        idle = Idle::kSpinning;
+        idle_slept = false;
+        spin_budget = spin_policy.BeginIdle();
+        if (spin_budget == 0) ++counters_.sleeps_at_once;
+        counters_.spin_short_pm = spin_policy.short_permille();
+      }
     }
     if (work) {
       ++counters_.poll_hits;
@@ -533,7 +548,7 @@ void Poller::Run() {
       idle_since = now;
     } else {
       ++counters_.poll_misses;
-      if (unsignalled_work_at == 0 || now - unsignalled_work_at >= spin_budget) {
+      if (idle != Idle::kSpinning || now - unsignalled_work_at >= spin_budget) {
         counters_.spin_ns += now - idle_since;
         {
           // A sleeping poller publishes nothing: what perf dump shows of an idle OSD
@@ -542,7 +557,7 @@ void Poller::Run() {
           PublishLocked();
         }
         if (Sleep()) {
-          end_idle(NowNs(), false);  // the last look before sleeping found records
+          records_at(NowNs(), false);  // the last look before sleeping found records
         } else {
           idle_slept = true;
         }

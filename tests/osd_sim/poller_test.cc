@@ -496,20 +496,55 @@ TEST(PollerTest, SparseRecordsOnUnsignalledRingsAreSleptForNotSpunFor) {
   for (uint64_t t = 1; t <= kRecords; ++t) {
     Produce(&prod, ring.get(), "sparse", "a record every 15 ms", t);
     ring->Signal();  // the doorbell a client sends to a sleeping poller
-    std::this_thread::sleep_for(std::chrono::milliseconds(15));
-    sink.Flush();
+    ASSERT_TRUE(WaitFor([&] {
+      sink.Flush();
+      std::lock_guard<std::mutex> l(conn->mu);
+      return conn->acked.count(t) == 1;
+    }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(15));  // after the ack
   }
-  ASSERT_TRUE(WaitFor([&] {
-    sink.Flush();
-    std::lock_guard<std::mutex> l(conn->mu);
-    return conn->acked.size() == kRecords;
-  }));
   const PollerCounters c = (*poller)->counters();
   EXPECT_GT(c.sleeps_at_once, kRecords / 2) << "gaps of 15 ms, a wake-up costs 2 ms";
   EXPECT_LT(c.spin_short_pm, 500u);
   // A fixed spin would have spun 2 ms after each record (80 ms); the policy stops after
   // about ten long gaps and then probes one period in eight.
   EXPECT_LT(c.spin_ns, 50'000'000u);
+}
+
+// While the store holds an RDMA ring's records (durable mode: the client waits for their
+// acks) the poller sleeps instead of spinning; the acks start the spin (the client
+// answers them with new records).
+TEST(PollerTest, NoSpinWhileTheStoreHoldsRecordsTheAcksStartIt) {
+  FakeSink sink;
+  PollerOptions opt;
+  opt.spin = absl::Milliseconds(50);
+  opt.wakeup_cost = absl::Milliseconds(50);  // every period spins 50 ms
+  auto poller = Poller::Create(0, opt, &sink);
+  ASSERT_TRUE(poller.ok());
+  auto conn = std::make_shared<FakeConnection>();
+  auto ring = std::make_shared<UnsignalledRing>();
+  conn->ring = ring.get();
+  (*poller)->AddRing(conn, ring);
+  RingProducer prod(kRingBytes);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const uint64_t spin0 = (*poller)->counters().spin_ns;
+  Produce(&prod, ring.get(), "held", "the store takes its time", 1);
+  ring->Signal();
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> l(sink.mu);
+    return sink.payloads.size() == 1;
+  }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // a slow flush
+  const uint64_t spin1 = (*poller)->counters().spin_ns;
+  EXPECT_LT(spin1 - spin0, 20'000'000u) << "spun while the store held the only record";
+  sink.Flush();
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> l(conn->mu);
+    return conn->acked.count(1) == 1;
+  }));
+  EXPECT_TRUE(CountersWhen(**poller, [&](const PollerCounters& c) {
+    return c.spin_ns - spin1 >= 30'000'000u;
+  })) << "the ack must start a spin for the client's answer";
 }
 
 // spin_ns is the poller's empty spinning (perf dump; the bench subtracts it from the OSD's
