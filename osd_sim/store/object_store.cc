@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -41,12 +42,19 @@ absl::StatusOr<std::unique_ptr<ObjectStore>> ObjectStore::Open(const StoreOption
     return absl::InvalidArgumentError(absl::StrCat("StoreOptions.direct_write_streams ",
                                                    options.direct_write_streams, " not in [1, 16]"));
   }
+  if (!(options.compact_live_ratio >= 0 && options.compact_live_ratio <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("StoreOptions.compact_live_ratio ",
+                                                   options.compact_live_ratio, " not in [0, 1]"));
+  }
   auto impl = std::make_unique<Impl>(options);
   if (options.mode != Durability::kMemory) {
     if (absl::Status s = impl->Recover(); !s.ok()) return s;
   }
   if (options.mode == Durability::kDurable) impl->StartFlusher();
   if (options.mode != Durability::kMemory) impl->StartIoPool();
+  if (options.mode != Durability::kMemory && options.background_compaction) {
+    impl->StartCompactor();
+  }
   return std::unique_ptr<ObjectStore>(new ObjectStore(std::move(impl)));
 }
 
@@ -114,6 +122,8 @@ std::vector<ObjectIndex::Listed> ObjectStore::List(std::string_view prefix,
   return impl_->List(prefix, after, max);
 }
 
+absl::Status ObjectStore::Compact() { return impl_->Compact(); }
+
 StoreStats ObjectStore::GetStats() const { return impl_->GetStats(); }
 
 // ---- open / recovery ----------------------------------------------------------------
@@ -123,7 +133,12 @@ ObjectStore::Impl::~Impl() {
     absl::MutexLock l(&mu_);
     stopping_ = true;
     flush_cv_.SignalAll();
+    compact_cv_.SignalAll();
+    durable_cv_.SignalAll();
   }
+  // The compactor first: it may wait for the flushers (a compaction stopped half way
+  // leaves copies that are merely dead records; the old segment stays).
+  if (compactor_.joinable()) compactor_.join();
   for (std::thread& t : flushers_) t.join();
   io_pool_.reset();
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
@@ -157,6 +172,9 @@ absl::Status ObjectStore::Impl::Recover() {
 
   absl::MutexLock l(&mu_);
   uint64_t last_seq = 0;
+  // Writes of several records some of whose parts compaction copied (as writes of one
+  // record each): their original parts left in the log never complete, and are not news.
+  std::set<std::pair<std::string, uint32_t>> relocated_writes;
   for (size_t i = 0; i < ids.size(); ++i) {
     absl::StatusOr<std::unique_ptr<SegmentFile>> seg =
         SegmentFile::Open(absl::StrCat(dir, "/", SegmentName(ids[i])), ids[i], false,
@@ -164,6 +182,7 @@ absl::Status ObjectStore::Impl::Recover() {
     if (!seg.ok()) return seg.status();
     absl::StatusOr<SegmentScan> scan = ScanSegment(**seg, last_seq);
     if (!scan.ok()) return scan.status();
+    SegmentState st;
     for (const ScannedRecord& r : scan->records) {
       const RecordHeader& h = r.header;
       Extent e;
@@ -173,8 +192,14 @@ absl::Status ObjectStore::Impl::Recover() {
       e.payload_crc = h.payload_crc;
       e.segment_id = ids[i];
       e.file_off = r.pos + PayloadOffset(h.oid_len, h.flags);
-      PublishLocked(r.oid, std::move(e), h.flags, h.write_id);
+      e.record_bytes = RecordBytes(h.oid_len, h.payload_len, h.flags);
+      st.objects[r.oid].Add(r.apply_seq);
+      const bool relocated = (h.flags & kRecordRelocated) != 0;
+      // A copy is a write of one record; its write_id only names the write it came from.
+      if (relocated && h.write_id != 0) relocated_writes.emplace(r.oid, h.write_id);
+      PublishLocked(r.oid, std::move(e), h.flags, relocated ? 0 : h.write_id);
     }
+    st.max_seq = scan->last_seq;
     last_seq = scan->last_seq;
     stats_.recovered_records += scan->records.size();
     stats_.torn_records += scan->torn_records;
@@ -208,12 +233,19 @@ absl::Status ObjectStore::Impl::Recover() {
                    (*seg)->path(), scan->torn_bytes);
     }
     stats_.log_bytes += keep;
-    segments_.emplace(ids[i], std::move(*seg));
+    st.used = keep;
+    st.file = std::move(*seg);
+    segments_.emplace(ids[i], std::move(st));
   }
   next_seq_ = last_seq + 1;
   // Writes of several records whose last part never reached the log: their writer died
   // or gave up; what they replaced stays.
-  if (const size_t open = index_.DropOpenWrites(); open > 0) {
+  size_t open = 0;
+  for (const auto& [oid, id] : index_.OpenWrites()) {
+    if (relocated_writes.count({oid, id}) == 0) ++open;
+    index_.Abort(oid, id);
+  }
+  if (open > 0) {
     stats_.writes_aborted += open;
     spdlog::warn("store {}: {} write(s) of several records never completed; dropped", dir,
                  open);
@@ -228,20 +260,21 @@ absl::Status ObjectStore::Impl::Recover() {
 absl::StatusOr<std::string> ObjectStore::Impl::Read(std::string_view oid, uint64_t offset,
                                                     uint64_t length) {
   std::optional<ObjectEntry> entry;
-  std::vector<const SegmentFile*> segs;
+  // Held until the read is done: compaction may delete a segment meanwhile (its file
+  // stays readable through the open descriptor).
+  std::vector<std::shared_ptr<const SegmentFile>> segs;
   {
     absl::MutexLock l(&mu_);
     entry = index_.Lookup(oid);
     if (!entry) return absl::NotFoundError(absl::StrCat("object '", Sv(oid), "' not found"));
     for (const Extent& e : entry->extents) {
       auto it = segments_.find(e.segment_id);
-      segs.push_back(e.mem || it == segments_.end() ? nullptr : it->second.get());
+      segs.push_back(e.mem || it == segments_.end() ? nullptr : it->second.file);
     }
   }
   const uint64_t size = entry->Size();
   const uint64_t begin = std::min(offset, size);
   const uint64_t end = begin + std::min(length, size - begin);
-  // Segments are never closed while the store is open, so the pointers stay valid.
   std::string out(end - begin, '\0');
   std::string scratch;  // an extent that sticks out of the range is read whole, for its crc
   for (size_t i = 0; i < entry->extents.size(); ++i) {
@@ -302,6 +335,8 @@ StoreStats ObjectStore::Impl::GetStats() const {
   StoreStats s = stats_;
   s.objects = index_.object_count();
   s.segments = segments_.size();
+  s.live_bytes = index_.live_bytes();
+  s.dead_bytes = s.log_bytes - std::min(s.log_bytes, s.live_bytes);
   s.thread_cpu_ns = flusher_cpu_ns_.load(std::memory_order_relaxed) +
                     (io_pool_ ? io_pool_->thread_cpu_ns() : 0);
   return s;
@@ -311,8 +346,13 @@ std::string StoreStats::ToString() const {
   return absl::StrCat("appends=", appends, " direct=", direct_appends,
                       " direct_fallbacks=", direct_fallbacks, " bytes=", append_bytes,
                       " errors=", append_errors,
-                      " full=", full_errors, " log_bytes=", log_bytes, " objects=", objects,
-                      " segments=", segments, " flushes=", flushes,
+                      " full=", full_errors, " log_bytes=", log_bytes, " live=", live_bytes,
+                      " dead=", dead_bytes, " objects=", objects,
+                      " segments=", segments, " compactions=", compactions,
+                      " segments_freed=", segments_freed, " relocated=", records_relocated,
+                      " relocated_bytes=", bytes_relocated, " reclaimed=", bytes_reclaimed,
+                      " deletes_kept=", deletes_kept,
+                      " compaction_crc_errors=", compaction_crc_errors, " flushes=", flushes,
                       " flushed_appends=", flushed_appends, " max_batch=", max_batch,
                       " flush_us_sum=", flush_latency_sum_us, " flush_us_max=", flush_latency_max_us,
                       " recovered=", recovered_records, " aborted_writes=", writes_aborted,

@@ -26,6 +26,7 @@
 #include <sys/uio.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -45,6 +46,16 @@ enum class Durability {
   kDurable,   // completion after fdatasync (group-committed)
   kBuffered,  // completion after write() returned: survives kill -9, not power loss
   kMemory,    // no files; completion immediately; lost when the store is destroyed
+};
+
+// Points of compacting one segment, for StoreOptions::compaction_hook (tests: crash or
+// stop there).
+enum class CompactionStep {
+  kCopied,     // copies written (not yet known durable), nothing repointed
+  kDurable,    // copies durable, index not repointed yet
+  kRepointed,  // index points at the copies, old segment still on disk
+  kUnlinked,   // old segment unlinked, the directory not yet fsynced
+  kFreed,      // directory fsynced: the segment is gone for good
 };
 
 struct StoreOptions {
@@ -83,6 +94,20 @@ struct StoreOptions {
   // fallocate each new segment to segment_bytes, so appends need no block allocation and
   // do not grow the file (best effort: skipped when the disk has no room for it).
   bool preallocate = true;
+  // Compaction (README "Compaction"): a sealed segment whose live records take less than
+  // compact_live_ratio of its size (segment_bytes, or more for a larger record) has its
+  // live records copied to the log's end and is deleted; one with nothing live is just
+  // deleted. A background thread ("store-compact", nice 10) checks every
+  // compaction_interval and when a segment is sealed, copying at most
+  // compaction_bytes_per_sec (0: no limit); Compact() does it at once. Memory mode has no
+  // segments (an overwritten payload is freed at once).
+  bool background_compaction = true;
+  double compact_live_ratio = 0.5;
+  uint64_t compaction_bytes_per_sec = 64ull << 20;
+  absl::Duration compaction_interval = absl::Milliseconds(200);
+  // Tests only: called at each CompactionStep of each segment compacted, on the thread
+  // compacting it (with no store lock held).
+  std::function<void(CompactionStep, uint64_t segment_id)> compaction_hook;
 };
 
 // Called once with OK when the write is durable per the mode, or with the error that
@@ -153,9 +178,19 @@ class ObjectStore {
 
   // Deletes the object: appends a delete record (kDelete), so that recovery replays it.
   // Returns a ticket for WhenDurable, as Append; kNotFound if the object does not exist
-  // (nothing written). The log space of the deleted writes is freed only in kMemory mode
-  // (segments are not compacted yet).
+  // (nothing written). The deleted writes' payloads are freed at once in kMemory mode and
+  // by compaction otherwise; compaction drops the delete record itself once no older
+  // record of the object is left in the log.
   absl::StatusOr<uint64_t> Delete(std::string_view oid);
+
+  // Compacts now, on the calling thread, every sealed segment under compact_live_ratio
+  // (StoreOptions), without the background rate limit; returns when none is left that can
+  // be compacted now (one still waiting for a write's durability is retried for a few
+  // seconds, then left). Errors: the first I/O error (the segment stays; nothing
+  // acknowledged is lost). A segment with a live payload that fails its crc is kept and
+  // counted (compaction_crc_errors), the rest of it copied. For tests and the admin
+  // socket; the background thread does the same by itself.
+  absl::Status Compact();
 
   // One page of the objects whose id starts with `prefix`, after `after` in byte order
   // (ObjectIndex::List): pass the last id of a page to get the next one.

@@ -116,7 +116,10 @@ absl::Status ObjectStore::Impl::RollSegmentLocked() {
   PreallocateSegment(**seg);
   active_ = seg->get();
   active_tail_ = 0;
-  segments_.emplace(id, std::move(*seg));
+  SegmentState st;
+  st.file = std::move(*seg);
+  segments_.emplace(id, std::move(st));
+  compact_cv_.Signal();  // a segment was sealed: maybe one to compact
   return absl::OkStatus();
 }
 
@@ -135,14 +138,18 @@ void ObjectStore::Impl::PreallocateSegment(const SegmentFile& seg) const {
 
 absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::string_view oid,
                                                                           uint64_t payload_len,
-                                                                          bool want_direct) {
+                                                                          bool want_direct,
+                                                                          uint64_t apply_seq) {
   Reservation r;
+  const uint32_t layout = apply_seq != 0 ? kRecordRelocated : 0;
   // Sized for the aligned layout (plus its worst-case padding) if it may be used.
-  r.bytes = want_direct ? RecordBytes(oid.size(), payload_len, kRecordAlignedPayload) + kDirectAlign
-                        : RecordBytes(oid.size(), payload_len);
+  r.bytes = want_direct ? RecordBytes(oid.size(), payload_len, layout | kRecordAlignedPayload) + kDirectAlign
+                        : RecordBytes(oid.size(), payload_len, layout);
   absl::MutexLock l(&mu_);
   if (!sticky_error_.ok()) return sticky_error_;
-  if (opts_.capacity_bytes != 0 && stats_.log_bytes + r.bytes > opts_.capacity_bytes) {
+  // A compaction copy is not refused by the capacity: it is there to free a segment.
+  if (apply_seq == 0 && opts_.capacity_bytes != 0 &&
+      stats_.log_bytes + r.bytes > opts_.capacity_bytes) {
     ++stats_.append_errors;
     ++stats_.full_errors;
     return absl::ResourceExhaustedError(
@@ -160,10 +167,10 @@ absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::s
     r.seg = active_;
     r.direct = want_direct && active_->has_direct();
     if (r.direct) {
-      r.bytes = RecordBytes(oid.size(), payload_len, kRecordAlignedPayload);
+      r.bytes = RecordBytes(oid.size(), payload_len, layout | kRecordAlignedPayload);
       r.pad = AlignUp(active_tail_, kDirectAlign) - active_tail_;
     } else {
-      r.bytes = RecordBytes(oid.size(), payload_len);
+      r.bytes = RecordBytes(oid.size(), payload_len, layout);
     }
     r.pos = active_tail_ + r.pad;
     active_tail_ = r.pos + r.bytes;
@@ -180,19 +187,32 @@ absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::s
   if (static_cast<uint32_t>(next_seq_) == 0) ++next_seq_;
   r.seq = next_seq_++;
   not_durable_.insert(r.seq);
+  if (r.seg != nullptr) {
+    // Noted now, under the lock that gave out the seq: compaction, deciding whether a
+    // delete may be dropped, must see every record of the object, written or about to be.
+    SegmentState& st = segments_.at(r.seg->id());
+    st.objects[std::string(oid)].Add(apply_seq != 0 ? apply_seq : r.seq);
+    st.max_seq = r.seq;
+    st.used = active_tail_;
+  }
   return r;
 }
 
-void ObjectStore::Impl::RollbackLocked(const Reservation& r, const absl::Status& why) {
-  ++stats_.append_errors;
-  if (absl::IsResourceExhausted(why)) ++stats_.full_errors;
+void ObjectStore::Impl::RollbackLocked(const Reservation& r, const absl::Status& why,
+                                       bool client) {
+  if (client) {
+    ++stats_.append_errors;
+    if (absl::IsResourceExhausted(why)) ++stats_.full_errors;
+  }
   not_durable_.erase(r.seq);  // Append returns `why`: the caller never learns this ticket
+  NotDurableShrankLocked();
   if (r.direct) --direct_in_flight_;
   if (r.seg == active_ && active_tail_ == r.pos + r.bytes) {
     // Nobody reserved space after us: give it back and cut what was partly written
     // (the space after the tail must read as zeros again for the recovery scan).
     active_tail_ = r.pos - r.pad;
     stats_.log_bytes -= r.pad + r.bytes;
+    segments_.at(r.seg->id()).used = active_tail_;
     if (absl::Status s = r.seg->Truncate(active_tail_); !s.ok()) {
       spdlog::warn("store {}: {}", opts_.dir, std::string(s.message()));
     } else {
@@ -208,19 +228,22 @@ void ObjectStore::Impl::RollbackLocked(const Reservation& r, const absl::Status&
 absl::Status ObjectStore::Impl::WriteRecord(const Reservation& r, std::string_view oid,
                                              uint64_t off, const struct iovec* iov, int iovcnt,
                                              uint64_t len, uint32_t payload_crc, uint32_t flags,
-                                             uint32_t write_id, bool* fell_back) {
+                                             uint32_t write_id, bool* fell_back,
+                                             uint64_t apply_seq) {
   std::vector<struct iovec> v;
-  v.reserve(static_cast<size_t>(iovcnt) + 3);
+  v.reserve(static_cast<size_t>(iovcnt) + 4);
+  if (apply_seq != 0) flags |= kRecordRelocated;
   if (r.direct) {
     // [header block][payload]: one O_DIRECT write, the payload straight from the caller.
     const RecordHeader h =
         MakeRecordHeader(oid, r.seq, off, len, payload_crc, flags | kRecordAlignedPayload,
-                         write_id);
+                         write_id, apply_seq);
     char* block = HeaderBlock();
-    const uint64_t head = PayloadOffset(oid.size(), kRecordAlignedPayload);
+    const uint64_t head = PayloadOffset(oid.size(), flags | kRecordAlignedPayload);
     std::memset(block, 0, head);
     std::memcpy(block, &h, sizeof(h));
-    std::memcpy(block + sizeof(h), oid.data(), oid.size());
+    if (apply_seq != 0) std::memcpy(block + sizeof(h), &apply_seq, kApplySeqBytes);
+    std::memcpy(block + HeaderBytes(flags), oid.data(), oid.size());
     v.push_back({block, head});
     for (int i = 0; i < iovcnt; ++i) {
       if (iov[i].iov_len > 0) v.push_back(iov[i]);
@@ -263,13 +286,15 @@ absl::Status ObjectStore::Impl::WriteRecord(const Reservation& r, std::string_vi
     }
     return absl::OkStatus();
   }
-  const RecordHeader h = MakeRecordHeader(oid, r.seq, off, len, payload_crc, flags, write_id);
+  const RecordHeader h =
+      MakeRecordHeader(oid, r.seq, off, len, payload_crc, flags, write_id, apply_seq);
   v.push_back({const_cast<RecordHeader*>(&h), sizeof(h)});
+  if (apply_seq != 0) v.push_back({&apply_seq, kApplySeqBytes});
   v.push_back({const_cast<char*>(oid.data()), oid.size()});
   for (int i = 0; i < iovcnt; ++i) {
     if (iov[i].iov_len > 0) v.push_back(iov[i]);
   }
-  const size_t pad = r.bytes - (sizeof(h) + oid.size() + len);
+  const size_t pad = r.bytes - (HeaderBytes(flags) + oid.size() + len);
   if (pad > 0) v.push_back({const_cast<char*>(kZeros), pad});
   return r.seg->WriteFull(r.pos, v.data(), static_cast<int>(v.size()));
 }
@@ -364,6 +389,7 @@ absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_
     e.segment_id = r->seg->id();
     e.file_off = r->pos + PayloadOffset(oid.size(), r->direct ? kRecordAlignedPayload : 0);
   }
+  e.record_bytes = r->bytes;  // memory mode: the payload
 
   Fired fire;
   {
@@ -383,6 +409,28 @@ absl::StatusOr<uint64_t> ObjectStore::Impl::Append(std::string_view oid, uint64_
   }
   Fire(&fire);
   return r->seq;
+}
+
+absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::AppendRelocated(
+    std::string_view oid, uint64_t off, const char* data, uint64_t len, uint32_t payload_crc,
+    uint32_t flags, uint32_t write_id, uint64_t apply_seq) {
+  struct iovec iov = {const_cast<char*>(data), len};
+  const int iovcnt = len > 0 ? 1 : 0;
+  absl::StatusOr<Reservation> r =
+      Reserve(oid, len, DirectEligible(opts_, &iov, iovcnt, len), apply_seq);
+  if (!r.ok()) return r.status();
+  bool fell_back = false;
+  absl::Status s = WriteRecord(*r, oid, off, &iov, iovcnt, len, payload_crc, flags, write_id,
+                               &fell_back, apply_seq);
+  Fired fire;  // stays empty: no callback
+  absl::MutexLock l(&mu_);
+  if (!s.ok()) {
+    RollbackLocked(*r, s, /*client=*/false);
+    return s;
+  }
+  if (fell_back) ++stats_.direct_fallbacks;
+  CommitWrittenLocked(*r, len, nullptr, &fire);
+  return r;
 }
 
 }  // namespace msgr::store

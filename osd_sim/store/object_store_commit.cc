@@ -23,6 +23,7 @@ void ObjectStore::Impl::Fire(Fired* fire) {
 
 void ObjectStore::Impl::MarkDurableLocked(uint64_t seq, const absl::Status& s, Fired* fire) {
   not_durable_.erase(seq);
+  NotDurableShrankLocked();
   if (!s.ok()) failed_.emplace(seq, s);
   auto it = waiters_.find(seq);
   if (it == waiters_.end()) return;
@@ -38,6 +39,7 @@ void ObjectStore::Impl::CommitWrittenLocked(const Reservation& r, uint64_t paylo
   }
   if (opts_.mode != Durability::kDurable) {
     not_durable_.erase(r.seq);
+    NotDurableShrankLocked();
     if (done != nullptr) fire->emplace_back(std::move(*done), absl::OkStatus());
     return;
   }

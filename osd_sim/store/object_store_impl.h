@@ -2,13 +2,18 @@
 //   object_store.cc         Open / recovery, Read, stats, the public facade
 //   object_store_append.cc  space reservation, the pwritev data path, rollback on failure
 //   object_store_commit.cc  group commit (flusher thread) and durability tracking
+//   object_store_compact.cc compaction: copying live records out of sparse segments
 // Locking: one mutex `mu_` guards everything below it; no system call that touches
 // the disk runs under it except creating a segment and rolling back a failed write.
+// `compact_mu_` serialises compactions (the background thread and Compact()); it is
+// taken before `mu_`, never while holding it.
 #ifndef MSGR_OSD_SIM_STORE_OBJECT_STORE_IMPL_H_
 #define MSGR_OSD_SIM_STORE_OBJECT_STORE_IMPL_H_
 
 #include <atomic>
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -34,6 +39,8 @@ class ObjectStore::Impl {
   absl::Status Recover();  // file modes: lock the directory, scan segments, build the index
   void StartFlusher();     // kDurable only
   void StartIoPool();      // file modes with direct_write_streams > 1
+  void StartCompactor();   // file modes with background_compaction
+  absl::Status Compact();  // ObjectStore::Compact
 
   absl::StatusOr<uint64_t> Append(std::string_view oid, uint64_t off, const struct iovec* iov,
                                   int iovcnt, uint32_t payload_crc, uint32_t flags,
@@ -62,16 +69,70 @@ class ObjectStore::Impl {
     SegmentFile* seg;
     uint64_t bytes;  // payload
   };
+  // The apply seqs of one object's records in one segment (live or not).
+  struct SeqRange {
+    uint64_t min = UINT64_MAX;
+    uint64_t max = 0;
+    void Add(uint64_t seq) {
+      min = std::min(min, seq);
+      max = std::max(max, seq);
+    }
+    bool Overlaps(uint64_t lo, uint64_t hi) const { return min <= hi && lo <= max; }
+  };
+  struct SegmentState {
+    std::shared_ptr<SegmentFile> file;
+    uint64_t used = 0;     // log bytes: records and padding (the active one: its tail)
+    uint64_t max_seq = 0;  // highest seq reserved in it
+    // A live payload here failed its crc when compaction copied it: the segment stays
+    // (that extent still reads as DATA_LOSS) and is compacted again only once nothing in
+    // it is live.
+    bool pinned = false;
+    bool unlinked = false;  // compaction deleted its file; forgotten once the dir is synced
+    // Every object with a record here, dead or alive, and the seqs those records apply
+    // at: a delete (or the truncating write an object's state starts from) may be
+    // dropped only when no older record of its object is left in another segment.
+    std::unordered_map<std::string, SeqRange> objects;
+  };
+  // What compacting one segment copies forward (object_store_compact.cc).
+  struct CopyItem {
+    std::string oid;
+    Extent from;                       // as the index had it when planned
+    std::shared_ptr<SegmentFile> seg;  // where its payload is
+    uint32_t flags = 0;                // kTruncate: (a part of) the write at trunc_seq
+    uint32_t write_id = 0;             // the write of several records it was a part of
+  };
+  struct CompactionPlan {
+    uint64_t id = 0;
+    std::shared_ptr<SegmentFile> file;
+    uint64_t used = 0;
+    uint64_t next_seq = 0;  // every write published before the plan has a lower seq
+    std::vector<CopyItem> copies;
+    // Deletes to write again at these seqs (an older record of the object is left in
+    // another segment, and the record that carries the delete is in this one).
+    std::vector<std::pair<std::string, uint64_t>> barriers;
+  };
+  enum class Compacted { kFreed, kNotNow, kKept };
   using Fired = std::vector<std::pair<DurableCallback, absl::Status>>;
 
   // `want_direct`: the payload qualifies for O_DIRECT; the reservation says whether the
   // segment can take it.
-  absl::StatusOr<Reservation> Reserve(std::string_view oid, uint64_t payload_len, bool want_direct);
+  // `apply_seq` != 0: a relocated record (compaction), which the capacity does not refuse
+  // (it is there to free space) and which is noted at that seq in its segment.
+  absl::StatusOr<Reservation> Reserve(std::string_view oid, uint64_t payload_len, bool want_direct,
+                                      uint64_t apply_seq = 0);
   // `*fell_back`: a direct record (part) went through the buffered descriptor (EINVAL).
+  // `apply_seq` != 0: written as a relocated record (kRecordRelocated) applying there.
   absl::Status WriteRecord(const Reservation& r, std::string_view oid, uint64_t off,
                            const struct iovec* iov, int iovcnt, uint64_t len,
                            uint32_t payload_crc, uint32_t flags, uint32_t write_id,
-                           bool* fell_back);
+                           bool* fell_back, uint64_t apply_seq = 0);
+  // Compaction's write: a relocated record of `len` bytes at `data` (crc checked by the
+  // caller), applying at `apply_seq`. Not published in the index (the caller repoints once
+  // it is durable). Returns its reservation (seq, segment, place).
+  absl::StatusOr<Reservation> AppendRelocated(std::string_view oid, uint64_t off,
+                                              const char* data, uint64_t len,
+                                              uint32_t payload_crc, uint32_t flags,
+                                              uint32_t write_id, uint64_t apply_seq);
   // Publishes a written record in the index: alone, or as a part of a write of several
   // records (`write_id`). Returns the payload bytes no longer referenced.
   uint64_t PublishLocked(std::string_view oid, Extent e, uint32_t flags, uint32_t write_id)
@@ -79,8 +140,38 @@ class ObjectStore::Impl {
   // Best-effort fallocate of `seg` to segment_bytes (StoreOptions::preallocate).
   void PreallocateSegment(const SegmentFile& seg) const;
   absl::Status RollSegmentLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RollbackLocked(const Reservation& r, const absl::Status& why)
+  // `client`: an append of a caller (counted in append_errors), not a compaction copy.
+  void RollbackLocked(const Reservation& r, const absl::Status& why, bool client = true)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every seq below this one is durable (or failed and was never published).
+  uint64_t DurableBelowLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return not_durable_.empty() ? next_seq_ : *not_durable_.begin();
+  }
+  // A ticket left not_durable_: wakes a compaction waiting for durability.
+  void NotDurableShrankLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (durable_waiters_ > 0) durable_cv_.SignalAll();
+  }
+
+  // Compaction (object_store_compact.cc).
+  void CompactorLoop();
+  // Sealed segments worth compacting now, the emptiest first.
+  std::vector<uint64_t> CandidatesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // nullopt: not now (not sealed or not all durable yet, open parts in it, a write of
+  // several records to copy that is not durable yet).
+  // `*sync_first`: a delete would be kept only for an older record in a segment already
+  // unlinked: ForgetUnlinked, then plan again.
+  std::optional<CompactionPlan> PlanLocked(uint64_t id, bool* sync_first) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Compacts segment `id` up to unlinking it (then adds it to unlinked_).
+  absl::StatusOr<Compacted> CompactSegment(uint64_t id, bool background)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(compact_mu_);
+  // fsyncs the directory once for the segments in unlinked_, then forgets them.
+  absl::Status ForgetUnlinked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(compact_mu_);
+  // Waits until every seq below `seq` is durable; false if the store stops or fails.
+  bool WaitDurableBelow(uint64_t seq);
+  void Hook(CompactionStep step, uint64_t id) const {
+    if (opts_.compaction_hook) opts_.compaction_hook(step, id);
+  }
   // Records a written append; returns callbacks to run (outside the lock).
   void CommitWrittenLocked(const Reservation& r, uint64_t payload_len, DurableCallback* done,
                            Fired* fire) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -96,8 +187,11 @@ class ObjectStore::Impl {
   const StoreOptions opts_;
   int lock_fd_ = -1;  // flock'ed LOCK file of the directory
 
+  absl::Mutex compact_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Segments compaction unlinked whose directory entry's removal is not yet durable.
+  std::vector<uint64_t> unlinked_ ABSL_GUARDED_BY(compact_mu_);
   mutable absl::Mutex mu_;
-  std::map<uint64_t, std::unique_ptr<SegmentFile>> segments_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, SegmentState> segments_ ABSL_GUARDED_BY(mu_);
   SegmentFile* active_ ABSL_GUARDED_BY(mu_) = nullptr;
   uint64_t active_tail_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
@@ -116,9 +210,13 @@ class ObjectStore::Impl {
   absl::Status sticky_error_ ABSL_GUARDED_BY(mu_);  // a failed fdatasync poisons the store
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::CondVar flush_cv_;
+  int durable_waiters_ ABSL_GUARDED_BY(mu_) = 0;  // compactions in WaitDurableBelow
+  absl::CondVar durable_cv_;
+  absl::CondVar compact_cv_;  // wakes the compactor (a segment sealed, or stopping)
   std::vector<std::thread> flushers_;  // flush_threads of them, kDurable only
+  std::thread compactor_;              // background_compaction only
   std::unique_ptr<IoPool> io_pool_;  // direct_write_streams > 1 only
-  std::atomic<uint64_t> flusher_cpu_ns_{0};  // CPU time of the flushers
+  std::atomic<uint64_t> flusher_cpu_ns_{0};  // CPU time of the flushers and the compactor
 };
 
 }  // namespace msgr::store

@@ -30,8 +30,23 @@ inline constexpr int kFlushLatencyBuckets = 24;
   X(writes_aborted, kCounter, kNone, "writes of several records aborted or left incomplete") \
   X(orphan_parts, kCounter, kNone, "parts that arrived for a write no longer open")          \
   X(objects, kGauge, kNone, "objects in the index")                                          \
-  X(thread_cpu_ns, kCounter, kNanoseconds, "CPU time of the store's threads (store-io, store-flush)") \
+  X(thread_cpu_ns, kCounter, kNanoseconds,                                                   \
+    "CPU time of the store's threads (store-io, store-flush, store-compact)")                \
   X(segments, kGauge, kNone, "log segments")                                                 \
+  /* Space: live = records the index references; dead = the rest of log_bytes. */          \
+  X(live_bytes, kGauge, kBytes, "log bytes of records the index references (memory: payloads)") \
+  X(dead_bytes, kGauge, kBytes, "log bytes of overwritten, deleted or unused records")       \
+  /* Compaction. */                                                                          \
+  X(compactions, kCounter, kNone, "segments whose live records were copied forward")        \
+  X(segments_freed, kCounter, kNone, "segments deleted by compaction")                       \
+  X(records_relocated, kCounter, kNone, "live records copied forward by compaction")         \
+  X(bytes_relocated, kCounter, kBytes, "payload bytes copied forward by compaction")         \
+  X(bytes_reclaimed, kCounter, kBytes, "file bytes of the segments compaction deleted")      \
+  X(deletes_kept, kCounter, kNone,                                                           \
+    "delete records copied forward (an older record of the object was still in the log)")   \
+  X(compaction_crc_errors, kCounter, kNone,                                                  \
+    "live payloads that failed their crc when compaction copied them (segment kept)")        \
+  X(compaction_errors, kCounter, kNone, "compactions stopped by an I/O error")               \
   /* Group commit. */                                                                        \
   X(flushes, kCounter, kNone, "fdatasync rounds")                                            \
   X(flushed_appends, kCounter, kNone, "appends made durable by those rounds")                \
