@@ -51,6 +51,7 @@ enum class Durability {
 // Points of compacting one segment, for StoreOptions::compaction_hook (tests: crash or
 // stop there).
 enum class CompactionStep {
+  kPlanned,    // what to copy is decided, nothing written yet
   kCopied,     // copies written (not yet known durable), nothing repointed
   kDurable,    // copies durable, index not repointed yet
   kRepointed,  // index points at the copies, old segment still on disk

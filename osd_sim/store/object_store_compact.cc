@@ -278,6 +278,7 @@ absl::StatusOr<ObjectStore::Impl::Compacted> ObjectStore::Impl::CompactSegment(u
     if (absl::Status s = ForgetUnlinked(); !s.ok()) return s;
   }
   if (!plan) return Compacted::kNotNow;
+  Hook(CompactionStep::kPlanned, id);
   auto failed = [&](absl::Status s) {
     absl::MutexLock l(&mu_);
     ++stats_.compaction_errors;

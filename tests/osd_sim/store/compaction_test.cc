@@ -199,7 +199,7 @@ TEST_P(CompactionTest, ADeleteOutlivesItsSegmentWhileAnOlderRecordIsLeft) {
 // A write that arrives while a segment is being compacted wins over the copy of what it
 // replaced, and a delete keeps the object deleted, whatever step compaction is at.
 TEST_P(CompactionTest, NewerWritesAndDeletesDuringCompactionWin) {
-  for (CompactionStep step : {CompactionStep::kCopied, CompactionStep::kDurable,
+  for (CompactionStep step : {CompactionStep::kPlanned, CompactionStep::kCopied, CompactionStep::kDurable,
                               CompactionStep::kRepointed, CompactionStep::kUnlinked}) {
     SCOPED_TRACE(static_cast<int>(step));
     dir_ = FreshDir("compaction-race-" + std::to_string(static_cast<int>(step)) +
