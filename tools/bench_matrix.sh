@@ -11,11 +11,12 @@
 #   --only LIST   comma list of sections: mem,clients,durable,store,msgr,idle (default all)
 #   --clients N   client instances of the clients section (default 20)
 #   --report      only print the table from an earlier --out DIR (no measurement)
-#   --layout L    pinned (default): the clusters' OSD pollers share the last CPU
-#                 (--poller-cpus), and -t 1 runs poll for their completion (--spin-us
-#                 200), for both backends alike; free: no pinning, no client spin (the
-#                 layout of rounds 1 and 2). Pinning the bench too (taskset) was tried and
-#                 cost both backends at 4 MiB (docs/BENCHMARKS.md, round 3).
+#   --layout L    free (default): no tuning flag at all, what a user gets (the OSDs'
+#                 pollers use hybrid polling); pinned: the clusters' OSD pollers share the
+#                 last CPU (--poller-cpus), and -t 1 runs poll for their completion
+#                 (--spin-us 200), for both backends alike (the layout of rounds 3 to 6).
+#                 Pinning the bench too (taskset) was tried and cost both backends at
+#                 4 MiB (docs/BENCHMARKS.md, round 3).
 #
 # Sections (ratios are what matter; every comparison is made inside one section):
 #   mem      3 OSDs, --ms-type both, memory mode, --auth none: tcp vs rdma(soft), 4 KiB -t 1
@@ -34,7 +35,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
-SECONDS_PER=3 REPS=3 OUT="" BUILD=1 ONLY="mem,clients,idle,durable,store,msgr" LAYOUT=pinned
+SECONDS_PER=3 REPS=3 OUT="" BUILD=1 ONLY="mem,clients,idle,durable,store,msgr" LAYOUT=free
 CLIENTS=20
 # shellcheck source=tools/lib/flags.sh
 source tools/lib/flags.sh

@@ -8,29 +8,30 @@
 #
 #   tools/demo.sh [--ms-type both|tcp|rdma] [--seconds S] [--sizes 4K,64K,4M]
 #                 [--concurrency N] [--osds N] [--sections memory,durable]
-#                 [--results DIR] [--cluster-dir DIR] [--layout pinned|free] [--keep-data]
+#                 [--results DIR] [--cluster-dir DIR] [--layout free|pinned] [--keep-data]
 #
 # --sections: durability modes to run, in order (memory, buffered, durable); --durability
 # MODE is the old spelling of --sections MODE. --cluster-dir DIR: the cluster's directory
 # (default: a new one under /tmp); --dir DIR is its old spelling. Every flag also takes
 # --flag=VALUE.
 # Defaults: both backends, 4K/64K/4M objects, 5 s per run (12 runs: about 90 s of
-# benchmarking), concurrency 16, results in ./results/<timestamp>/, layout pinned: on a
-# machine with 2 or more CPUs the OSDs' pollers (which spin on RDMA rings) share the last
-# CPU and leave the others to the client, the flushers and the TCP readers -- as in
-# tools/bench_matrix.sh.
+# benchmarking), concurrency 16, results in ./results/<timestamp>/, layout free: no tuning
+# flag, the OSDs' pollers decide when to spin and when to sleep (hybrid polling,
+# osd_sim/spin_policy.h). --layout pinned makes the OSDs' pollers share the last CPU
+# (--poller-cpus), as before hybrid polling; it no longer wins (README, Benchmarks).
 # Bounded at any --seconds in memory: each run overwrites a working set of objects
 # (bench --max-objects: 64 MiB of objects, at least 64 of them), and each section starts a
 # fresh cluster. On disk, the durable section's log grows by what its runs write (the store
 # does not compact segments yet); it is removed with the cluster. The cluster's logs are
 # copied into the results folder; its data is removed when the demo made the directory
-# itself, unless --keep-data.
+# itself, unless --keep-data. MSGR_REBUILD=0 skips the setup and the build when the
+# binaries exist (as in cluster.sh and bench.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
 MS_TYPE=both SECONDS_PER_RUN=5 SIZES=4K,64K,4M CONCURRENCY=16 OSDS=3 SECTIONS=memory,durable
-RESULTS="" CLUSTER_DIR="" LAYOUT=pinned KEEP_DATA=0
+RESULTS="" CLUSTER_DIR="" LAYOUT=free KEEP_DATA=0
 # shellcheck source=tools/lib/flags.sh
 source tools/lib/flags.sh
 FLAGS_SCRIPT=demo.sh
@@ -73,11 +74,15 @@ OWN_DIR=0
 if [[ -z "$CLUSTER_DIR" ]]; then CLUSTER_DIR=$(mktemp -d /tmp/msgr-demo.XXXXXX); OWN_DIR=1; fi
 mkdir -p "$RESULTS"
 
-echo "== setup (tools/setup.sh)" >&2
-bash tools/setup.sh
-echo "== build (bazel build -c opt)" >&2
-bazel build -c opt //osd_sim:osd //osd_sim/mon:mon //osd_sim/mon:monctl \
-  //osd_sim/tools:msgr_admin //client/bench:bench >&2
+if [[ "${MSGR_REBUILD:-1}" == 0 && -x bazel-bin/client/bench/bench && -x bazel-bin/osd_sim/osd ]]; then
+  echo "== setup and build skipped (MSGR_REBUILD=0: the binaries in bazel-bin)" >&2
+else
+  echo "== setup (tools/setup.sh)" >&2
+  bash tools/setup.sh
+  echo "== build (bazel build -c opt)" >&2
+  bazel build -c opt //osd_sim:osd //osd_sim/mon:mon //osd_sim/mon:monctl \
+    //osd_sim/tools:msgr_admin //client/bench:bench >&2
+fi
 
 SECTION=""
 save_logs() {
