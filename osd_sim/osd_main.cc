@@ -31,11 +31,14 @@ constexpr const char* kUsage =
     "           [--capacity BYTES] [--keyring FILE | --auth none] [--rdma-device soft|IBDEV]\n"
     "           [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB] [--weight W]\n"
     "           [--metrics-addr HOST:PORT [--metrics-addr-file FILE]]\n"
+    "           [--op-complaint-time S]\n"
     "           [--log-level trace|debug|info|warn|error]\n"
     "  --poller-spin-us US       spin a fixed US after each record on an RDMA ring before\n"
     "                            sleeping (default: hybrid polling, see --poller-wakeup-us)\n"
     "  --poller-wakeup-us US     hybrid polling: spin up to US after a record while most gaps\n"
     "                            between records are shorter, else sleep at once (default 1000)\n"
+    "  --op-complaint-time S     a write in flight longer than S seconds is a slow op\n"
+    "                            (slow_ops gauge, dump_ops_in_flight; default 30)\n"
     "  --metrics-addr HOST:PORT  serve Prometheus /metrics there (off by default; PORT or\n"
     "                            :PORT alone = on 127.0.0.1; port 0 = a free port)\n"
     "  --metrics-addr-file FILE  once serving, write the bound HOST:PORT there\n";
@@ -72,7 +75,7 @@ int main(int argc, char** argv) {
       {"id", "mon", "data-dir", "run-dir", "ms-type", "durability", "pollers", "poller-cpus",
        "poller-spin-us", "poller-wakeup-us", "ring-bytes", "capacity", "keyring", "auth", "rdma-device", "weight",
        "rdma-max-registered-mb", "rdma-ring-min-kb", "metrics-addr", "metrics-addr-file",
-       "log-level", "help"});
+       "op-complaint-time", "log-level", "help"});
   if (!flags.ok()) return Fail(std::string(flags.status().message()));
   if (flags->Has("help")) {
     std::fputs(kUsage, stdout);
@@ -122,6 +125,13 @@ int main(int argc, char** argv) {
     o.poller_adaptive_spin = false;
   }
   o.poller_wakeup_cost = absl::Microseconds(*flags->GetUint("poller-wakeup-us", 1000));
+  if (flags->Has("op-complaint-time")) {
+    double secs = 0;
+    if (!absl::SimpleAtod(flags->Get("op-complaint-time"), &secs) || !(secs > 0)) {
+      return Fail("--op-complaint-time takes a number of seconds above 0, like 30 or 0.5");
+    }
+    o.op_complaint_time = absl::Seconds(secs);
+  }
   o.ring_bytes = *flags->GetUint("ring-bytes", msgr::kDefaultRingBytes);
   if (!msgr::IsValidRingSize(o.ring_bytes)) {
     return Fail("--ring-bytes must be a power of two of at least 65536");
