@@ -20,6 +20,30 @@ bool SameWriteWithin(const Extent& inner, const Extent& outer) {
 
 uint64_t FirstSeq(const Extent& e) { return e.first_seq != 0 ? e.first_seq : e.seq; }
 
+// True if the extents of `xs` newer than `x` (non-empty) together cover every byte of it
+// (then one of them reaches its end too): `x` can no longer be seen.
+bool HiddenByNewer(const std::vector<Extent>& xs, const Extent& x) {
+  if (x.len == 0) return false;  // Covers decides for those
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const Extent& y : xs) {
+    if (y.seq > x.seq && y.len > 0 && y.object_off < x.end() && y.end() > x.object_off) {
+      ranges.emplace_back(y.object_off, y.end());
+    }
+  }
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t covered = x.object_off;  // [x.object_off, covered) is hidden
+  for (const auto& [from, to] : ranges) {
+    if (from > covered) return false;
+    covered = std::max(covered, to);
+    if (covered >= x.end()) return true;
+  }
+  return false;
+}
+
+bool Overlap(const Extent& a, const Extent& b) {
+  return a.object_off < b.end() && b.object_off < a.end();
+}
+
 }  // namespace
 
 void ObjectIndex::AddLive(const Extent& e) {
@@ -89,17 +113,35 @@ uint64_t ObjectIndex::Apply(std::string_view oid, Extent e, bool truncate) {
     obj.trunc_seq = e.seq;
     drop([&](const Extent& x) { return x.seq < e.seq; });
   }
-  // A newer write that covers this one makes it invisible; so does a copy of its bytes.
+  // A newer write that covers this one makes it invisible, as do several that cover it
+  // together; so does a copy of its bytes.
   for (const Extent& x : xs) {
     if ((x.seq > e.seq && Covers(x, e)) || SameWriteWithin(e, x)) return freed + e.len;
   }
+  if (HiddenByNewer(xs, e)) return freed + e.len;
   drop([&](const Extent& x) {
     return (x.seq < e.seq && Covers(e, x)) || SameWriteWithin(x, e);
   });
   auto pos = std::upper_bound(xs.begin(), xs.end(), e.seq,
                               [](uint64_t seq, const Extent& x) { return seq < x.seq; });
+  Extent added;  // its seq and range, for the check below
+  added.seq = e.seq;
+  added.object_off = e.object_off;
+  added.len = e.len;
   AddLive(e);
   xs.insert(pos, std::move(e));
+  // Older writes this one overlaps may now be hidden by it and others together.
+  std::vector<size_t> hidden;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (xs[i].seq < added.seq && Overlap(xs[i], added) && HiddenByNewer(xs, xs[i])) {
+      hidden.push_back(i);
+    }
+  }
+  for (auto it = hidden.rbegin(); it != hidden.rend(); ++it) {
+    freed += xs[*it].len;
+    RemoveLive(xs[*it]);
+    xs.erase(xs.begin() + static_cast<std::ptrdiff_t>(*it));
+  }
   return freed;
 }
 

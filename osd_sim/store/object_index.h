@@ -4,7 +4,8 @@
 // Writes are applied by sequence number, not by arrival order: two writers to the same
 // object may finish their pwritev out of order, and recovery replays the log in seq
 // order, so the index must give the same answer either way. An extent fully covered
-// by a newer one is dropped; a truncating write drops every older extent.
+// by newer ones (one, or several together) is dropped; a truncating write drops every
+// older extent. (An extent partly covered stays whole: its checksum covers all of it.)
 //
 // A write of several records (kContinued parts, then a last part) is held apart until its
 // last part arrives and then applied as one write at the last part's seq: readers never

@@ -451,6 +451,17 @@ TEST(MemoryCompactionTest, DeadPayloadsAreFreedAtOnce) {
   EXPECT_EQ(st.live_bytes, st.log_bytes);
   EXPECT_EQ(st.dead_bytes, 0u);
   EXPECT_TRUE((*store)->Compact().ok());
+
+  // An object rewritten in two halves (no truncate): the old whole is hidden by both
+  // together and freed.
+  const std::string whole = Pattern("h", 64 << 10, 1);
+  ASSERT_TRUE(Put(**store, "h", 0, whole, kTruncate).ok());
+  const uint64_t with_whole = (*store)->GetStats().log_bytes;
+  const std::string halves = Pattern("h", 64 << 10, 2);
+  ASSERT_TRUE(Put(**store, "h", 0, std::string_view(halves).substr(0, 32 << 10), 0).ok());
+  ASSERT_TRUE(Put(**store, "h", 32 << 10, std::string_view(halves).substr(32 << 10), 0).ok());
+  EXPECT_EQ((*store)->GetStats().log_bytes, with_whole);
+  EXPECT_TRUE(*(*store)->Read("h") == halves);
 }
 
 }  // namespace

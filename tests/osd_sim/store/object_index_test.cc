@@ -79,6 +79,31 @@ TEST(ObjectIndexTest, PartialOverlapsKeepBothAndZeroLengthSetsSize) {
   EXPECT_EQ(ix.object_count(), 1u);
 }
 
+// An older write hidden by several newer ones together is dropped, whichever arrives
+// first, and its bytes are freed (memory mode keeps only what can still be read).
+TEST(ObjectIndexTest, AWriteHiddenByNewerOnesTogetherIsDropped) {
+  for (bool old_last : {false, true}) {
+    ObjectIndex ix;
+    uint64_t freed = 0;
+    if (!old_last) freed += ix.Apply("o", E(1, 0, 100), false);
+    freed += ix.Apply("o", E(2, 0, 60), false);
+    freed += ix.Apply("o", E(4, 90, 30), false);
+    EXPECT_EQ(ix.Lookup("o")->extents.size(), old_last ? 2u : 3u);
+    freed += ix.Apply("o", E(3, 50, 45), false);  // with 2 and 4, covers all of 1
+    if (old_last) freed += ix.Apply("o", E(1, 0, 100), false);
+    auto e = ix.Lookup("o");
+    ASSERT_EQ(e->extents.size(), 3u) << old_last;
+    EXPECT_EQ(e->extents[0].seq, 2u);
+    EXPECT_EQ(freed, 100u) << old_last;
+    EXPECT_EQ(e->Size(), 120u);
+  }
+  ObjectIndex ix;  // a gap keeps it
+  ix.Apply("o", E(1, 0, 100), false);
+  ix.Apply("o", E(2, 0, 50), false);
+  ix.Apply("o", E(3, 51, 49), false);
+  EXPECT_EQ(ix.Lookup("o")->extents.size(), 3u);
+}
+
 // In segment `seg`, a record of `bytes`.
 Extent At(Extent e, uint64_t seg, uint64_t file_off, uint64_t bytes) {
   e.segment_id = seg;
