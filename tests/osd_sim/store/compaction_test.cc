@@ -45,11 +45,14 @@ std::vector<std::string> SegmentFiles(const std::string& dir) {
   return out;
 }
 
-// Bytes of every file in `dir` (du -sb, without the directory itself).
+// Bytes of every file in `dir` (du -sb, without the directory itself). Compaction may
+// delete a file between listing and stat: it then counts nothing.
 uint64_t DirBytes(const std::string& dir) {
   uint64_t n = 0;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.is_regular_file()) n += e.file_size();
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const uintmax_t size = fs::file_size(e.path(), ec);
+    if (!ec) n += size;
   }
   return n;
 }
