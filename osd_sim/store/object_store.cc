@@ -42,6 +42,10 @@ absl::StatusOr<std::unique_ptr<ObjectStore>> ObjectStore::Open(const StoreOption
     return absl::InvalidArgumentError(absl::StrCat("StoreOptions.direct_write_streams ",
                                                    options.direct_write_streams, " not in [1, 16]"));
   }
+  if (!(options.compaction_min_age_segments >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("StoreOptions.compaction_min_age_segments ",
+                                                   options.compaction_min_age_segments, " < 0"));
+  }
   if (!(options.compact_live_ratio >= 0 && options.compact_live_ratio <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("StoreOptions.compact_live_ratio ",
                                                    options.compact_live_ratio, " not in [0, 1]"));
@@ -234,6 +238,7 @@ absl::Status ObjectStore::Impl::Recover() {
     }
     stats_.log_bytes += keep;
     st.used = keep;
+    st.sealed_at = absl::Now();  // its age counts from now
     st.file = std::move(*seg);
     segments_.emplace(ids[i], std::move(st));
   }

@@ -102,10 +102,16 @@ struct StoreOptions {
   // compaction_interval and when a segment is sealed, copying at most
   // compaction_bytes_per_sec (0: no limit); Compact() does it at once. Memory mode has no
   // segments (an overwritten payload is freed at once).
+  // The background thread copies a partly live segment only once it has aged: the log
+  // has grown by compaction_min_age_segments x segment_bytes since it was sealed, or
+  // compaction_min_age has passed (or the log is past 80% of capacity_bytes). Under
+  // overwrites most of a just-sealed segment's live records die by themselves meanwhile.
   bool background_compaction = true;
   double compact_live_ratio = 0.5;
   uint64_t compaction_bytes_per_sec = 64ull << 20;
   absl::Duration compaction_interval = absl::Milliseconds(200);
+  double compaction_min_age_segments = 0.5;
+  absl::Duration compaction_min_age = absl::Seconds(30);
   // Tests only: called at each CompactionStep of each segment compacted, on the thread
   // compacting it (with no store lock held).
   std::function<void(CompactionStep, uint64_t segment_id)> compaction_hook;

@@ -101,6 +101,11 @@ absl::Status ValidateAppend(std::string_view oid, uint64_t off, const struct iov
 }  // namespace
 
 absl::Status ObjectStore::Impl::RollSegmentLocked() {
+  if (active_ != nullptr) {
+    SegmentState& sealed = segments_.at(active_->id());
+    sealed.sealed_at = absl::Now();
+    sealed.sealed_at_bytes = appended_bytes_;
+  }
   const uint64_t id = segments_.empty() ? 1 : segments_.rbegin()->first + 1;
   absl::StatusOr<std::unique_ptr<SegmentFile>> seg =
       SegmentFile::Open(absl::StrCat(opts_.dir, "/", SegmentName(id)), id, true, SyncStreams());
@@ -182,6 +187,7 @@ absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::s
     r.bytes = payload_len;  // memory mode holds the payload only (see Append)
   }
   stats_.log_bytes += r.pad + r.bytes;
+  appended_bytes_ += r.pad + r.bytes;
   // A seq whose low 32 bits are 0 is skipped: WriteIdOf(seq) is then the seq's low bits,
   // unique among writes open at the same time.
   if (static_cast<uint32_t>(next_seq_) == 0) ++next_seq_;

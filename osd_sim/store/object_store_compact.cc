@@ -60,6 +60,9 @@ void Grow(AlignedBuffer* buf, uint64_t* cap, uint64_t len) {
 
 }  // namespace
 
+// Segments unlinked per directory fsync, at most (until then they still count).
+constexpr size_t kUnlinkBatch = 16;
+
 void ObjectStore::Impl::StartCompactor() {
   compactor_ = std::thread([this] { CompactorLoop(); });
   pthread_setname_np(compactor_.native_handle(), "store-compact");
@@ -77,7 +80,7 @@ void ObjectStore::Impl::CompactorLoop() {
       compact_cv_.WaitWithTimeout(&mu_, opts_.compaction_interval);
       if (stopping_) break;
       if (!sticky_error_.ok()) continue;
-      ids = CandidatesLocked();
+      ids = CandidatesLocked(/*background=*/true);
     }
     // Passes follow each other without a pause while they free segments.
     while (!ids.empty()) {
@@ -91,6 +94,7 @@ void ObjectStore::Impl::CompactorLoop() {
           break;
         }
         if (*c == Compacted::kNotNow) break;  // retried at the next check
+        if (unlinked_.size() >= kUnlinkBatch) (void)ForgetUnlinked();
       }
       const bool freed = GetStats().segments_freed != freed_before;
       if (absl::Status s = ForgetUnlinked(); !s.ok()) {
@@ -101,7 +105,7 @@ void ObjectStore::Impl::CompactorLoop() {
       if (!freed) break;
       absl::MutexLock l(&mu_);
       if (stopping_ || !sticky_error_.ok()) break;
-      ids = CandidatesLocked();
+      ids = CandidatesLocked(/*background=*/true);
     }
   }
 }
@@ -134,7 +138,7 @@ absl::Status ObjectStore::Impl::Compact() {
   {
     absl::MutexLock l(&mu_);
     if (!sticky_error_.ok()) return sticky_error_;
-    for (uint64_t id : CandidatesLocked()) todo.insert(id);
+    for (uint64_t id : CandidatesLocked(/*background=*/false)) todo.insert(id);
   }
   // Only the segments that were candidates when called: the copies fill new segments,
   // which must not be compacted again in the same call.
@@ -155,7 +159,7 @@ absl::Status ObjectStore::Impl::Compact() {
       absl::MutexLock l(&mu_);
       if (stopping_) break;
       // Still there and still a candidate (it may have stopped being one).
-      const std::vector<uint64_t> now = CandidatesLocked();
+      const std::vector<uint64_t> now = CandidatesLocked(/*background=*/false);
       todo.clear();
       for (uint64_t id : later) {
         if (std::find(now.begin(), now.end(), id) != now.end()) todo.insert(id);
@@ -166,9 +170,14 @@ absl::Status ObjectStore::Impl::Compact() {
   return absl::OkStatus();
 }
 
-std::vector<uint64_t> ObjectStore::Impl::CandidatesLocked() const {
+std::vector<uint64_t> ObjectStore::Impl::CandidatesLocked(bool background) const {
   std::vector<std::pair<uint64_t, uint64_t>> found;  // live bytes, id
   const uint64_t durable_below = DurableBelowLocked();
+  const absl::Time now = absl::Now();
+  const uint64_t min_age_bytes = static_cast<uint64_t>(
+      opts_.compaction_min_age_segments * static_cast<double>(opts_.segment_bytes));
+  // Near a capacity limit, space now is worth more than copies saved by waiting.
+  const bool tight = opts_.capacity_bytes != 0 && stats_.log_bytes > opts_.capacity_bytes / 10 * 8;
   for (const auto& [id, st] : segments_) {
     if (st.file.get() == active_ || st.unlinked || st.max_seq >= durable_below ||
         index_.HasOpenParts(id)) {
@@ -179,6 +188,12 @@ std::vector<uint64_t> ObjectStore::Impl::CandidatesLocked() const {
       if (st.pinned) continue;
       const double size = static_cast<double>(std::max(st.used, opts_.segment_bytes));
       if (static_cast<double>(live) >= opts_.compact_live_ratio * size) continue;
+      // Let it age first: under overwrites most of what is live in a segment just sealed
+      // dies soon by itself, and copying it would be wasted.
+      const bool aged = appended_bytes_ - std::min(appended_bytes_, st.sealed_at_bytes) >=
+                            min_age_bytes ||
+                        now - st.sealed_at >= opts_.compaction_min_age;
+      if (background && !aged && !tight) continue;
     }
     found.emplace_back(live, id);
   }

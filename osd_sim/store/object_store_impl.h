@@ -88,6 +88,9 @@ class ObjectStore::Impl {
     // it is live.
     bool pinned = false;
     bool unlinked = false;  // compaction deleted its file; forgotten once the dir is synced
+    // When it stopped being the active segment (or the store opened): its age.
+    absl::Time sealed_at = absl::InfiniteFuture();
+    uint64_t sealed_at_bytes = 0;  // appended_bytes_ then
     // Every object with a record here, dead or alive, and the seqs those records apply
     // at: a delete (or the truncating write an object's state starts from) may be
     // dropped only when no older record of its object is left in another segment.
@@ -154,8 +157,10 @@ class ObjectStore::Impl {
 
   // Compaction (object_store_compact.cc).
   void CompactorLoop();
-  // Sealed segments worth compacting now, the emptiest first.
-  std::vector<uint64_t> CandidatesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sealed segments worth compacting now, the emptiest first. `background`: one that is
+  // still partly live only once it has aged (StoreOptions::compaction_min_age_*).
+  std::vector<uint64_t> CandidatesLocked(bool background) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // nullopt: not now (not sealed or not all durable yet, open parts in it, a write of
   // several records to copy that is not durable yet).
   // `*sync_first`: a delete would be kept only for an older record in a segment already
@@ -195,6 +200,7 @@ class ObjectStore::Impl {
   SegmentFile* active_ ABSL_GUARDED_BY(mu_) = nullptr;
   uint64_t active_tail_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t appended_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // log bytes reserved since Open
   ObjectIndex index_ ABSL_GUARDED_BY(mu_);
   StoreStats stats_ ABSL_GUARDED_BY(mu_);
   // Tickets handed out (or in flight) that are not durable yet.
