@@ -21,8 +21,8 @@
 # (--poller-cpus), as before hybrid polling; it no longer wins (README, Benchmarks).
 # Bounded at any --seconds in memory: each run overwrites a working set of objects
 # (bench --max-objects: 64 MiB of objects, at least 64 of them), and each section starts a
-# fresh cluster. On disk, the durable section's log grows by what its runs write (the store
-# does not compact segments yet); it is removed with the cluster. The cluster's logs are
+# fresh cluster. On disk, the store's compaction keeps the durable section's log near its
+# live data; it is removed with the cluster. The cluster's logs are
 # copied into the results folder; its data is removed when the demo made the directory
 # itself, unless --keep-data. MSGR_REBUILD=0 skips the setup and the build when the
 # binaries exist (as in cluster.sh and bench.sh).

@@ -16,7 +16,9 @@ ThreadRole RoleOfThread(std::string_view comm) {
       absl::SimpleAtoi(std::string(comm.substr(kPoller.size())), &n)) {
     return ThreadRole::kPoller;
   }
-  if (comm == "store-io" || comm == "store-flush") return ThreadRole::kStore;
+  if (comm == "store-io" || comm == "store-flush" || comm == "store-compact") {
+    return ThreadRole::kStore;
+  }
   return ThreadRole::kOther;
 }
 

@@ -2,7 +2,7 @@
 // bench's split of OSD CPU by role:
 //   transport  ms-tcp-io, ms-rdma-cq, ms-rdma-disp, soft-hca  (the messengers, soft HCA)
 //   poller     osd-poller-N                                     (ring consumers)
-//   store      store-io, store-flush                            (object store threads)
+//   store      store-io, store-flush, store-compact             (object store threads)
 //   other      everything else: the main thread, gRPC's, osd-read, the admin socket
 // (The "crc" role of the report is not a thread: it is carved out of the pollers' time
 // from their perf counters; see bench_report.h.)

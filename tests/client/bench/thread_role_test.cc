@@ -18,6 +18,7 @@ TEST(ThreadRoleTest, NamesTheThreadsEachBackendAndTheStoreStart) {
   }
   EXPECT_EQ(RoleOfThread("store-io"), ThreadRole::kStore);
   EXPECT_EQ(RoleOfThread("store-flush"), ThreadRole::kStore);
+  EXPECT_EQ(RoleOfThread("store-compact"), ThreadRole::kStore);
   for (const char* o : {"osd", "osd-read", "grpc_global_tim", "default-executo", "",
                         "osd-poller-", "osd-poller-x", "ms-tcp-io2", "store"}) {
     EXPECT_EQ(RoleOfThread(o), ThreadRole::kOther) << o;
