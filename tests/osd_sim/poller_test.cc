@@ -144,7 +144,9 @@ bool FlushUntilAcked(FakeSink& sink, FakeConnection& conn, size_t n) {
 
 // One poller draining one ring of one fake connection into a FakeSink.
 struct Rig {
-  explicit Rig(const PollerOptions& po = PollerOptions{}) {
+  // `unsignalled`: an RDMA-like ring (records appear with nobody signalling the poller).
+  explicit Rig(const PollerOptions& po = PollerOptions{}, bool unsignalled = false)
+      : ring(unsignalled ? std::make_shared<UnsignalledRing>() : std::make_shared<TestRing>()) {
     auto p = Poller::Create(0, po, &sink);
     EXPECT_TRUE(p.ok()) << p.status();
     poller = std::move(*p);
@@ -153,7 +155,7 @@ struct Rig {
   }
   FakeSink sink;  // outlives the poller
   std::shared_ptr<FakeConnection> conn = std::make_shared<FakeConnection>();
-  std::shared_ptr<TestRing> ring = std::make_shared<TestRing>();
+  std::shared_ptr<TestRing> ring;
   std::unique_ptr<Poller> poller;
   RingProducer prod{kRingBytes};
 };
@@ -481,29 +483,22 @@ TEST(PollerTest, OnlyRecordsOnUnsignalledRingsStartTheSpin) {
 // Hybrid polling: records that come further apart than a wake-up costs stop the spin
 // (the poller sleeps at once and the producer rings a doorbell); a steady stream spins.
 TEST(PollerTest, SparseRecordsOnUnsignalledRingsAreSleptForNotSpunFor) {
-  FakeSink sink;
   PollerOptions opt;
   opt.spin = absl::Milliseconds(5);
   opt.wakeup_cost = absl::Milliseconds(2);
-  auto poller = Poller::Create(0, opt, &sink);
-  ASSERT_TRUE(poller.ok());
-  auto conn = std::make_shared<FakeConnection>();
-  auto ring = std::make_shared<UnsignalledRing>();
-  conn->ring = ring.get();
-  (*poller)->AddRing(conn, ring);
-  RingProducer prod(kRingBytes);
+  Rig rig(opt, /*unsignalled=*/true);
   constexpr uint64_t kRecords = 40;
   for (uint64_t t = 1; t <= kRecords; ++t) {
-    Produce(&prod, ring.get(), "sparse", "a record every 15 ms", t);
-    ring->Signal();  // the doorbell a client sends to a sleeping poller
+    Produce(&rig.prod, rig.ring.get(), "sparse", "a record every 15 ms", t);
+    rig.ring->Signal();  // the doorbell a client sends to a sleeping poller
     ASSERT_TRUE(WaitFor([&] {
-      sink.Flush();
-      std::lock_guard<std::mutex> l(conn->mu);
-      return conn->acked.count(t) == 1;
+      rig.sink.Flush();
+      std::lock_guard<std::mutex> l(rig.conn->mu);
+      return rig.conn->acked.count(t) == 1;
     }));
     std::this_thread::sleep_for(std::chrono::milliseconds(15));  // after the ack
   }
-  const PollerCounters c = (*poller)->counters();
+  const PollerCounters c = rig.poller->counters();
   EXPECT_GT(c.sleeps_at_once, kRecords / 2) << "gaps of 15 ms, a wake-up costs 2 ms";
   EXPECT_LT(c.spin_short_pm, 500u);
   // A fixed spin would have spun 2 ms after each record (80 ms); the policy stops after
@@ -515,34 +510,27 @@ TEST(PollerTest, SparseRecordsOnUnsignalledRingsAreSleptForNotSpunFor) {
 // acks) the poller sleeps instead of spinning; the acks start the spin (the client
 // answers them with new records).
 TEST(PollerTest, NoSpinWhileTheStoreHoldsRecordsTheAcksStartIt) {
-  FakeSink sink;
   PollerOptions opt;
   opt.spin = absl::Milliseconds(50);
   opt.wakeup_cost = absl::Milliseconds(50);  // every period spins 50 ms
-  auto poller = Poller::Create(0, opt, &sink);
-  ASSERT_TRUE(poller.ok());
-  auto conn = std::make_shared<FakeConnection>();
-  auto ring = std::make_shared<UnsignalledRing>();
-  conn->ring = ring.get();
-  (*poller)->AddRing(conn, ring);
-  RingProducer prod(kRingBytes);
+  Rig rig(opt, /*unsignalled=*/true);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const uint64_t spin0 = (*poller)->counters().spin_ns;
-  Produce(&prod, ring.get(), "held", "the store takes its time", 1);
-  ring->Signal();
+  const uint64_t spin0 = rig.poller->counters().spin_ns;
+  Produce(&rig.prod, rig.ring.get(), "held", "the store takes its time", 1);
+  rig.ring->Signal();
   ASSERT_TRUE(WaitFor([&] {
-    std::lock_guard<std::mutex> l(sink.mu);
-    return sink.payloads.size() == 1;
+    std::lock_guard<std::mutex> l(rig.sink.mu);
+    return rig.sink.payloads.size() == 1;
   }));
   std::this_thread::sleep_for(std::chrono::milliseconds(150));  // a slow flush
-  const uint64_t spin1 = (*poller)->counters().spin_ns;
+  const uint64_t spin1 = rig.poller->counters().spin_ns;
   EXPECT_LT(spin1 - spin0, 20'000'000u) << "spun while the store held the only record";
-  sink.Flush();
+  rig.sink.Flush();
   ASSERT_TRUE(WaitFor([&] {
-    std::lock_guard<std::mutex> l(conn->mu);
-    return conn->acked.count(1) == 1;
+    std::lock_guard<std::mutex> l(rig.conn->mu);
+    return rig.conn->acked.count(1) == 1;
   }));
-  EXPECT_TRUE(CountersWhen(**poller, [&](const PollerCounters& c) {
+  EXPECT_TRUE(CountersWhen(*rig.poller, [&](const PollerCounters& c) {
     return c.spin_ns - spin1 >= 30'000'000u;
   })) << "the ack must start a spin for the client's answer";
 }
