@@ -80,6 +80,8 @@ absl::Status Osd::Init() {
   so.dir = options_.data_dir;
   so.mode = options_.durability;
   so.capacity_bytes = options_.capacity_bytes;
+  if (options_.segment_bytes != 0) so.segment_bytes = options_.segment_bytes;
+  so.background_compaction = options_.background_compaction;
   if (so.mode == store::Durability::kMemory && so.capacity_bytes == 0) {
     // Memory mode keeps every object in RAM: without a cap a long benchmark run takes the
     // machine down (the kernel's OOM killer picks an OSD). An eighth of RAM per OSD; past
@@ -169,14 +171,17 @@ absl::Status Osd::Init() {
     admin_->Register("perf dump", [this] { return PerfDumpJson(); });
     admin_->Register("dump_sessions", [this] { return DumpSessionsJson(); });
     admin_->Register("dump_ops_in_flight", [this] { return DumpOpsInFlightJson(); });
+    admin_->Register("compact", [this] { return CompactJson(); });
     admin_->Register("help", [] {
       nlohmann::json j;
-      j["commands"] = {"perf dump", "dump_sessions", "dump_ops_in_flight", "help"};
+      j["commands"] = {"perf dump", "dump_sessions", "dump_ops_in_flight", "compact", "help"};
       j["descriptions"]["perf dump"] = "every counter: OSD, pollers, store, messengers";
       j["descriptions"]["dump_sessions"] =
           "messenger sessions: peer, instance, backend, state, ring size and fill";
       j["descriptions"]["dump_ops_in_flight"] =
           "ops not yet answered, oldest first, with age and what they wait for; slow flagged";
+      j["descriptions"]["compact"] =
+          "compact the store now (every sealed segment under half live); what it freed";
       j["descriptions"]["help"] = "this list";
       return j.dump(2);
     });
@@ -478,6 +483,24 @@ std::string Osd::DumpSessionsJson() const {
   out["num_sessions"] = sessions.size();
   out["sessions"] = std::move(sessions);
   return out.dump(2);
+}
+
+std::string Osd::CompactJson() {
+  nlohmann::json j;
+  if (!store_) {
+    j["status"] = "no store";
+    return j.dump(2);
+  }
+  const auto before = store_->GetStats();
+  const absl::Status s = store_->Compact();
+  const auto after = store_->GetStats();
+  j["status"] = s.ok() ? std::string("ok") : s.ToString();
+  j["segments_freed"] = after.segments_freed - before.segments_freed;
+  j["bytes_reclaimed"] = after.bytes_reclaimed - before.bytes_reclaimed;
+  j["bytes_relocated"] = after.bytes_relocated - before.bytes_relocated;
+  j["live_bytes"] = after.live_bytes;
+  j["dead_bytes"] = after.dead_bytes;
+  return j.dump(2);
 }
 
 std::string Osd::DumpOpsInFlightJson() const {

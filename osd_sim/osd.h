@@ -43,6 +43,8 @@ struct OsdOptions {
   std::string bind_host = "127.0.0.1";
   store::Durability durability = store::Durability::kDurable;
   uint64_t capacity_bytes = 0;  // 0: until the disk is full (memory mode: 1/8 of RAM)
+  uint64_t segment_bytes = 0;   // store log segment size; 0: the store's default (tests)
+  bool background_compaction = true;  // StoreOptions::background_compaction (tests: off)
   int pollers = 1;
   int read_threads = 2;                       // serve reads off the messenger's threads
   std::vector<int> poller_cpus;               // pin poller i to poller_cpus[i % size]
@@ -104,6 +106,9 @@ class Osd : public Dispatcher, public RecordSink {
   // dump_ops_in_flight: the ops not yet answered, oldest first, with their age and what
   // they wait for, slow ones flagged; num_ops and slow_ops. JSON.
   std::string DumpOpsInFlightJson() const;
+  // compact: ObjectStore::Compact() now, on the admin thread; JSON with "status" ("ok" or
+  // the error), and the segments and bytes it freed.
+  std::string CompactJson();
   // Every counter source of this OSD: the OSD, each poller, the store, each messenger.
   const CounterRegistry& counter_registry() const { return registry_; }
 
