@@ -2,6 +2,7 @@
 //   msgr_admin SOCKET perf dump            every counter (JSON)
 //   msgr_admin SOCKET dump_sessions        messenger sessions: peer, backend, ring fill
 //   msgr_admin SOCKET dump_ops_in_flight   ops not yet answered, their age, slow ones
+//   msgr_admin SOCKET compact              compact the store now; what it freed
 //   msgr_admin SOCKET help                 the commands this daemon knows
 #include <cstdio>
 #include <string>
@@ -12,7 +13,7 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
                  "usage: %s SOCKET COMMAND...   (e.g. %s run/osd.0.asok perf dump)\n"
-                 "commands: perf dump, dump_sessions, dump_ops_in_flight, help\n",
+                 "commands: perf dump, dump_sessions, dump_ops_in_flight, compact, help\n",
                  argv[0], argv[0]);
     return 2;
   }
