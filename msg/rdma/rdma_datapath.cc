@@ -327,9 +327,11 @@ void RdmaConnection::ApplyCreditLocked() {
   while (!records_.empty() && records_.front().end_position <= producer_->released()) {
     UnpinLocked(&records_.front());
     records_.pop_front();
-    if (resizing_ && records_.empty()) cv_.SignalAll();  // DrainForResizeLocked waits
   }
   sent_records_.OnCredit(producer_->released(), &acks_ready_);
+  if (resizing_ && records_.empty() && sent_records_.size() == 0) {
+    cv_.SignalAll();  // DrainForResizeLocked waits
+  }
   acks_pending_.store(!acks_ready_.empty(), std::memory_order_release);
   awaiting_acks_.store(sent_records_.size() > 0, std::memory_order_relaxed);
 }
@@ -373,15 +375,21 @@ uint64_t RdmaConnection::RingResizeWantedLocked(absl::Time now) {
 bool RdmaConnection::DrainForResizeLocked(uint64_t to) {
   // Writers hold off from here on; what they wrote must be released before the ring may
   // change (the server only resizes a drained ring, PROTOCOL.md "Ring sizes").
+  // In flight includes a record a writer reserved ring space for (sent_records_, under
+  // mu_ with the reservation) and has not posted yet (records_, later): resizing then
+  // would leave it on the old ring, and the resumed session would be refused for good.
   resizing_ = true;
   const absl::Time deadline = absl::Now() + shared_->options.handshake_timeout;
-  while (!records_.empty() && link_ != nullptr && !closed_ && !shared_->stopping &&
+  auto in_flight = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !records_.empty() || sent_records_.size() != 0;
+  };
+  while (in_flight() && link_ != nullptr && !closed_ && !shared_->stopping &&
          absl::Now() < deadline) {
     // ApplyCreditLocked signals when the last record is released (the completion thread
     // applies credits while records are unacknowledged); the timeout rechecks the rest.
     cv_.WaitWithDeadline(&mu_, std::min(deadline, absl::Now() + absl::Milliseconds(10)));
   }
-  if (!records_.empty() || link_ == nullptr || closed_ || shared_->stopping) {
+  if (in_flight() || link_ == nullptr || closed_ || shared_->stopping) {
     resizing_ = false;
     grow_hint_ = 0;
     resize_not_before_ = absl::Now() + kRingResizeBackoff;
