@@ -104,13 +104,7 @@ class CompactionTest : public ::testing::TestWithParam<Durability> {
   // A part of a write of several records; returns its ticket.
   uint64_t Part(std::string_view oid, const std::string& data, uint64_t off, uint64_t len,
                 uint32_t flags, uint32_t write_id) {
-    struct iovec iov = {const_cast<char*>(data.data() + off), len};
-    auto t = store_->AppendPart(oid, off, &iov, 1, PayloadCrc(oid, data.data() + off, len),
-                                flags, write_id, [](absl::Status) {});
-    EXPECT_TRUE(t.ok()) << t.status();
-    if (!t.ok()) return 0;
-    EXPECT_TRUE(store_->WaitDurable(*t).ok());
-    return *t;
+    return testing::PutPart(*store_, oid, data, off, len, flags, write_id);
   }
 
   std::string dir_;

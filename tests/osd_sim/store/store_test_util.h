@@ -70,6 +70,19 @@ class AlignedCopy {
   size_t shift_;
 };
 
+// Appends one part of `data`'s [off, off + len) (a write of several records) and waits
+// until it is durable; returns its ticket (0 on failure, reported as a test failure).
+inline uint64_t PutPart(ObjectStore& store, std::string_view oid, const std::string& data,
+                        uint64_t off, uint64_t len, uint32_t flags, uint32_t write_id) {
+  struct iovec iov = {const_cast<char*>(data.data() + off), len};
+  auto t = store.AppendPart(oid, off, &iov, 1, PayloadCrc(oid, data.data() + off, len), flags,
+                            write_id, [](absl::Status) {});
+  EXPECT_TRUE(t.ok()) << t.status();
+  if (!t.ok()) return 0;
+  EXPECT_TRUE(store.WaitDurable(*t).ok());
+  return *t;
+}
+
 inline StoreOptions Options(const std::string& dir, Durability mode) {
   StoreOptions o;
   o.dir = dir;
