@@ -21,6 +21,8 @@ std::string MapToJson(const v1::ClusterMap& map) {
         {"ms_types", std::vector<std::string>(o.ms_types().begin(), o.ms_types().end())},
         {"up_from", o.up_from()},
         {"rdma_addr", o.rdma_addr()},
+        {"cluster_addr", o.cluster_addr()},
+        {"host", o.host()},
     });
   }
   nlohmann::json j = {
@@ -42,12 +44,13 @@ std::string MapToTable(const v1::ClusterMap& map) {
                                     map.epoch(), map.pg_num());
   absl::StrAppendFormat(&out, "osds: %d total, %d up, %d in\n", map.osds_size(), up, in);
   if (map.osds_size() == 0) return out;
-  absl::StrAppendFormat(&out, "%5s  %-21s %-4s %-3s %7s %8s  %s\n", "ID", "ADDR", "UP", "IN",
-                        "WEIGHT", "UP_FROM", "MS_TYPES");
+  absl::StrAppendFormat(&out, "%5s  %-12s %-21s %-4s %-3s %7s %8s  %s\n", "ID", "HOST", "ADDR",
+                        "UP", "IN", "WEIGHT", "UP_FROM", "MS_TYPES");
   for (const v1::OsdInfo& o : map.osds()) {
-    absl::StrAppendFormat(&out, "%5d  %-21s %-4s %-3s %7.2f %8d  %s\n", o.id(), o.addr(),
-                          o.up() ? "up" : "down", o.in() ? "in" : "out", o.weight(),
-                          o.up_from(), absl::StrJoin(o.ms_types(), ","));
+    absl::StrAppendFormat(&out, "%5d  %-12s %-21s %-4s %-3s %7.2f %8d  %s\n", o.id(),
+                          o.host().empty() ? "-" : o.host(), o.addr(), o.up() ? "up" : "down",
+                          o.in() ? "in" : "out", o.weight(), o.up_from(),
+                          absl::StrJoin(o.ms_types(), ","));
   }
   return out;
 }

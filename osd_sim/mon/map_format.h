@@ -1,7 +1,7 @@
 // Renders a cluster map for people (a table) and for scripts (JSON), as printed by monctl.
 //
 // JSON: {"fsid": str, "epoch": n, "pg_num": n, "osds": [{"id", "addr", "up", "in",
-// "weight", "ms_types": [str], "up_from", "rdma_addr"}]}.
+// "weight", "ms_types": [str], "up_from", "rdma_addr", "cluster_addr", "host"}]}.
 //
 // Thread-safety: pure functions.
 #ifndef MSGR_OSD_SIM_MON_MAP_FORMAT_H_

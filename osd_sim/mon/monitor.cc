@@ -169,6 +169,8 @@ grpc::Status MonitorService::BootOsd(grpc::ServerContext*, const v1::BootOsdRequ
   osd->set_addr(req->addr());
   osd->mutable_ms_types()->CopyFrom(req->ms_types());
   osd->set_rdma_addr(req->rdma_addr());
+  osd->set_cluster_addr(req->cluster_addr());
+  osd->set_host(req->host());
   if (req->weight() > 0) osd->set_weight(req->weight());
   osd->set_up(true);
   osd->set_up_from(map_.epoch() + 1);
@@ -180,9 +182,9 @@ grpc::Status MonitorService::BootOsd(grpc::ServerContext*, const v1::BootOsdRequ
     return ToGrpc(s);
   }
   runtime_[req->id()].last_heartbeat = absl::Now();
-  spdlog::info("osd.{} boot{} addr {} ms_types [{}] epoch {}", req->id(),
-               is_new ? " (new)" : "", req->addr(), absl::StrJoin(req->ms_types(), ","),
-               map_.epoch());
+  spdlog::info("osd.{} boot{} host {} addr {} ms_types [{}] epoch {}", req->id(),
+               is_new ? " (new)" : "", req->host(), req->addr(),
+               absl::StrJoin(req->ms_types(), ","), map_.epoch());
   reply->set_epoch(map_.epoch());
   reply->set_heartbeat_interval_ms(
       static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.heartbeat_interval)));
