@@ -17,6 +17,8 @@ PACKAGES=(
   prometheus-cpp-dev prometheus curl
   # tools: fuzzing, charts, process inspection
   clang libfuzzer-14-dev gnuplot-nox procps iproute2 python3 fio
+  # the monitor's control-plane PKI (tools/lib/pki.sh) and its test from a Python gRPC client
+  openssl python3-grpcio python3-protobuf
   # the demo report's check in a real browser (tests/tools/report_test.sh)
   chromium
 )
