@@ -4,6 +4,7 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
@@ -19,8 +20,9 @@ constexpr absl::Duration kWatchBackoffMin = absl::Milliseconds(100);
 constexpr absl::Duration kWatchBackoffMax = absl::Seconds(2);
 constexpr absl::Duration kMinHeartbeatDeadline = absl::Milliseconds(200);
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& addr) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& addr, const ControlAuth& auth) {
   grpc::ChannelArguments args;
+  auth.AddChannelArgs(&args);
   // Reconnect quickly after a mon restart (gRPC's default backoff grows to 2 minutes).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
@@ -29,7 +31,42 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& addr) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  return grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(addr, auth.ChannelCredentials(), args);
+}
+
+// gRPC reports a failed TLS handshake only as text in an UNAVAILABLE status, and differently
+// on each side (gRPC 1.51 with OpenSSL 3, as seen in tests/osd_sim/mon/mon_auth_test.cc):
+//   TLS client, monitor rejects our certificate:  "... Socket closed" (TLS 1.3 sends the
+//                                                 server's verdict after the client's Finished)
+//   TLS client, monitor's cert not from our CA:   "Ssl handshake failed: ... certificate verify failed"
+//   TLS client, monitor without TLS:              "Ssl handshake failed: ... wrong version number"
+//   plain client, monitor with TLS:               "... Socket closed"
+// A refused TCP connection (no monitor) says "Connection refused" and is not matched here.
+// "Socket closed" is read as a handshake refusal only `at_connect` (the first connection):
+// later it is as likely a monitor going away mid-call. Returns OK if `why` is none of these.
+absl::Status TlsFailure(const std::string& addr, const ControlAuth& auth, const std::string& why,
+                        bool at_connect) {
+  const bool handshake = absl::StrContains(why, "Ssl handshake failed") ||
+                         absl::StrContains(why, "Handshake failed");
+  const bool closed = at_connect && absl::StrContains(why, "Socket closed");
+  if (auth.secure() && absl::StrContains(why, "wrong version number")) {
+    return absl::UnavailableError(absl::StrCat(
+        "monitor at ", addr, " refused the TLS handshake: it does not speak TLS (started "
+        "with --auth none?), and this client requires it (", why, ")"));
+  }
+  if (auth.secure() && (handshake || closed)) {
+    return absl::UnavailableError(absl::StrCat(
+        "monitor at ", addr, " refused the TLS handshake: is the certificate from this "
+        "cluster's CA (", auth.ca_path(), ")? This client is ", auth.entity(),
+        " and verifies the monitor as ", kMonTlsName, " (", why, ")"));
+  }
+  if (!auth.secure() && (handshake || closed)) {
+    return absl::UnavailableError(absl::StrCat(
+        "monitor at ", addr, " closed the connection before answering: it probably "
+        "requires mutual TLS; connect with --auth secret --cluster-dir DIR (this client "
+        "has --auth none and no certificate) (", why, ")"));
+  }
+  return absl::OkStatus();
 }
 
 std::chrono::system_clock::time_point Deadline(absl::Duration d) {
@@ -40,9 +77,15 @@ std::chrono::system_clock::time_point Deadline(absl::Duration d) {
 
 absl::StatusOr<std::unique_ptr<MonClient>> MonClient::Create(const std::string& addr,
                                                              absl::Duration timeout) {
+  return Create(addr, timeout, ControlAuth::Insecure());
+}
+
+absl::StatusOr<std::unique_ptr<MonClient>> MonClient::Create(const std::string& addr,
+                                                             absl::Duration timeout,
+                                                             const ControlAuth& auth) {
   if (addr.empty()) return absl::InvalidArgumentError("empty monitor address");
   if (timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("timeout must be > 0");
-  std::shared_ptr<grpc::Channel> channel = MakeChannel(addr);
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(addr, auth);
   if (!channel->WaitForConnected(Deadline(timeout))) {
     // One fail-fast call to learn why (connection refused, bad name, ...).
     auto stub = v1::Monitor::NewStub(channel);
@@ -51,16 +94,17 @@ absl::StatusOr<std::unique_ptr<MonClient>> MonClient::Create(const std::string& 
     v1::ClusterMap map;
     grpc::Status s = stub->GetMap(&ctx, v1::GetMapRequest(), &map);
     std::string why = s.ok() ? "connection not ready" : s.error_message();
+    if (absl::Status tls = TlsFailure(addr, auth, why, true); !tls.ok()) return tls;
     return absl::UnavailableError(absl::StrCat("monitor at ", addr, " unreachable after ",
                                                absl::FormatDuration(timeout), ": ", why));
   }
-  return std::unique_ptr<MonClient>(new MonClient(addr, timeout, std::move(channel)));
+  return std::unique_ptr<MonClient>(new MonClient(addr, timeout, auth, std::move(channel)));
 }
 
-MonClient::MonClient(std::string addr, absl::Duration timeout,
+MonClient::MonClient(std::string addr, absl::Duration timeout, ControlAuth auth,
                      std::shared_ptr<grpc::Channel> channel)
-    : addr_(std::move(addr)), timeout_(timeout), channel_(std::move(channel)),
-      stub_(v1::Monitor::NewStub(channel_)) {}
+    : addr_(std::move(addr)), timeout_(timeout), auth_(std::move(auth)),
+      channel_(std::move(channel)), stub_(v1::Monitor::NewStub(channel_)) {}
 
 MonClient::~MonClient() {
   std::thread hb, watch;
@@ -79,6 +123,8 @@ absl::Status MonClient::FromGrpc(const grpc::Status& s, const char* what) const 
   if (s.ok()) return absl::OkStatus();
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
       s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    if (absl::Status tls = TlsFailure(addr_, auth_, s.error_message(), false);
+        !tls.ok()) return tls;
     return absl::UnavailableError(absl::StrCat("monitor at ", addr_, " unreachable after ",
                                                absl::FormatDuration(timeout_), ": ", what,
                                                ": ", s.error_message()));

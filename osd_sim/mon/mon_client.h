@@ -3,7 +3,11 @@
 //
 // Errors: an unreachable monitor gives UNAVAILABLE "monitor at HOST:PORT unreachable
 // after <timeout>: ..." within the timeout given to Create(); other monitor errors keep
-// their code (e.g. NOT_FOUND for an unknown OSD id).
+// their code (e.g. NOT_FOUND for an unknown OSD id). A monitor that refuses the TLS
+// handshake (another cluster's CA, a TLS client to a monitor without TLS or the reverse)
+// gives UNAVAILABLE "monitor at HOST:PORT refused the TLS handshake: ..." naming the CA
+// file; a call the caller's role does not allow keeps PERMISSION_DENIED and the monitor's
+// message ("client.bench may not mark OSDs out: needs client.admin").
 //
 // Background work: StartHeartbeats() and Watch() each run one thread that survives monitor
 // restarts (heartbeats re-boot the OSD when the mon says known=false, which it says to
@@ -29,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "osd_sim/mon/control_auth.h"
 #include "proto/mon.grpc.pb.h"
 
 namespace msgr::mon {
@@ -40,8 +45,14 @@ class MonClient {
 
   // Connects to the monitor at `addr` ("host:port"), waiting at most `timeout`, which is
   // also the deadline of every later RPC. UNAVAILABLE (see above) if it cannot connect.
+  // Without authentication (ControlAuth::Insecure()).
   static absl::StatusOr<std::unique_ptr<MonClient>> Create(const std::string& addr,
                                                            absl::Duration timeout);
+  // With `auth`: mutual TLS as auth.entity() when auth.secure(), the monitor verified
+  // under kMonTlsName against auth's CA.
+  static absl::StatusOr<std::unique_ptr<MonClient>> Create(const std::string& addr,
+                                                           absl::Duration timeout,
+                                                           const ControlAuth& auth);
   ~MonClient();
   MonClient(const MonClient&) = delete;
   MonClient& operator=(const MonClient&) = delete;
@@ -70,7 +81,8 @@ class MonClient {
   uint64_t heartbeat_boots() const { return heartbeat_boots_.load(); }
 
  private:
-  MonClient(std::string addr, absl::Duration timeout, std::shared_ptr<grpc::Channel> channel);
+  MonClient(std::string addr, absl::Duration timeout, ControlAuth auth,
+            std::shared_ptr<grpc::Channel> channel);
 
   // Converts an RPC failure to a Status naming the monitor and the operation.
   absl::Status FromGrpc(const grpc::Status& s, const char* what) const;
@@ -86,6 +98,7 @@ class MonClient {
 
   const std::string addr_;
   const absl::Duration timeout_;
+  const ControlAuth auth_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Monitor::Stub> stub_;
   std::atomic<uint32_t> heartbeat_ms_{1000};

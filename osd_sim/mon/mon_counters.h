@@ -21,6 +21,7 @@ namespace msgr::mon {
   X(watch_map_rpcs, kCounter, kNone, "WatchMap streams opened")                          \
   X(mark_rpcs, kCounter, kNone, "MarkOut and MarkIn calls served")                       \
   X(rpc_errors, kCounter, kNone, "calls answered with an error status")                  \
+  X(auth_refused, kCounter, kNone, "calls refused by the roles (entity not allowed)")    \
   X(watch_streams, kGauge, kNone, "WatchMap streams open now")                           \
   X(osds_marked_down, kCounter, kNone, "times an OSD was marked down for missed heartbeats") \
   X(osds_marked_out, kCounter, kNone, "times an OSD was marked out after being down too long")

@@ -23,13 +23,15 @@ absl::StatusOr<std::unique_ptr<MonServer>> MonServer::Create(MonServerOptions op
     return absl::InvalidArgumentError(absl::StrCat("bad mon address '", want,
                                                    "': want host:port"));
   }
+  // A TLS server without roles would authenticate callers and then let them do anything.
+  if (options.auth.secure()) options.monitor.enforce_roles = true;
   absl::StatusOr<std::unique_ptr<MonitorService>> service =
       MonitorService::Create(std::move(options.monitor));
   if (!service.ok()) return service.status();
 
   int port = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(want, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(want, options.auth.ServerCredentials(), &port);
   builder.RegisterService(service->get());
   // Two mons on one port must fail, not silently share connections.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -44,13 +46,15 @@ absl::StatusOr<std::unique_ptr<MonServer>> MonServer::Create(MonServerOptions op
   }
   std::string bound = absl::StrCat(want.substr(0, colon), ":", port);
   return std::unique_ptr<MonServer>(
-      new MonServer(std::move(*service), std::move(server), std::move(bound), port));
+      new MonServer(std::move(*service), std::move(server), std::move(bound), port,
+                    options.auth.secure()));
 }
 
 MonServer::MonServer(std::unique_ptr<MonitorService> service,
-                     std::unique_ptr<grpc::Server> server, std::string addr, int port)
+                     std::unique_ptr<grpc::Server> server, std::string addr, int port,
+                     bool secure)
     : service_(std::move(service)), server_(std::move(server)), addr_(std::move(addr)),
-      port_(port) {}
+      port_(port), secure_(secure) {}
 
 MonServer::~MonServer() { Shutdown(); }
 

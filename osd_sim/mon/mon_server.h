@@ -13,6 +13,7 @@
 #include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
+#include "osd_sim/mon/control_auth.h"
 #include "osd_sim/mon/monitor.h"
 
 namespace msgr::mon {
@@ -22,6 +23,10 @@ struct MonServerOptions {
   // "host:port"; port 0 picks a free port. Loopback by default: the control plane is not
   // exposed unless asked for.
   std::string addr = "127.0.0.1:0";
+  // Insecure by default (every caller may do everything). A secure ControlAuth (the mon's
+  // own certificate, entity "mon") serves mutual TLS and turns on the roles
+  // (monitor.enforce_roles is then forced on).
+  ControlAuth auth = ControlAuth::Insecure();
 };
 
 class MonServer {
@@ -35,6 +40,7 @@ class MonServer {
 
   // The address actually bound, "host:port" with the real port.
   const std::string& addr() const { return addr_; }
+  bool secure() const { return secure_; }
   int port() const { return port_; }
   MonitorService& service() { return *service_; }
 
@@ -43,12 +49,13 @@ class MonServer {
 
  private:
   MonServer(std::unique_ptr<MonitorService> service, std::unique_ptr<grpc::Server> server,
-            std::string addr, int port);
+            std::string addr, int port, bool secure);
 
   std::unique_ptr<MonitorService> service_;  // outlives server_
   std::unique_ptr<grpc::Server> server_;
   const std::string addr_;
   const int port_;
+  const bool secure_;
   std::once_flag shutdown_once_;
 };
 

@@ -22,6 +22,8 @@ constexpr int kTicksPerInterval = 4;
 constexpr absl::Duration kMinTick = absl::Milliseconds(5);
 constexpr absl::Duration kMaxTick = absl::Milliseconds(250);
 constexpr double kDefaultWeight = 1.0;
+// Distinct refusals logged before the rest are only counted.
+constexpr size_t kMaxRefusalsLogged = 1024;
 
 std::string NewFsid() {
   std::random_device rd;
@@ -141,8 +143,31 @@ absl::Status MonitorService::CommitLocked(v1::ClusterMap next) {
   return absl::OkStatus();
 }
 
-grpc::Status MonitorService::BootOsd(grpc::ServerContext*, const v1::BootOsdRequest* req,
+grpc::Status MonitorService::Authorize(const grpc::ServerContext* ctx, ControlOp op,
+                                       uint32_t osd_id) {
+  if (!options_.enforce_roles) return grpc::Status::OK;
+  const std::string entity = ctx == nullptr ? "" : PeerEntity(*ctx);
+  absl::Status s = AuthorizeControl(entity, op, osd_id);
+  if (s.ok()) return grpc::Status::OK;
+  ++counters_.auth_refused;
+  ++counters_.rpc_errors;
+  bool first = false;
+  {
+    absl::MutexLock l(&refused_mu_);
+    if (refused_logged_.size() < kMaxRefusalsLogged) {
+      first = refused_logged_.insert(std::string(s.message())).second;
+    }
+  }
+  if (first) {
+    spdlog::warn("refused a call from {}: {} (the same refusal again is only counted, in "
+                 "auth_refused)", ctx == nullptr ? "?" : ctx->peer(), std::string(s.message()));
+  }
+  return ToGrpc(s);
+}
+
+grpc::Status MonitorService::BootOsd(grpc::ServerContext* ctx, const v1::BootOsdRequest* req,
                                      v1::BootOsdReply* reply) {
+  if (grpc::Status a = Authorize(ctx, ControlOp::kBootOsd, req->id()); !a.ok()) return a;
   ++counters_.boot_rpcs;
   if (req->addr().empty()) {
     ++counters_.rpc_errors;
@@ -191,8 +216,10 @@ grpc::Status MonitorService::BootOsd(grpc::ServerContext*, const v1::BootOsdRequ
   return grpc::Status::OK;
 }
 
-grpc::Status MonitorService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+grpc::Status MonitorService::Heartbeat(grpc::ServerContext* ctx,
+                                       const v1::HeartbeatRequest* req,
                                        v1::HeartbeatReply* reply) {
+  if (grpc::Status a = Authorize(ctx, ControlOp::kHeartbeat, req->id()); !a.ok()) return a;
   ++counters_.heartbeat_rpcs;
   absl::MutexLock l(&mu_);
   reply->set_epoch(map_.epoch());
@@ -206,8 +233,9 @@ grpc::Status MonitorService::Heartbeat(grpc::ServerContext*, const v1::Heartbeat
   return grpc::Status::OK;
 }
 
-grpc::Status MonitorService::GetMap(grpc::ServerContext*, const v1::GetMapRequest*,
+grpc::Status MonitorService::GetMap(grpc::ServerContext* ctx, const v1::GetMapRequest*,
                                     v1::ClusterMap* reply) {
+  if (grpc::Status a = Authorize(ctx, ControlOp::kGetMap, 0); !a.ok()) return a;
   ++counters_.get_map_rpcs;
   *reply = CurrentMap();
   return grpc::Status::OK;
@@ -216,6 +244,7 @@ grpc::Status MonitorService::GetMap(grpc::ServerContext*, const v1::GetMapReques
 grpc::Status MonitorService::WatchMap(grpc::ServerContext* ctx,
                                       const v1::WatchMapRequest* req,
                                       grpc::ServerWriter<v1::ClusterMap>* writer) {
+  if (grpc::Status a = Authorize(ctx, ControlOp::kWatchMap, 0); !a.ok()) return a;
   ++counters_.watch_map_rpcs;
   ++counters_.watch_streams;
   struct StreamGauge {
@@ -255,8 +284,9 @@ grpc::Status MonitorService::SetIn(uint32_t id, bool in) {
   return grpc::Status::OK;
 }
 
-grpc::Status MonitorService::MarkOut(grpc::ServerContext*, const v1::MarkRequest* req,
+grpc::Status MonitorService::MarkOut(grpc::ServerContext* ctx, const v1::MarkRequest* req,
                                      v1::MarkReply* reply) {
+  if (grpc::Status a = Authorize(ctx, ControlOp::kMarkOut, req->id()); !a.ok()) return a;
   ++counters_.mark_rpcs;
   grpc::Status s = SetIn(req->id(), false);
   if (!s.ok()) ++counters_.rpc_errors;
@@ -264,8 +294,9 @@ grpc::Status MonitorService::MarkOut(grpc::ServerContext*, const v1::MarkRequest
   return s;
 }
 
-grpc::Status MonitorService::MarkIn(grpc::ServerContext*, const v1::MarkRequest* req,
+grpc::Status MonitorService::MarkIn(grpc::ServerContext* ctx, const v1::MarkRequest* req,
                                     v1::MarkReply* reply) {
+  if (grpc::Status a = Authorize(ctx, ControlOp::kMarkIn, req->id()); !a.ok()) return a;
   ++counters_.mark_rpcs;
   grpc::Status s = SetIn(req->id(), true);
   if (!s.ok()) ++counters_.rpc_errors;

@@ -11,6 +11,11 @@
 // time the epoch moves. Maps are full snapshots: a watcher that is slow may skip epochs
 // but always ends on the newest one.
 //
+// With options.enforce_roles, each call is first checked against the caller's role
+// (control_roles.h): a refusal is answered PERMISSION_DENIED, counted (auth_refused and
+// rpc_errors), and logged the first time that entity is refused that action (a
+// misconfigured OSD retrying every heartbeat must not flood the log).
+//
 // Thread-safety: all methods are thread-safe; gRPC calls them from its thread pool. A
 // background thread checks heartbeats. Stop() must be called (the destructor does it)
 // before the gRPC server is shut down so that WatchMap streams return promptly.
@@ -21,6 +26,7 @@
 #include <map>
 #include <mutex>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -28,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "osd_sim/mon/control_roles.h"
 #include "osd_sim/mon/mon_counters.h"
 #include "proto/mon.grpc.pb.h"
 
@@ -39,6 +46,10 @@ struct MonitorOptions {
   absl::Duration heartbeat_interval = absl::Seconds(1);   // told to OSDs at boot
   absl::Duration down_out_interval = absl::ZeroDuration();  // 0: never auto-out
   uint32_t pg_num = 128;                                  // for a new cluster only
+  // Check every call's entity (the CN of its verified client certificate) against the
+  // roles of control_roles.h; refusals are PERMISSION_DENIED, counted in auth_refused.
+  // MonServer sets it when it serves over mutual TLS; off, every caller may do anything.
+  bool enforce_roles = false;
 };
 
 class MonitorService final : public v1::Monitor::Service {
@@ -87,6 +98,10 @@ class MonitorService final : public v1::Monitor::Service {
   // On a persistence error nothing changes and the error is returned.
   absl::Status CommitLocked(v1::ClusterMap next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   grpc::Status SetIn(uint32_t id, bool in);
+  // OK if roles are off or the caller may do `op` (on `osd_id`); else the refusal, counted
+  // and logged (once per entity and refusal).
+  grpc::Status Authorize(const grpc::ServerContext* ctx, ControlOp op, uint32_t osd_id)
+      ABSL_LOCKS_EXCLUDED(refused_mu_);
   void TickLoop();
   void CheckHeartbeatsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -99,6 +114,10 @@ class MonitorService final : public v1::Monitor::Service {
   std::once_flag stop_once_;
   std::thread ticker_;  // started in Create(), joined in Stop()
   mutable LiveMonCounters counters_;
+  absl::Mutex refused_mu_;
+  // Refusal messages already logged; bounded (kMaxRefusalsLogged) since only holders of a
+  // certificate of this cluster can add to it, but a bug could still cycle through ids.
+  std::set<std::string> refused_logged_ ABSL_GUARDED_BY(refused_mu_);
 };
 
 }  // namespace msgr::mon
