@@ -15,8 +15,8 @@
 #include <cstring>
 #include <memory>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "msg/base/net_addr.h"
 
 namespace msgr::rdma {
 namespace {
@@ -27,64 +27,29 @@ int MsUntil(absl::Time deadline) {
   return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
 }
 
-absl::Status SplitHostPort(const std::string& addr, std::string* host, int* port) {
-  const size_t colon = addr.rfind(':');
-  if (colon == std::string::npos || !absl::SimpleAtoi(addr.substr(colon + 1), port) ||
-      *port < 0 || *port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("address '", addr, "' is not host:port (e.g. 127.0.0.1:6800)"));
-  }
-  *host = addr.substr(0, colon);
-  if (host->empty()) *host = "0.0.0.0";
-  return absl::OkStatus();
-}
-
-absl::StatusOr<sockaddr_in> Resolve(const std::string& addr) {
-  std::string host;
-  int port = 0;
-  if (absl::Status s = SplitHostPort(addr, &host, &port); !s.ok()) return s;
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, host.c_str(), &sa.sin_addr) == 1) return sa;
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot resolve host '", host, "'"));
-  }
-  sa.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
-  freeaddrinfo(res);
-  return sa;
-}
-
-std::string FormatAddr(const sockaddr_in& sa) {
-  char buf[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof(buf));
-  return absl::StrCat(buf, ":", ntohs(sa.sin_port));
-}
-
 }  // namespace
 
 SideChannel::SideChannel(int fd) : fd_(fd) {
   const int one = 1;
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
-  sockaddr_in sa{};
+  sockaddr_storage sa{};
   socklen_t len = sizeof(sa);
-  if (getpeername(fd_, reinterpret_cast<sockaddr*>(&sa), &len) == 0) peer_ = FormatAddr(sa);
+  if (getpeername(fd_, reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
+    peer_ = SocketAddressToString(reinterpret_cast<const sockaddr*>(&sa));
+  }
 }
 
 SideChannel::~SideChannel() { close(fd_); }
 
 absl::StatusOr<std::unique_ptr<SideChannel>> SideChannel::Connect(const std::string& addr,
                                                                   absl::Duration timeout) {
-  auto sa = Resolve(addr);
+  auto sa = ResolveHostPort(addr);
   if (!sa.ok()) return sa.status();
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  const int fd = socket(sa->family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return ErrnoStatus(errno, "socket");
   auto ch = std::make_unique<SideChannel>(fd);
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)) != 0) {
+  if (connect(fd, sa->get(), sa->len) != 0) {
     if (errno != EINPROGRESS) return ErrnoStatus(errno, absl::StrCat("connect to ", addr));
     pollfd p{fd, POLLOUT, 0};
     if (poll(&p, 1, MsUntil(absl::Now() + timeout)) <= 0) {
@@ -205,19 +170,19 @@ FrameDecoder::Result SideChannel::ReadAvailable(DecodedFrame* out, absl::Status*
 void SideChannel::Shutdown() { shutdown(fd_, SHUT_RDWR); }
 
 absl::StatusOr<std::unique_ptr<Listener>> Listener::Listen(const std::string& addr) {
-  auto sa = Resolve(addr);
+  auto sa = ResolveHostPort(addr);
   if (!sa.ok()) return sa.status();
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = socket(sa->family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoStatus(errno, "socket");
   const int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(fd, reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)) != 0 ||
+  if (bind(fd, sa->get(), sa->len) != 0 ||
       listen(fd, 128) != 0) {
     const int err = errno;
     close(fd);
     return ErrnoStatus(err, absl::StrCat("bind/listen on ", addr));
   }
-  sockaddr_in bound{};
+  sockaddr_storage bound{};
   socklen_t len = sizeof(bound);
   getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
   const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -226,7 +191,7 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::Listen(const std::string& ad
     close(fd);
     return ErrnoStatus(err, "eventfd");
   }
-  return std::unique_ptr<Listener>(new Listener(fd, wake, FormatAddr(bound)));
+  return std::unique_ptr<Listener>(new Listener(fd, wake, SocketAddressToString(reinterpret_cast<const sockaddr*>(&bound))));
 }
 
 Listener::~Listener() {

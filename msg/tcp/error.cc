@@ -2,9 +2,10 @@
 
 #include <boost/asio/error.hpp>
 #include <cerrno>
+#include <cstring>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "msg/base/net_addr.h"
 
 namespace msgr::tcp {
 
@@ -33,28 +34,16 @@ absl::Status ErrorToStatus(const boost::system::error_code& ec, absl::string_vie
 }
 
 absl::StatusOr<boost::asio::ip::tcp::endpoint> ParseEndpoint(const std::string& addr) {
-  const size_t colon = addr.rfind(':');
-  if (colon == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("address '", addr, "' is not host:port (e.g. 127.0.0.1:6800)"));
-  }
-  uint32_t port;
-  if (!absl::SimpleAtoi(addr.substr(colon + 1), &port) || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("address '", addr, "' has a bad port"));
-  }
-  std::string host = addr.substr(0, colon);
-  if (host == "localhost") host = "127.0.0.1";
-  boost::system::error_code ec;
-  auto ip = boost::asio::ip::make_address(host, ec);
-  if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("address '", addr, "': host must be a numeric IP address"));
-  }
-  return boost::asio::ip::tcp::endpoint(ip, static_cast<uint16_t>(port));
+  absl::StatusOr<SocketAddress> sa = ResolveHostPort(addr);
+  if (!sa.ok()) return sa.status();
+  boost::asio::ip::tcp::endpoint ep;
+  std::memcpy(ep.data(), sa->get(), sa->len);
+  ep.resize(sa->len);
+  return ep;
 }
 
 std::string EndpointToString(const boost::asio::ip::tcp::endpoint& ep) {
-  return absl::StrCat(ep.address().to_string(), ":", ep.port());
+  return SocketAddressToString(ep.data());
 }
 
 }  // namespace msgr::tcp

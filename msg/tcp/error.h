@@ -17,7 +17,7 @@ namespace msgr::tcp {
 // kUnavailable, timeouts -> kDeadlineExceeded, address problems -> kInvalidArgument...).
 absl::Status ErrorToStatus(const boost::system::error_code& ec, absl::string_view context);
 
-// Parses "a.b.c.d:port" (numeric address; port 0 allowed).
+// Parses "HOST:PORT" with msgr::ResolveHostPort (IPv4, [IPv6], names; port 0 allowed).
 absl::StatusOr<boost::asio::ip::tcp::endpoint> ParseEndpoint(const std::string& addr);
 std::string EndpointToString(const boost::asio::ip::tcp::endpoint& ep);
 

@@ -342,7 +342,7 @@ TEST(SideChannelConnectTest, BadAddressesAreInvalidArgumentNamingTheAddress) {
     EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << c.status();
     EXPECT_TRUE(absl::StrContains(c.status().message(), absl::StrCat("'", addr, "'")))
         << c.status();
-    EXPECT_TRUE(absl::StrContains(c.status().message(), "host:port")) << c.status();
+    EXPECT_TRUE(absl::StrContains(c.status().message(), "HOST:PORT")) << c.status();
     auto l = Listener::Listen(addr);
     EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument) << l.status();
   }

@@ -54,7 +54,7 @@ absl::StatusOr<std::shared_ptr<DeviceCore>> DeviceCore::Create(const DeviceOptio
     for (uint32_t i = 0; i < kMaxRegions; ++i) core->free_slots_.push_back(i);
   }
   std::random_device rd;
-  core->locator_ = absl::StrFormat("msgr-soft.%d.%u.%08x", ::getpid(),
+  core->locator_ = absl::StrFormat("msgr-soft.%s.%d.%u.%08x", HostScope(), ::getpid(),
                                    g_device_counter.fetch_add(1), rd());
   absl::StatusOr<int> lfd = ListenAbstract(core->locator_);
   if (!lfd.ok()) return lfd.status();

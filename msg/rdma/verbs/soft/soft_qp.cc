@@ -64,6 +64,15 @@ absl::Status QpCore::ModifyToRtr(const QpEndpoint& remote) {
     return absl::InvalidArgumentError(
         "soft: remote endpoint has no locator (is the peer using the soft provider?)");
   }
+  if (LocatorScope(remote.locator) != LocatorScope(pd_->dev->locator())) {
+    // Without this check the connect below fails with "connection refused" (another
+    // namespace) or, worse, finds nothing and the caller waits for its timeout.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "soft: the peer's soft RDMA device (@", remote.locator,
+        ") is on another host or network namespace; the soft provider works only between "
+        "processes of one host: use a verbs device (an RNIC, rxe or siw) on both hosts "
+        "(--rdma-device IBDEV) or --ms-type tcp"));
+  }
   absl::StatusOr<int> fd = ConnectAbstract(remote.locator);
   if (!fd.ok()) return fd.status();
   auto link = std::make_shared<Conn>(*fd, /*outgoing=*/true);

@@ -2,15 +2,18 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "msg/base/errno_status.h"
 
 namespace msgr {
@@ -198,6 +201,22 @@ absl::StatusOr<int> CreateMemfd(const char* name, size_t bytes, bool huge) {
     return ErrnoStatus(err, absl::StrCat("soft: allocating ", bytes, " bytes for ", name));
   }
   return fd;
+}
+
+std::string HostScope() {
+  std::string boot = "noboot";
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  if (std::getline(in, boot)) boot = boot.substr(0, 8);
+  struct stat st {};
+  const unsigned long long netns =
+      ::stat("/proc/self/ns/net", &st) == 0 ? static_cast<unsigned long long>(st.st_ino) : 0;
+  return absl::StrCat(boot, "-", netns);
+}
+
+std::string LocatorScope(absl::string_view locator) {
+  std::vector<absl::string_view> parts = absl::StrSplit(locator, '.');
+  if (parts.size() != 5 || parts[0] != "msgr-soft") return "";
+  return std::string(parts[1]);
 }
 
 }  // namespace soft

@@ -60,6 +60,14 @@ absl::Status RecvExact(int sock, void* buf, size_t len);
 absl::StatusOr<int> ListenAbstract(absl::string_view name);
 absl::StatusOr<int> ConnectAbstract(absl::string_view name);
 
+// Where a soft device can be reached from: this boot of this kernel and this network
+// namespace (abstract Unix sockets are per namespace), e.g. "3f2a9c1d-4026531840". A
+// device's locator is "msgr-soft.<scope>.<pid>.<n>.<random>"; two devices can talk only if
+// their scopes are equal, i.e. between processes of one host.
+std::string HostScope();
+// The scope part of a locator made as above ("" if it has none: an older peer).
+std::string LocatorScope(absl::string_view locator);
+
 // A fresh memfd of `bytes` bytes (MFD_CLOEXEC; MFD_HUGETLB if `huge` and possible).
 absl::StatusOr<int> CreateMemfd(const char* name, size_t bytes, bool huge);
 

@@ -781,6 +781,25 @@ TEST_P(DeviceTest, PortAddressing) {
   EXPECT_FALSE(OpenDevice(DeviceNameFor(GetParam()), bad).ok());
 }
 
+// A soft device on another host (or network namespace) cannot be reached: its abstract
+// socket is not in ours. The QP says so and what to use instead, at once, rather than
+// failing the connect with ECONNREFUSED or waiting for a timeout.
+TEST_P(DeviceTest, SoftPeerOnAnotherHostIsRefusedWithWhatToUse) {
+  if (GetParam() != "soft") GTEST_SKIP() << "the soft provider's host scope only";
+  Side c;
+  MakeSide(&c);
+  QpEndpoint remote = a_.qp->local_endpoint();
+  const std::string& loc = remote.locator;  // msgr-soft.<scope>.<pid>.<n>.<rand>
+  const size_t dot = loc.find('.');
+  ASSERT_NE(dot, std::string::npos) << loc;
+  remote.locator = loc.substr(0, dot + 1) + "00000000-1" + loc.substr(loc.find('.', dot + 1));
+  absl::Status st = c.qp->Connect(remote);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_NE(st.message().find("only between processes of one host"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("--rdma-device IBDEV"), std::string::npos) << st;
+  EXPECT_EQ(c.qp->state(), QpState::kInit);
+}
+
 INSTANTIATE_TEST_SUITE_P(Providers, DeviceTest, ::testing::Values("soft", "ibverbs"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
