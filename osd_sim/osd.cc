@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "msg/base/net_addr.h"
 #include "nlohmann/json.hpp"
 #include "proto/osd_protocol.h"
 #include "spdlog/spdlog.h"
@@ -57,6 +58,12 @@ std::pair<uint64_t, std::string> RequestTarget(const Message& m) {
   return {0, ""};
 }
 
+std::string LocalHostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
 }  // namespace
 
 Osd::Osd(const OsdOptions& options) : options_(options) {}
@@ -65,6 +72,20 @@ Osd::~Osd() { Stop(); }
 
 absl::StatusOr<std::unique_ptr<Osd>> Osd::Start(const OsdOptions& options) {
   if (options.ms_types.empty()) return absl::InvalidArgumentError("no messenger type to serve");
+  for (const auto& [what, addr] : {std::pair<const char*, std::string>{"public",
+                                                                       options.public_addr},
+                                   {"cluster", options.cluster_addr}}) {
+    if (addr.empty() && std::string(what) == "cluster") continue;
+    absl::StatusOr<HostPort> hp = ParseHostPort(addr);
+    if (!hp.ok()) return hp.status();
+    if (!IsNumericHost(hp->host) || hp->host == "0.0.0.0" || hp->host == "::") {
+      // The bound address is what the map advertises: it must be one peers can dial.
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " address '", addr,
+          "' must be a numeric address of this host that peers can reach (not a name or a "
+          "wildcard); --", what, "-network CIDR picks one"));
+    }
+  }
   std::unique_ptr<Osd> osd(new Osd(options));
   absl::Status s = osd->Init();
   if (!s.ok()) {
@@ -137,7 +158,10 @@ absl::Status Osd::Init() {
   mon::v1::BootOsdRequest boot;
   boot.set_id(options_.id);
   boot.set_weight(options_.weight);
-  for (const std::string& type : options_.ms_types) {
+  // One messenger per backend on the public address, plus (with a cluster address) a tcp
+  // one there for OSD-to-OSD sessions, as Ceph's ms_public / ms_cluster.
+  auto serve = [&](const std::string& type, const std::string& bind_addr,
+                   const std::string& counters_name) -> absl::StatusOr<std::string> {
     MessengerOptions mo;
     mo.type = type;
     mo.name = EntityName{EntityType::kOsd, options_.id};
@@ -150,19 +174,36 @@ absl::Status Osd::Init() {
                                                           "' unavailable: ", m.status().message()));
     }
     (*m)->SetPolicy(EntityType::kClient, Policy::Lossless());
-    auto addr = (*m)->Bind(absl::StrCat(options_.bind_host, ":0"));
+    (*m)->SetPolicy(EntityType::kOsd, Policy::Lossless());
+    auto addr = (*m)->Bind(bind_addr);
+    if (!addr.ok()) return addr.status();
+    Messenger* messenger = m->get();
+    registry_.Add({counters_name, -1, [messenger] { return messenger->perf_counters(); }});
+    messengers_.push_back(std::move(*m));
+    return addr;
+  };
+  const HostPort pub = *ParseHostPort(options_.public_addr);  // checked in Start()
+  for (const std::string& type : options_.ms_types) {
+    auto addr = serve(type, JoinHostPort(pub.host, type == "tcp" ? pub.port : options_.rdma_port),
+                      absl::StrCat("messenger.", type));
     if (!addr.ok()) return addr.status();
     spdlog::info("{}: {} messenger listening on {}", me, type, *addr);
     addrs_[type] = *addr;
     boot.add_ms_types(type);
-    Messenger* messenger = m->get();
-    registry_.Add({absl::StrCat("messenger.", type), -1,
-                   [messenger] { return messenger->perf_counters(); }});
-    messengers_.push_back(std::move(*m));
   }
   // The map carries one primary address: tcp's when served, and the rdma side channel.
   boot.set_addr(addrs_.count("tcp") ? addrs_["tcp"] : addrs_.begin()->second);
   if (addrs_.count("rdma")) boot.set_rdma_addr(addrs_["rdma"]);
+  if (options_.cluster_addr.empty()) {
+    boot.set_cluster_addr(boot.addr());  // no cluster network: peers use the public one
+  } else {
+    auto addr = serve("tcp", options_.cluster_addr, "messenger.cluster");
+    if (!addr.ok()) return addr.status();
+    spdlog::info("{}: cluster messenger listening on {}", me, *addr);
+    addrs_["cluster"] = *addr;
+    boot.set_cluster_addr(*addr);
+  }
+  boot.set_host(options_.host_name.empty() ? LocalHostName() : options_.host_name);
 
   if (!options_.run_dir.empty()) {
     auto admin = AdminSocket::Create(absl::StrCat(options_.run_dir, "/", me, ".asok"));

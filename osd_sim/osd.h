@@ -40,7 +40,17 @@ struct OsdOptions {
   std::string data_dir;                       // object store (unused in memory mode)
   std::string run_dir;                        // admin socket
   std::vector<std::string> ms_types = {"tcp"};  // messengers to serve: "tcp", "rdma"
-  std::string bind_host = "127.0.0.1";
+  // Where clients reach it (Ceph's public address): HOST:PORT, HOST numeric (IPv4 or
+  // IPv6, bracketed), PORT the tcp listener's (0: a free one). Other backends' listeners
+  // (the rdma side channel) take `rdma_port` on the same host (0: a free one).
+  std::string public_addr = "127.0.0.1:0";
+  uint16_t rdma_port = 0;
+  // Where other OSDs reach it (Ceph's cluster address): a tcp messenger listens there for
+  // OSD-to-OSD sessions and the map advertises it; empty: peers use the public address.
+  std::string cluster_addr;
+  // The host this OSD runs on, carried in the map as its failure domain; empty: the
+  // machine's host name.
+  std::string host_name;
   store::Durability durability = store::Durability::kDurable;
   uint64_t capacity_bytes = 0;  // 0: until the disk is full (memory mode: 1/8 of RAM)
   uint64_t segment_bytes = 0;   // store log segment size; 0: the store's default (tests)
@@ -97,7 +107,7 @@ class Osd : public Dispatcher, public RecordSink {
   // then the store (final flush). Idempotent.
   void Stop();
 
-  // Messenger address per type ("tcp" -> "127.0.0.1:40123").
+  // Messenger address per type ("tcp" -> "127.0.0.1:40123"; "cluster" with a cluster address).
   std::map<std::string, std::string> addrs() const { return addrs_; }
   // perf dump: every counter of the registry, plus the OSD's id, mode and uptime.
   std::string PerfDumpJson() const;

@@ -5,6 +5,8 @@
 //       [--poller-spin-us US] [--poller-wakeup-us 1000] [--ring-bytes 33554432] [--capacity BYTES]
 //       [--keyring FILE | --auth none] [--rdma-device soft|IBDEV] [--weight W]
 //       [--rdma-max-registered-mb 4096] [--metrics-addr HOST:PORT [--metrics-addr-file F]]
+//       [--public-addr HOST[:PORT] | --public-network CIDR] [--rdma-port PORT]
+//       [--cluster-addr HOST[:PORT] | --cluster-network CIDR] [--host NAME]
 //       [--log-level info]
 #include <sys/resource.h>
 
@@ -14,7 +16,9 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "msg/base/net_addr.h"
 #include "osd_sim/metrics/daemon_metrics.h"
 #include "osd_sim/mon/cli_flags.h"
 #include "osd_sim/osd.h"
@@ -32,6 +36,8 @@ constexpr const char* kUsage =
     "           [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB] [--weight W]\n"
     "           [--metrics-addr HOST:PORT [--metrics-addr-file FILE]]\n"
     "           [--op-complaint-time S]\n"
+    "           [--public-addr HOST[:PORT] | --public-network CIDR] [--rdma-port PORT]\n"
+    "           [--cluster-addr HOST[:PORT] | --cluster-network CIDR] [--host NAME]\n"
     "           [--log-level trace|debug|info|warn|error]\n"
     "  --poller-spin-us US       spin a fixed US after each record on an RDMA ring before\n"
     "                            sleeping (default: hybrid polling, see --poller-wakeup-us)\n"
@@ -39,6 +45,15 @@ constexpr const char* kUsage =
     "                            between records are shorter, else sleep at once (default 1000)\n"
     "  --op-complaint-time S     a write in flight longer than S seconds is a slow op\n"
     "                            (slow_ops gauge, dump_ops_in_flight; default 30)\n"
+    "  --public-addr HOST[:PORT] where clients reach this OSD: HOST a numeric address of\n"
+    "                            this host (IPv6 in brackets), PORT the tcp listener's\n"
+    "                            (default 127.0.0.1, free ports)\n"
+    "  --public-network CIDR     the same, picked from this host's addresses in CIDR\n"
+    "  --rdma-port PORT          the rdma side channel's port on the public host (default free)\n"
+    "  --cluster-addr HOST[:PORT], --cluster-network CIDR  where other OSDs reach it\n"
+    "                            (advertised in the map; default the public address)\n"
+    "  --host NAME               the host name in the map, the OSD's failure domain\n"
+    "                            (default this machine's)\n"
     "  --metrics-addr HOST:PORT  serve Prometheus /metrics there (off by default; PORT or\n"
     "                            :PORT alone = on 127.0.0.1; port 0 = a free port)\n"
     "  --metrics-addr-file FILE  once serving, write the bound HOST:PORT there\n";
@@ -75,7 +90,8 @@ int main(int argc, char** argv) {
       {"id", "mon", "data-dir", "run-dir", "ms-type", "durability", "pollers", "poller-cpus",
        "poller-spin-us", "poller-wakeup-us", "ring-bytes", "capacity", "keyring", "auth", "rdma-device", "weight",
        "rdma-max-registered-mb", "rdma-ring-min-kb", "metrics-addr", "metrics-addr-file",
-       "op-complaint-time", "log-level", "help"});
+       "op-complaint-time", "public-addr", "public-network", "rdma-port", "cluster-addr",
+       "cluster-network", "host", "log-level", "help"});
   if (!flags.ok()) return Fail(std::string(flags.status().message()));
   if (flags->Has("help")) {
     std::fputs(kUsage, stdout);
@@ -93,6 +109,31 @@ int main(int argc, char** argv) {
   o.mon_addr = flags->Get("mon");
   if (o.mon_addr.empty()) return Fail("--mon HOST:PORT is required");
   o.data_dir = flags->Get("data-dir");
+  for (const auto& [addr_flag, net_flag] :
+       {std::pair<const char*, const char*>{"public-addr", "public-network"},
+        {"cluster-addr", "cluster-network"}}) {
+    std::string* out = std::string(addr_flag) == "public-addr" ? &o.public_addr : &o.cluster_addr;
+    if (flags->Has(addr_flag) && flags->Has(net_flag)) {
+      return Fail(absl::StrCat("give --", addr_flag, " or --", net_flag, ", not both"));
+    }
+    std::string host_port;
+    if (flags->Has(addr_flag)) {
+      auto hp = msgr::ParseHostOptionalPort(flags->Get(addr_flag), 0);
+      if (!hp.ok()) return Fail(absl::StrCat("--", addr_flag, ": ", hp.status().message()));
+      host_port = msgr::JoinHostPort(hp->host, hp->port);
+    } else if (flags->Has(net_flag)) {
+      auto host = msgr::LocalAddressIn(flags->Get(net_flag));
+      if (!host.ok()) return Fail(absl::StrCat("--", net_flag, ": ", host.status().message()));
+      host_port = msgr::JoinHostPort(*host, 0);
+    }
+    if (!host_port.empty()) *out = host_port;
+  }
+  {
+    auto port = flags->GetUint("rdma-port", 0);
+    if (!port.ok() || *port > 65535) return Fail("--rdma-port must be a port number (0..65535)");
+    o.rdma_port = static_cast<uint16_t>(*port);
+  }
+  o.host_name = flags->Get("host");
   o.run_dir = flags->Get("run-dir");
   const std::string ms = flags->Get("ms-type", "tcp");
   if (ms == "both") {

@@ -25,6 +25,7 @@
 #include "msg/ring/ring_format.h"
 #include "nlohmann/json.hpp"
 #include "osd_sim/admin_socket.h"
+#include "osd_sim/mon/mon_client.h"
 #include "osd_sim/mon/mon_server.h"
 #include "proto/osd_protocol.h"
 #include "tests/osd_sim/ring_fakes.h"
@@ -757,6 +758,69 @@ TEST_P(OsdTest, RdmaRingGrowsWithTheLoadAndShrinksWhenIdle) {
                       return d["pollers"][0]["rings"] == 1;
                     })["pollers"][0]["rings"].get<int>();
   EXPECT_EQ(rings, 1);
+}
+
+// Where an OSD listens is what the map says: a public address on IPv6 for clients (both
+// backends: the rdma side channel takes a free port on the same host), a tcp listener on the
+// cluster address that accepts OSD peers, and the host name as the failure domain.
+TEST_P(OsdTest, PublicAndClusterAddressesAreServedAndInTheMap) {
+  options_.public_addr = "[::1]:0";
+  options_.cluster_addr = "127.0.0.1:0";
+  options_.host_name = "rack1-host3";
+  StartOsd();
+  const std::string pub = osd_->addrs().at(GetParam());
+  EXPECT_EQ(pub.rfind("[::1]:", 0), 0u) << pub;
+  ConnectClient();
+  ASSERT_TRUE(Write("over-v6", Pattern("over-v6", 5000), 1).ok());
+  auto back = Read("over-v6", 2);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, Pattern("over-v6", 5000));
+
+  auto mon = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
+  ASSERT_TRUE(mon.ok()) << mon.status();
+  auto map = (*mon)->GetMap();
+  ASSERT_TRUE(map.ok()) << map.status();
+  ASSERT_EQ(map->osds_size(), 1);
+  const auto& info = map->osds(0);
+  EXPECT_EQ(info.host(), "rack1-host3");
+  const std::string cluster = osd_->addrs().at("cluster");
+  EXPECT_EQ(info.cluster_addr(), cluster);
+  EXPECT_EQ(cluster.rfind("127.0.0.1:", 0), 0u) << cluster;
+  EXPECT_EQ(GetParam() == "rdma" ? info.rdma_addr() : info.addr(), pub);
+
+  // An OSD peer's session on the cluster address is accepted.
+  MessengerOptions po;
+  po.type = "tcp";
+  po.name = EntityName{EntityType::kOsd, 9};
+  po.auth = options_.auth;
+  ClientSide peer_dispatcher;
+  auto peer = Messenger::Create(po, &peer_dispatcher);
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  auto pc = (*peer)->Connect(cluster, ConnectOptions{Policy::Lossless(), false});
+  ASSERT_TRUE(pc.ok()) << pc.status();
+  const nlohmann::json s = AdminWhen("dump_sessions", [](const nlohmann::json& j) {
+    for (const auto& x : j["sessions"]) {
+      if (x["peer"] == "osd.9" && x["state"] == "connected") return true;
+    }
+    return false;
+  });
+  bool found = false;
+  for (const auto& x : s["sessions"]) found |= x["peer"] == "osd.9" && x["state"] == "connected";
+  EXPECT_TRUE(found) << s;
+  (*peer)->Shutdown();
+}
+
+TEST_P(OsdTest, AWildcardOrNamedPublicAddressIsRefusedSayingWhatToGive) {
+  for (const char* bad : {"0.0.0.0:0", "[::]:0", "localhost:0", "127.0.0.1"}) {
+    options_.public_addr = bad;
+    auto osd = Osd::Start(options_);
+    ASSERT_FALSE(osd.ok()) << bad;
+    EXPECT_EQ(osd.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  options_.public_addr = "0.0.0.0:0";
+  auto osd = Osd::Start(options_);
+  EXPECT_NE(osd.status().message().find("--public-network CIDR"), std::string::npos)
+      << osd.status();
 }
 
 // dump_sessions lists the client's session with its ring; a write the store holds keeps
