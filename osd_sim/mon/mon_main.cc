@@ -3,6 +3,7 @@
 //   mon --data-dir DIR [--addr 127.0.0.1:0] [--addr-file FILE] [--grace-ms 5000]
 //       [--heartbeat-ms 1000] [--pg-num 128] [--down-out-ms 0]
 //       [--metrics-addr HOST:PORT [--metrics-addr-file FILE]]
+//       [--auth none|secret --cluster-dir DIR [--entity mon]]
 #include <signal.h>
 
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "msg/base/perf_counters.h"
 #include "osd_sim/metrics/daemon_metrics.h"
 #include "osd_sim/mon/cli_flags.h"
+#include "osd_sim/mon/control_auth.h"
 #include "osd_sim/mon/file_util.h"
 #include "osd_sim/mon/mon_server.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -23,6 +25,7 @@ constexpr char kUsage[] =
     "usage: mon --data-dir DIR [--addr HOST:PORT] [--addr-file FILE]\n"
     "           [--grace-ms N] [--heartbeat-ms N] [--pg-num N] [--down-out-ms N]\n"
     "           [--metrics-addr HOST:PORT [--metrics-addr-file FILE]]\n"
+    "           [--auth none|secret [--cluster-dir DIR] [--entity NAME]]\n"
     "  --data-dir DIR      where the cluster map is kept (required; created if missing)\n"
     "  --addr HOST:PORT    listen address (default 127.0.0.1:0, port 0 = any free port)\n"
     "  --addr-file FILE    once serving, write the bound HOST:PORT there (atomically)\n"
@@ -32,7 +35,12 @@ constexpr char kUsage[] =
     "  --down-out-ms N     down this long -> marked out; 0 = never (default 0)\n"
     "  --metrics-addr HOST:PORT  serve Prometheus /metrics there (off by default; PORT or\n"
     "                      :PORT alone = on 127.0.0.1; port 0 = a free port)\n"
-    "  --metrics-addr-file FILE  once serving, write the bound HOST:PORT there\n";
+    "  --metrics-addr-file FILE  once serving, write the bound HOST:PORT there\n"
+    "  --auth none|secret  none (default): anyone may call anything; secret: mutual TLS with\n"
+    "                      the cluster PKI, callers limited by their role (osd_sim/mon/README.md)\n"
+    "  --cluster-dir DIR   with --auth secret: DIR/pki/ca.crt, ENTITY.crt, ENTITY.key\n"
+    "                      (made by tools/lib/pki.sh)\n"
+    "  --entity NAME       the certificate the monitor serves with (default mon)\n";
 
 int Fail(const absl::Status& s) {
   spdlog::critical("{}", s.ToString());
@@ -52,7 +60,7 @@ int main(int argc, char** argv) {
   auto flags = msgr::mon::CliFlags::Parse(
       argc, argv,
       {"data-dir", "addr", "addr-file", "grace-ms", "heartbeat-ms", "pg-num", "down-out-ms",
-       "metrics-addr", "metrics-addr-file"});
+       "metrics-addr", "metrics-addr-file", "auth", "cluster-dir", "entity"});
   if (!flags.ok()) return Fail(flags.status());
   if (flags->Has("help")) {
     std::fputs(kUsage, stdout);
@@ -84,6 +92,12 @@ int main(int argc, char** argv) {
     auto addr = msgr::metrics::NormalizeMetricsAddr(flags->Get("metrics-addr"));
     if (!addr.ok()) return Fail(addr.status());
   }
+  // A missing or wrong certificate is a setup error: say so before binding anything.
+  auto auth = msgr::mon::ControlAuth::FromFlags(flags->Get("auth", "none"),
+                                                flags->Get("cluster-dir"),
+                                                flags->Get("entity", msgr::mon::kMonEntity));
+  if (!auth.ok()) return Fail(auth.status());
+  opts.auth = *auth;
 
   // Block the stop signals in every thread (gRPC's included); main waits for them below.
   sigset_t stop_signals;
@@ -97,8 +111,9 @@ int main(int argc, char** argv) {
     spdlog::critical("cannot start: {}", server.status().ToString());
     return 1;
   }
-  spdlog::info("serving on {} (data dir {}, grace {} ms, heartbeat {} ms, down-out {} ms)",
-               (*server)->addr(), opts.monitor.data_dir, *grace, *hb, *down_out);
+  spdlog::info("serving on {} (data dir {}, grace {} ms, heartbeat {} ms, down-out {} ms, "
+               "auth {})", (*server)->addr(), opts.monitor.data_dir, *grace, *hb, *down_out,
+               opts.auth.Describe());
   if (flags->Has("addr-file")) {
     absl::Status s = msgr::mon::WriteFileAtomic(flags->Get("addr-file"),
                                                 absl::StrCat((*server)->addr(), "\n"));

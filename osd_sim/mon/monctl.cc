@@ -2,6 +2,7 @@
 //
 //   monctl --mon HOST:PORT [--timeout-ms 5000] status | out ID | in ID | map-json
 //   monctl --mon HOST:PORT [--wait-s 30] wait ID up|down   (follows WatchMap)
+//   [--auth none|secret --cluster-dir DIR [--entity client.admin]] with any command
 //
 // Exit status: 0 done, 1 the monitor refused or is unreachable (message on stderr),
 // 2 bad usage.
@@ -12,6 +13,7 @@
 
 #include "absl/strings/numbers.h"
 #include "osd_sim/mon/cli_flags.h"
+#include "osd_sim/mon/control_auth.h"
 #include "osd_sim/mon/map_format.h"
 #include "osd_sim/mon/mon_client.h"
 #include "spdlog/spdlog.h"
@@ -19,14 +21,18 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: monctl --mon HOST:PORT [--timeout-ms N] COMMAND\n"
+    "usage: monctl --mon HOST:PORT [--timeout-ms N]\n"
+    "              [--auth none|secret [--cluster-dir DIR] [--entity NAME]] COMMAND\n"
     "  status      the cluster map as a table\n"
     "  map-json    the cluster map as JSON (epoch, pg_num, fsid, osds[...])\n"
     "  out ID      mark osd ID out (its PGs move to other OSDs)\n"
     "  in ID       mark osd ID in\n"
     "  wait ID up|down   follow the map (WatchMap) until osd ID is up / down;\n"
     "              prints the epoch; exit 1 after --wait-s seconds (default 30)\n"
-    "  --timeout-ms N   give up on an unreachable monitor after N ms (default 5000)\n";
+    "  --timeout-ms N   give up on an unreachable monitor after N ms (default 5000)\n"
+    "  --auth none|secret  none (default): no TLS; secret: mutual TLS with the cluster PKI\n"
+    "  --cluster-dir DIR   with --auth secret: DIR/pki/ca.crt, ENTITY.crt, ENTITY.key\n"
+    "  --entity NAME       whose certificate to use (default client.admin; out/in need it)\n";
 
 int Usage(const std::string& why) {
   std::cerr << "monctl: " << why << "\n" << kUsage;
@@ -67,7 +73,8 @@ int WaitFor(msgr::mon::MonClient* client, uint32_t id, bool want_up, absl::Durat
 
 int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::off);  // errors are reported on stderr by us
-  auto flags = msgr::mon::CliFlags::Parse(argc, argv, {"mon", "timeout-ms", "wait-s"});
+  auto flags = msgr::mon::CliFlags::Parse(
+      argc, argv, {"mon", "timeout-ms", "wait-s", "auth", "cluster-dir", "entity"});
   if (!flags.ok()) return Usage(std::string(flags.status().message()));
   if (flags->Has("help")) {
     std::fputs(kUsage, stdout);
@@ -77,6 +84,14 @@ int main(int argc, char** argv) {
   if (mon.empty()) return Usage("--mon HOST:PORT is required");
   auto timeout_ms = flags->GetUint("timeout-ms", 5000);
   if (!timeout_ms.ok()) return Usage(std::string(timeout_ms.status().message()));
+  auto auth = msgr::mon::ControlAuth::FromFlags(
+      flags->Get("auth", "none"), flags->Get("cluster-dir"),
+      flags->Get("entity", msgr::mon::kAdminEntity));
+  if (!auth.ok()) {
+    // A bad flag value is usage; a missing or wrong certificate file is a setup error.
+    if (absl::IsInvalidArgument(auth.status())) return Usage(std::string(auth.status().message()));
+    return Error(auth.status());
+  }
   const std::vector<std::string>& args = flags->positional();
   if (args.empty()) return Usage("missing command");
   const std::string& cmd = args[0];
@@ -89,7 +104,7 @@ int main(int argc, char** argv) {
     }
     auto wait_s = flags->GetUint("wait-s", 30);
     if (!wait_s.ok()) return Usage(std::string(wait_s.status().message()));
-    auto client = msgr::mon::MonClient::Create(mon, absl::Milliseconds(*timeout_ms));
+    auto client = msgr::mon::MonClient::Create(mon, absl::Milliseconds(*timeout_ms), *auth);
     if (!client.ok()) return Error(client.status());
     return WaitFor(client->get(), id, args[2] == "up", absl::Seconds(*wait_s));
   }
@@ -103,7 +118,7 @@ int main(int argc, char** argv) {
     return Usage(cmd + " takes no arguments");
   }
 
-  auto client = msgr::mon::MonClient::Create(mon, absl::Milliseconds(*timeout_ms));
+  auto client = msgr::mon::MonClient::Create(mon, absl::Milliseconds(*timeout_ms), *auth);
   if (!client.ok()) return Error(client.status());
   if (mark) {
     auto epoch = cmd == "out" ? (*client)->MarkOut(id) : (*client)->MarkIn(id);
