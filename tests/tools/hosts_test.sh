@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# The cluster across test hosts (tools/hosts.sh: network namespaces on one bridge), over tcp:
+# the monitor on host 0, three OSDs on hosts 1-3, every client on host 4. Each case is one
+# result; the last line is "hosts: N passed, N failed, N skipped".
+#   1. the map says where each OSD is (its host's address, its host name);
+#   2. a verified bench from the client host;
+#   3. kill -9 of an OSD mid-run, restarted: every acknowledged write reads back;
+#   4. garbage on every port (monitor, each OSD): the cluster keeps serving;
+#   5. a link fault: one OSD host's link down for 5 s mid-run, then up: the bench finishes
+#      with no error and every acknowledged write reads back;
+#   6. a client-to-OSD partition (the client's packets to one OSD dropped for 5 s);
+#   7. netem delay (1 ms) on every host: a run under a real round trip (skipped, with the
+#      reason, where the kernel has no sch_netem);
+#   8. an rdma client on another host than its OSD (soft provider): a clear error at once.
+# Needs root. Not a Bazel test: the sandbox and the ASan rerun do not fit root network
+# setup. Run by tools/test.sh (step hosts) or by hand: bash tests/tools/hosts_test.sh.
+# Uses bazel-bin (MSGR_BIN) and builds nothing (MSGR_REBUILD=0 is set for the tools).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+TOOLS=$ROOT/tools
+export MSGR_REBUILD=0
+BIN=${MSGR_BIN:-$ROOT/bazel-bin}
+export MSGR_BIN=$BIN
+HOSTS=(bash "$TOOLS/hosts.sh")
+CLIENT_HOST=4
+SECONDS_PER_RUN=${HOSTS_TEST_SECONDS:-12}
+PASS=0 FAIL=0 SKIP=0
+DIR=$(mktemp -d /tmp/msgr-hosts-test.XXXXXX)
+
+log() { echo "hosts_test: $*"; }
+pass() { PASS=$((PASS + 1)); log "PASS $1"; }
+fail_case() { FAIL=$((FAIL + 1)); log "FAIL $1${2:+: $2}"; }
+skip() { SKIP=$((SKIP + 1)); log "SKIP $1: $2"; }
+
+cleanup() {
+  bash "$TOOLS/cluster.sh" stop --cluster-dir "$DIR" >/dev/null 2>&1 || true
+  "${HOSTS[@]}" stop >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+finish() {
+  echo "logs: $DIR/log"
+  echo "hosts: $PASS passed, $FAIL failed, $SKIP skipped"
+  [[ $FAIL -eq 0 ]]
+  exit $?
+}
+
+[[ $(id -u) -eq 0 ]] || { fail_case setup "needs root (network namespaces)"; finish; }
+[[ -x "$BIN/osd_sim/osd" && -x "$BIN/client/bench/bench" ]] \
+  || { fail_case setup "no binaries in $BIN (bazel build -c opt //osd_sim:osd //client/bench:bench ...)"; finish; }
+"${HOSTS[@]}" stop >/dev/null 2>&1 || true  # left over from an interrupted run
+"${HOSTS[@]}" start 5 || { fail_case setup "tools/hosts.sh start 5"; finish; }
+bash "$TOOLS/cluster.sh" start --cluster-dir "$DIR" --hosts --durability durable --grace-ms 3000 \
+  || { fail_case setup "cluster.sh start --hosts (logs: $DIR/log)"; finish; }
+MON=$(cat "$DIR/mon.addr")
+MONCTL=("$BIN/osd_sim/mon/monctl" --mon "$MON")
+on_client() { "${HOSTS[@]}" exec "$CLIENT_HOST" "$@"; }
+BENCH=(bash "$TOOLS/bench.sh" --mon "$MON" --ms-type tcp --cluster-dir "$DIR" --quiet)
+
+# verify_acked CASE LOG: every object in LOG reads back (from the client host).
+verify_acked() {
+  local name=$1 oids=$2 n
+  n=$(wc -l < "$oids")
+  if [[ $n -lt 20 ]]; then fail_case "$name" "only $n writes acknowledged"; return 1; fi
+  if ! on_client bash "$TOOLS/bench.sh" verify --mon "$MON" --ms-type tcp --keyring "$DIR/keyring" \
+      --oids "$oids" --json "$oids.verify.json" >"$oids.verify.log" 2>&1; then
+    fail_case "$name" "verify failed: $(tail -3 "$oids.verify.log" | tr '\n' ' ')"
+    return 1
+  fi
+  python3 - "$oids.verify.json" "$n" <<'PY' || { fail_case "$name" "not every acknowledged object verified"; return 1; }
+import json, sys
+v = json.load(open(sys.argv[1]))["verify"]
+assert v["checked"] == int(sys.argv[2]) and v["mismatches"] == 0, v
+PY
+  log "$name: $n acknowledged writes read back"
+}
+# bench_errors JSON: the run's failed ops.
+bench_errors() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['errors'])" "$1"; }
+# bench_during CASE FAULT_CMD UNDO_CMD: a bench from the client host; FAULT_CMD 3 s in, UNDO_CMD
+# 5 s later; the bench must finish without errors and its acknowledged writes read back.
+bench_during() {
+  local name=$1 fault=$2 undo=$3 out="$DIR/$1"
+  on_client "${BENCH[@]}" -b 16K -t 8 --seconds "$SECONDS_PER_RUN" --prefix "$name" \
+    --acked-log "$out.acked" --json "$out.json" >"$out.log" 2>&1 &
+  local pid=$!
+  sleep 3
+  eval "$fault"
+  sleep 5
+  eval "$undo"
+  if ! wait "$pid"; then
+    fail_case "$name" "bench failed: $(grep -v '^\s*[0-9]' "$out.log" | tail -3 | tr '\n' ' ')"
+    return
+  fi
+  local errors
+  errors=$(bench_errors "$out.json")
+  [[ $errors == 0 ]] || { fail_case "$name" "$errors ops failed"; return; }
+  verify_acked "$name" "$out.acked" && pass "$name"
+}
+
+# 1. The map: OSD i on host 1+i with that host's address and name.
+if python3 - <<PY
+import json, subprocess
+m = json.loads(subprocess.check_output(["${MONCTL[0]}", "--mon", "$MON", "map-json"]))
+osds = {o["id"]: o for o in m["osds"]}
+assert sorted(osds) == [0, 1, 2], osds
+for i, o in osds.items():
+    assert o["up"] and o["host"] == f"msgr-h{1 + i}", o
+    assert o["addr"].startswith(f"198.18.0.{2 + i}:"), o
+    assert o["cluster_addr"] == o["addr"], o
+PY
+then pass map; else fail_case map "OSDs not where cluster.sh put them: $("${MONCTL[@]}" status)"; fi
+
+# 2. A verified bench from the client host.
+if on_client "${BENCH[@]}" -b 4K -t 16 --seconds 4 --prefix verified --verify --json "$DIR/verified.json" \
+    >"$DIR/verified.log" 2>&1 && [[ $(bench_errors "$DIR/verified.json") == 0 ]]; then
+  pass verified-bench
+  grep -E '^(IOPS|Average IOPS|Latency p50)' "$DIR/verified.log" | head -2 | sed 's/^/hosts_test:   /'
+else
+  fail_case verified-bench "$(tail -3 "$DIR/verified.log" | tr '\n' ' ')"
+fi
+
+# 3. kill -9 of osd.1 mid-run, restarted.
+bench_during kill9 \
+  'bash "$TOOLS/cluster.sh" stop-osd --cluster-dir "$DIR" --id 1 --kill' \
+  'bash "$TOOLS/cluster.sh" start-osd --cluster-dir "$DIR" --id 1 >/dev/null'
+
+# 4. Garbage on every port, from the client host; then the cluster still serves.
+ports=("$MON")
+while read -r a; do ports+=("$a"); done < <("${MONCTL[@]}" map-json | python3 -c \
+  "import json,sys; [print(o['addr']) for o in json.load(sys.stdin)['osds']]")
+for a in "${ports[@]}"; do
+  on_client bash -c "head -c 200000 /dev/urandom > /dev/tcp/${a%:*}/${a##*:}" 2>/dev/null || true
+done
+alive=1
+for pidf in "$DIR"/mon.pid "$DIR"/osd.*.pid; do kill -0 "$(cat "$pidf")" 2>/dev/null || alive=0; done
+if [[ $alive == 1 ]] && on_client "${BENCH[@]}" -b 4K -t 4 --count 300 --prefix after-garbage --verify \
+    >"$DIR/garbage.log" 2>&1; then
+  pass "garbage-on-${#ports[@]}-ports"
+else
+  fail_case garbage "a daemon died or writes failed after garbage: $(tail -2 "$DIR/garbage.log" | tr '\n' ' ')"
+fi
+
+# 5. osd.2's host loses its link for 5 s.
+bench_during link-cut '"${HOSTS[@]}" link 3 down' '"${HOSTS[@]}" link 3 up'
+"${MONCTL[@]}" --wait-s 30 wait 2 up >/dev/null 2>&1 || true
+
+# 6. The client's packets to osd.0 are dropped for 5 s.
+OSD0_HOST=$("${HOSTS[@]}" addr 1)
+bench_during partition '"${HOSTS[@]}" block $CLIENT_HOST $OSD0_HOST' '"${HOSTS[@]}" unblock $CLIENT_HOST $OSD0_HOST'
+
+# 7. 1 ms of netem delay on every host's link.
+if ip netns exec msgr-h0 tc qdisc add dev eth0 root netem delay 1ms 2>"$DIR/netem.err"; then
+  for k in 1 2 3 4; do ip netns exec "msgr-h$k" tc qdisc add dev eth0 root netem delay 1ms; done
+  if on_client "${BENCH[@]}" -b 4K -t 16 --seconds 4 --prefix netem --verify --json "$DIR/netem.json" \
+      >"$DIR/netem.log" 2>&1 && [[ $(bench_errors "$DIR/netem.json") == 0 ]]; then
+    pass netem-1ms
+    grep -E 'Latency p50' "$DIR/netem.log" | sed 's/^/hosts_test:   /'
+  else
+    fail_case netem-1ms "$(tail -3 "$DIR/netem.log" | tr '\n' ' ')"
+  fi
+  for k in 0 1 2 3 4; do ip netns exec "msgr-h$k" tc qdisc del dev eth0 root 2>/dev/null; done
+else
+  skip netem-1ms "this kernel has no sch_netem ($(head -1 "$DIR/netem.err"); modprobe sch_netem: $(modprobe sch_netem 2>&1 | head -1))"
+fi
+
+# 8. An rdma OSD on host 1 and a soft-provider client on the client host: refused at once.
+mkdir -p "$DIR/osd.9"
+"${HOSTS[@]}" exec 1 "$BIN/osd_sim/osd" --id 9 --mon "$MON" --ms-type rdma --durability memory \
+  --keyring "$DIR/keyring" --public-addr "$OSD0_HOST" --host msgr-h1 --weight 0.001 \
+  >"$DIR/log/osd.9.log" 2>&1 &
+osd9=$!
+"${MONCTL[@]}" --wait-s 20 wait 9 up >/dev/null 2>&1
+for i in 0 1 2; do "${MONCTL[@]}" out "$i" >/dev/null; done
+start=$SECONDS
+on_client bash "$TOOLS/bench.sh" --mon "$MON" --ms-type rdma --rdma-device soft \
+  --keyring "$DIR/keyring" -b 4K -t 1 --count 5 --prefix soft-remote >"$DIR/soft.log" 2>&1
+rc=$?
+took=$((SECONDS - start))
+for i in 0 1 2; do "${MONCTL[@]}" in "$i" >/dev/null; done
+kill "$osd9" 2>/dev/null; wait "$osd9" 2>/dev/null
+if [[ $rc -ne 0 && $took -lt 20 ]] && grep -q "soft provider works only between processes of one host" "$DIR/soft.log"; then
+  pass soft-rdma-across-hosts-refused
+else
+  fail_case soft-rdma-across-hosts "rc $rc after ${took}s: $(tail -3 "$DIR/soft.log" | tr '\n' ' ')"
+fi
+
+finish
