@@ -8,7 +8,7 @@
 #                          [--capacity BYTES]
 #                          [--ring-bytes BYTES] [--rdma-device soft|IBDEV] [--grace-ms MS]
 #                          [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB]
-#                          [--metrics]
+#                          [--metrics] [--hosts]
 #   tools/cluster.sh stop --cluster-dir DIR
 #   tools/cluster.sh status --cluster-dir DIR
 #   tools/cluster.sh start-osd --cluster-dir DIR --id K     (re)starts one OSD with its data
@@ -21,11 +21,16 @@
 # `start-osd` restarts an OSD the same way. Free ports are chosen automatically.
 # --metrics: every daemon serves Prometheus /metrics on a free 127.0.0.1 port and writes it
 # to DIR/<daemon>.metrics.addr (DIR/mon.metrics.addr, DIR/osd.0.metrics.addr, ...).
+# --hosts: run every daemon on its own test host (tools/hosts.sh start N first; tcp only):
+# the monitor on host 0, osd.i on host 1 + i mod (N-2) with N >= 3 (the last host is left
+# for clients: tools/hosts.sh exec N-1 tools/bench.sh ...), on host 1 with N = 2. Each OSD
+# advertises its host's address and the host's name (msgr-hK) as its failure domain.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # MSGR_BIN: where the binaries are (default bazel-bin; tests point it at their runfiles).
 # MSGR_REBUILD=0 skips the `bazel build` step.
 BIN="${MSGR_BIN:-$ROOT/bazel-bin}"
+HOSTS_SH="$ROOT/tools/hosts.sh"
 
 # shellcheck source=tools/lib/flags.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/flags.sh"
@@ -38,7 +43,7 @@ CMD=${1:-}; [[ -n "$CMD" && "$CMD" != -h && "$CMD" != --help ]] || usage; shift
 DIR="" OSDS=3 MS_TYPE=tcp DURABILITY=durable AUTH=secret POLLERS=1 POLLER_CPUS="" ID=""
 POLLER_SPIN_US="" POLLER_WAKEUP_US=""
 CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" RDMA_MAX_REG_MB="" RDMA_RING_MIN_KB="" GRACE_MS=3000 KILL=0
-METRICS=0
+METRICS=0 HOSTS=0
 flags_begin "$@"
 while flags_next; do
   case "$FLAG" in
@@ -60,6 +65,7 @@ while flags_next; do
     --id) flag_value ID ;;
     --kill) KILL=1 ;;
     --metrics) METRICS=1 ;;
+    --hosts) HOSTS=1 ;;
     -h|--help) usage ;;
     *) flag_unknown ;;
   esac
@@ -69,6 +75,10 @@ done
 case "$MS_TYPE" in tcp|rdma|both) ;; *) die "--ms-type must be tcp, rdma or both" ;; esac
 case "$DURABILITY" in durable|buffered|memory) ;; *) die "--durability must be durable, buffered or memory" ;; esac
 case "$AUTH" in secret|none) ;; *) die "--auth must be secret or none" ;; esac
+if [[ $HOSTS == 1 && $CMD == start ]]; then
+  [[ $MS_TYPE == tcp ]] || die "--hosts runs on network namespaces, which are tcp-only test hosts (the soft RDMA provider's sockets are per namespace); RDMA between hosts needs the VMs of tools/rxe_vm.sh"
+  [[ $(bash "$HOSTS_SH" status | wc -l) -ge 2 ]] || die "--hosts needs test hosts: tools/hosts.sh start N (N >= 2; e.g. 5 for a monitor, 3 OSDs and a client)"
+fi
 
 ensure_built() {
   if [[ "${MSGR_REBUILD:-1}" == 1 || ! -x "$BIN/osd_sim/osd" || ! -x "$BIN/osd_sim/mon/mon" ]]; then
@@ -76,6 +86,16 @@ ensure_built() {
         //osd_sim/tools:msgr_admin >&2) || die "build failed (run tools/setup.sh first?)"
   fi
 }
+
+host_count() { bash "$HOSTS_SH" status | wc -l; }
+# osd_host ID: the test host osd.ID runs on (see --hosts above).
+osd_host() {
+  local n
+  n=$(host_count)
+  if [[ $n -ge 3 ]]; then echo $((1 + $1 % (n - 2))); else echo 1; fi
+}
+# bind_host K: the address daemons on test host K bind (loopback without --hosts).
+bind_host() { if [[ "${HOSTS:-0}" == 1 ]]; then bash "$HOSTS_SH" addr "$1"; else echo 127.0.0.1; fi; }
 
 alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
@@ -111,11 +131,18 @@ start_osd() {
   [[ -n "$RDMA_MAX_REG_MB" ]] && args+=(--rdma-max-registered-mb "$RDMA_MAX_REG_MB")
   [[ -n "${RDMA_RING_MIN_KB:-}" ]] && args+=(--rdma-ring-min-kb "$RDMA_RING_MIN_KB")
   if [[ "$AUTH" == secret ]]; then args+=(--keyring "$DIR/keyring"); else args+=(--auth none); fi
+  local k=0 host=127.0.0.1
+  if [[ "${HOSTS:-0}" == 1 ]]; then
+    k=$(osd_host "$id")
+    host=$(bind_host "$k")
+    args+=(--public-addr "$host" --host "msgr-h$k")
+  fi
   rm -f "$DIR/osd.$id.metrics.addr"
   if [[ "${METRICS:-0}" == 1 ]]; then
-    args+=(--metrics-addr 127.0.0.1:0 --metrics-addr-file "$DIR/osd.$id.metrics.addr")
+    args+=(--metrics-addr "$host:0" --metrics-addr-file "$DIR/osd.$id.metrics.addr")
   fi
-  setsid "$BIN/osd_sim/osd" "${args[@]}" >>"$DIR/log/osd.$id.log" 2>&1 < /dev/null &
+  setsid bash -c 'exec "$@"' _ $(if [[ "${HOSTS:-0}" == 1 ]]; then echo ip netns exec "msgr-h$k"; fi) \
+    "$BIN/osd_sim/osd" "${args[@]}" >>"$DIR/log/osd.$id.log" 2>&1 < /dev/null &
   echo $! > "$pidf"
 }
 
@@ -170,17 +197,20 @@ RDMA_DEVICE="$RDMA_DEVICE"
 RDMA_MAX_REG_MB="$RDMA_MAX_REG_MB"
 RDMA_RING_MIN_KB="$RDMA_RING_MIN_KB"
 METRICS=$METRICS
+HOSTS=$HOSTS
 EOF
     if [[ "$AUTH" == secret && ! -f "$DIR/keyring" ]]; then
       (umask 077; echo "key = $(head -c 32 /dev/urandom | base64)" > "$DIR/keyring")
     fi
     rm -f "$DIR/mon.addr" "$DIR/mon.metrics.addr"
-    mon_args=(--data-dir "$DIR/mon" --addr 127.0.0.1:0 --addr-file "$DIR/mon.addr"
+    mon_host=$(bind_host 0)
+    mon_args=(--data-dir "$DIR/mon" --addr "$mon_host:0" --addr-file "$DIR/mon.addr"
               --grace-ms "$GRACE_MS")
     if [[ $METRICS == 1 ]]; then
-      mon_args+=(--metrics-addr 127.0.0.1:0 --metrics-addr-file "$DIR/mon.metrics.addr")
+      mon_args+=(--metrics-addr "$mon_host:0" --metrics-addr-file "$DIR/mon.metrics.addr")
     fi
-    setsid "$BIN/osd_sim/mon/mon" "${mon_args[@]}" >>"$DIR/log/mon.log" 2>&1 < /dev/null &
+    setsid bash -c 'exec "$@"' _ $(if [[ $HOSTS == 1 ]]; then echo ip netns exec msgr-h0; fi) \
+      "$BIN/osd_sim/mon/mon" "${mon_args[@]}" >>"$DIR/log/mon.log" 2>&1 < /dev/null &
     echo $! > "$DIR/mon.pid"
     wait_for 20 "monitor address" test -s "$DIR/mon.addr" \
       || die "monitor did not start within 20 s; see $DIR/log/mon.log"
@@ -192,7 +222,9 @@ EOF
     for ((id = 0; id < OSDS; id++)); do daemons+=("osd.$id"); done
     wait_for 20 "metrics addresses" metrics_ready "${daemons[@]}" \
       || die "not every daemon serves /metrics within 20 s; see $DIR/log/"
-    echo "cluster up in $DIR: mon $(cat "$DIR/mon.addr"), $OSDS OSDs, ms-type $MS_TYPE, durability $DURABILITY, auth $AUTH" >&2
+    where=""
+    [[ $HOSTS == 1 ]] && where=" on test hosts msgr-h0..msgr-h$(($(host_count) - 1))"
+    echo "cluster up in $DIR$where: mon $(cat "$DIR/mon.addr"), $OSDS OSDs, ms-type $MS_TYPE, durability $DURABILITY, auth $AUTH" >&2
     ;;
   stop)
     for pidf in "$DIR"/osd.*.pid; do [[ -e "$pidf" ]] && stop_pid "$pidf" TERM; done
