@@ -112,6 +112,7 @@ void Objecter::HandleMap(PlacementMap map) {
       }
     }
     for (int osd : stale) {
+      connect_refusals_.erase(sessions_[osd]->addr);  // a new incarnation gets a new try
       if (sessions_[osd]->conn) drop.push_back(sessions_[osd]->conn);
       sessions_.erase(osd);
       spdlog::info("client: osd.{} has a new incarnation or address: re-sending its ops", osd);
@@ -259,15 +260,43 @@ void Objecter::OnRemoteReset(const ConnectionRef& conn) {
 }
 
 void Objecter::OnConnectRefused(const ConnectionRef& conn, const absl::Status& why) {
-  // Kept by address: the refusal may come before Connect() has returned and the session
-  // is registered. Said once per kind of failure, not on every retry.
-  absl::MutexLock l(&mu_);
-  absl::Status& last = connect_refusals_[conn->peer_addr()];
-  if (last.code() != why.code()) {
-    spdlog::warn("client: connecting to {} failed: {} (retrying)", conn->peer_addr(),
-                 why.ToString());
+  std::vector<std::function<void()>> done;
+  {
+    // Kept by address: the refusal may come before Connect() has returned and the session
+    // is registered. Said once per kind of failure, not on every retry.
+    absl::MutexLock l(&mu_);
+    absl::Status& last = connect_refusals_[conn->peer_addr()];
+    const bool permanent = absl::IsFailedPrecondition(why);
+    if (last.code() != why.code()) {
+      spdlog::warn("client: connecting to {} failed: {}{}", conn->peer_addr(), why.ToString(),
+                   permanent ? "" : " (retrying)");
+    }
+    last = why;
+    // FAILED_PRECONDITION: the OSD can never serve this client (no common features, a
+    // soft RDMA device on another host): its ops fail now with the reason, not at their
+    // deadline. Nothing was delivered to it, so nothing acknowledged is at stake.
+    if (permanent) {
+      std::vector<OpRef> doomed;  // FinishLocked erases from ops_
+      for (auto& [id, op] : ops_) {
+        const OsdEntry* e = op->done ? nullptr : map_.Find(op->target);
+        if (e != nullptr && e->addr == conn->peer_addr()) doomed.push_back(op);
+      }
+      for (const OpRef& op : doomed) {
+        const OsdEntry* e = map_.Find(op->target);
+        done.push_back(FinishLocked(op, CannotServe(*op, e->addr, why)));
+      }
+    }
   }
-  last = why;
+  for (auto& f : done) {
+    if (f) f();
+  }
+}
+
+absl::Status Objecter::CannotServe(const Op& op, const std::string& addr,
+                                   const absl::Status& why) {
+  return absl::Status(why.code(), absl::StrCat(op.what(), " of ", op.oid, ": osd.", op.target,
+                                               " at ", addr, " cannot serve this client: ",
+                                               why.message()));
 }
 
 void Objecter::RetryLoop() {

@@ -180,6 +180,8 @@ class Objecter : public Dispatcher {
   std::function<void()> FinishLocked(const OpRef& op, absl::StatusOr<std::string> result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string DownReasonLocked(int osd) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The error of an op whose OSD at `addr` refused us for good (FAILED_PRECONDITION `why`).
+  static absl::Status CannotServe(const Op& op, const std::string& addr, const absl::Status& why);
   Session* SessionByConnLocked(const Connection* conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool OsdUsableLocked(int osd) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -253,6 +253,7 @@ absl::Status Objecter::ConnectAll(absl::Time deadline) {
 
 void Objecter::SendOp(const OpRef& op) {
   for (;;) {
+    std::function<void()> failed;
     uint64_t attempt;
     int target;
     {
@@ -269,6 +270,16 @@ void Objecter::SendOp(const OpRef& op) {
         op->waiting = true;
         return;
       }
+      // This OSD refused us for good (OnConnectRefused): fail at once, as it did then.
+      auto r = connect_refusals_.find(map_.Find(target)->addr);
+      if (r != connect_refusals_.end() && absl::IsFailedPrecondition(r->second)) {
+        op->sending = false;
+        failed = FinishLocked(op, CannotServe(*op, r->first, r->second));
+      }
+    }
+    if (failed) {
+      failed();
+      return;
     }
     auto conn = ConnectionFor(target);
     bool sent = false;
