@@ -3,7 +3,8 @@
 # "N passed, N failed" counted from the actual results; exits non-zero on any failure.
 #
 #   tools/test.sh            setup + plain build/tests + ASan/UBSan build/tests + clang
-#                            thread-safety build + thrasher (tcp, rdma) + RDMA VM suite
+#                            thread-safety build + thrasher (tcp, rdma) + test hosts
+#                            (network namespaces) + RDMA VM suite
 #   tools/test.sh --quick    plain tests only (for development)
 #
 # Steps: each prints its own "step NAME: N passed, N failed" line (Bazel steps add
@@ -101,6 +102,24 @@ if [[ $QUICK -eq 0 ]]; then
   echo "step thrash: $tpass passed, $tfail failed"
   TOTAL_PASS=$((TOTAL_PASS + tpass))
   TOTAL_FAIL=$((TOTAL_FAIL + tfail))
+  # The cluster across test hosts (network namespaces, tcp): tests/tools/hosts_test.sh,
+  # one case per fault; a case the kernel cannot run (netem) is skipped with the reason.
+  echo "=== step hosts: tests/tools/hosts_test.sh (mon, 3 OSDs and a client on 5 test hosts)"
+  if bazel build -c opt //client/bench:bench //osd_sim:osd //osd_sim/mon:mon //osd_sim/mon:monctl \
+      //osd_sim/tools:msgr_admin >"$LOGDIR/hosts-build.log" 2>&1; then
+    timeout 600 bash tests/tools/hosts_test.sh 2>&1 | tee "$LOGDIR/hosts.log" | grep -E '^hosts_test: |^hosts: '
+    line=$(grep -E '^hosts: [0-9]+ passed, [0-9]+ failed' "$LOGDIR/hosts.log" | tail -1)
+    hpass=$(echo "$line" | sed -nE 's/^hosts: ([0-9]+) passed.*/\1/p')
+    hfail=$(echo "$line" | sed -nE 's/.* ([0-9]+) failed.*/\1/p')
+    hskip=$(echo "$line" | sed -nE 's/.* ([0-9]+) skipped$/\1/p')
+    hpass=${hpass:-0}; hfail=${hfail:-1}; hskip=${hskip:-0}
+  else
+    tail -20 "$LOGDIR/hosts-build.log"
+    hpass=0 hfail=1 hskip=0
+  fi
+  echo "step hosts: $hpass passed, $hfail failed, $hskip skipped"
+  TOTAL_PASS=$((TOTAL_PASS + hpass))
+  TOTAL_FAIL=$((TOTAL_FAIL + hfail))
   if [[ -x tools/rxe_vm_suite.sh ]]; then
     log="$LOGDIR/rdma_vm.log"
     echo "=== step rdma-vm: RDMA suite on real verbs (Soft-RoCE rxe0 in a VM)"
