@@ -2,18 +2,24 @@
 //
 //   monctl --mon HOST:PORT [--timeout-ms 5000] status | out ID | in ID | map-json
 //   monctl --mon HOST:PORT [--wait-s 30] wait ID up|down   (follows WatchMap)
-//   [--auth none|secret --cluster-dir DIR [--entity client.admin]] with any command
+//   [--cluster-dir DIR] [--auth none|secret] [--entity client.admin] with any command
+//   (DIR: a tools/cluster.sh directory; its mon.addr and, when it has one, its PKI)
 //
 // Exit status: 0 done, 1 the monitor refused or is unreachable (message on stderr),
 // 2 bad usage.
+#include <unistd.h>
+
 #include <condition_variable>
 #include <cstdio>
 #include <iostream>
 #include <mutex>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "osd_sim/mon/cli_flags.h"
 #include "osd_sim/mon/control_auth.h"
+#include "osd_sim/mon/file_util.h"
 #include "osd_sim/mon/map_format.h"
 #include "osd_sim/mon/mon_client.h"
 #include "spdlog/spdlog.h"
@@ -21,8 +27,8 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: monctl --mon HOST:PORT [--timeout-ms N]\n"
-    "              [--auth none|secret [--cluster-dir DIR] [--entity NAME]] COMMAND\n"
+    "usage: monctl {--mon HOST:PORT | --cluster-dir DIR} [--timeout-ms N]\n"
+    "              [--auth none|secret] [--entity NAME] COMMAND\n"
     "  status      the cluster map as a table\n"
     "  map-json    the cluster map as JSON (epoch, pg_num, fsid, osds[...])\n"
     "  out ID      mark osd ID out (its PGs move to other OSDs)\n"
@@ -30,8 +36,10 @@ constexpr char kUsage[] =
     "  wait ID up|down   follow the map (WatchMap) until osd ID is up / down;\n"
     "              prints the epoch; exit 1 after --wait-s seconds (default 30)\n"
     "  --timeout-ms N   give up on an unreachable monitor after N ms (default 5000)\n"
-    "  --auth none|secret  none (default): no TLS; secret: mutual TLS with the cluster PKI\n"
-    "  --cluster-dir DIR   with --auth secret: DIR/pki/ca.crt, ENTITY.crt, ENTITY.key\n"
+    "  --cluster-dir DIR   a tools/cluster.sh directory: the monitor at DIR/mon.addr (unless\n"
+    "                      --mon), and with --auth secret DIR/pki/ca.crt, ENTITY.crt, .key\n"
+    "  --auth none|secret  none: no TLS; secret: mutual TLS with the cluster PKI (default:\n"
+    "                      secret when DIR/pki/ca.crt exists, else none)\n"
     "  --entity NAME       whose certificate to use (default client.admin; out/in need it)\n";
 
 int Usage(const std::string& why) {
@@ -80,12 +88,24 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  const std::string mon = flags->Get("mon");
-  if (mon.empty()) return Usage("--mon HOST:PORT is required");
+  const std::string dir = flags->Get("cluster-dir");
+  std::string mon = flags->Get("mon");
+  if (mon.empty() && !dir.empty()) {
+    auto addr = msgr::mon::ReadFile(dir + "/mon.addr");
+    if (!addr.ok() || absl::StripAsciiWhitespace(*addr).empty()) {
+      return Error(absl::UnavailableError(absl::StrCat(
+          "no ", dir, "/mon.addr (is the cluster started? tools/cluster.sh status --cluster-dir ",
+          dir, ")")));
+    }
+    mon = std::string(absl::StripAsciiWhitespace(*addr));
+  }
+  if (mon.empty()) return Usage("--mon HOST:PORT or --cluster-dir DIR is required");
   auto timeout_ms = flags->GetUint("timeout-ms", 5000);
   if (!timeout_ms.ok()) return Usage(std::string(timeout_ms.status().message()));
+  // A cluster directory with a PKI means a TLS monitor: use it unless told otherwise.
+  const bool has_pki = !dir.empty() && access((dir + "/pki/ca.crt").c_str(), R_OK) == 0;
   auto auth = msgr::mon::ControlAuth::FromFlags(
-      flags->Get("auth", "none"), flags->Get("cluster-dir"),
+      flags->Get("auth", has_pki ? "secret" : "none"), dir,
       flags->Get("entity", msgr::mon::kAdminEntity));
   if (!auth.ok()) {
     // A bad flag value is usage; a missing or wrong certificate file is a setup error.
