@@ -229,7 +229,7 @@ absl::Status Osd::Init() {
     admin_->Start();
   }
 
-  auto mon = mon::MonClient::Create(options_.mon_addr, options_.mon_timeout);
+  auto mon = mon::MonClient::Create(options_.mon_addr, options_.mon_timeout, options_.mon_auth);
   if (!mon.ok()) return mon.status();
   mon_ = std::move(*mon);
   auto reply = mon_->BootOsd(boot);

@@ -28,6 +28,7 @@
 #include "msg/base/perf_counters.h"
 #include "msg/messenger.h"
 #include "osd_sim/admin_socket.h"
+#include "osd_sim/mon/control_auth.h"
 #include "osd_sim/mon/mon_client.h"
 #include "osd_sim/poller.h"
 #include "osd_sim/store/object_store.h"
@@ -63,6 +64,9 @@ struct OsdOptions {
   absl::Duration poller_wakeup_cost = absl::Microseconds(1000);  // PollerOptions::wakeup_cost
   size_t ring_bytes = kDefaultRingBytes;
   AuthConfig auth;
+  // How the OSD proves itself to the monitor (mutual TLS as osd.<id> with the cluster PKI,
+  // or none).
+  mon::ControlAuth mon_auth = mon::ControlAuth::Insecure();
   std::map<std::string, std::string> backend_options;  // e.g. rdma_device
   double weight = 1.0;
   absl::Duration mon_timeout = absl::Seconds(10);

@@ -3,7 +3,7 @@
 //   osd --id N --mon HOST:PORT --data-dir DIR [--run-dir DIR] [--ms-type tcp|rdma|both]
 //       [--durability durable|buffered|memory] [--pollers N] [--poller-cpus 0,1]
 //       [--poller-spin-us US] [--poller-wakeup-us 1000] [--ring-bytes 33554432] [--capacity BYTES]
-//       [--keyring FILE | --auth none] [--rdma-device soft|IBDEV] [--weight W]
+//       [--cluster-dir DIR | --keyring FILE | --auth none] [--rdma-device soft|IBDEV] [--weight W]
 //       [--rdma-max-registered-mb 4096] [--metrics-addr HOST:PORT [--metrics-addr-file F]]
 //       [--public-addr HOST[:PORT] | --public-network CIDR] [--rdma-port PORT]
 //       [--cluster-addr HOST[:PORT] | --cluster-network CIDR] [--host NAME]
@@ -21,6 +21,7 @@
 #include "msg/base/net_addr.h"
 #include "osd_sim/metrics/daemon_metrics.h"
 #include "osd_sim/mon/cli_flags.h"
+#include "osd_sim/mon/control_auth.h"
 #include "osd_sim/osd.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -32,13 +33,17 @@ constexpr const char* kUsage =
     "           [--ms-type tcp|rdma|both] [--durability durable|buffered|memory]\n"
     "           [--pollers N] [--poller-cpus LIST] [--poller-spin-us US]\n"
     "           [--poller-wakeup-us US] [--ring-bytes B]\n"
-    "           [--capacity BYTES] [--keyring FILE | --auth none] [--rdma-device soft|IBDEV]\n"
+    "           [--capacity BYTES] [--cluster-dir DIR | --keyring FILE | --auth none]\n"
+    "           [--rdma-device soft|IBDEV]\n"
     "           [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB] [--weight W]\n"
     "           [--metrics-addr HOST:PORT [--metrics-addr-file FILE]]\n"
     "           [--op-complaint-time S]\n"
     "           [--public-addr HOST[:PORT] | --public-network CIDR] [--rdma-port PORT]\n"
     "           [--cluster-addr HOST[:PORT] | --cluster-network CIDR] [--host NAME]\n"
     "           [--log-level trace|debug|info|warn|error]\n"
+    "  --cluster-dir DIR         auth secret: the messenger key DIR/keyring and mutual TLS to\n"
+    "                            the monitor as osd.N (DIR/pki, made by tools/cluster.sh)\n"
+    "  --keyring FILE            the messenger key only (the monitor without TLS)\n"
     "  --poller-spin-us US       spin a fixed US after each record on an RDMA ring before\n"
     "                            sleeping (default: hybrid polling, see --poller-wakeup-us)\n"
     "  --poller-wakeup-us US     hybrid polling: spin up to US after a record while most gaps\n"
@@ -91,7 +96,7 @@ int main(int argc, char** argv) {
        "poller-spin-us", "poller-wakeup-us", "ring-bytes", "capacity", "keyring", "auth", "rdma-device", "weight",
        "rdma-max-registered-mb", "rdma-ring-min-kb", "metrics-addr", "metrics-addr-file",
        "op-complaint-time", "public-addr", "public-network", "rdma-port", "cluster-addr",
-       "cluster-network", "host", "log-level", "help"});
+       "cluster-network", "host", "cluster-dir", "log-level", "help"});
   if (!flags.ok()) return Fail(std::string(flags.status().message()));
   if (flags->Has("help")) {
     std::fputs(kUsage, stdout);
@@ -186,14 +191,29 @@ int main(int argc, char** argv) {
   if (flags->Has("weight") && !absl::SimpleAtod(flags->Get("weight"), &o.weight)) {
     return Fail("--weight takes a number");
   }
-  if (flags->Get("auth") == "none") {
+  // --auth none: no messenger authentication, no monitor TLS. --cluster-dir DIR (auth
+  // secret): the messenger key DIR/keyring (or --keyring FILE) and mutual TLS to the
+  // monitor as osd.<id> with DIR/pki. --keyring FILE alone (the older form): the messenger
+  // key only, the monitor without TLS.
+  const std::string auth_mode = flags->Get("auth", "secret");
+  const std::string cluster_dir = flags->Get("cluster-dir");
+  if (auth_mode != "none" && auth_mode != "secret") return Fail("--auth must be secret or none");
+  if (auth_mode == "none") {
     o.auth = msgr::AuthConfig::None();
-  } else if (flags->Has("keyring")) {
-    auto auth = msgr::AuthConfig::FromKeyringFile(flags->Get("keyring"));
-    if (!auth.ok()) return Fail(std::string(auth.status().message()));
+  } else if (flags->Has("keyring") || !cluster_dir.empty()) {
+    const std::string keyring =
+        flags->Has("keyring") ? flags->Get("keyring") : cluster_dir + "/keyring";
+    auto auth = msgr::AuthConfig::FromKeyringFile(keyring);
+    if (!auth.ok()) return Fail(absl::StrCat("keyring ", keyring, ": ", auth.status().message()));
     o.auth = *auth;
+    if (!cluster_dir.empty()) {
+      auto mon_auth = msgr::mon::ControlAuth::FromClusterDir(cluster_dir,
+                                                             absl::StrCat("osd.", o.id));
+      if (!mon_auth.ok()) return Fail(std::string(mon_auth.status().message()));
+      o.mon_auth = *mon_auth;
+    }
   } else {
-    return Fail("give --keyring FILE (cluster secret) or --auth none");
+    return Fail("give --cluster-dir DIR (its keyring and PKI), --keyring FILE or --auth none");
   }
   if (flags->Has("rdma-device")) o.backend_options["rdma_device"] = flags->Get("rdma-device");
   if (flags->Has("rdma-max-registered-mb")) {
