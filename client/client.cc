@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cluster_map.h"
+#include "osd_sim/mon/control_auth.h"
 #include "osd_sim/mon/mon_client.h"
 #include "proto/osd_protocol.h"
 #include "spdlog/spdlog.h"
@@ -40,7 +41,13 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   auto objecter = Objecter::Create(std::move(oo));
   if (!objecter.ok()) return objecter.status();
 
-  auto mon = mon::MonClient::Create(options.mon_addr, options.mon_timeout);
+  mon::ControlAuth mon_auth = mon::ControlAuth::Insecure();
+  if (!options.mon_pki_dir.empty()) {
+    auto a = mon::ControlAuth::FromClusterDir(options.mon_pki_dir, options.mon_entity);
+    if (!a.ok()) return a.status();
+    mon_auth = *a;
+  }
+  auto mon = mon::MonClient::Create(options.mon_addr, options.mon_timeout, mon_auth);
   if (!mon.ok()) return mon.status();
   auto map = (*mon)->GetMap();
   if (!map.ok()) return map.status();

@@ -45,6 +45,10 @@ struct ClientOptions {
   std::string ms_type = "tcp";                  // messenger backend: "tcp" | "rdma"
   uint64_t client_id = 0;                       // 0: derived from pid and time
   AuthConfig auth = AuthConfig::None();         // must match the cluster's
+  // Mutual TLS to the monitor: the cluster directory whose pki/ holds ca.crt and
+  // `mon_entity`'s certificate and key (tools/cluster.sh makes them); empty: no TLS.
+  std::string mon_pki_dir;
+  std::string mon_entity = "client.admin";
   absl::Duration op_timeout = absl::Seconds(30);
   absl::Duration mon_timeout = absl::Seconds(10);  // connect + every monitor RPC
   size_t max_in_flight = 256;                   // ops submitted, not yet completed

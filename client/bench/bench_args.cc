@@ -197,7 +197,9 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
     }
   }
   if (a.help) return a;
-  if (a.mon.empty()) return absl::InvalidArgumentError("--mon HOST:PORT is required");
+  if (a.mon.empty() && a.cluster_dir.empty()) {
+    return absl::InvalidArgumentError("--mon HOST:PORT (or --cluster-dir DIR) is required");
+  }
   if (!a.keyring.empty()) {
     if (a.auth == "none") return Bad("--auth", "none contradicts --keyring (or --auth FILE)");
     a.auth = "secret";

@@ -89,6 +89,11 @@ absl::StatusOr<client::ClientOptions> ClientOptionsFor(const ClusterFlags& f) {
     }
     co.auth = *auth;
   }
+  // A cluster directory with a PKI means a monitor that wants mutual TLS.
+  if (!dir.empty() && access((dir + "/pki/ca.crt").c_str(), R_OK) == 0 && !keyring.empty()) {
+    co.mon_pki_dir = dir;
+    co.mon_entity = f.entity.empty() ? "client.admin" : f.entity;
+  }
   return co;
 }
 

@@ -22,11 +22,14 @@ absl::StatusOr<std::vector<std::string>> ParseDashedFlags(int argc, char** argv)
 std::string ClusterConf(const std::string& dir, const std::string& key);
 
 struct ClusterFlags {
-  std::string cluster_dir;  // DIR: DIR/mon.addr, DIR/keyring, DIR/cluster.conf
+  // DIR: DIR/mon.addr, DIR/keyring, DIR/cluster.conf, DIR/pki (monitor TLS, used with the
+  // keyring)
+  std::string cluster_dir;
   std::string mon;          // HOST:PORT (default DIR/mon.addr)
   std::string keyring;      // default DIR/keyring if readable
   std::string ms_type;      // default: rdma for a cluster started --ms-type rdma, else tcp
   std::string rdma_device;  // default DIR's RDMA_DEVICE
+  std::string entity;       // monitor TLS identity when DIR has a PKI (default client.admin)
 };
 
 // ClientOptions for a cluster: kUnavailable "no DIR/mon.addr (is the cluster started? ...)"
