@@ -17,7 +17,9 @@
 # Every flag also takes --flag=VALUE; --dir DIR is the old spelling of --cluster-dir DIR.
 # DIR gets mon.addr (host:port of the gRPC monitor), mon.pid, osd.<id>.pid, keyring (when
 # auth is on), log/, mon/ (monitor state), osd.<id>/ (OSD data), and run/ (admin sockets:
-# run/osd.<id>.asok). Settings given to `start` are kept in DIR/cluster.conf so that
+# run/osd.<id>.asok). --auth secret (the default) also makes DIR/pki: the cluster CA and a
+# certificate per entity (mon, osd.K, client.admin, client.bench) for the monitor's mutual
+# TLS; monctl, bench.sh and msgr.sh find them with --cluster-dir DIR. Settings given to `start` are kept in DIR/cluster.conf so that
 # `start-osd` restarts an OSD the same way. Free ports are chosen automatically.
 # --metrics: every daemon serves Prometheus /metrics on a free 127.0.0.1 port and writes it
 # to DIR/<daemon>.metrics.addr (DIR/mon.metrics.addr, DIR/osd.0.metrics.addr, ...).
@@ -34,6 +36,8 @@ HOSTS_SH="$ROOT/tools/hosts.sh"
 
 # shellcheck source=tools/lib/flags.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/flags.sh"
+# shellcheck source=tools/lib/pki.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/pki.sh"
 FLAGS_SCRIPT=cluster.sh
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 usage_text() { flags_header "${BASH_SOURCE[0]}"; }
@@ -130,7 +134,12 @@ start_osd() {
   [[ -n "$RDMA_DEVICE" ]] && args+=(--rdma-device "$RDMA_DEVICE")
   [[ -n "$RDMA_MAX_REG_MB" ]] && args+=(--rdma-max-registered-mb "$RDMA_MAX_REG_MB")
   [[ -n "${RDMA_RING_MIN_KB:-}" ]] && args+=(--rdma-ring-min-kb "$RDMA_RING_MIN_KB")
-  if [[ "$AUTH" == secret ]]; then args+=(--keyring "$DIR/keyring"); else args+=(--auth none); fi
+  if [[ "$AUTH" == secret ]]; then
+    pki_issue "$DIR" "osd.$id" || die "cannot issue the certificate of osd.$id in $DIR/pki"
+    args+=(--cluster-dir "$DIR")  # DIR/keyring, and mutual TLS to the monitor with DIR/pki
+  else
+    args+=(--auth none)
+  fi
   local k=0 host=127.0.0.1
   if [[ "${HOSTS:-0}" == 1 ]]; then
     k=$(osd_host "$id")
@@ -147,7 +156,7 @@ start_osd() {
 }
 
 osd_up() {  # osd_up ID: the monitor reports osd.ID up
-  "$BIN/osd_sim/mon/monctl" --mon "$(cat "$DIR/mon.addr")" map-json \
+  "$BIN/osd_sim/mon/monctl" --cluster-dir "$DIR" map-json \
     | python3 -c "import json,sys; m=json.load(sys.stdin); sys.exit(0 if any(o['id']==$1 and o['up'] for o in m['osds']) else 1)"
 }
 
@@ -199,13 +208,20 @@ RDMA_RING_MIN_KB="$RDMA_RING_MIN_KB"
 METRICS=$METRICS
 HOSTS=$HOSTS
 EOF
-    if [[ "$AUTH" == secret && ! -f "$DIR/keyring" ]]; then
-      (umask 077; echo "key = $(head -c 32 /dev/urandom | base64)" > "$DIR/keyring")
+    if [[ "$AUTH" == secret ]]; then
+      if [[ ! -f "$DIR/keyring" ]]; then
+        (umask 077; echo "key = $(head -c 32 /dev/urandom | base64)" > "$DIR/keyring")
+      fi
+      # The control plane's PKI: the cluster CA, the monitor, the admin and the bench
+      # clients (each OSD's certificate is issued when it starts).
+      { pki_init "$DIR" && pki_issue "$DIR" mon && pki_issue "$DIR" client.admin &&
+        pki_issue "$DIR" client.bench; } || die "cannot make the cluster PKI in $DIR/pki"
     fi
     rm -f "$DIR/mon.addr" "$DIR/mon.metrics.addr"
     mon_host=$(bind_host 0)
     mon_args=(--data-dir "$DIR/mon" --addr "$mon_host:0" --addr-file "$DIR/mon.addr"
               --grace-ms "$GRACE_MS")
+    if [[ $AUTH == secret ]]; then mon_args+=(--auth secret --cluster-dir "$DIR"); fi
     if [[ $METRICS == 1 ]]; then
       mon_args+=(--metrics-addr "$mon_host:0" --metrics-addr-file "$DIR/mon.metrics.addr")
     fi
@@ -235,7 +251,7 @@ EOF
   status)
     [[ -f "$DIR/mon.addr" ]] || die "no cluster in $DIR (no mon.addr)"
     alive "$DIR/mon.pid" || die "monitor of $DIR is not running"
-    "$BIN/osd_sim/mon/monctl" --mon "$(cat "$DIR/mon.addr")" status
+    "$BIN/osd_sim/mon/monctl" --cluster-dir "$DIR" status
     ;;
   start-osd)
     [[ -n "$ID" ]] || die "start-osd needs --id K"

@@ -54,7 +54,7 @@ finish() {
 bash "$TOOLS/cluster.sh" start --cluster-dir "$DIR" --hosts --durability durable --grace-ms 3000 \
   || { fail_case setup "cluster.sh start --hosts (logs: $DIR/log)"; finish; }
 MON=$(cat "$DIR/mon.addr")
-MONCTL=("$BIN/osd_sim/mon/monctl" --mon "$MON")
+MONCTL=("$BIN/osd_sim/mon/monctl" --cluster-dir "$DIR")
 on_client() { "${HOSTS[@]}" exec "$CLIENT_HOST" "$@"; }
 BENCH=(bash "$TOOLS/bench.sh" --mon "$MON" --ms-type tcp --cluster-dir "$DIR" --quiet)
 
@@ -63,7 +63,7 @@ verify_acked() {
   local name=$1 oids=$2 n
   n=$(wc -l < "$oids")
   if [[ $n -lt 20 ]]; then fail_case "$name" "only $n writes acknowledged"; return 1; fi
-  if ! on_client bash "$TOOLS/bench.sh" verify --mon "$MON" --ms-type tcp --keyring "$DIR/keyring" \
+  if ! on_client bash "$TOOLS/bench.sh" verify --mon "$MON" --ms-type tcp --cluster-dir "$DIR" \
       --oids "$oids" --json "$oids.verify.json" >"$oids.verify.log" 2>&1; then
     fail_case "$name" "verify failed: $(tail -3 "$oids.verify.log" | tr '\n' ' ')"
     return 1
@@ -101,7 +101,7 @@ bench_during() {
 # 1. The map: OSD i on host 1+i with that host's address and name.
 if python3 - <<PY
 import json, subprocess
-m = json.loads(subprocess.check_output(["${MONCTL[0]}", "--mon", "$MON", "map-json"]))
+m = json.loads(subprocess.check_output(["${MONCTL[0]}", "--cluster-dir", "$DIR", "map-json"]))
 osds = {o["id"]: o for o in m["osds"]}
 assert sorted(osds) == [0, 1, 2], osds
 for i, o in osds.items():
@@ -166,15 +166,16 @@ fi
 
 # 8. An rdma OSD on host 1 and a soft-provider client on the client host: refused at once.
 mkdir -p "$DIR/osd.9"
+bash "$TOOLS/lib/pki.sh" issue "$DIR" osd.9
 "${HOSTS[@]}" exec 1 "$BIN/osd_sim/osd" --id 9 --mon "$MON" --ms-type rdma --durability memory \
-  --keyring "$DIR/keyring" --public-addr "$OSD0_HOST" --host msgr-h1 --weight 0.001 \
+  --cluster-dir "$DIR" --public-addr "$OSD0_HOST" --host msgr-h1 --weight 0.001 \
   >"$DIR/log/osd.9.log" 2>&1 &
 osd9=$!
 "${MONCTL[@]}" --wait-s 20 wait 9 up >/dev/null 2>&1
 for i in 0 1 2; do "${MONCTL[@]}" out "$i" >/dev/null; done
 start=$SECONDS
 on_client bash "$TOOLS/bench.sh" --mon "$MON" --ms-type rdma --rdma-device soft \
-  --keyring "$DIR/keyring" -b 4K -t 1 --count 5 --prefix soft-remote >"$DIR/soft.log" 2>&1
+  --cluster-dir "$DIR" -b 4K -t 1 --count 5 --prefix soft-remote >"$DIR/soft.log" 2>&1
 rc=$?
 took=$((SECONDS - start))
 for i in 0 1 2; do "${MONCTL[@]}" in "$i" >/dev/null; done

@@ -66,8 +66,8 @@ class Run:
         return r
 
     def monctl(self, *args, timeout=30):
-        return subprocess.run([os.path.join(self.bin, "osd_sim/mon/monctl"), "--mon",
-                               self.mon_addr, *args], stdout=subprocess.PIPE,
+        return subprocess.run([os.path.join(self.bin, "osd_sim/mon/monctl"), "--cluster-dir",
+                               self.dir, *args], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, timeout=timeout)
 
     def pid(self, name):
