@@ -11,7 +11,10 @@
 #   6. a client-to-OSD partition (the client's packets to one OSD dropped for 5 s);
 #   7. netem delay (1 ms) on every host: a run under a real round trip (skipped, with the
 #      reason, where the kernel has no sch_netem);
-#   8. an rdma client on another host than its OSD (soft provider): a clear error at once.
+#   8. an rdma client on another host than its OSD (soft provider): a clear error at once;
+#   9. the control plane from another host: without a certificate monctl is refused (the
+#      monitor wants mutual TLS), with a client certificate `out` is refused (needs
+#      client.admin), with the admin's it works.
 # Needs root. Not a Bazel test: the sandbox and the ASan rerun do not fit root network
 # setup. Run by tools/test.sh (step hosts) or by hand: bash tests/tools/hosts_test.sh.
 # Uses bazel-bin (MSGR_BIN) and builds nothing (MSGR_REBUILD=0 is set for the tools).
@@ -184,6 +187,18 @@ if [[ $rc -ne 0 && $took -lt 20 ]] && grep -q "soft provider works only between 
   pass soft-rdma-across-hosts-refused
 else
   fail_case soft-rdma-across-hosts "rc $rc after ${took}s: $(tail -3 "$DIR/soft.log" | tr '\n' ' ')"
+fi
+
+# 9. The control plane from the client host.
+out_none=$(on_client "${MONCTL[0]}" --mon "$MON" --auth none out 2 2>&1); rc_none=$?
+out_bench=$(on_client "${MONCTL[@]}" --entity client.bench out 2 2>&1); rc_bench=$?
+out_admin=$(on_client "${MONCTL[@]}" out 2 2>&1); rc_admin=$?
+on_client "${MONCTL[@]}" in 2 >/dev/null 2>&1
+if [[ $rc_none == 1 && $out_none == *"requires mutual TLS"* && $rc_bench == 1 &&
+      $out_bench == *"needs client.admin"* && $rc_admin == 0 ]]; then
+  pass control-plane-roles
+else
+  fail_case control-plane-roles "no cert: rc $rc_none '$out_none'; client.bench: rc $rc_bench '$out_bench'; admin: rc $rc_admin '$out_admin'"
 fi
 
 finish
