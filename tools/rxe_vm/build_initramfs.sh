@@ -13,9 +13,10 @@ set -euo pipefail
 
 # The modules phase 1 loads; their dependencies are added by modprobe. The first four
 # reach the host root; the RDMA ones (Soft-RoCE, user verbs, rdma_cm's user interface, the
-# dummy netdev for rdma_cm) are loaded here too because busybox insmod from RAM is much
-# faster under emulation than modprobe reading the module tree over 9p.
-MODULES=(virtio_pci 9pnet_virtio 9p overlay rdma_rxe ib_uverbs rdma_ucm dummy)
+# dummy netdev for rdma_cm) and virtio_net (the NIC of a guest of tools/rxe_vms.sh) are
+# loaded here too because busybox insmod from RAM is much faster under emulation than
+# modprobe reading the module tree over 9p.
+MODULES=(virtio_pci 9pnet_virtio 9p overlay rdma_rxe ib_uverbs rdma_ucm dummy virtio_net)
 
 main() {
   [[ $# -eq 3 ]] || { echo "usage: $0 MODULES_ROOT KERNEL_VERSION OUTPUT.cpio" >&2; exit 2; }

@@ -15,6 +15,9 @@
 #        modules PATH     the guest kernel's module tree (inside the host root), bound at
 #                         /lib/modules/$(uname -r) so modprobe works in the guest
 #   * brings lo up and gives dummy0 169.254.77.1/24 (rdma_cm needs a real netdev),
+#   * if the run directory has a file "net" (a guest of tools/rxe_vms.sh), one line
+#        IFACE ADDRESS/PREFIX MTU      e.g. "eth0 198.18.1.1/24 9000"
+#     and brings that NIC (virtio-net, on the point-to-point link to the other guest) up,
 #   * switch_root's to /run/msgr-vm/guest_init.sh, run by the host's own bash.
 # All of this is done here with busybox because every process started under software
 # emulation costs a lot, and busybox is already in RAM.
@@ -92,5 +95,13 @@ $B ip link set lo up || die "cannot bring lo up"
 [ -d $NEW/sys/class/net/dummy0 ] || $B ip link add dummy0 type dummy || die "cannot create dummy0"
 $B ip addr add 169.254.77.1/24 dev dummy0 || die "cannot address dummy0"
 $B ip link set dummy0 up || die "cannot bring dummy0 up"
+
+if [ -f $NEW/run/msgr-vm/net ]; then
+  read -r nic addr mtu <$NEW/run/msgr-vm/net
+  [ -d "$NEW/sys/class/net/$nic" ] || die "no network interface $nic (is virtio_net loaded, a -device virtio-net-pci given?)"
+  $B ip link set "$nic" mtu "$mtu" || die "cannot set the MTU of $nic to $mtu"
+  $B ip addr add "$addr" dev "$nic" || die "cannot give $nic the address $addr"
+  $B ip link set "$nic" up || die "cannot bring $nic up"
+fi
 
 exec $B switch_root $NEW /bin/bash /run/msgr-vm/guest_init.sh
