@@ -42,6 +42,22 @@ bool GetMode(WireReader* r, AuthMode* m) {
   return true;
 }
 
+// The optional trailing wire-mode byte (absent: crc).
+bool GetWireMode(WireReader* r, WireMode* m) {
+  if (r->remaining() == 0) {
+    *m = WireMode::kCrc;
+    return true;
+  }
+  uint8_t v;
+  if (!r->Get(&v) || v == 0 || v > static_cast<uint8_t>(WireMode::kSecureAes256Gcm)) return false;
+  *m = static_cast<WireMode>(v);
+  return true;
+}
+
+void PutWireMode(WireWriter* w, WireMode m) {
+  if (m != WireMode::kCrc) w->Put<uint8_t>(static_cast<uint8_t>(m));
+}
+
 absl::Status Bad(const char* what) {
   return absl::InvalidArgumentError(absl::StrCat("malformed ", what, " handshake payload"));
 }
@@ -65,6 +81,24 @@ std::string Proof(const std::string& secret, std::string_view label, const Nonce
 
 }  // namespace
 
+const char* WireModeName(WireMode m) {
+  switch (m) {
+    case WireMode::kCrc:
+      return "crc";
+    case WireMode::kSecureAes128Gcm:
+      return "secure (aes-128-gcm)";
+    case WireMode::kSecureAes256Gcm:
+      return "secure (aes-256-gcm)";
+  }
+  return "unknown";
+}
+
+WireMode WireModeOf(const MessengerOptions& options) {
+  if (options.ms_mode != "secure") return WireMode::kCrc;
+  return options.ms_secure_cipher == "aes-256-gcm" ? WireMode::kSecureAes256Gcm
+                                                   : WireMode::kSecureAes128Gcm;
+}
+
 std::string EncodeHello(const Hello& m) {
   std::string s;
   WireWriter w(&s);
@@ -72,6 +106,7 @@ std::string EncodeHello(const Hello& m) {
   w.Put<uint64_t>(m.features);
   w.Put<uint8_t>(static_cast<uint8_t>(m.auth));
   w.PutBytes(std::string_view(reinterpret_cast<const char*>(m.nonce.data()), kNonceBytes));
+  PutWireMode(&w, m.mode);
   return s;
 }
 
@@ -79,7 +114,7 @@ absl::StatusOr<Hello> DecodeHello(std::string_view b) {
   WireReader r(b);
   Hello m;
   if (!GetName(&r, &m.name) || !r.Get(&m.features) || !GetMode(&r, &m.auth) ||
-      !GetNonce(&r, &m.nonce) || r.remaining() != 0) {
+      !GetNonce(&r, &m.nonce) || !GetWireMode(&r, &m.mode) || r.remaining() != 0) {
     return Bad("HELLO");
   }
   return m;
@@ -93,6 +128,7 @@ std::string EncodeChallenge(const Challenge& m) {
   w.Put<uint8_t>(static_cast<uint8_t>(m.auth));
   w.PutBytes(std::string_view(reinterpret_cast<const char*>(m.nonce.data()), kNonceBytes));
   w.PutString16(m.proof);
+  PutWireMode(&w, m.mode);
   return s;
 }
 
@@ -100,7 +136,8 @@ absl::StatusOr<Challenge> DecodeChallenge(std::string_view b) {
   WireReader r(b);
   Challenge m;
   if (!GetName(&r, &m.name) || !r.Get(&m.features) || !GetMode(&r, &m.auth) ||
-      !GetNonce(&r, &m.nonce) || !r.GetString16(kProofBytes, &m.proof) || r.remaining() != 0) {
+      !GetNonce(&r, &m.nonce) || !r.GetString16(kProofBytes, &m.proof) ||
+      !GetWireMode(&r, &m.mode) || r.remaining() != 0) {
     return Bad("CHALLENGE");
   }
   return m;

@@ -38,11 +38,22 @@ inline constexpr uint64_t kFeaturesSupported = kFeatureRing | kFeatureResume;
 
 enum class AuthMode : uint8_t { kNone = 0, kSecret = 1 };
 
+// How frames after the handshake are protected (MessengerOptions::ms_mode and
+// ms_secure_cipher; msg/PROTOCOL.md, "Secure mode"). Both ends must run the same one.
+enum class WireMode : uint8_t { kCrc = 0, kSecureAes128Gcm = 1, kSecureAes256Gcm = 2 };
+// "crc", "secure (aes-128-gcm)", "secure (aes-256-gcm)": for error messages.
+const char* WireModeName(WireMode m);
+// The options' mode. REQUIRES: options validated by Messenger::Create.
+WireMode WireModeOf(const MessengerOptions& options);
+
 struct Hello {
   EntityName name;
   uint64_t features = 0;
   AuthMode auth = AuthMode::kNone;
   Nonce nonce{};
+  // Encoded as a trailing byte only when not kCrc, so crc mode's HELLO is unchanged (an
+  // older peer reads it as before); its absence decodes as kCrc.
+  WireMode mode = WireMode::kCrc;
 };
 
 struct Challenge {
@@ -51,6 +62,7 @@ struct Challenge {
   AuthMode auth = AuthMode::kNone;
   Nonce nonce{};
   std::string proof;  // empty when auth == kNone
+  WireMode mode = WireMode::kCrc;  // trailing byte when not kCrc, as in Hello
 };
 
 // AUTH flags.

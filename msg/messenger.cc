@@ -30,8 +30,33 @@ void RegisterMessengerBackend(const std::string& name, MessengerFactory factory)
   Registry()[name] = std::move(factory);
 }
 
+// ms_mode and its cipher, checked here once for every backend.
+static absl::Status ValidateMsMode(const MessengerOptions& options) {
+  if (options.ms_mode != "crc" && options.ms_mode != "secure") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ms_mode '", options.ms_mode, "' is unknown: use --ms-mode crc or secure"));
+  }
+  if (options.ms_secure_cipher != "aes-128-gcm" && options.ms_secure_cipher != "aes-256-gcm") {
+    return absl::InvalidArgumentError(absl::StrCat("ms_secure_cipher '", options.ms_secure_cipher,
+                                                   "' is unknown: use aes-128-gcm or aes-256-gcm"));
+  }
+  if (options.ms_mode != "secure") return absl::OkStatus();
+  if (options.type != "tcp") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "secure mode is tcp-only: one-sided RDMA writes bypass the CPU that would decrypt them "
+        "(ms_type '", options.type, "'); use --ms-mode crc with rdma, or --ms-type tcp"));
+  }
+  if (options.auth.mode != AuthConfig::Mode::kSecret) {
+    return absl::InvalidArgumentError(
+        "secure mode needs a cluster key (auth secret): its session keys are derived from it "
+        "in the handshake; use --auth secret or --ms-mode crc");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Messenger>> Messenger::Create(const MessengerOptions& options,
                                                              Dispatcher* dispatcher) {
+  if (absl::Status s = ValidateMsMode(options); !s.ok()) return s;
   MessengerFactory f;
   {
     std::lock_guard<std::mutex> l(RegistryMutex());

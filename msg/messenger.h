@@ -98,6 +98,16 @@ struct MessengerOptions {
   AuthConfig auth;
   int worker_threads = 2;
 
+  // Protection of the frames after the handshake, per cluster (msg/PROTOCOL.md, "Secure
+  // mode"): "crc" (crc32c against corruption only; the default, as before) or "secure"
+  // (every frame encrypted and authenticated with AES-GCM under keys derived in the
+  // handshake, like msgr2's secure mode). Both ends must use the same mode (and cipher),
+  // else the handshake is refused naming both. "secure" needs auth kSecret (its keys come
+  // from the cluster key) and the tcp backend (Create refuses it for rdma).
+  std::string ms_mode = "crc";
+  // The AEAD of "secure": "aes-128-gcm" (default) or "aes-256-gcm".
+  std::string ms_secure_cipher = "aes-128-gcm";
+
   // Flow control: a sender over either limit waits (Send) or gets
   // kResourceExhausted (TrySend). Memory stays bounded whatever the peer does.
   uint64_t conn_max_bytes_in_flight = 64ull << 20;
@@ -151,6 +161,11 @@ struct MessengerOptions {
   X(crc_errors, kCounter, kNone, "frames refused for a bad header or payload crc32c")     \
   X(protocol_errors, kCounter, kNone, "connections closed for malformed input")           \
   X(auth_failures, kCounter, kNone, "handshakes refused: wrong key, name or session")     \
+  X(secure_auth_failures, kCounter, kNone,                                                \
+    "secure mode: frames that failed AES-GCM authentication (tampered, truncated, "       \
+    "replayed, reordered); each closed its connection")                                    \
+  X(secure_frames_sealed, kCounter, kNone, "secure mode: frames encrypted and sent")       \
+  X(secure_frames_opened, kCounter, kNone, "secure mode: frames received and verified")    \
   X(throttle_waits, kCounter, kNone, "sends that waited for the in-flight limits")        \
   X(ring_credit_waits, kCounter, kNone, "record sends that waited for ring space")        \
   X(keepalives_sent, kCounter, kNone, "keepalive frames sent")                            \

@@ -73,8 +73,31 @@ absl::Status RefusalFromClose(const FrameHeader& h, std::string_view payload,
 
 // ------------------------------------------------------------------------------ both
 
-HandshakeSide::HandshakeSide(EntityName me, AuthConfig auth, std::string peer_addr)
-    : me_(me), auth_(std::move(auth)), peer_addr_(std::move(peer_addr)) {}
+HandshakeSide::HandshakeSide(EntityName me, AuthConfig auth, std::string peer_addr,
+                             WireMode mode)
+    : me_(me), auth_(std::move(auth)), peer_addr_(std::move(peer_addr)), mode_(mode) {}
+
+absl::Status HandshakeSide::CheckMode(WireMode theirs, const EntityName& client,
+                                      const EntityName& server, bool we_are_client) {
+  if (theirs == mode_) return absl::OkStatus();
+  const WireMode client_mode = we_are_client ? mode_ : theirs;
+  const WireMode server_mode = we_are_client ? theirs : mode_;
+  // Never a silent downgrade: a mismatch ends the attempt, whichever side wants secure.
+  return Fail(absl::FailedPreconditionError(absl::StrFormat(
+                  "%s wants ms_mode %s, %s runs ms_mode %s: use the same --ms-mode (and "
+                  "cipher) on both sides",
+                  client.ToString(), WireModeName(client_mode), server.ToString(),
+                  WireModeName(server_mode))),
+              Blame::kProtocol, true);
+}
+
+absl::Status HandshakeSide::DeriveKeys(const Nonce& client_nonce, const Nonce& server_nonce) {
+  if (mode_ == WireMode::kCrc) return absl::OkStatus();
+  auto k = DeriveSecureKeys(auth_.secret, mode_, client_nonce, server_nonce, transcript_);
+  if (!k.ok()) return Fail(k.status(), Blame::kNone, false);
+  keys_ = std::move(*k);
+  return absl::OkStatus();
+}
 
 std::string HandshakeSide::who() const {
   return has_peer_ ? absl::StrCat(peer_.ToString(), " at ", peer_addr_)
@@ -93,8 +116,9 @@ void HandshakeSide::SetPeer(const EntityName& peer) {
 
 // ------------------------------------------------------------------------------ server
 
-ServerHandshake::ServerHandshake(EntityName me, AuthConfig auth, std::string peer_addr)
-    : HandshakeSide(me, std::move(auth), std::move(peer_addr)) {}
+ServerHandshake::ServerHandshake(EntityName me, AuthConfig auth, std::string peer_addr,
+                                 WireMode mode)
+    : HandshakeSide(me, std::move(auth), std::move(peer_addr), mode) {}
 
 absl::Status ServerHandshake::Refuse(absl::Status why, Blame blame, bool send_close) {
   return Fail(std::move(why), blame, send_close);
@@ -120,6 +144,7 @@ absl::StatusOr<std::string> ServerHandshake::OnHello(const FrameHeader& h,
   if (absl::Status s = CheckFeatures(hello_.features, "peer"); !s.ok()) {
     return Fail(s, Blame::kProtocol, true);
   }
+  if (absl::Status s = CheckMode(hello_.mode, hello_.name, me_, false); !s.ok()) return s;
   const bool secret = Secret(auth_);
   if (secret && hello_.auth != AuthMode::kSecret) {
     return Fail(absl::UnauthenticatedError("peer has no cluster key (authentication required)"),
@@ -136,7 +161,10 @@ absl::StatusOr<std::string> ServerHandshake::OnHello(const FrameHeader& h,
   c.auth = secret ? AuthMode::kSecret : AuthMode::kNone;
   c.nonce = nonce_ = NewNonce();
   if (secret) c.proof = ServerProof(auth_.secret, hello_.nonce, nonce_, hello_.name, me_);
-  return Frame(FrameType::kChallenge, EncodeChallenge(c));
+  c.mode = mode_;
+  std::string challenge = EncodeChallenge(c);
+  if (mode_ != WireMode::kCrc) transcript_ = std::string(payload) + challenge;
+  return Frame(FrameType::kChallenge, challenge);
 }
 
 absl::StatusOr<AuthReply> ServerHandshake::OnAuth(const FrameHeader& h,
@@ -159,13 +187,18 @@ absl::StatusOr<AuthReply> ServerHandshake::OnAuth(const FrameHeader& h,
     return Fail(absl::InvalidArgumentError("AUTH with a zero session cookie"), Blame::kProtocol,
                 false);
   }
+  if (mode_ != WireMode::kCrc) {
+    transcript_.append(payload);
+    if (absl::Status s = DeriveKeys(hello_.nonce, nonce_); !s.ok()) return s;
+  }
   return *a;
 }
 
 // ------------------------------------------------------------------------------ client
 
-ClientHandshake::ClientHandshake(EntityName me, AuthConfig auth, std::string peer_addr)
-    : HandshakeSide(me, std::move(auth), std::move(peer_addr)) {}
+ClientHandshake::ClientHandshake(EntityName me, AuthConfig auth, std::string peer_addr,
+                                 WireMode mode)
+    : HandshakeSide(me, std::move(auth), std::move(peer_addr), mode) {}
 
 absl::Status ClientHandshake::OnReadError(const absl::Status& s) {
   return Fail(s, Blame::kNone, false);
@@ -184,7 +217,10 @@ std::string ClientHandshake::HelloFrame() {
   h.features = kFeaturesSupported;
   h.auth = Secret(auth_) ? AuthMode::kSecret : AuthMode::kNone;
   h.nonce = nonce_ = NewNonce();
-  return Frame(FrameType::kHello, EncodeHello(h));
+  h.mode = mode_;
+  std::string hello = EncodeHello(h);
+  if (mode_ != WireMode::kCrc) transcript_ = hello;
+  return Frame(FrameType::kHello, hello);
 }
 
 absl::StatusOr<std::string> ClientHandshake::OnChallenge(const FrameHeader& h,
@@ -205,6 +241,7 @@ absl::StatusOr<std::string> ClientHandshake::OnChallenge(const FrameHeader& h,
   if (absl::Status s = CheckFeatures(c->features, who()); !s.ok()) {
     return Fail(s, Blame::kProtocol, true);
   }
+  if (absl::Status s = CheckMode(c->mode, me_, peer_, true); !s.ok()) return s;
   const bool secret = Secret(auth_);
   if (secret && c->auth != AuthMode::kSecret) {
     return Fail(absl::UnauthenticatedError(
@@ -222,7 +259,13 @@ absl::StatusOr<std::string> ClientHandshake::OnChallenge(const FrameHeader& h,
                 Blame::kAuth, true);
   }
   resume.proof = secret ? ClientProof(auth_.secret, nonce_, c->nonce, me_, peer_) : std::string();
-  return Frame(FrameType::kAuth, EncodeAuth(resume));
+  std::string auth = EncodeAuth(resume);
+  if (mode_ != WireMode::kCrc) {
+    transcript_.append(payload);
+    transcript_.append(auth);
+    if (absl::Status s = DeriveKeys(nonce_, c->nonce); !s.ok()) return s;
+  }
+  return Frame(FrameType::kAuth, auth);
 }
 
 absl::StatusOr<Ready> ClientHandshake::OnReady(const FrameHeader& h, std::string_view payload,

@@ -21,6 +21,7 @@
 #ifndef MSGR_MSG_SESSION_HANDSHAKE_STEPS_H_
 #define MSGR_MSG_SESSION_HANDSHAKE_STEPS_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,6 +33,7 @@
 #include "msg/messenger.h"
 #include "msg/messenger_counters.h"
 #include "msg/ring/ring.h"
+#include "msg/session/secure_mode.h"
 
 namespace msgr::session {
 
@@ -71,9 +73,19 @@ class HandshakeSide {
   const HandshakeError& last_error() const { return error_; }
   // "osd.0 at 127.0.0.1:6800" once the peer named itself, else "peer at 127.0.0.1:6800".
   std::string who() const;
+  WireMode mode() const { return mode_; }
+  // Secure mode: the session keys of this attempt (msg/session/secure_mode.h), derived
+  // from the cluster key, both nonces and the handshake transcript. Set once the server's
+  // OnAuth / the client's OnChallenge succeeded; empty in crc mode.
+  const std::optional<SecureKeys>& secure_keys() const { return keys_; }
 
  protected:
-  HandshakeSide(EntityName me, AuthConfig auth, std::string peer_addr);
+  HandshakeSide(EntityName me, AuthConfig auth, std::string peer_addr, WireMode mode);
+  // Both ends must run the same wire mode: the refusal names each side's.
+  absl::Status CheckMode(WireMode theirs, const EntityName& client, const EntityName& server,
+                         bool we_are_client);
+  // Secure mode: derives keys_ from the transcript (HELLO, CHALLENGE, AUTH payloads).
+  absl::Status DeriveKeys(const Nonce& client_nonce, const Nonce& server_nonce);
   absl::Status Fail(absl::Status why, Blame blame, bool send_close);
   void SetPeer(const EntityName& peer);
 
@@ -82,14 +94,18 @@ class HandshakeSide {
   const std::string peer_addr_;
   bool has_peer_ = false;
   EntityName peer_;
+  const WireMode mode_;
   Nonce nonce_{};  // ours, for this attempt
   HandshakeError error_;
+  std::string transcript_;  // secure mode: HELLO || CHALLENGE || AUTH payloads
+  std::optional<SecureKeys> keys_;
 };
 
 class ServerHandshake : public HandshakeSide {
  public:
   // `peer_addr` only names the peer in errors and logs.
-  ServerHandshake(EntityName me, AuthConfig auth, std::string peer_addr);
+  ServerHandshake(EntityName me, AuthConfig auth, std::string peer_addr,
+                  WireMode mode = WireMode::kCrc);
 
   // HELLO arrived: returns the CHALLENGE frame to write.
   absl::StatusOr<std::string> OnHello(const FrameHeader& h, std::string_view payload);
@@ -113,7 +129,8 @@ class ServerHandshake : public HandshakeSide {
 class ClientHandshake : public HandshakeSide {
  public:
   // `peer_addr` is where we connect: it names the peer until CHALLENGE does.
-  ClientHandshake(EntityName me, AuthConfig auth, std::string peer_addr);
+  ClientHandshake(EntityName me, AuthConfig auth, std::string peer_addr,
+                  WireMode mode = WireMode::kCrc);
 
   // The HELLO frame to write first (a fresh nonce).
   std::string HelloFrame();
