@@ -33,7 +33,8 @@ class ServerHandshake : public std::enable_shared_from_this<ServerHandshake> {
         socket_(std::move(socket)),
         strand_(asio::make_strand(msgr->io())),
         timer_(msgr->io()),
-        hs_(shared_->options.name, shared_->options.auth, PeerOf(*socket_)) {}
+        hs_(shared_->options.name, shared_->options.auth, PeerOf(*socket_),
+            WireModeOf(shared_->options)) {}
 
   void Start() {
     asio::post(strand_, [self = shared_from_this()] { self->Begin(); });
@@ -118,7 +119,8 @@ class ServerHandshake : public std::enable_shared_from_this<ServerHandshake> {
   void OnAuth(const FrameHeader& fh, const std::string& payload) {
     auto auth = hs_.OnAuth(fh, payload);
     if (!auth.ok()) return Fail();
-    if (absl::Status st = msgr_->AttachAccepted(socket_, PeerOf(*socket_), hs_.hello(), *auth);
+    if (absl::Status st = msgr_->AttachAccepted(socket_, PeerOf(*socket_), hs_.hello(), *auth,
+                                                 hs_.secure_keys());
         !st.ok()) {
       // Unavailable: shutting down, not the peer's fault. Else a session rule refused it.
       const bool shutdown = absl::IsUnavailable(st);

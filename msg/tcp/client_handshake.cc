@@ -52,7 +52,8 @@ void TcpConnection::DoConnect() {
 }
 
 void TcpConnection::SendHello(uint64_t gen) {
-  hs_.emplace(shared_->options.name, shared_->options.auth, peer_addr());
+  hs_.emplace(shared_->options.name, shared_->options.auth, peer_addr(),
+              WireModeOf(shared_->options));
   AsyncWriteBytes(socket_, strand_, hs_->HelloFrame(),
                   [self = shared_from_this(), gen](absl::Status s) {
                     if (gen != self->gen_) return;
@@ -87,15 +88,33 @@ void TcpConnection::OnChallenge(uint64_t gen, const FrameHeader& fh, const std::
     HandshakeFailed();
     return;
   }
+  if (const auto& keys = hs_->secure_keys()) {
+    // Secure: this attempt's keys. READY is the server's first sealed frame, our next
+    // frame after it our first (the writer takes pending_tx_ in OnEstablished).
+    auto rx = session::SecureStream::Create(keys->mode, keys->server_to_client);
+    auto tx = session::SecureStream::Create(keys->mode, keys->client_to_server);
+    if (!rx.ok() || !tx.ok()) return OnConnectFailed(rx.ok() ? tx.status() : rx.status(), false);
+    rx_ = std::move(*rx);
+    pending_tx_ = std::move(*tx);
+    rx_header_bytes_ = kFrameHeaderBytes + session::kSecureTagBytes;
+    rx_prefix_bytes_ = kRingPrefixBytes + session::kSecureTagBytes;
+  }
   AsyncWriteBytes(socket_, strand_, *auth, [self = shared_from_this(), gen](absl::Status s) {
     if (gen != self->gen_) return;
     if (!s.ok()) return self->OnConnectFailed(s, false);
-    AsyncReadFrame(self->socket_, self->strand_,
-                   [self, gen](absl::Status s, FrameHeader h, std::string p) {
-                     if (gen != self->gen_) return;
-                     if (!s.ok()) return self->OnConnectFailed(s, false);
-                     self->OnReady(gen, h, p);
-                   });
+    auto on_ready = [self, gen](absl::Status s, FrameHeader h, std::string p) {
+      if (gen != self->gen_) return;
+      if (!s.ok()) {
+        if (absl::IsDataLoss(s) && self->rx_) self->shared_->counters.secure_auth_failures++;
+        return self->OnConnectFailed(s, false);
+      }
+      self->OnReady(gen, h, p);
+    };
+    if (self->rx_) {
+      AsyncReadSealedFrame(self->socket_, self->strand_, self->rx_, on_ready);
+    } else {
+      AsyncReadFrame(self->socket_, self->strand_, on_ready);
+    }
   });
 }
 

@@ -303,7 +303,12 @@ void TcpConnection::CloseSocket() {
     ack_due_ = false;
     ready_payload_.reset();
     send_keepalive_ = send_keepalive_ack_ = false;
+    tx_.reset();  // a secure session's keys are per socket: the next one derives new ones
   }
+  rx_.reset();
+  pending_tx_.reset();
+  rx_header_bytes_ = kFrameHeaderBytes;
+  rx_prefix_bytes_ = kRingPrefixBytes;
   if (socket_) {
     boost::system::error_code ec;
     socket_->shutdown(asio::ip::tcp::socket::shutdown_both, ec);
@@ -425,8 +430,9 @@ void TcpConnection::OnKeepaliveTimer(uint64_t gen) {
 
 void TcpConnection::Attach(std::shared_ptr<asio::ip::tcp::socket> socket,
                            const std::string& peer_addr, const Hello& hello, const AuthReply& auth,
-                           bool new_session) {
-  asio::post(strand_, [self = shared_from_this(), socket, peer_addr, hello, auth, new_session] {
+                           bool new_session, std::optional<session::SecureKeys> keys) {
+  asio::post(strand_, [self = shared_from_this(), socket, peer_addr, hello, auth, new_session,
+                       keys = std::move(keys)] {
     if (self->reset_done_ || self->shared_->stopping) {
       boost::system::error_code ec;
       socket->close(ec);
@@ -438,6 +444,20 @@ void TcpConnection::Attach(std::shared_ptr<asio::ip::tcp::socket> socket,
     self->CloseSocket();
     self->socket_ = socket;
     self->hs_peer_ = hello.name;
+    std::unique_ptr<session::SecureStream> tx;
+    if (keys) {
+      // Secure: READY is our first sealed frame; the client's next frame is its first.
+      auto rx = session::SecureStream::Create(keys->mode, keys->client_to_server);
+      auto t = session::SecureStream::Create(keys->mode, keys->server_to_client);
+      if (!rx.ok() || !t.ok()) {
+        self->Fault(rx.ok() ? t.status() : rx.status());
+        return;
+      }
+      self->rx_ = std::move(*rx);
+      tx = std::move(*t);
+      self->rx_header_bytes_ = kFrameHeaderBytes + session::kSecureTagBytes;
+      self->rx_prefix_bytes_ = kRingPrefixBytes + session::kSecureTagBytes;
+    }
     uint64_t credit;
     {
       absl::MutexLock l(&self->mu_);
@@ -474,6 +494,7 @@ void TcpConnection::Attach(std::shared_ptr<asio::ip::tcp::socket> socket,
       // From here on any thread may write (READY goes first: it is in the first batch).
       absl::MutexLock l(&self->mu_);
       self->ready_payload_ = EncodeReady(r);
+      self->tx_ = std::move(tx);
       self->wr_fd_ = self->socket_->native_handle();
       self->wr_open_ = true;
     }
@@ -551,6 +572,7 @@ void TcpConnection::OnEstablished(const Ready& ready, const EntityName& peer) {
   {
     absl::MutexLock l(&mu_);
     had_session_ = true;
+    tx_ = std::move(pending_tx_);  // secure: sealed from the first frame after READY on
     wr_fd_ = socket_->native_handle();
     wr_open_ = true;  // from here on any thread may write
   }

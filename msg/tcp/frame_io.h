@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "msg/frame.h"
+#include "msg/session/secure_mode.h"
 
 namespace msgr::tcp {
 
@@ -23,6 +24,14 @@ using SocketPtr = std::shared_ptr<boost::asio::ip::tcp::socket>;
 // Errors: kDataLoss (crc), kInvalidArgument (malformed or truncated), kUnavailable (socket).
 void AsyncReadFrame(SocketPtr socket, Strand strand,
                     std::function<void(absl::Status, FrameHeader, std::string)> done);
+
+// Secure mode's first frame from the server (READY, or CLOSE): reads one control-sized
+// sealed frame and opens it with `rx`. A cleartext CLOSE is accepted too: a server that
+// refuses the AUTH has no keys to seal it with. A frame that fails authentication is
+// kDataLoss "secure frame failed authentication: ..."; other errors as AsyncReadFrame.
+void AsyncReadSealedFrame(SocketPtr socket, Strand strand,
+                          std::shared_ptr<session::SecureStream> rx,
+                          std::function<void(absl::Status, FrameHeader, std::string)> done);
 
 // Writes `bytes` (an encoded frame) completely.
 void AsyncWriteBytes(SocketPtr socket, Strand strand, std::string bytes,

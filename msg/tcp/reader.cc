@@ -41,7 +41,7 @@ constexpr size_t kDirectReadMinBytes = 32 * 1024;
 constexpr size_t kDirectReadChunkBytes = 256 << 10;
 static_assert(kDirectReadMinBytes <= kReadBufferBytes / 2,
               "a buffered recv must be able to hold any body that is not read directly");
-static_assert(kReadBufferBytes >= kFrameHeaderBytes + kRingPrefixBytes);
+static_assert(kReadBufferBytes >= kFrameHeaderBytes + kRingPrefixBytes + 2 * session::kSecureTagBytes);
 // Synchronous recvs per strand turn; then the reader acks, and yields to the writer and
 // other handlers of this connection before going on.
 constexpr int kMaxReadsPerTurn = 16;
@@ -65,7 +65,18 @@ void TcpConnection::OnBufferedReadError(const boost::system::error_code& ec) {
       return OnReadError(ec, rx_buf_.size(), kRingPrefixBytes, true);
     case RxPhase::kBody:
       return OnReadError(ec, rx_body_done_, rx_body_len_, true);
+    case RxPhase::kBodyTag:
+      return OnReadError(ec, rx_buf_.size(), session::kSecureTagBytes, true);
   }
+}
+
+void TcpConnection::SecureFault(const char* piece) {
+  shared_->counters.secure_auth_failures++;
+  const absl::Status why = absl::DataLossError(absl::StrCat(
+      "secure frame failed authentication: the ", piece, " of a frame from ", PeerDesc(),
+      " was tampered with, truncated, replayed or reordered"));
+  spdlog::error("msgr tcp: {}; closing the connection", why.ToString());
+  Fault(why);
 }
 
 void TcpConnection::StartRead() {
@@ -125,12 +136,25 @@ bool TcpConnection::ParseBuffered(uint64_t gen) {
     if (gen != gen_ || reset_done_) return false;
     switch (rx_phase_) {
       case RxPhase::kHeader:
-        if (rx_buf_.size() < kFrameHeaderBytes) return true;
+        if (rx_buf_.size() < rx_header_bytes_) return true;
         if (!OnHeader()) return false;
         break;
       case RxPhase::kRingPrefix:
-        if (rx_buf_.size() < kRingPrefixBytes) return true;
+        if (rx_buf_.size() < rx_prefix_bytes_) return true;
         if (!OnRingPrefix()) return false;
+        break;
+      case RxPhase::kBodyTag:
+        if (rx_buf_.size() < session::kSecureTagBytes) return true;
+        // The body was read as ciphertext into its destination; opened there, in place,
+        // before anything looks at it (dispatch, publish).
+        if (!rx_->Open(rx_body_dst_, rx_body_len_, rx_buf_.data())) {
+          SecureFault("payload");
+          return false;
+        }
+        rx_buf_.Consume(session::kSecureTagBytes);
+        shared_->counters.bytes_received += session::kSecureTagBytes;
+        rx_phase_ = RxPhase::kHeader;
+        if (!OnBody(gen)) return false;
         break;
       case RxPhase::kBody: {
         const size_t take = std::min(rx_buf_.size(), rx_body_len_ - rx_body_done_);
@@ -141,6 +165,10 @@ bool TcpConnection::ParseBuffered(uint64_t gen) {
         rx_buf_.Consume(take);
         rx_body_done_ += take;
         if (rx_body_done_ == rx_body_len_) {
+          if (rx_ && rx_body_len_ > 0) {  // secure: the tag comes next
+            rx_phase_ = RxPhase::kBodyTag;
+            break;
+          }
           rx_phase_ = RxPhase::kHeader;
           if (!OnBody(gen)) return false;
           break;
@@ -186,13 +214,26 @@ void TcpConnection::SetBody(uint8_t* dst, size_t len, BodyKind kind) {
 
 bool TcpConnection::OnHeader() {
   const uint32_t limit = shared_->options.max_message_bytes;
-  if (absl::Status s = DecodeFrameHeader(rx_buf_.data(), limit, &hdr_); !s.ok()) {
+  const uint8_t* in = rx_buf_.data();
+  uint8_t opened[kFrameHeaderBytes + session::kSecureTagBytes];
+  if (rx_) {
+    // Secure: the header is its own sealed piece, authenticated before any field of it
+    // (length, ack, credit) is trusted.
+    std::memcpy(opened, in, sizeof(opened));
+    if (!rx_->Open(opened, kFrameHeaderBytes, opened + kFrameHeaderBytes)) {
+      SecureFault("header");
+      return false;
+    }
+    in = opened;
+    shared_->counters.secure_frames_opened++;
+  }
+  if (absl::Status s = DecodeFrameHeader(in, limit, &hdr_); !s.ok()) {
     ProtocolFault(s);
     return false;
   }
-  rx_buf_.Consume(kFrameHeaderBytes);
+  rx_buf_.Consume(rx_header_bytes_);
   liveness_.Heard(Clock::now());
-  shared_->counters.bytes_received += kFrameHeaderBytes;
+  shared_->counters.bytes_received += rx_header_bytes_;
   if (absl::Status s = ProcessAck(hdr_.ack_seq); !s.ok()) {
     ProtocolFault(s);
     return false;
@@ -319,6 +360,15 @@ bool TcpConnection::OnMessagePayload(uint64_t gen) {
 
 bool TcpConnection::OnRingPrefix() {
   const uint8_t* pre = rx_buf_.data();
+  uint8_t opened[kRingPrefixBytes + session::kSecureTagBytes];
+  if (rx_) {  // secure: the prefix is a sealed piece of its own, opened before it is used
+    std::memcpy(opened, pre, sizeof(opened));
+    if (!rx_->Open(opened, kRingPrefixBytes, opened + kRingPrefixBytes)) {
+      SecureFault("ring prefix");
+      return false;
+    }
+    pre = opened;
+  }
   if (absl::Status s = VerifyPayloadCrc(hdr_, pre, kRingPrefixBytes); !s.ok()) {
     ProtocolFault(s);
     return false;
@@ -327,13 +377,20 @@ bool TcpConnection::OnRingPrefix() {
     ProtocolFault(s);
     return false;
   }
-  rx_buf_.Consume(kRingPrefixBytes);
-  shared_->counters.bytes_received += kRingPrefixBytes;
+  rx_buf_.Consume(rx_prefix_bytes_);
+  shared_->counters.bytes_received += rx_prefix_bytes_;
   const size_t body = size_t{prefix_.oid_len} + prefix_.data_len;
   switch (CheckSeq(hdr_.seq)) {
     case session::SeqCheck::kGap:
       return false;
     case session::SeqCheck::kDuplicate:
+      if (rx_) {
+        // Secure: even a duplicate's body is opened (its tag checked, the nonce used up),
+        // so it needs somewhere to land. Rare: only resends after a reconnect.
+        rx_payload_.resize(body);
+        SetBody(reinterpret_cast<uint8_t*>(rx_payload_.data()), body, BodyKind::kDiscard);
+        return true;
+      }
       SetBody(nullptr, body, BodyKind::kDiscard);
       return true;
     case session::SeqCheck::kNew:

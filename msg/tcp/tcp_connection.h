@@ -46,6 +46,7 @@
 #include "msg/session/delivery.h"
 #include "msg/session/handshake_steps.h"
 #include "msg/session/liveness.h"
+#include "msg/session/secure_mode.h"
 #include "msg/ring/ring.h"
 #include "msg/tcp/read_buffer.h"
 #include "msg/tcp/recv_ring.h"
@@ -125,8 +126,10 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   // Client side: starts connecting (posts to the strand).
   void StartConnect();
   // Server side: a new authenticated socket for this session (posts to the strand).
+  // `keys`: secure mode's session keys from this handshake (empty in crc mode).
   void Attach(std::shared_ptr<boost::asio::ip::tcp::socket> socket, const std::string& peer_addr,
-              const Hello& hello, const AuthReply& auth, bool new_session);
+              const Hello& hello, const AuthReply& auth, bool new_session,
+              std::optional<session::SecureKeys> keys);
   // Messenger shutdown, step 1 (any thread): refuse new work, wake blocked callers.
   void Stop();
   // Messenger shutdown, step 2 (no worker thread running): drop socket and timers.
@@ -198,7 +201,8 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
 
   // reader.cc. The On* steps return false when reading must stop (fault, reset, or an
   // asynchronous read was started); they consume what they parsed from rx_buf_.
-  enum class RxPhase { kHeader, kRingPrefix, kBody };
+  // kBodyTag (secure mode): the body is in, its GCM tag is next.
+  enum class RxPhase { kHeader, kRingPrefix, kBody, kBodyTag };
   enum class BodyKind { kMessage, kControl, kRing, kDiscard };
   void StartRead();                      // a new socket: start on a frame boundary
   void ReadLoop(uint64_t gen);           // recv into rx_buf_ and parse until EAGAIN
@@ -214,6 +218,9 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   bool OnMessagePayload(uint64_t gen);
   bool OnRingPrefix();
   bool OnRingData();
+  // Secure mode: `piece` of the current frame did not authenticate. Counts
+  // secure_auth_failures and faults the connection with DATA_LOSS.
+  void SecureFault(const char* piece);
   session::SeqCheck CheckSeq(uint64_t seq);  // kGap: already faulted
   std::string PeerDesc() const;     // "osd.0 at 127.0.0.1:6800"
   void FrameReceived();             // data frame accepted: in_seq_ moves
@@ -231,6 +238,9 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   // false if nothing is. The caller then owns the socket (sets wr_busy_).
   bool BuildBatchLocked(struct WriteBatch* b, bool strand) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<struct WriteBatch> TakeBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Secure mode: seals every frame of `b` (headers already encoded) with tx_ into the
+  // batch's one buffer, in wire order. Under mu_, as the nonces must follow write order.
+  void SealBatchLocked(struct WriteBatch* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A batch is fully written: counters, lossy accounting. Returns true if an injected
   // socket failure is due (the caller keeps ownership and faults the socket).
   bool FinishBatchLocked(struct WriteBatch* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -285,6 +295,9 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   uint64_t frames_on_socket_ ABSL_GUARDED_BY(mu_) = 0;
   // Reused by the writers, keeps its capacity.
   std::shared_ptr<struct WriteBatch> spare_batch_ ABSL_GUARDED_BY(mu_);
+  // Secure mode: seals what this socket writes, in write order (writer.cc; null in crc
+  // mode and between sockets). Each socket's handshake gives it new keys.
+  std::unique_ptr<session::SecureStream> tx_ ABSL_GUARDED_BY(mu_);
 
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> inline_writes_{0};
@@ -300,6 +313,12 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
 
   // --- strand only ---
   std::shared_ptr<boost::asio::ip::tcp::socket> socket_;
+  // Secure mode: opens what this socket reads (null in crc mode). Shared with the client's
+  // READY read in flight, which may outlive a CloseSocket.
+  std::shared_ptr<session::SecureStream> rx_;
+  std::unique_ptr<session::SecureStream> pending_tx_;  // client: from AUTH until READY
+  size_t rx_header_bytes_ = kFrameHeaderBytes;  // header on the wire (+ tag when secure)
+  size_t rx_prefix_bytes_ = kRingPrefixBytes;   // ring prefix on the wire (+ tag)
   std::unique_ptr<boost::asio::steady_timer> timer_;  // keepalive / reconnect / handshake
   std::unique_ptr<boost::asio::steady_timer> flow_timer_;  // delayed standalone ACK/CREDIT
   // Socket generation: changed on the strand under mu_ (CloseSocket); read on the strand,

@@ -93,7 +93,8 @@ Policy TcpMessenger::PolicyFor(EntityType type) const {
 
 absl::Status TcpMessenger::AttachAccepted(std::shared_ptr<asio::ip::tcp::socket> socket,
                                           const std::string& peer_addr, const Hello& hello,
-                                          const AuthReply& auth) {
+                                          const AuthReply& auth,
+                                          const std::optional<session::SecureKeys>& keys) {
   const Policy policy = PolicyFor(hello.name.type);
   const bool want_ring = (auth.flags & kAuthWantRing) != 0;
   std::shared_ptr<TcpConnection> conn;
@@ -137,7 +138,7 @@ absl::Status TcpMessenger::AttachAccepted(std::shared_ptr<asio::ip::tcp::socket>
     s->ResetAsync(absl::UnavailableError(
         absl::StrCat(hello.name.ToString(), " restarted (new session from ", peer_addr, ")")));
   }
-  conn->Attach(std::move(socket), peer_addr, hello, auth, new_session);
+  conn->Attach(std::move(socket), peer_addr, hello, auth, new_session, keys);
   return absl::OkStatus();
 }
 

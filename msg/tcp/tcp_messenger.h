@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +32,7 @@
 #include "msg/handshake.h"
 #include "msg/messenger_counters.h"
 #include "msg/messenger.h"
+#include "msg/session/secure_mode.h"
 
 namespace msgr::tcp {
 
@@ -74,8 +76,11 @@ class TcpMessenger : public Messenger {
   // Server side, after a peer passed authentication: finds the lossless session named by
   // `auth.cookie` or creates a new one, and hands it the socket. Thread-safe. An error (a
   // resume under another name than the session's; shutdown) leaves the socket to the caller.
+  // `keys`: secure mode's keys from the handshake (empty in crc mode).
   absl::Status AttachAccepted(std::shared_ptr<boost::asio::ip::tcp::socket> socket,
-                      const std::string& peer_addr, const Hello& hello, const AuthReply& auth);
+                              const std::string& peer_addr, const Hello& hello,
+                              const AuthReply& auth,
+                              const std::optional<session::SecureKeys>& keys);
   // A connection is gone for good: drop it from the tables. Thread-safe.
   void Forget(const TcpConnection* conn);
   // The acceptor tracks handshakes in progress so Shutdown can close them.

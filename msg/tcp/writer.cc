@@ -22,6 +22,7 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <cassert>
 #include <climits>
 
 #include "absl/strings/str_cat.h"
@@ -53,6 +54,9 @@ struct WriteBatch {
   std::vector<asio::const_buffer> bufs;
   std::vector<asio::const_buffer> rest;  // StartAsyncWrite: what an inline writer left
   std::vector<iovec> iov;                // inline writer
+  // Secure mode: the whole batch sealed, one buffer (kept from write to write).
+  std::unique_ptr<uint8_t[]> sealed;
+  size_t sealed_capacity = 0;
   size_t data_frames = 0;
   size_t bytes = 0;       // data frame payload bytes (batch size limit)
   size_t wire_bytes = 0;  // everything in bufs
@@ -192,8 +196,10 @@ bool TcpConnection::BuildBatchLocked(WriteBatch* b, bool strand) {
   ack_due_ = false;
   ack_sent_ = acked;
   // Buffers: control frames (header + payload) first, then data frames (header, ring
-  // prefix and oid in one buffer; the payload in place).
-  for (size_t i = 0; i < b->headers.size(); ++i) {
+  // prefix and oid in one buffer; the payload in place). Secure mode: all of it sealed
+  // into one buffer after the headers are encoded (SealBatchLocked).
+  const bool secure = tx_ != nullptr;
+  for (size_t i = 0; i < b->headers.size() && !secure; ++i) {
     b->bufs.emplace_back(asio::buffer(b->headers[i]));
     if (!b->control_payloads[i].empty()) b->bufs.emplace_back(asio::buffer(b->control_payloads[i]));
   }
@@ -208,9 +214,11 @@ bool TcpConnection::BuildBatchLocked(WriteBatch* b, bool strand) {
     // socket (the frame is being resent) no longer reads its buffers (CloseSocket waits
     // for an inline sendmsg to return).
     EncodeFrameHeader(h, f->wire.data());
-    b->bufs.emplace_back(asio::buffer(f->wire.data(), kFrameHeaderBytes + f->head_len));
-    if (const std::string_view body = f->body(); !body.empty()) {
-      b->bufs.emplace_back(asio::buffer(body.data(), body.size()));
+    if (!secure) {
+      b->bufs.emplace_back(asio::buffer(f->wire.data(), kFrameHeaderBytes + f->head_len));
+      if (const std::string_view body = f->body(); !body.empty()) {
+        b->bufs.emplace_back(asio::buffer(body.data(), body.size()));
+      }
     }
     // The kernel's send copy, counted as the batch goes to the socket (each write; a write
     // cut by a fault counts, as does its resend): counted when the write completed, the
@@ -220,9 +228,51 @@ bool TcpConnection::BuildBatchLocked(WriteBatch* b, bool strand) {
       shared_->counters.payload_bytes_copied_tx += f->body().size();
     }
   }
+  if (secure) SealBatchLocked(b);
   for (const auto& buf : b->bufs) b->wire_bytes += buf.size();
   b->data_frames = b->frames.size();
   return true;
+}
+
+void TcpConnection::SealBatchLocked(WriteBatch* b) {
+  using session::kSecureTagBytes;
+  using session::SealedPayloadBytes;
+  constexpr size_t kSealedHeader = kFrameHeaderBytes + kSecureTagBytes;
+  size_t total = 0;
+  for (const auto& p : b->control_payloads) total += kSealedHeader + SealedPayloadBytes(false, p.size());
+  for (const auto& f : b->frames) {
+    total += kSealedHeader + SealedPayloadBytes(f->type == FrameType::kRingRecord, f->wire_bytes());
+  }
+  if (b->sealed_capacity < total) {
+    b->sealed.reset(new uint8_t[total]);
+    b->sealed_capacity = total;
+  }
+  // Pieces in wire order, each with the next nonce (the receiver opens them in the same
+  // order): header; then the payload, or for a record its prefix and its oid + data.
+  uint8_t* out = b->sealed.get();
+  auto seal = [&](std::string_view a, std::string_view c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    tx_->Seal(a, c, out);
+    out += a.size() + c.size() + kSecureTagBytes;
+  };
+  auto view = [](const uint8_t* p, size_t n) {
+    return std::string_view(reinterpret_cast<const char*>(p), n);
+  };
+  for (size_t i = 0; i < b->headers.size(); ++i) {
+    seal(view(b->headers[i].data(), kFrameHeaderBytes), {});
+    if (!b->control_payloads[i].empty()) seal(b->control_payloads[i], {});
+  }
+  for (const auto& f : b->frames) {
+    seal(view(f->wire.data(), kFrameHeaderBytes), {});
+    if (f->type == FrameType::kRingRecord) {
+      seal(view(f->head(), kRingPrefixBytes), {});
+      seal(view(f->head() + kRingPrefixBytes, f->head_len - kRingPrefixBytes), f->body());
+    } else if (f->wire_bytes() > 0) {
+      seal(view(f->head(), f->head_len), f->body());
+    }
+  }
+  assert(static_cast<size_t>(out - b->sealed.get()) == total);
+  b->bufs.emplace_back(asio::buffer(b->sealed.get(), total));
+  shared_->counters.secure_frames_sealed += b->headers.size() + b->frames.size();
 }
 
 void TcpConnection::Flush() {
