@@ -111,6 +111,9 @@ class IbvQp : public QueuePair {
   absl::Status PostSend(absl::Span<const SendWr> wrs, size_t* posted) override;
   absl::Status PostRecv(absl::Span<const RecvWr> wrs, size_t* posted) override;
   absl::Status Close() override;
+  // The path MTU (bytes) the QP runs at, as the device reports it (ibv_query_qp): after
+  // ModifyToRtr, the smaller of both ports' active MTUs. For tests and diagnostics.
+  absl::StatusOr<uint32_t> QueryPathMtu() const;
 
  private:
   absl::Status ValidateSendWr(const SendWr& wr) const;

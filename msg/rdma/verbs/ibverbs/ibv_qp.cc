@@ -223,6 +223,16 @@ QpState IbvQp::state() const {
   }
 }
 
+absl::StatusOr<uint32_t> IbvQp::QueryPathMtu() const {
+  if (!qp_) return absl::FailedPreconditionError("QP is closed");
+  ibv_qp_attr attr;
+  ibv_qp_init_attr init;
+  if (int rc = ibv_query_qp(qp_.get(), &attr, IBV_QP_PATH_MTU, &init); rc != 0) {
+    return ErrnoStatus(rc, "ibv_query_qp(PATH_MTU)");
+  }
+  return 128u << attr.path_mtu;  // IBV_MTU_256 is 1, ..., IBV_MTU_4096 is 5.
+}
+
 absl::Status IbvQp::Close() {
   qp_.reset();
   return absl::OkStatus();
