@@ -7,10 +7,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "msg/base/errno_status.h"
+#include "msg/rdma/verbs/ibverbs/gid_select.h"
 #include "msg/rdma/verbs/ibverbs/ibv_objects.h"
 #include "msg/rdma/verbs/ibverbs/provider.h"
 
@@ -38,32 +39,22 @@ uint32_t MtuBytes(ibv_mtu mtu) {
   return 1024;
 }
 
-bool IsIpv4Mapped(const ibv_gid& gid) {
-  static const uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  return std::memcmp(gid.raw, kPrefix, sizeof(kPrefix)) == 0;
-}
-
-// The GID index to use on an Ethernet (RoCE) port: explicit option, env, else the first
-// RoCEv2 IPv4-mapped GID, else the first RoCEv2 GID, else 0.
-absl::StatusOr<int> PickGidIndex(ibv_context* ctx, uint8_t port, int table_len, int option) {
-  if (option >= 0) return option;
-  if (const char* env = std::getenv("MSGR_RDMA_GID_INDEX"); env != nullptr && *env != '\0') {
-    int v;
-    if (!absl::SimpleAtoi(env, &v) || v < 0 || v >= table_len) {
-      return absl::InvalidArgumentError(absl::StrCat("MSGR_RDMA_GID_INDEX='", env,
-                                                     "' is not an index below ", table_len));
-    }
-    return v;
-  }
-  int first_v2 = -1;
+// The populated entries of the port's GID table, ascending. ibv_query_gid_ex fails
+// (ENODATA) on empty slots; an all-zero GID is treated as empty too.
+std::vector<GidEntry> ReadGidTable(ibv_context* ctx, uint8_t port, int table_len) {
+  std::vector<GidEntry> entries;
   for (int i = 0; i < table_len; ++i) {
     ibv_gid_entry entry;
     if (ibv_query_gid_ex(ctx, port, static_cast<uint32_t>(i), &entry, 0) != 0) continue;
-    if (entry.gid_type != IBV_GID_TYPE_ROCE_V2) continue;
-    if (IsIpv4Mapped(entry.gid)) return i;
-    if (first_v2 < 0) first_v2 = i;
+    static const uint8_t kZero[16] = {};
+    if (std::memcmp(entry.gid.raw, kZero, sizeof(kZero)) == 0) continue;
+    GidEntry e;
+    e.index = i;
+    e.roce_v2 = entry.gid_type == IBV_GID_TYPE_ROCE_V2;
+    std::memcpy(e.gid.data(), entry.gid.raw, 16);
+    entries.push_back(e);
   }
-  return first_v2 >= 0 ? first_v2 : 0;
+  return entries;
 }
 
 }  // namespace
@@ -126,8 +117,11 @@ absl::StatusOr<std::unique_ptr<Device>> OpenIbverbsDevice(absl::string_view name
   port.active_mtu = MtuBytes(pattr.active_mtu);
   port.ethernet = pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
   if (port.ethernet) {
+    std::vector<GidEntry> table = ReadGidTable(core->ctx.get(), options.port_num, pattr.gid_tbl_len);
     absl::StatusOr<int> idx =
-        PickGidIndex(core->ctx.get(), options.port_num, pattr.gid_tbl_len, options.gid_index);
+        SelectGidIndex(table, pattr.gid_tbl_len, options.gid_index,
+                       std::getenv("MSGR_RDMA_GID_INDEX"),
+                       absl::StrCat(ibv_get_device_name(dev), " port ", int{options.port_num}));
     if (!idx.ok()) return idx.status();
     port.gid_index = *idx;
   } else {
