@@ -9,6 +9,12 @@
 # INDEX.status: "PASS" or "FAIL <reason>". The host counts only .status files, so an entry
 # cut short by a crash or the VM's time limit is a failure, never a pass.
 # Exit status 0 means every entry was run (whatever their verdicts).
+#
+# In the two guests of tools/rxe_vms.sh (MSGR_VM_ROLE a or b) both run the same entries:
+# the files above go to RESULTS/ROLE/ instead, and before each entry each guest waits
+# (at most TEST_TIMEOUT) for the other to get there too, through RESULTS/sync/INDEX/
+# (ROLE.here files), so that the two halves of an entry run together. The entry gets that
+# directory as MSGR_VM_SYNC for its own rendezvous.
 set -uo pipefail
 
 RESULTS=${1:?usage: suite_guest.sh RESULTS TEST_TIMEOUT_SECONDS}
@@ -31,19 +37,42 @@ verdict() {
   fi
 }
 
+# barrier DIR: waits until the other guest has reached DIR too (false after TEST_TIMEOUT).
+barrier() {
+  local dir=$1 peer=a deadline=$((SECONDS + TEST_TIMEOUT))
+  [[ $MSGR_VM_ROLE == a ]] && peer=b
+  mkdir -p "$dir"
+  touch "$dir/$MSGR_VM_ROLE.here"
+  until [[ -e "$dir/$peer.here" ]]; do
+    [[ $SECONDS -lt $deadline ]] || return 1
+    sleep 0.3
+  done
+}
+
 main() {
-  local index name cmd start rc secs
+  local index name cmd start rc secs out=$RESULTS
   export GTEST_COLOR=no
+  if [[ -n "${MSGR_VM_ROLE:-}" ]]; then
+    out=$RESULTS/$MSGR_VM_ROLE
+    mkdir -p "$out"
+  fi
   while IFS=$'\t' read -r index name cmd; do
     [[ -n "$index" ]] || continue
-    echo "rdma-vm: running $name" >&2
+    if [[ -n "${MSGR_VM_ROLE:-}" ]]; then
+      export MSGR_VM_SYNC=$RESULTS/sync/$index
+      if ! barrier "$MSGR_VM_SYNC"; then
+        echo "FAIL the other guest did not reach this test within $TEST_TIMEOUT s" >"$out/$index.status"
+        continue
+      fi
+    fi
+    echo "rdma-vm${MSGR_VM_ROLE:+ ($MSGR_VM_ROLE)}: running $name" >&2
     start=$(date +%s.%N)
     # --kill-after: a test that ignores TERM is still stopped.
-    timeout --kill-after=10 "$TEST_TIMEOUT" bash -c "$cmd" </dev/null >"$RESULTS/$index.log" 2>&1
+    timeout --kill-after=10 "$TEST_TIMEOUT" bash -c "$cmd" </dev/null >"$out/$index.log" 2>&1
     rc=$?
     secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-    echo "$secs" >"$RESULTS/$index.secs"
-    verdict "$rc" "$RESULTS/$index.log" >"$RESULTS/$index.status"
+    echo "$secs" >"$out/$index.secs"
+    verdict "$rc" "$out/$index.log" >"$out/$index.status"
   done <"$RESULTS/entries"
   return 0
 }
