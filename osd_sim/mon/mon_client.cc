@@ -14,6 +14,12 @@ namespace {
 
 constexpr int kReconnectBackoffMinMs = 100;
 constexpr int kReconnectBackoffMaxMs = 1000;
+// gRPC reads GRPC_ARG_MIN_RECONNECT_BACKOFF_MS as the minimum time a connection attempt may
+// take (its deadline is the later of the next backoff and now + this). At 100 ms, a TLS
+// handshake racing the 1 s heartbeat RPCs after a monitor restart was cut off every time
+// ("Handshake timed out", "tcp handshaker shutdown") and the OSDs never re-booted; plain
+// TCP connects fit. The retry spacing stays 100 ms .. 1 s (initial / max backoff).
+constexpr int kMinConnectTimeoutMs = 5000;
 constexpr int kKeepaliveMs = 10000;
 constexpr int kKeepaliveTimeoutMs = 5000;
 constexpr absl::Duration kWatchBackoffMin = absl::Milliseconds(100);
@@ -25,7 +31,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& addr, const Contro
   auth.AddChannelArgs(&args);
   // Reconnect quickly after a mon restart (gRPC's default backoff grows to 2 minutes).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kReconnectBackoffMinMs);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kMinConnectTimeoutMs);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kReconnectBackoffMaxMs);
   // Notice a vanished mon under a quiet watch stream.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
@@ -210,6 +216,11 @@ void MonClient::HeartbeatLoop(v1::BootOsdRequest boot, BootCallback on_boot) {
   do {
     const absl::Duration interval = absl::Milliseconds(heartbeat_ms_.load());
     grpc::ClientContext ctx;
+    // Wait (up to the deadline) for a connection rather than failing fast: the blocked
+    // call is what polls the channel's sockets. Failing fast, a reconnecting TLS channel
+    // advanced only on gRPC's backup poller (seconds per handshake step) and never finished
+    // a handshake after a monitor restart, so the OSD never re-booted.
+    ctx.set_wait_for_ready(true);
     if (!Register(&ctx, std::max(interval, kMinHeartbeatDeadline))) break;
     v1::HeartbeatReply reply;
     grpc::Status s = stub_->Heartbeat(&ctx, req, &reply);
@@ -248,6 +259,7 @@ void MonClient::WatchLoop(MapCallback cb) {
   bool connected = true;
   do {
     grpc::ClientContext ctx;
+    ctx.set_wait_for_ready(true);  // as the heartbeats: the waiting call drives reconnects
     if (!Register(&ctx, absl::InfiniteDuration())) break;
     // Always ask from epoch 0: a monitor with a new data dir may be behind us.
     std::unique_ptr<grpc::ClientReader<v1::ClusterMap>> reader =
