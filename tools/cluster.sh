@@ -13,6 +13,7 @@
 #   tools/cluster.sh status --cluster-dir DIR
 #   tools/cluster.sh start-osd --cluster-dir DIR --id K     (re)starts one OSD with its data
 #   tools/cluster.sh stop-osd --cluster-dir DIR --id K [--kill]   (SIGTERM, or SIGKILL)
+#   tools/cluster.sh start-mon --cluster-dir DIR   restarts the monitor on its address
 #
 # Every flag also takes --flag=VALUE; --dir DIR is the old spelling of --cluster-dir DIR.
 # DIR gets mon.addr (host:port of the gRPC monitor), mon.pid, osd.<id>.pid, keyring (when
@@ -119,6 +120,20 @@ load_conf() {
   source "$DIR/cluster.conf"
 }
 
+# start_mon HOST:PORT: the monitor on that address (port 0: a free one, written to mon.addr).
+start_mon() {
+  local mon_args=(--data-dir "$DIR/mon" --addr "$1" --addr-file "$DIR/mon.addr"
+                  --grace-ms "$GRACE_MS")
+  if [[ $AUTH == secret ]]; then mon_args+=(--auth secret --cluster-dir "$DIR"); fi
+  rm -f "$DIR/mon.metrics.addr"
+  if [[ "${METRICS:-0}" == 1 ]]; then
+    mon_args+=(--metrics-addr "${1%:*}:0" --metrics-addr-file "$DIR/mon.metrics.addr")
+  fi
+  setsid bash -c 'exec "$@"' _ $(if [[ "${HOSTS:-0}" == 1 ]]; then echo ip netns exec msgr-h0; fi) \
+    "$BIN/osd_sim/mon/mon" "${mon_args[@]}" >>"$DIR/log/mon.log" 2>&1 < /dev/null &
+  echo $! > "$DIR/mon.pid"
+}
+
 start_osd() {
   local id=$1
   local pidf="$DIR/osd.$id.pid"
@@ -207,6 +222,7 @@ RDMA_MAX_REG_MB="$RDMA_MAX_REG_MB"
 RDMA_RING_MIN_KB="$RDMA_RING_MIN_KB"
 METRICS=$METRICS
 HOSTS=$HOSTS
+GRACE_MS=$GRACE_MS
 EOF
     if [[ "$AUTH" == secret ]]; then
       if [[ ! -f "$DIR/keyring" ]]; then
@@ -218,16 +234,7 @@ EOF
         pki_issue "$DIR" client.bench; } || die "cannot make the cluster PKI in $DIR/pki"
     fi
     rm -f "$DIR/mon.addr" "$DIR/mon.metrics.addr"
-    mon_host=$(bind_host 0)
-    mon_args=(--data-dir "$DIR/mon" --addr "$mon_host:0" --addr-file "$DIR/mon.addr"
-              --grace-ms "$GRACE_MS")
-    if [[ $AUTH == secret ]]; then mon_args+=(--auth secret --cluster-dir "$DIR"); fi
-    if [[ $METRICS == 1 ]]; then
-      mon_args+=(--metrics-addr "$mon_host:0" --metrics-addr-file "$DIR/mon.metrics.addr")
-    fi
-    setsid bash -c 'exec "$@"' _ $(if [[ $HOSTS == 1 ]]; then echo ip netns exec msgr-h0; fi) \
-      "$BIN/osd_sim/mon/mon" "${mon_args[@]}" >>"$DIR/log/mon.log" 2>&1 < /dev/null &
-    echo $! > "$DIR/mon.pid"
+    start_mon "$(bind_host 0):0"
     wait_for 20 "monitor address" test -s "$DIR/mon.addr" \
       || die "monitor did not start within 20 s; see $DIR/log/mon.log"
     for ((id = 0; id < OSDS; id++)); do start_osd "$id"; done
@@ -262,6 +269,16 @@ EOF
     wait_for 20 "osd.$ID metrics" metrics_ready "osd.$ID" \
       || die "osd.$ID does not serve /metrics within 20 s; see $DIR/log/osd.$ID.log"
     echo "osd.$ID up" >&2
+    ;;
+  start-mon)
+    DIR=$(cd "$DIR" && pwd)
+    load_conf
+    alive "$DIR/mon.pid" && die "the monitor of $DIR is running (pid $(cat "$DIR/mon.pid"))"
+    [[ -s "$DIR/mon.addr" ]] || die "no $DIR/mon.addr: start the cluster first"
+    start_mon "$(cat "$DIR/mon.addr")"  # the same address: daemons and clients keep it
+    wait_for 30 "monitor" "$BIN/osd_sim/mon/monctl" --cluster-dir "$DIR" status \
+      || die "the monitor did not come back within 30 s; see $DIR/log/mon.log"
+    echo "mon up at $(cat "$DIR/mon.addr")" >&2
     ;;
   stop-osd)
     [[ -n "$ID" ]] || die "stop-osd needs --id K"

@@ -135,6 +135,15 @@ bash "$TOOLS/cluster.sh" stop-osd --dir "$DIR" --id 2 --kill
 bash "$TOOLS/cluster.sh" start-osd --dir="$DIR" --id 2 || fail "osd.2 did not restart"
 "${MONCTL[@]}" --wait-s 20 wait 2 up || fail "restarted osd.2 not up via WatchMap"
 
+# kill -9 of the monitor and `cluster.sh start-mon`: every OSD re-boots with the new
+# incarnation over mutual TLS (a reconnecting TLS channel that failed its calls fast never
+# finished its handshake, and the OSDs stayed down).
+kill -9 "$(cat "$DIR/mon.pid")"
+bash "$TOOLS/cluster.sh" start-mon --cluster-dir "$DIR" || fail "start-mon failed"
+for id in 0 1 2; do
+  "${MONCTL[@]}" --wait-s 20 wait "$id" up || fail "osd.$id not up again after a monitor restart"
+done
+
 # Garbage on an OSD's messenger port: that connection is dropped, the OSD keeps serving.
 addr=$("$RUNFILES/osd_sim/mon/monctl" --cluster-dir "$DIR" map-json \
   | python3 -c "import json,sys; print([o['addr'] for o in json.load(sys.stdin)['osds'] if o['id']==0][0])")

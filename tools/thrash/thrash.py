@@ -82,23 +82,9 @@ class Run:
         log(f"cluster up in {self.dir} (monitor {self.mon_addr}, 3 OSDs, ms-type {self.a.ms_type})")
 
     def restart_mon(self):
-        # As tools/cluster.sh starts it, on the same address: daemons and clients keep it.
-        log_path = os.path.join(self.dir, "log", "mon.log")
-        p = subprocess.Popen([os.path.join(self.bin, "osd_sim/mon/mon"), "--data-dir",
-                              os.path.join(self.dir, "mon"), "--addr", self.mon_addr,
-                              "--grace-ms", "2000"], stdout=open(log_path, "a"),
-                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             start_new_session=True)
-        with open(os.path.join(self.dir, "mon.pid"), "w") as fh:
-            fh.write(f"{p.pid}\n")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.monctl("status", timeout=10).returncode == 0:
-                return
-            time.sleep(0.2)
-        raise RuntimeError("the monitor did not come back within 30 s")
+        # On the same address, with the cluster's settings: daemons and clients keep it.
+        self.cluster("start-mon")
 
-    # --- workloads ---------------------------------------------------------------------
     def start_writer(self, k):
         ms = self.a.ms_type
         if ms == "both":
