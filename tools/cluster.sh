@@ -14,6 +14,13 @@
 #   tools/cluster.sh start-osd --cluster-dir DIR --id K     (re)starts one OSD with its data
 #   tools/cluster.sh stop-osd --cluster-dir DIR --id K [--kill]   (SIGTERM, or SIGKILL)
 #   tools/cluster.sh start-mon --cluster-dir DIR   restarts the monitor on its address
+#   tools/cluster.sh join --cluster-dir DIR --mon HOST:PORT --id K
+#                         [--public-addr HOST | --public-network CIDR] [--host NAME]
+#                         [--ms-type ...] [--durability ...] [other OSD flags of start]
+#                         starts osd.K on this host in a cluster whose monitor runs
+#                         elsewhere. DIR holds what was copied from the admin host: keyring,
+#                         pki/ca.crt, pki/osd.K.crt and .key (README "Deploy on three hosts").
+#                         start-osd / stop-osd then work on DIR as on a local cluster.
 #
 # Every flag also takes --flag=VALUE; --dir DIR is the old spelling of --cluster-dir DIR.
 # DIR gets mon.addr (host:port of the gRPC monitor), mon.pid, osd.<id>.pid, keyring (when
@@ -48,7 +55,7 @@ CMD=${1:-}; [[ -n "$CMD" && "$CMD" != -h && "$CMD" != --help ]] || usage; shift
 DIR="" OSDS=3 MS_TYPE=tcp DURABILITY=durable AUTH=secret POLLERS=1 POLLER_CPUS="" ID=""
 POLLER_SPIN_US="" POLLER_WAKEUP_US=""
 CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" RDMA_MAX_REG_MB="" RDMA_RING_MIN_KB="" GRACE_MS=3000 KILL=0
-METRICS=0 HOSTS=0
+METRICS=0 HOSTS=0 MON="" PUBLIC_ADDR="" PUBLIC_NETWORK="" HOST_NAME=""
 flags_begin "$@"
 while flags_next; do
   case "$FLAG" in
@@ -71,6 +78,10 @@ while flags_next; do
     --kill) KILL=1 ;;
     --metrics) METRICS=1 ;;
     --hosts) HOSTS=1 ;;
+    --mon) flag_value MON ;;
+    --public-addr) flag_value PUBLIC_ADDR ;;
+    --public-network) flag_value PUBLIC_NETWORK ;;
+    --host) flag_value HOST_NAME ;;
     -h|--help) usage ;;
     *) flag_unknown ;;
   esac
@@ -114,6 +125,30 @@ wait_for() {
   done
 }
 
+write_conf() {  # the settings start-osd / start-mon restart daemons with
+  cat > "$DIR/cluster.conf" <<EOF
+OSDS=$OSDS
+MS_TYPE=$MS_TYPE
+DURABILITY=$DURABILITY
+AUTH=$AUTH
+POLLERS=$POLLERS
+POLLER_CPUS="$POLLER_CPUS"
+POLLER_SPIN_US="$POLLER_SPIN_US"
+POLLER_WAKEUP_US="$POLLER_WAKEUP_US"
+CAPACITY=$CAPACITY
+RING_BYTES="$RING_BYTES"
+RDMA_DEVICE="$RDMA_DEVICE"
+RDMA_MAX_REG_MB="$RDMA_MAX_REG_MB"
+RDMA_RING_MIN_KB="$RDMA_RING_MIN_KB"
+METRICS=$METRICS
+HOSTS=$HOSTS
+GRACE_MS=$GRACE_MS
+PUBLIC_ADDR="$PUBLIC_ADDR"
+PUBLIC_NETWORK="$PUBLIC_NETWORK"
+HOST_NAME="$HOST_NAME"
+EOF
+}
+
 load_conf() {
   [[ -f "$DIR/cluster.conf" ]] || die "$DIR/cluster.conf not found: start the cluster first"
   # shellcheck disable=SC1091
@@ -150,7 +185,10 @@ start_osd() {
   [[ -n "$RDMA_MAX_REG_MB" ]] && args+=(--rdma-max-registered-mb "$RDMA_MAX_REG_MB")
   [[ -n "${RDMA_RING_MIN_KB:-}" ]] && args+=(--rdma-ring-min-kb "$RDMA_RING_MIN_KB")
   if [[ "$AUTH" == secret ]]; then
-    pki_issue "$DIR" "osd.$id" || die "cannot issue the certificate of osd.$id in $DIR/pki"
+    # Issued here on the admin host (DIR has the CA key); copied in on a joined host.
+    if [[ ! -f "$DIR/pki/osd.$id.crt" || ! -f "$DIR/pki/osd.$id.key" ]]; then
+      pki_issue "$DIR" "osd.$id" || die "cannot issue the certificate of osd.$id in $DIR/pki"
+    fi
     args+=(--cluster-dir "$DIR")  # DIR/keyring, and mutual TLS to the monitor with DIR/pki
   else
     args+=(--auth none)
@@ -161,6 +199,9 @@ start_osd() {
     host=$(bind_host "$k")
     args+=(--public-addr "$host" --host "msgr-h$k")
   fi
+  [[ -n "${PUBLIC_ADDR:-}" ]] && { host=$PUBLIC_ADDR; args+=(--public-addr "$PUBLIC_ADDR"); }
+  [[ -n "${PUBLIC_NETWORK:-}" ]] && args+=(--public-network "$PUBLIC_NETWORK")
+  [[ -n "${HOST_NAME:-}" ]] && args+=(--host "$HOST_NAME")
   rm -f "$DIR/osd.$id.metrics.addr"
   if [[ "${METRICS:-0}" == 1 ]]; then
     args+=(--metrics-addr "$host:0" --metrics-addr-file "$DIR/osd.$id.metrics.addr")
@@ -171,7 +212,10 @@ start_osd() {
 }
 
 osd_up() {  # osd_up ID: the monitor reports osd.ID up
-  "$BIN/osd_sim/mon/monctl" --cluster-dir "$DIR" map-json \
+  # As osd.ID (it may read the map): a joined host has no client.admin certificate.
+  local who=()
+  [[ "${AUTH:-secret}" == secret ]] && who=(--entity "osd.$1")
+  "$BIN/osd_sim/mon/monctl" --cluster-dir "$DIR" "${who[@]}" map-json \
     | python3 -c "import json,sys; m=json.load(sys.stdin); sys.exit(0 if any(o['id']==$1 and o['up'] for o in m['osds']) else 1)"
 }
 
@@ -206,24 +250,7 @@ case "$CMD" in
     mkdir -p "$DIR/log" "$DIR/mon" "$DIR/run"
     DIR=$(cd "$DIR" && pwd)
     if alive "$DIR/mon.pid"; then die "a cluster is already running in $DIR (stop it first)"; fi
-    cat > "$DIR/cluster.conf" <<EOF
-OSDS=$OSDS
-MS_TYPE=$MS_TYPE
-DURABILITY=$DURABILITY
-AUTH=$AUTH
-POLLERS=$POLLERS
-POLLER_CPUS="$POLLER_CPUS"
-POLLER_SPIN_US="$POLLER_SPIN_US"
-POLLER_WAKEUP_US="$POLLER_WAKEUP_US"
-CAPACITY=$CAPACITY
-RING_BYTES="$RING_BYTES"
-RDMA_DEVICE="$RDMA_DEVICE"
-RDMA_MAX_REG_MB="$RDMA_MAX_REG_MB"
-RDMA_RING_MIN_KB="$RDMA_RING_MIN_KB"
-METRICS=$METRICS
-HOSTS=$HOSTS
-GRACE_MS=$GRACE_MS
-EOF
+    write_conf
     if [[ "$AUTH" == secret ]]; then
       if [[ ! -f "$DIR/keyring" ]]; then
         (umask 077; echo "key = $(head -c 32 /dev/urandom | base64)" > "$DIR/keyring")
@@ -269,6 +296,28 @@ EOF
     wait_for 20 "osd.$ID metrics" metrics_ready "osd.$ID" \
       || die "osd.$ID does not serve /metrics within 20 s; see $DIR/log/osd.$ID.log"
     echo "osd.$ID up" >&2
+    ;;
+  join)
+    [[ -n "$ID" && "$ID" =~ ^[0-9]+$ ]] || die "join needs --id K"
+    [[ -n "$MON" ]] || die "join needs --mon HOST:PORT (the monitor's address)"
+    [[ $HOSTS == 0 ]] || die "join runs an OSD on this host; --hosts is for local test hosts"
+    mkdir -p "$DIR/log" "$DIR/run"
+    DIR=$(cd "$DIR" && pwd)
+    if [[ "$AUTH" == secret ]]; then
+      for f in keyring pki/ca.crt "pki/osd.$ID.crt" "pki/osd.$ID.key"; do
+        [[ -f "$DIR/$f" ]] && continue
+        if [[ $f == pki/osd.* && -f "$DIR/pki/ca.key" ]]; then continue; fi  # issued below
+        die "no $DIR/$f: copy it from the admin host's cluster directory (make it there with: bash tools/lib/pki.sh issue DIR osd.$ID)"
+      done
+    fi
+    ensure_built
+    echo "$MON" > "$DIR/mon.addr"
+    OSDS=0  # no OSD of this directory is started by `start`; start-osd takes --id
+    write_conf
+    start_osd "$ID"
+    wait_for 60 "osd.$ID up" osd_up "$ID" \
+      || die "osd.$ID did not come up within 60 s; see $DIR/log/osd.$ID.log"
+    echo "osd.$ID joined the cluster of the monitor at $MON" >&2
     ;;
   start-mon)
     DIR=$(cd "$DIR" && pwd)

@@ -14,7 +14,9 @@
 #   8. an rdma client on another host than its OSD (soft provider): a clear error at once;
 #   9. the control plane from another host: without a certificate monctl is refused (the
 #      monitor wants mutual TLS), with a client certificate `out` is refused (needs
-#      client.admin), with the admin's it works.
+#      client.admin), with the admin's it works;
+#  10. `cluster.sh join` on another host, with only the files an operator copies there
+#      (keyring, pki/ca.crt, pki/osd.K.*): the OSD comes up with that host's address.
 # Needs root. Not a Bazel test: the sandbox and the ASan rerun do not fit root network
 # setup. Run by tools/test.sh (step hosts) or by hand: bash tests/tools/hosts_test.sh.
 # Uses bazel-bin (MSGR_BIN) and builds nothing (MSGR_REBUILD=0 is set for the tools).
@@ -199,6 +201,24 @@ if [[ $rc_none == 1 && $out_none == *"requires mutual TLS"* && $rc_bench == 1 &&
   pass control-plane-roles
 else
   fail_case control-plane-roles "no cert: rc $rc_none '$out_none'; client.bench: rc $rc_bench '$out_bench'; admin: rc $rc_admin '$out_admin'"
+fi
+
+# 10. osd.5 joins from host 2 with a directory holding only the copied files.
+JOIN=$DIR/join-h2
+mkdir -p "$JOIN/pki"
+bash "$TOOLS/lib/pki.sh" issue "$DIR" osd.5
+cp "$DIR/keyring" "$JOIN/" && cp "$DIR/pki/ca.crt" "$DIR/pki/osd.5.crt" "$DIR/pki/osd.5.key" "$JOIN/pki/"
+"${HOSTS[@]}" exec 2 bash "$TOOLS/cluster.sh" join --cluster-dir "$JOIN" --mon "$MON" --id 5 \
+  --public-network 198.18.0.0/24 --host msgr-h2 --durability memory >"$DIR/join.log" 2>&1
+rc=$?
+joined=$("${MONCTL[@]}" map-json | python3 -c "import json,sys
+o=[o for o in json.load(sys.stdin)['osds'] if o['id']==5]
+print(o[0]['host'], o[0]['addr'].rsplit(':',1)[0], o[0]['up']) if o else print('absent')")
+bash "$TOOLS/cluster.sh" stop-osd --cluster-dir "$JOIN" --id 5 >/dev/null 2>&1
+if [[ $rc == 0 && $joined == "msgr-h2 198.18.0.3 True" ]]; then
+  pass join-from-another-host
+else
+  fail_case join "rc $rc, map says '$joined': $(tail -3 "$DIR/join.log" | tr '\n' ' ')"
 fi
 
 finish
