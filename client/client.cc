@@ -30,6 +30,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   // The messenger first: an unavailable backend fails before any network traffic.
   ObjecterOptions oo;
   oo.messenger.type = options.ms_type;
+  oo.messenger.ms_mode = options.ms_mode;
   oo.messenger.name = EntityName{EntityType::kClient, options.client_id};
   oo.messenger.auth = options.auth;
   oo.messenger.worker_threads = options.worker_threads;

@@ -43,6 +43,8 @@ namespace msgr::client {
 struct ClientOptions {
   std::string mon_addr;                         // "host:port" of the monitor (required)
   std::string ms_type = "tcp";                  // messenger backend: "tcp" | "rdma"
+  // "crc" or "secure" (tcp only: AES-GCM frames, MessengerOptions::ms_mode); the cluster's.
+  std::string ms_mode = "crc";
   uint64_t client_id = 0;                       // 0: derived from pid and time
   AuthConfig auth = AuthConfig::None();         // must match the cluster's
   // Mutual TLS to the monitor: the cluster directory whose pki/ holds ca.crt and

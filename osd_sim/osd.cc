@@ -164,6 +164,7 @@ absl::Status Osd::Init() {
                    const std::string& counters_name) -> absl::StatusOr<std::string> {
     MessengerOptions mo;
     mo.type = type;
+    mo.ms_mode = options_.ms_mode;
     mo.name = EntityName{EntityType::kOsd, options_.id};
     mo.auth = options_.auth;
     mo.ring_bytes = options_.ring_bytes;

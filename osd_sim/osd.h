@@ -64,6 +64,7 @@ struct OsdOptions {
   absl::Duration poller_wakeup_cost = absl::Microseconds(1000);  // PollerOptions::wakeup_cost
   size_t ring_bytes = kDefaultRingBytes;
   AuthConfig auth;
+  std::string ms_mode = "crc";  // tcp messengers' MessengerOptions::ms_mode: crc | secure
   // How the OSD proves itself to the monitor (mutual TLS as osd.<id> with the cluster PKI,
   // or none).
   mon::ControlAuth mon_auth = mon::ControlAuth::Insecure();

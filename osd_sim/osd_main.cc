@@ -40,7 +40,9 @@ constexpr const char* kUsage =
     "           [--op-complaint-time S]\n"
     "           [--public-addr HOST[:PORT] | --public-network CIDR] [--rdma-port PORT]\n"
     "           [--cluster-addr HOST[:PORT] | --cluster-network CIDR] [--host NAME]\n"
-    "           [--log-level trace|debug|info|warn|error]\n"
+    "           [--ms-mode crc|secure] [--log-level trace|debug|info|warn|error]\n"
+    "  --ms-mode crc|secure      tcp frames crc32c-checked (default) or encrypted and\n"
+    "                            authenticated with AES-GCM (msgr2's secure mode; tcp only)\n"
     "  --cluster-dir DIR         auth secret: the messenger key DIR/keyring and mutual TLS to\n"
     "                            the monitor as osd.N (DIR/pki, made by tools/cluster.sh)\n"
     "  --keyring FILE            the messenger key only (the monitor without TLS)\n"
@@ -96,7 +98,7 @@ int main(int argc, char** argv) {
        "poller-spin-us", "poller-wakeup-us", "ring-bytes", "capacity", "keyring", "auth", "rdma-device", "weight",
        "rdma-max-registered-mb", "rdma-ring-min-kb", "metrics-addr", "metrics-addr-file",
        "op-complaint-time", "public-addr", "public-network", "rdma-port", "cluster-addr",
-       "cluster-network", "host", "cluster-dir", "log-level", "help"});
+       "cluster-network", "host", "cluster-dir", "ms-mode", "log-level", "help"});
   if (!flags.ok()) return Fail(std::string(flags.status().message()));
   if (flags->Has("help")) {
     std::fputs(kUsage, stdout);
@@ -147,6 +149,12 @@ int main(int argc, char** argv) {
     o.ms_types = {ms};
   } else {
     return Fail("--ms-type must be tcp, rdma or both");
+  }
+  o.ms_mode = flags->Get("ms-mode", "crc");
+  if (o.ms_mode != "crc" && o.ms_mode != "secure") return Fail("--ms-mode must be crc or secure");
+  if (o.ms_mode == "secure" && ms != "tcp") {
+    return Fail("--ms-mode secure is tcp-only (one-sided RDMA writes bypass the CPU that would "
+                "decrypt them): use --ms-type tcp, or --ms-mode crc with rdma");
   }
   const std::string dur = flags->Get("durability", "durable");
   if (dur == "durable") {

@@ -8,7 +8,7 @@
 #                          [--capacity BYTES]
 #                          [--ring-bytes BYTES] [--rdma-device soft|IBDEV] [--grace-ms MS]
 #                          [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB]
-#                          [--metrics] [--hosts]
+#                          [--metrics] [--hosts] [--ms-mode crc|secure]
 #   tools/cluster.sh stop --cluster-dir DIR
 #   tools/cluster.sh status --cluster-dir DIR
 #   tools/cluster.sh start-osd --cluster-dir DIR --id K     (re)starts one OSD with its data
@@ -55,7 +55,7 @@ CMD=${1:-}; [[ -n "$CMD" && "$CMD" != -h && "$CMD" != --help ]] || usage; shift
 DIR="" OSDS=3 MS_TYPE=tcp DURABILITY=durable AUTH=secret POLLERS=1 POLLER_CPUS="" ID=""
 POLLER_SPIN_US="" POLLER_WAKEUP_US=""
 CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" RDMA_MAX_REG_MB="" RDMA_RING_MIN_KB="" GRACE_MS=3000 KILL=0
-METRICS=0 HOSTS=0 MON="" PUBLIC_ADDR="" PUBLIC_NETWORK="" HOST_NAME=""
+METRICS=0 HOSTS=0 MS_MODE=crc MON="" PUBLIC_ADDR="" PUBLIC_NETWORK="" HOST_NAME=""
 flags_begin "$@"
 while flags_next; do
   case "$FLAG" in
@@ -78,6 +78,7 @@ while flags_next; do
     --kill) KILL=1 ;;
     --metrics) METRICS=1 ;;
     --hosts) HOSTS=1 ;;
+    --ms-mode) flag_value MS_MODE ;;
     --mon) flag_value MON ;;
     --public-addr) flag_value PUBLIC_ADDR ;;
     --public-network) flag_value PUBLIC_NETWORK ;;
@@ -91,6 +92,7 @@ done
 case "$MS_TYPE" in tcp|rdma|both) ;; *) die "--ms-type must be tcp, rdma or both" ;; esac
 case "$DURABILITY" in durable|buffered|memory) ;; *) die "--durability must be durable, buffered or memory" ;; esac
 case "$AUTH" in secret|none) ;; *) die "--auth must be secret or none" ;; esac
+case "$MS_MODE" in crc|secure) ;; *) die "--ms-mode must be crc or secure" ;; esac
 if [[ $HOSTS == 1 && $CMD == start ]]; then
   [[ $MS_TYPE == tcp ]] || die "--hosts runs on network namespaces, which are tcp-only test hosts (the soft RDMA provider's sockets are per namespace); RDMA between hosts needs the VMs of tools/rxe_vm.sh"
   [[ $(bash "$HOSTS_SH" status | wc -l) -ge 2 ]] || die "--hosts needs test hosts: tools/hosts.sh start N (N >= 2; e.g. 5 for a monitor, 3 OSDs and a client)"
@@ -146,6 +148,7 @@ GRACE_MS=$GRACE_MS
 PUBLIC_ADDR="$PUBLIC_ADDR"
 PUBLIC_NETWORK="$PUBLIC_NETWORK"
 HOST_NAME="$HOST_NAME"
+MS_MODE=$MS_MODE
 EOF
 }
 
@@ -176,7 +179,7 @@ start_osd() {
   mkdir -p "$DIR/osd.$id" "$DIR/run" "$DIR/log"
   local args=(--id "$id" --mon "$(cat "$DIR/mon.addr")" --data-dir "$DIR/osd.$id"
               --run-dir "$DIR/run" --ms-type "$MS_TYPE" --durability "$DURABILITY"
-              --pollers "$POLLERS" --capacity "$CAPACITY")
+              --pollers "$POLLERS" --capacity "$CAPACITY" --ms-mode "${MS_MODE:-crc}")
   [[ -n "$POLLER_CPUS" ]] && args+=(--poller-cpus "$POLLER_CPUS")
   [[ -n "$POLLER_SPIN_US" ]] && args+=(--poller-spin-us "$POLLER_SPIN_US")
   [[ -n "$POLLER_WAKEUP_US" ]] && args+=(--poller-wakeup-us "$POLLER_WAKEUP_US")

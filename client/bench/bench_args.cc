@@ -98,7 +98,7 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
         "--mon", "--ms-type", "-b", "-t", "--seconds", "--count", "--json", "--acked-log",
         "--auth", "--keyring", "--prefix", "--osd-pids", "--cluster-dir", "--oids", "--op-timeout",
         "--mon-timeout", "--rdma-device", "--ms-threads", "--spin-us", "--submit-threads", "--max-objects",
-        "--clients", "--mode"};
+        "--clients", "--mode", "--ms-mode"};
     if (std::find(std::begin(kWithValue), std::end(kWithValue), flag) == std::end(kWithValue)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown argument '", in[i], "'"));
     }
@@ -192,7 +192,7 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
           {"--json", &a.json_path},     {"--acked-log", &a.acked_log},
           {"--keyring", &a.keyring},    {"--prefix", &a.prefix},
           {"--cluster-dir", &a.cluster_dir}, {"--oids", &a.oids_file},
-          {"--rdma-device", &a.rdma_device}};
+          {"--rdma-device", &a.rdma_device}, {"--ms-mode", &a.ms_mode}};
       *strings.at(flag) = value;
     }
   }
@@ -253,6 +253,8 @@ Every --flag takes --flag VALUE or --flag=VALUE.
                    --cluster-dir, also their perf dumps (DIR/run/osd.*.asok) for the
                    spin, crc and copy figures (n/a without, with a line on stderr saying why)
   --op-timeout S   per-op timeout (default 30)   --mon-timeout S  (default 10)
+  --ms-mode crc|secure  tcp frames checked (crc) or encrypted (AES-GCM); default the
+                   cluster's (--cluster-dir DIR's cluster.conf), else crc
   --rdma-device    soft|IBDEV for --ms-type rdma  --ms-threads N  messenger worker threads
   --spin-us US     poll up to US microseconds for a completion before sleeping (default 0
                    = never spin). Saves a futex wake-up per wait when a core is idle; on

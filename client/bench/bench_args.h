@@ -33,6 +33,7 @@ struct BenchArgs {
   bool help = false;
   std::string mon;                   // required
   std::string ms_type = "tcp";
+  std::string ms_mode;  // crc | secure; empty: --cluster-dir's MS_MODE, else crc
   uint64_t object_size = 4u << 20;   // -b
   int concurrency = 16;              // -t
   double seconds = 10;               // 0 = until --count objects

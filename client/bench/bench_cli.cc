@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/bench/bench_args.h"
+#include "client/cli/cluster_options.h"
 #include "client/bench/bench_report.h"
 #include "client/bench/bench_runner.h"
 #include "client/bench/send_pool.h"
@@ -100,6 +101,9 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
   client::ClientOptions co;
   co.mon_addr = a.mon;
   co.ms_type = a.ms_type;
+  co.ms_mode = a.ms_mode;
+  if (co.ms_mode.empty() && !a.cluster_dir.empty()) co.ms_mode = cli::ClusterConf(a.cluster_dir, "MS_MODE");
+  if (co.ms_mode.empty()) co.ms_mode = "crc";
   co.op_timeout = absl::Seconds(a.op_timeout);
   co.mon_timeout = absl::Seconds(a.mon_timeout);
   co.max_in_flight = static_cast<size_t>(a.concurrency) + 16;
@@ -141,6 +145,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
   report.object_size = a.mode == BenchArgs::Mode::kWrite ? a.object_size : 0;
   report.concurrency = a.concurrency;
   report.auth = co.auth.mode == AuthConfig::Mode::kNone ? "none" : "secret";
+  report.ms_mode = co.ms_mode;
 
   // Read the oid list before connecting: a bad path is the user's to fix first.
   std::vector<std::string> oids;

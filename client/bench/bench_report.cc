@@ -136,6 +136,7 @@ nlohmann::json ToJson(const BenchReport& r) {
                  {"checked", r.verify.checked},
                  {"mismatches", r.verify.mismatches}};
   j["auth"] = r.auth;
+  j["ms_mode"] = r.ms_mode;
   j["errors"] = r.run.errors;
   j["clients"] = r.clients;
   j["connect_s"] = OrNull(r.connect_s);
@@ -154,6 +155,7 @@ std::string SummaryText(const BenchReport& r) {
     line("Total time run (s)", absl::StrFormat("%.3f", r.run.seconds));
     line("ms_type", r.ms_type);
     line("Auth", r.auth);
+    line("ms_mode", r.ms_mode);
     line("Object size", absl::StrCat(r.object_size));
     line("Concurrency", absl::StrCat(r.concurrency));
     if (r.clients > 1) line("Clients", absl::StrCat(r.clients));
@@ -188,6 +190,7 @@ std::string SummaryText(const BenchReport& r) {
   } else {
     line("ms_type", r.ms_type);
     line("Auth", r.auth);
+    line("ms_mode", r.ms_mode);
   }
   if (r.verify_enabled) {
     absl::StrAppend(&s, "verify: ", r.verify.checked - std::min(r.verify.checked, r.verify.mismatches),

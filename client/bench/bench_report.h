@@ -41,6 +41,7 @@ struct BenchReport {
   uint64_t object_size = 0;
   int concurrency = 0;
   std::string auth;                 // "none" | "secret"
+  std::string ms_mode = "crc";      // "crc" | "secure"
   WriteRunResult run;               // empty in verify mode
   std::optional<double> osd_cpu_s;  // summed over OSD processes, during the run
   int osd_processes = 0;

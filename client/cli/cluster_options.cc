@@ -75,6 +75,9 @@ absl::StatusOr<client::ClientOptions> ClientOptionsFor(const ClusterFlags& f) {
   if (co.ms_type != "tcp" && co.ms_type != "rdma") {
     return absl::InvalidArgumentError("--ms-type must be tcp or rdma, not " + co.ms_type);
   }
+  co.ms_mode = f.ms_mode;
+  if (co.ms_mode.empty() && !dir.empty()) co.ms_mode = ClusterConf(dir, "MS_MODE");
+  if (co.ms_mode.empty()) co.ms_mode = "crc";
   std::string device = f.rdma_device;
   if (device.empty() && !dir.empty()) device = ClusterConf(dir, "RDMA_DEVICE");
   if (!device.empty()) co.backend_options["rdma_device"] = device;

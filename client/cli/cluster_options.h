@@ -30,6 +30,7 @@ struct ClusterFlags {
   std::string ms_type;      // default: rdma for a cluster started --ms-type rdma, else tcp
   std::string rdma_device;  // default DIR's RDMA_DEVICE
   std::string entity;       // monitor TLS identity when DIR has a PKI (default client.admin)
+  std::string ms_mode;      // crc | secure; default DIR's MS_MODE, else crc
 };
 
 // ClientOptions for a cluster: kUnavailable "no DIR/mon.addr (is the cluster started? ...)"

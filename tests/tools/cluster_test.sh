@@ -172,6 +172,20 @@ bash "$TOOLS/bench.sh" --mon "$MON" --ms-type "$MS_TYPE" --rdma-device "$RDMA_DE
 grep -q "requires mutual TLS" "$DIR/no-auth.out" \
   || fail "bench --auth none: no clear refusal: $(tail -2 "$DIR/no-auth.out")"
 
+# --ms-mode secure against this crc cluster: refused at once, naming both modes (tcp; with
+# rdma the client refuses secure mode itself: it is tcp-only).
+rc=0
+bash "$TOOLS/bench.sh" --mon "$MON" --ms-type "$MS_TYPE" --rdma-device "$RDMA_DEVICE" -b 4K -t 1 \
+  --count 1 --op-timeout 5 --prefix secure --quiet --cluster-dir "$DIR" --ms-mode secure \
+  > "$DIR/secure.out" 2>&1 || rc=$?
+if [[ $MS_TYPE == tcp ]]; then
+  [[ $rc == 1 ]] || fail "bench --ms-mode secure against a crc cluster exited $rc, not 1"
+  grep -q "use the same --ms-mode" "$DIR/secure.out" || fail "no clear ms_mode refusal: $(tail -2 "$DIR/secure.out")"
+else  # a bad combination of arguments: exit 2
+  [[ $rc == 2 ]] || fail "bench --ms-type rdma --ms-mode secure exited $rc, not 2"
+  grep -q "secure mode is tcp-only" "$DIR/secure.out" || fail "rdma + secure not refused: $(tail -2 "$DIR/secure.out")"
+fi
+
 # The bench's per-op, per-role and copy figures on a quiet timed run.
 bash "$TOOLS/bench.sh" --mon "$MON" --ms-type "$MS_TYPE" --rdma-device "$RDMA_DEVICE" -b 4K -t 16 \
   --seconds 2 --cluster-dir "$DIR" --prefix figures --quiet --json "$DIR/figures.json" \
