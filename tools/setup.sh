@@ -19,6 +19,8 @@ PACKAGES=(
   clang libfuzzer-14-dev gnuplot-nox procps iproute2 python3 fio
   # the monitor's control-plane PKI (tools/lib/pki.sh) and its test from a Python gRPC client
   openssl python3-grpcio python3-protobuf
+  # RDMA references run in the Soft-RoCE VMs (tools/rxe_vm_suite.sh --perf)
+  perftest rdmacm-utils
   # tools/install.sh's units checked by systemd-analyze verify (tests/tools/install_test.sh)
   systemd
   # the demo report's check in a real browser (tests/tools/report_test.sh)
