@@ -14,6 +14,7 @@
 #   tools/cluster.sh start-osd --cluster-dir DIR --id K     (re)starts one OSD with its data
 #   tools/cluster.sh stop-osd --cluster-dir DIR --id K [--kill]   (SIGTERM, or SIGKILL)
 #   tools/cluster.sh start-mon --cluster-dir DIR   restarts the monitor on its address
+#   tools/cluster.sh keys --cluster-dir DIR [--osds N]   the keyring and PKI only (for hosts)
 #   tools/cluster.sh join --cluster-dir DIR --mon HOST:PORT --id K
 #                         [--public-addr HOST | --public-network CIDR] [--host NAME]
 #                         [--ms-type ...] [--durability ...] [other OSD flags of start]
@@ -152,6 +153,17 @@ MS_MODE=$MS_MODE
 EOF
 }
 
+# make_keys: the messenger's cluster secret (DIR/keyring) and the control plane's PKI: the
+# cluster CA, the monitor, the admin and the bench clients (each OSD's certificate is
+# issued when it starts, or by `keys --osds N`). Existing files are kept.
+make_keys() {
+  if [[ ! -f "$DIR/keyring" ]]; then
+    (umask 077; echo "key = $(head -c 32 /dev/urandom | base64)" > "$DIR/keyring")
+  fi
+  { pki_init "$DIR" && pki_issue "$DIR" mon && pki_issue "$DIR" client.admin &&
+    pki_issue "$DIR" client.bench; } || die "cannot make the cluster PKI in $DIR/pki"
+}
+
 load_conf() {
   [[ -f "$DIR/cluster.conf" ]] || die "$DIR/cluster.conf not found: start the cluster first"
   # shellcheck disable=SC1091
@@ -254,15 +266,7 @@ case "$CMD" in
     DIR=$(cd "$DIR" && pwd)
     if alive "$DIR/mon.pid"; then die "a cluster is already running in $DIR (stop it first)"; fi
     write_conf
-    if [[ "$AUTH" == secret ]]; then
-      if [[ ! -f "$DIR/keyring" ]]; then
-        (umask 077; echo "key = $(head -c 32 /dev/urandom | base64)" > "$DIR/keyring")
-      fi
-      # The control plane's PKI: the cluster CA, the monitor, the admin and the bench
-      # clients (each OSD's certificate is issued when it starts).
-      { pki_init "$DIR" && pki_issue "$DIR" mon && pki_issue "$DIR" client.admin &&
-        pki_issue "$DIR" client.bench; } || die "cannot make the cluster PKI in $DIR/pki"
-    fi
+    [[ "$AUTH" == secret ]] && make_keys
     rm -f "$DIR/mon.addr" "$DIR/mon.metrics.addr"
     start_mon "$(bind_host 0):0"
     wait_for 20 "monitor address" test -s "$DIR/mon.addr" \
@@ -299,6 +303,14 @@ case "$CMD" in
     wait_for 20 "osd.$ID metrics" metrics_ready "osd.$ID" \
       || die "osd.$ID does not serve /metrics within 20 s; see $DIR/log/osd.$ID.log"
     echo "osd.$ID up" >&2
+    ;;
+  keys)
+    mkdir -p "$DIR"
+    make_keys
+    for ((id = 0; id < OSDS; id++)); do
+      pki_issue "$DIR" "osd.$id" || die "cannot issue the certificate of osd.$id"
+    done
+    echo "keys in $DIR: keyring, pki/ (ca, mon, client.admin, client.bench, osd.0..osd.$((OSDS - 1)))" >&2
     ;;
   join)
     [[ -n "$ID" && "$ID" =~ ^[0-9]+$ ]] || die "join needs --id K"
