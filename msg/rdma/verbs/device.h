@@ -197,7 +197,9 @@ struct PortAttr {
 struct DeviceOptions {
   uint8_t port_num = 1;
   // GID table index (RoCE). -1: env MSGR_RDMA_GID_INDEX if set, else the first RoCEv2
-  // IPv4-mapped GID, else the first RoCEv2 GID, else 0. Ignored by "soft".
+  // IPv4-mapped GID, else the first routable RoCEv2 GID, else a link-local one, else the
+  // first entry; a forced index must name a populated entry (ibverbs/gid_select.h has
+  // the rules). Ignored by "soft".
   int gid_index = -1;
   // "soft" only, for tests: QP asynchronous events are queued this long after the
   // completions they explain (as on HCAs that raise them from a kernel work queue).
