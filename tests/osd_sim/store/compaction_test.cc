@@ -441,7 +441,9 @@ TEST(MemoryCompactionTest, DeadPayloadsAreFreedAtOnce) {
     const std::string oid = "m" + std::to_string(i % 16);
     auto t = Put(**store, oid, 0, Pattern(oid, 4096, i), kTruncate);
     ASSERT_TRUE(t.ok()) << "write " << i << ": " << t.status();
-    if (i % 5 == 0) ASSERT_TRUE((*store)->Delete(oid).ok());
+    if (i % 5 == 0) {
+      ASSERT_TRUE((*store)->Delete(oid).ok());
+    }
   }
   const StoreStats st = (*store)->GetStats();
   EXPECT_LE(st.log_bytes, 16u * 4096) << st.ToString();
