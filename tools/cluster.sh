@@ -116,7 +116,24 @@ osd_host() {
 # bind_host K: the address daemons on test host K bind (loopback without --hosts).
 bind_host() { if [[ "${HOSTS:-0}" == 1 ]]; then bash "$HOSTS_SH" addr "$1"; else echo 127.0.0.1; fi; }
 
-alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# alive PIDFILE: its process runs (a zombie, killed and not yet reaped, does not count).
+alive() {
+  local pid state
+  [[ -f "$1" ]] || return 1
+  pid=$(cat "$1")
+  kill -0 "$pid" 2>/dev/null || return 1
+  state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || echo gone)
+  [[ $state != Z && $state != gone ]]
+}
+# gone_within SECONDS PIDFILE: waits for a process just killed (kill -9 by a test or an
+# operator) to be gone before starting its successor; false if it still runs then.
+gone_within() {
+  local deadline=$((SECONDS + $1))
+  while alive "$2"; do
+    [[ $SECONDS -lt $deadline ]] || return 1
+    sleep 0.1
+  done
+}
 
 # wait_for TIMEOUT_S DESCRIPTION COMMAND...: polls COMMAND until it succeeds.
 wait_for() {
@@ -187,7 +204,7 @@ start_mon() {
 start_osd() {
   local id=$1
   local pidf="$DIR/osd.$id.pid"
-  if alive "$pidf"; then die "osd.$id already running (pid $(cat "$pidf"))"; fi
+  gone_within 10 "$pidf" || die "osd.$id already running (pid $(cat "$pidf"))"
   mkdir -p "$DIR/osd.$id" "$DIR/run" "$DIR/log"
   local args=(--id "$id" --mon "$(cat "$DIR/mon.addr")" --data-dir "$DIR/osd.$id"
               --run-dir "$DIR/run" --ms-type "$MS_TYPE" --durability "$DURABILITY"
@@ -337,7 +354,7 @@ case "$CMD" in
   start-mon)
     DIR=$(cd "$DIR" && pwd)
     load_conf
-    alive "$DIR/mon.pid" && die "the monitor of $DIR is running (pid $(cat "$DIR/mon.pid"))"
+    gone_within 10 "$DIR/mon.pid" || die "the monitor of $DIR is running (pid $(cat "$DIR/mon.pid"))"
     [[ -s "$DIR/mon.addr" ]] || die "no $DIR/mon.addr: start the cluster first"
     start_mon "$(cat "$DIR/mon.addr")"  # the same address: daemons and clients keep it
     wait_for 30 "monitor" "$BIN/osd_sim/mon/monctl" --cluster-dir "$DIR" status \
