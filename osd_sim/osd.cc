@@ -58,6 +58,19 @@ std::pair<uint64_t, std::string> RequestTarget(const Message& m) {
   return {0, ""};
 }
 
+// The bound address is what the map advertises: it must be one peers can dial.
+absl::Status CheckAdvertisable(const char* what, const std::string& addr) {
+  absl::StatusOr<HostPort> hp = ParseHostPort(addr);
+  if (!hp.ok()) return hp.status();
+  if (!IsNumericHost(hp->host) || hp->host == "0.0.0.0" || hp->host == "::") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " address '", addr,
+        "' must be a numeric address of this host that peers can reach (not a name or a "
+        "wildcard); --", what, "-network CIDR picks one"));
+  }
+  return absl::OkStatus();
+}
+
 std::string LocalHostName() {
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
@@ -72,19 +85,9 @@ Osd::~Osd() { Stop(); }
 
 absl::StatusOr<std::unique_ptr<Osd>> Osd::Start(const OsdOptions& options) {
   if (options.ms_types.empty()) return absl::InvalidArgumentError("no messenger type to serve");
-  for (const auto& [what, addr] : {std::pair<const char*, std::string>{"public",
-                                                                       options.public_addr},
-                                   {"cluster", options.cluster_addr}}) {
-    if (addr.empty() && std::string(what) == "cluster") continue;
-    absl::StatusOr<HostPort> hp = ParseHostPort(addr);
-    if (!hp.ok()) return hp.status();
-    if (!IsNumericHost(hp->host) || hp->host == "0.0.0.0" || hp->host == "::") {
-      // The bound address is what the map advertises: it must be one peers can dial.
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " address '", addr,
-          "' must be a numeric address of this host that peers can reach (not a name or a "
-          "wildcard); --", what, "-network CIDR picks one"));
-    }
+  if (absl::Status st = CheckAdvertisable("public", options.public_addr); !st.ok()) return st;
+  if (!options.cluster_addr.empty()) {
+    if (absl::Status st = CheckAdvertisable("cluster", options.cluster_addr); !st.ok()) return st;
   }
   std::unique_ptr<Osd> osd(new Osd(options));
   absl::Status s = osd->Init();

@@ -83,6 +83,32 @@ void RaiseOpenFileLimit() {
   }
 }
 
+// --WHICH-addr HOST[:PORT] or --WHICH-network CIDR (WHICH: public, cluster) as "HOST:PORT"
+// (port 0 when not given); "" when neither flag is there.
+absl::StatusOr<std::string> AddressFromFlags(const msgr::mon::CliFlags& flags,
+                                             const std::string& which) {
+  const std::string addr_flag = which + "-addr", net_flag = which + "-network";
+  if (flags.Has(addr_flag) && flags.Has(net_flag)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("give --", addr_flag, " or --", net_flag, ", not both"));
+  }
+  if (flags.Has(addr_flag)) {
+    auto hp = msgr::ParseHostOptionalPort(flags.Get(addr_flag), 0);
+    if (!hp.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", addr_flag, ": ", hp.status().message()));
+    }
+    return msgr::JoinHostPort(hp->host, hp->port);
+  }
+  if (flags.Has(net_flag)) {
+    auto host = msgr::LocalAddressIn(flags.Get(net_flag));
+    if (!host.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", net_flag, ": ", host.status().message()));
+    }
+    return msgr::JoinHostPort(*host, 0);
+  }
+  return std::string();
+}
+
 volatile std::sig_atomic_t g_stop = 0;
 void OnSignal(int) { g_stop = 1; }
 
@@ -116,24 +142,11 @@ int main(int argc, char** argv) {
   o.mon_addr = flags->Get("mon");
   if (o.mon_addr.empty()) return Fail("--mon HOST:PORT is required");
   o.data_dir = flags->Get("data-dir");
-  for (const auto& [addr_flag, net_flag] :
-       {std::pair<const char*, const char*>{"public-addr", "public-network"},
-        {"cluster-addr", "cluster-network"}}) {
-    std::string* out = std::string(addr_flag) == "public-addr" ? &o.public_addr : &o.cluster_addr;
-    if (flags->Has(addr_flag) && flags->Has(net_flag)) {
-      return Fail(absl::StrCat("give --", addr_flag, " or --", net_flag, ", not both"));
-    }
-    std::string host_port;
-    if (flags->Has(addr_flag)) {
-      auto hp = msgr::ParseHostOptionalPort(flags->Get(addr_flag), 0);
-      if (!hp.ok()) return Fail(absl::StrCat("--", addr_flag, ": ", hp.status().message()));
-      host_port = msgr::JoinHostPort(hp->host, hp->port);
-    } else if (flags->Has(net_flag)) {
-      auto host = msgr::LocalAddressIn(flags->Get(net_flag));
-      if (!host.ok()) return Fail(absl::StrCat("--", net_flag, ": ", host.status().message()));
-      host_port = msgr::JoinHostPort(*host, 0);
-    }
-    if (!host_port.empty()) *out = host_port;
+  for (auto [which, out] : {std::pair<const char*, std::string*>{"public", &o.public_addr},
+                             {"cluster", &o.cluster_addr}}) {
+    auto addr = AddressFromFlags(*flags, which);
+    if (!addr.ok()) return Fail(std::string(addr.status().message()));
+    if (!addr->empty()) *out = *addr;
   }
   {
     auto port = flags->GetUint("rdma-port", 0);
