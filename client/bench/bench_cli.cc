@@ -126,16 +126,15 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     co.auth = *auth;
   }
   if (co.mon_addr.empty()) {  // --cluster-dir DIR alone: the monitor at DIR/mon.addr
-    std::ifstream in(a.cluster_dir + "/mon.addr");
-    if (!std::getline(in, co.mon_addr) || co.mon_addr.empty()) {
-      err << "bench: no " << a.cluster_dir << "/mon.addr (is the cluster started? "
-          << "tools/cluster.sh status --cluster-dir " << a.cluster_dir << ")\n";
+    auto addr = cli::MonAddrFromDir(a.cluster_dir);
+    if (!addr.ok()) {
+      err << "bench: " << addr.status().message() << "\n";
       return kExitFailed;
     }
+    co.mon_addr = *addr;
   }
   // A cluster directory with a PKI means a monitor that wants mutual TLS (as client.bench).
-  if (!keyring.empty() && !a.cluster_dir.empty() &&
-      access((a.cluster_dir + "/pki/ca.crt").c_str(), R_OK) == 0) {
+  if (!keyring.empty() && !a.cluster_dir.empty() && cli::HasPki(a.cluster_dir)) {
     co.mon_pki_dir = a.cluster_dir;
     co.mon_entity = "client.bench";
   }

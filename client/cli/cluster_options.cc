@@ -54,18 +54,28 @@ std::string ClusterConf(const std::string& dir, const std::string& key) {
   return "";
 }
 
+absl::StatusOr<std::string> MonAddrFromDir(const std::string& dir) {
+  std::ifstream in(dir + "/mon.addr");
+  std::string addr;
+  if (!in || !std::getline(in, addr) || addr.empty()) {
+    return absl::UnavailableError(absl::StrCat("no ", dir,
+                                               "/mon.addr (is the cluster started? "
+                                               "tools/cluster.sh status --cluster-dir ",
+                                               dir, ")"));
+  }
+  return addr;
+}
+
+bool HasPki(const std::string& dir) { return access((dir + "/pki/ca.crt").c_str(), R_OK) == 0; }
+
 absl::StatusOr<client::ClientOptions> ClientOptionsFor(const ClusterFlags& f) {
   client::ClientOptions co;
   const std::string& dir = f.cluster_dir;
   co.mon_addr = f.mon;
   if (co.mon_addr.empty() && !dir.empty()) {
-    std::ifstream in(dir + "/mon.addr");
-    if (!in || !std::getline(in, co.mon_addr) || co.mon_addr.empty()) {
-      return absl::UnavailableError(absl::StrCat("no ", dir,
-                                                 "/mon.addr (is the cluster started? "
-                                                 "tools/cluster.sh status --cluster-dir ",
-                                                 dir, ")"));
-    }
+    auto addr = MonAddrFromDir(dir);
+    if (!addr.ok()) return addr.status();
+    co.mon_addr = *addr;
   }
   if (co.mon_addr.empty()) return absl::InvalidArgumentError("pass --cluster-dir DIR or --mon HOST:PORT");
   co.ms_type = f.ms_type;
@@ -93,7 +103,7 @@ absl::StatusOr<client::ClientOptions> ClientOptionsFor(const ClusterFlags& f) {
     co.auth = *auth;
   }
   // A cluster directory with a PKI means a monitor that wants mutual TLS.
-  if (!dir.empty() && access((dir + "/pki/ca.crt").c_str(), R_OK) == 0 && !keyring.empty()) {
+  if (!dir.empty() && HasPki(dir) && !keyring.empty()) {
     co.mon_pki_dir = dir;
     co.mon_entity = f.entity.empty() ? "client.admin" : f.entity;
   }

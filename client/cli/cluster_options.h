@@ -21,6 +21,12 @@ absl::StatusOr<std::vector<std::string>> ParseDashedFlags(int argc, char** argv)
 // if absent.
 std::string ClusterConf(const std::string& dir, const std::string& key);
 
+// The monitor address in DIR/mon.addr; UNAVAILABLE "no DIR/mon.addr (is the cluster
+// started? ...)" when there is none.
+absl::StatusOr<std::string> MonAddrFromDir(const std::string& dir);
+// True if DIR holds a cluster PKI (DIR/pki/ca.crt): its monitor wants mutual TLS.
+bool HasPki(const std::string& dir);
+
 struct ClusterFlags {
   // DIR: DIR/mon.addr, DIR/keyring, DIR/cluster.conf, DIR/pki (monitor TLS, used with the
   // keyring)
