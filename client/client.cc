@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "client/cluster_map.h"
+#include "proto/cluster_map.h"
 #include "osd_sim/mon/control_auth.h"
 #include "osd_sim/mon/mon_client.h"
 #include "proto/osd_protocol.h"
@@ -53,7 +53,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   auto map = (*mon)->GetMap();
   if (!map.ok()) return map.status();
   const std::string ms_type = options.ms_type;
-  (*objecter)->HandleMap(ToPlacementMap(*map, ms_type));
+  (*objecter)->HandleMap(placement::ToPlacementMap(*map, ms_type));
   spdlog::info("client.{}: map epoch {} from monitor {} ({} osds, {} pgs), ms_type {}",
                options.client_id, map->epoch(), options.mon_addr, map->osds_size(),
                map->pg_num(), ms_type);
@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   std::unique_ptr<Client> c(new Client(std::move(options), std::move(*objecter)));
   Objecter* o = c->objecter_.get();
   absl::Status w = (*mon)->Watch(
-      [o, ms_type](const mon::v1::ClusterMap& m) { o->HandleMap(ToPlacementMap(m, ms_type)); });
+      [o, ms_type](const mon::v1::ClusterMap& m) { o->HandleMap(placement::ToPlacementMap(m, ms_type)); });
   if (!w.ok()) return w;
   c->mon_ = std::move(*mon);
   return c;

@@ -6,7 +6,7 @@
 //
 // Create() connects to the monitor (gRPC), fetches the cluster map and follows WatchMap;
 // data goes over the messenger backend chosen by `ms_type` ("tcp" | "rdma"), one lossless
-// connection per OSD, writes as receive-ring records. Placement is client/placement.h,
+// connection per OSD, writes as receive-ring records. Placement is proto/placement.h,
 // the op engine (resends, timeouts, exactly-once completion) client/objecter.h.
 //
 // Errors from Create(): an unknown or unavailable backend (Messenger::Create's message,
@@ -31,8 +31,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/objecter.h"
-#include "client/placement.h"
 #include "msg/messenger.h"
+#include "proto/placement.h"
 
 namespace msgr::mon {
 class MonClient;

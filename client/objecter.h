@@ -52,10 +52,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "client/placement.h"
 #include "msg/messenger.h"
+#include "proto/placement.h"
 
 namespace msgr::client {
+
+// Placement is a contract shared with the OSDs (proto/placement.h); the client names it
+// as its own.
+using placement::kNoOsd;
+using placement::OsdEntry;
+using placement::PlacementMap;
 
 using WriteCallback = std::function<void(absl::Status)>;
 using ReadCallback = std::function<void(absl::StatusOr<std::string>)>;

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "client/placement.h"
+#include "proto/placement.h"
 
 namespace msgr::bench {
 namespace {
@@ -48,7 +48,7 @@ void AppendBody(uint64_t seed, std::string* out, size_t n) {
 }
 
 std::string Header(std::string_view oid, size_t size) {
-  uint64_t h[2] = {static_cast<uint64_t>(size), client::StableHash64(oid)};
+  uint64_t h[2] = {static_cast<uint64_t>(size), placement::StableHash64(oid)};
   return std::string(reinterpret_cast<const char*>(h), kHeaderBytes);
 }
 
@@ -58,7 +58,7 @@ std::string MakePattern(std::string_view oid, size_t size) {
   std::string out;
   out.reserve(size);
   out.append(Header(oid, size), 0, std::min(size, kHeaderBytes));
-  if (size > kHeaderBytes) AppendBody(client::StableHash64(oid), &out, size - kHeaderBytes);
+  if (size > kHeaderBytes) AppendBody(placement::StableHash64(oid), &out, size - kHeaderBytes);
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include "osd_sim/mon/map_format.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -29,6 +30,8 @@ std::string MapToJson(const v1::ClusterMap& map) {
       {"fsid", map.fsid()},
       {"epoch", map.epoch()},
       {"pg_num", map.pg_num()},
+      {"pool_size", std::max<uint32_t>(map.pool_size(), 1)},
+      {"pool_min_size", map.pool_min_size() > 0 ? map.pool_min_size() : 1},
       {"osds", osds},
   };
   return j.dump(2) + "\n";
@@ -40,8 +43,10 @@ std::string MapToTable(const v1::ClusterMap& map) {
     up += o.up() ? 1 : 0;
     in += o.in() ? 1 : 0;
   }
-  std::string out = absl::StrFormat("cluster %s epoch %d pg_num %d\n", map.fsid(),
-                                    map.epoch(), map.pg_num());
+  std::string out = absl::StrFormat(
+      "cluster %s epoch %d pg_num %d pool size %d min_size %d\n", map.fsid(), map.epoch(),
+      map.pg_num(), std::max<uint32_t>(map.pool_size(), 1),
+      map.pool_min_size() > 0 ? map.pool_min_size() : 1);
   absl::StrAppendFormat(&out, "osds: %d total, %d up, %d in\n", map.osds_size(), up, in);
   if (map.osds_size() == 0) return out;
   absl::StrAppendFormat(&out, "%5s  %-12s %-21s %-4s %-3s %7s %8s  %s\n", "ID", "HOST", "ADDR",

@@ -1,7 +1,7 @@
 // `mon`: the monitor daemon. Serves msgr.mon.v1.Monitor over gRPC until SIGTERM/SIGINT.
 //
 //   mon --data-dir DIR [--addr 127.0.0.1:0] [--addr-file FILE] [--grace-ms 5000]
-//       [--heartbeat-ms 1000] [--pg-num 128] [--down-out-ms 0]
+//       [--heartbeat-ms 1000] [--pg-num 128] [--pool-size 1] [--down-out-ms 0]
 //       [--metrics-addr HOST:PORT [--metrics-addr-file FILE]]
 //       [--auth none|secret --cluster-dir DIR [--entity mon]]
 #include <signal.h>
@@ -23,7 +23,8 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: mon --data-dir DIR [--addr HOST:PORT] [--addr-file FILE]\n"
-    "           [--grace-ms N] [--heartbeat-ms N] [--pg-num N] [--down-out-ms N]\n"
+    "           [--grace-ms N] [--heartbeat-ms N] [--pg-num N] [--pool-size N]\n"
+    "           [--pool-min-size N] [--down-out-ms N]\n"
     "           [--metrics-addr HOST:PORT [--metrics-addr-file FILE]]\n"
     "           [--auth none|secret [--cluster-dir DIR] [--entity NAME]]\n"
     "  --data-dir DIR      where the cluster map is kept (required; created if missing)\n"
@@ -32,6 +33,8 @@ constexpr char kUsage[] =
     "  --grace-ms N        heartbeat silence before an OSD is marked down (default 5000)\n"
     "  --heartbeat-ms N    heartbeat interval told to OSDs (default 1000)\n"
     "  --pg-num N          placement groups of a new cluster (default 128)\n"
+    "  --pool-size N       copies of each object in a new cluster's pool (default 1)\n"
+    "  --pool-min-size N   copies a write needs to be acknowledged (default N - N/2)\n"
     "  --down-out-ms N     down this long -> marked out; 0 = never (default 0)\n"
     "  --metrics-addr HOST:PORT  serve Prometheus /metrics there (off by default; PORT or\n"
     "                      :PORT alone = on 127.0.0.1; port 0 = a free port)\n"
@@ -59,7 +62,7 @@ int main(int argc, char** argv) {
 
   auto flags = msgr::mon::CliFlags::Parse(
       argc, argv,
-      {"data-dir", "addr", "addr-file", "grace-ms", "heartbeat-ms", "pg-num", "down-out-ms",
+      {"data-dir", "addr", "addr-file", "grace-ms", "heartbeat-ms", "pg-num", "pool-size", "pool-min-size", "down-out-ms",
        "metrics-addr", "metrics-addr-file", "auth", "cluster-dir", "entity"});
   if (!flags.ok()) return Fail(flags.status());
   if (flags->Has("help")) {
@@ -77,7 +80,9 @@ int main(int argc, char** argv) {
   auto hb = flags->GetUint("heartbeat-ms", 1000);
   auto pg = flags->GetUint("pg-num", 128);
   auto down_out = flags->GetUint("down-out-ms", 0);
-  for (const auto* v : {&grace, &hb, &pg, &down_out}) {
+  auto pool_size = flags->GetUint("pool-size", 1);
+  auto pool_min = flags->GetUint("pool-min-size", 0);
+  for (const auto* v : {&grace, &hb, &pg, &down_out, &pool_size, &pool_min}) {
     if (!v->ok()) return Fail(v->status());
   }
   opts.monitor.grace = absl::Milliseconds(*grace);
@@ -85,6 +90,11 @@ int main(int argc, char** argv) {
   opts.monitor.down_out_interval = absl::Milliseconds(*down_out);
   if (*pg > UINT32_MAX) return Fail(absl::InvalidArgumentError("--pg-num too large"));
   opts.monitor.pg_num = static_cast<uint32_t>(*pg);
+  if (*pool_size > 16 || *pool_min > 16) {
+    return Fail(absl::InvalidArgumentError("--pool-size and --pool-min-size are at most 16"));
+  }
+  opts.monitor.pool_size = static_cast<uint32_t>(*pool_size);
+  opts.monitor.pool_min_size = static_cast<uint32_t>(*pool_min);
   if (flags->Has("metrics-addr-file") && !flags->Has("metrics-addr")) {
     return Fail(absl::InvalidArgumentError("--metrics-addr-file needs --metrics-addr HOST:PORT"));
   }

@@ -55,6 +55,11 @@ absl::StatusOr<std::unique_ptr<MonitorService>> MonitorService::Create(
     MonitorOptions options) {
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data dir is required");
   if (options.pg_num == 0) return absl::InvalidArgumentError("pg_num must be > 0");
+  if (options.pool_size == 0 || options.pool_min_size > options.pool_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "need 1 <= pool min_size (", options.pool_min_size, ") <= pool size (",
+        options.pool_size, ")"));
+  }
   if (options.heartbeat_interval <= absl::ZeroDuration() ||
       options.grace <= options.heartbeat_interval) {
     return absl::InvalidArgumentError(
@@ -74,6 +79,10 @@ absl::StatusOr<std::unique_ptr<MonitorService>> MonitorService::Create(
       spdlog::warn("keeping pg_num {} of the existing cluster (asked for {})", map.pg_num(),
                    options.pg_num);
     }
+    if (std::max<uint32_t>(map.pool_size(), 1) != options.pool_size) {
+      spdlog::warn("keeping pool size {} of the existing cluster (asked for {})",
+                   std::max<uint32_t>(map.pool_size(), 1), options.pool_size);
+    }
     // A new monitor incarnation: nobody has heartbeated to it yet.
     for (v1::OsdInfo& o : *map.mutable_osds()) o.set_up(false);
     map.set_epoch(map.epoch() + 1);
@@ -82,8 +91,12 @@ absl::StatusOr<std::unique_ptr<MonitorService>> MonitorService::Create(
   } else {
     map.set_epoch(1);
     map.set_pg_num(options.pg_num);
+    map.set_pool_size(options.pool_size);
+    map.set_pool_min_size(options.pool_min_size > 0 ? options.pool_min_size
+                                                    : options.pool_size - options.pool_size / 2);
     map.set_fsid(NewFsid());
-    spdlog::info("created cluster {} pg_num {} epoch 1", map.fsid(), map.pg_num());
+    spdlog::info("created cluster {} pg_num {} pool size {} min_size {} epoch 1", map.fsid(),
+                 map.pg_num(), map.pool_size(), map.pool_min_size());
   }
   absl::Status s = SaveMap(options.data_dir, map);
   if (!s.ok()) return s;

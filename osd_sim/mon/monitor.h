@@ -46,6 +46,10 @@ struct MonitorOptions {
   absl::Duration heartbeat_interval = absl::Seconds(1);   // told to OSDs at boot
   absl::Duration down_out_interval = absl::ZeroDuration();  // 0: never auto-out
   uint32_t pg_num = 128;                                  // for a new cluster only
+  // The default pool's copies per object and copies a write needs (0: size - size / 2),
+  // for a new cluster only.
+  uint32_t pool_size = 1;
+  uint32_t pool_min_size = 0;
   // Check every call's entity (the CN of its verified client certificate) against the
   // roles of control_roles.h; refusals are PERMISSION_DENIED, counted in auth_refused.
   // MonServer sets it when it serves over mutual TLS; off, every caller may do anything.

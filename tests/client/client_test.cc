@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "client/cluster_map.h"
+#include "proto/cluster_map.h"
 #include "gtest/gtest.h"
 #include "osd_sim/mon/mon_client.h"
 #include "osd_sim/mon/mon_server.h"
@@ -108,7 +108,7 @@ TEST_F(ClientClusterTest, WritesReadBackAndFollowOutAndIn) {
   ASSERT_TRUE(epoch.ok()) << epoch.status();
   WaitFor([&] { return client.map_epoch() >= *epoch; });
   ASSERT_TRUE(client.Write(oid, std::string(100, 'b')).ok());
-  int moved_to = ToPlacementMap(*env_.admin().GetMap(), "fake").OsdOf(oid);
+  int moved_to = placement::ToPlacementMap(*env_.admin().GetMap(), "fake").OsdOf(oid);
   ASSERT_NE(moved_to, 2);
   EXPECT_EQ(FakeCluster::Get().Object(Addr(moved_to), oid), std::string(100, 'b'));
   EXPECT_EQ(FakeCluster::Get().Object(Addr(2), oid), std::string(10000, 'a'));  // no backfill

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
-#include "client/cluster_map.h"
+#include "proto/cluster_map.h"
 #include "gtest/gtest.h"
 #include "osd_sim/mon/mon_client.h"
 #include "osd_sim/mon/mon_server.h"
@@ -77,7 +77,7 @@ class MonEnv {
     }
     return n;
   }
-  PlacementMap Map() { return ToPlacementMap(*admin_->GetMap(), "fake"); }
+  PlacementMap Map() { return placement::ToPlacementMap(*admin_->GetMap(), "fake"); }
   // An oid whose primary is `osd` in the monitor's current map.
   std::string OidOn(int osd, const std::string& prefix = "obj_") {
     PlacementMap pm = Map();

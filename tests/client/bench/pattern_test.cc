@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "client/placement.h"
+#include "proto/placement.h"
 #include "gtest/gtest.h"
 
 namespace msgr::bench {
@@ -22,8 +22,8 @@ TEST(PatternTest, DeterministicPerOidAndSize) {
 
 // The pattern is a format: objects written by one build are verified by another.
 TEST(PatternTest, ContentsArePinned) {
-  EXPECT_EQ(client::StableHash64(MakePattern("obj_1", 100003)), 743839023709106762u);
-  EXPECT_EQ(client::StableHash64(MakePattern("bench.x.7", 4096)), 8879359204046184183u);
+  EXPECT_EQ(placement::StableHash64(MakePattern("obj_1", 100003)), 743839023709106762u);
+  EXPECT_EQ(placement::StableHash64(MakePattern("bench.x.7", 4096)), 8879359204046184183u);
 }
 
 TEST(PatternTest, BlocksDifferWithinAnObject) {

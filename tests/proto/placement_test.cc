@@ -1,13 +1,14 @@
-#include "client/placement.h"
+#include "proto/placement.h"
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
-namespace msgr::client {
+namespace msgr::placement {
 namespace {
 
 std::vector<OsdEntry> EqualOsds(int n) {
@@ -134,5 +135,84 @@ TEST(PlacementTest, DeterministicAndIndependentOfOsdOrder) {
   }
 }
 
+
+TEST(ActingSetTest, DistinctMembersLedByTheSingleCopyChoice) {
+  auto osds = EqualOsds(5);
+  PlacementMap one = PlacementMap::Build(1, 512, osds);
+  PlacementMap three = PlacementMap::Build(1, 512, osds, PoolSize{3, 2});
+  EXPECT_EQ(three.pool().size, 3u);
+  EXPECT_EQ(three.pool().min_size, 2u);
+  std::map<int, int> members;
+  for (uint32_t pg = 0; pg < 512; ++pg) {
+    const std::vector<int>& acting = three.ActingOfPg(pg);
+    ASSERT_EQ(acting.size(), 3u) << "pg " << pg;
+    EXPECT_EQ(std::set<int>(acting.begin(), acting.end()).size(), 3u) << "pg " << pg;
+    // The best-scoring OSD leads: size 1 and size 3 agree on the primary.
+    EXPECT_EQ(acting[0], one.OsdOfPg(pg));
+    EXPECT_EQ(three.OsdOfPg(pg), acting[0]);
+    for (int id : acting) ++members[id];
+  }
+  // Every OSD carries a fair share of the 1,536 copies (307 each on average).
+  for (const auto& [id, n] : members) EXPECT_GT(n, 200) << "osd." << id;
+  EXPECT_EQ(members.size(), 5u);
+}
+
+TEST(ActingSetTest, FewerOsdsThanCopiesGivesWhatThereIs) {
+  PlacementMap m = PlacementMap::Build(1, 16, EqualOsds(2), PoolSize{3, 2});
+  for (uint32_t pg = 0; pg < 16; ++pg) EXPECT_EQ(m.ActingOfPg(pg).size(), 2u);
+  EXPECT_TRUE(m.ActingOfPg(16).empty());
+}
+
+TEST(ActingSetTest, TheFirstMemberThatIsUpIsThePrimary) {
+  auto osds = EqualOsds(4);
+  PlacementMap all_up = PlacementMap::Build(1, 64, osds, PoolSize{3, 2});
+  const std::vector<int> acting = all_up.ActingOfPg(7);
+  osds[acting[0]].up = false;
+  PlacementMap first_down = PlacementMap::Build(2, 64, osds, PoolSize{3, 2});
+  // Down but in: the set is unchanged, the next member serves.
+  EXPECT_EQ(first_down.ActingOfPg(7), acting);
+  EXPECT_EQ(first_down.OsdOfPg(7), acting[1]);
+  for (int id : acting) osds[id].up = false;
+  PlacementMap all_down = PlacementMap::Build(3, 64, osds, PoolSize{3, 2});
+  EXPECT_EQ(all_down.OsdOfPg(7), acting[0]);  // ops wait for the first member
+}
+
+TEST(ActingSetTest, AnOsdLeavingOnlyReplacesItself) {
+  auto osds = EqualOsds(6);
+  PlacementMap before = PlacementMap::Build(1, 512, osds, PoolSize{3, 2});
+  osds[4].in = false;
+  PlacementMap after = PlacementMap::Build(2, 512, osds, PoolSize{3, 2});
+  for (uint32_t pg = 0; pg < 512; ++pg) {
+    std::vector<int> kept;
+    for (int id : before.ActingOfPg(pg)) {
+      if (id != 4) kept.push_back(id);
+    }
+    std::vector<int> now = after.ActingOfPg(pg);
+    // The members that stayed keep their order; at most the last place is new.
+    ASSERT_GE(now.size(), kept.size());
+    EXPECT_EQ(std::vector<int>(now.begin(), now.begin() + kept.size()), kept) << "pg " << pg;
+  }
+}
+
+TEST(ActingSetTest, CopiesGoToDistinctHostsWhileThereAreHosts) {
+  auto osds = EqualOsds(6);
+  for (auto& o : osds) o.host = absl::StrCat("h", o.id / 2);  // three hosts, two OSDs each
+  PlacementMap m = PlacementMap::Build(1, 256, osds, PoolSize{3, 2});
+  for (uint32_t pg = 0; pg < 256; ++pg) {
+    std::set<int> hosts;
+    for (int id : m.ActingOfPg(pg)) hosts.insert(id / 2);
+    EXPECT_EQ(hosts.size(), 3u) << "pg " << pg;
+  }
+  // Two hosts for three copies: both hosts used, the third copy on one of them.
+  for (auto& o : osds) o.host = absl::StrCat("h", o.id % 2);
+  PlacementMap two = PlacementMap::Build(2, 256, osds, PoolSize{3, 2});
+  for (uint32_t pg = 0; pg < 256; ++pg) {
+    std::set<int> hosts;
+    for (int id : two.ActingOfPg(pg)) hosts.insert(id % 2);
+    EXPECT_EQ(two.ActingOfPg(pg).size(), 3u);
+    EXPECT_EQ(hosts.size(), 2u) << "pg " << pg;
+  }
+}
+
 }  // namespace
-}  // namespace msgr::client
+}  // namespace msgr::placement

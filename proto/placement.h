@@ -1,4 +1,4 @@
-// Object placement: oid -> placement group (pg) -> OSD, as Ceph does with one copy.
+// Object placement: oid -> placement group (pg) -> acting set of OSDs, as Ceph does.
 //
 //   oid -> pg   StableHash64(oid) mod pg_num. The hash is defined here (FNV-1a then a
 //               splitmix64 finalizer), not std::hash, so every process and every build
@@ -8,18 +8,24 @@
 //               ln(u) / weight; the highest score wins. Taking an OSD out (or adding
 //               one) only moves the PGs that it held (or wins); every other PG stays put.
 //               An OSD that is down but still in keeps its PGs: writes to it wait.
+//   pg  -> acting set  with a pool size N > 1: the N best-scoring OSDs, one per host while
+//               hosts remain (a host is a failure domain; an OSD without a host name is a
+//               host of its own), then the best of the rest. Rendezvous keeps it stable:
+//               an OSD leaving only replaces itself in the sets it was in. The first
+//               member that is up is the PG's primary: clients send it every op, it
+//               forwards writes to the other members.
 //
 // Thread-safety: the free functions are pure. PlacementMap is immutable after Build()
 // and may be shared between threads without locking.
-#ifndef MSGR_CLIENT_PLACEMENT_H_
-#define MSGR_CLIENT_PLACEMENT_H_
+#ifndef MSGR_PROTO_PLACEMENT_H_
+#define MSGR_PROTO_PLACEMENT_H_
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace msgr::client {
+namespace msgr::placement {
 
 inline constexpr int kNoOsd = -1;
 
@@ -38,36 +44,56 @@ struct OsdEntry {
   double weight = 1.0;    // relative share of PGs
   uint64_t up_from = 0;   // epoch it last came up: a new value means a new incarnation
   std::vector<std::string> ms_types;  // messenger backends it serves (empty: unknown)
+  std::string host;       // failure domain (empty: its own)
+  std::string cluster_addr;  // where OSD peers reach it (empty: addr)
 };
 
 // pg -> osd id over `osds` (straw2 draw among those in with weight > 0), or kNoOsd.
 int PgToOsd(uint32_t pg, const std::vector<OsdEntry>& osds);
 
-// A cluster map epoch with its pg -> osd table precomputed.
+// pg -> its acting set: up to `size` distinct OSD ids, best first (see above). Fewer
+// when fewer OSDs are in. PgToOsds(pg, osds, 1) == {PgToOsd(pg, osds)}.
+std::vector<int> PgToOsds(uint32_t pg, const std::vector<OsdEntry>& osds, uint32_t size);
+
+// How many copies the (default) pool keeps, and how many must be written for a write to
+// be acknowledged (Ceph's size and min_size).
+struct PoolSize {
+  uint32_t size = 1;
+  uint32_t min_size = 1;
+};
+
+// A cluster map epoch with its pg -> acting set table precomputed.
 class PlacementMap {
  public:
   PlacementMap() = default;
-  // REQUIRES: pg_num > 0. OSD ids must be unique.
-  static PlacementMap Build(uint64_t epoch, uint32_t pg_num, std::vector<OsdEntry> osds);
+  // REQUIRES: pg_num > 0, 1 <= pool.min_size <= pool.size. OSD ids must be unique.
+  static PlacementMap Build(uint64_t epoch, uint32_t pg_num, std::vector<OsdEntry> osds,
+                            PoolSize pool = {});
 
   uint64_t epoch() const { return epoch_; }
   uint32_t pg_num() const { return pg_num_; }
+  PoolSize pool() const { return pool_; }
   const std::vector<OsdEntry>& osds() const { return osds_; }
 
   uint32_t PgOf(std::string_view oid) const { return ObjectToPg(oid, pg_num_); }
-  // The primary (only) OSD of `pg`, or kNoOsd when no OSD is in.
-  int OsdOfPg(uint32_t pg) const { return pg < pg_to_osd_.size() ? pg_to_osd_[pg] : kNoOsd; }
+  // The primary of `pg` (its first acting member that is up, else its first member: ops
+  // wait for it), or kNoOsd when no OSD is in.
+  int OsdOfPg(uint32_t pg) const { return pg < primary_.size() ? primary_[pg] : kNoOsd; }
   int OsdOf(std::string_view oid) const { return OsdOfPg(PgOf(oid)); }
+  // The acting set of `pg`, best first (empty when no OSD is in or pg >= pg_num).
+  const std::vector<int>& ActingOfPg(uint32_t pg) const;
   // The entry for OSD `id`, or nullptr when the map does not know it.
   const OsdEntry* Find(int id) const;
 
  private:
   uint64_t epoch_ = 0;
   uint32_t pg_num_ = 0;
+  PoolSize pool_;
   std::vector<OsdEntry> osds_;
-  std::vector<int> pg_to_osd_;
+  std::vector<std::vector<int>> acting_;
+  std::vector<int> primary_;
 };
 
-}  // namespace msgr::client
+}  // namespace msgr::placement
 
-#endif  // MSGR_CLIENT_PLACEMENT_H_
+#endif  // MSGR_PROTO_PLACEMENT_H_
