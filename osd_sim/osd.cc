@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "msg/base/net_addr.h"
 #include "nlohmann/json.hpp"
+#include "proto/cluster_map.h"
 #include "proto/osd_protocol.h"
 #include "spdlog/spdlog.h"
 
@@ -209,6 +210,19 @@ absl::Status Osd::Init() {
   }
   boot.set_host(options_.host_name.empty() ? LocalHostName() : options_.host_name);
 
+  // Replication sessions go out on the cluster messenger, else the public tcp one (the
+  // map's cluster address is then the public address), else the first one served.
+  Messenger* peer_messenger = messengers_.back().get();
+  if (options_.cluster_addr.empty()) {
+    for (size_t i = 0; i < options_.ms_types.size(); ++i) {
+      if (options_.ms_types[i] == "tcp") peer_messenger = messengers_[i].get();
+    }
+  }
+  replicator_ = std::make_unique<Replicator>(ReplicatorOptions{options_.id}, peer_messenger);
+  registry_.Add({"replication", -1, [this] {
+                   return std::vector{replicator_->counters().Group("replication")};
+                 }});
+
   if (!options_.run_dir.empty()) {
     auto admin = AdminSocket::Create(absl::StrCat(options_.run_dir, "/", me, ".asok"));
     if (!admin.ok()) return admin.status();
@@ -239,6 +253,10 @@ absl::Status Osd::Init() {
   auto reply = mon_->BootOsd(boot);
   if (!reply.ok()) return reply.status();
   spdlog::info("{}: booted at map epoch {}", me, reply->epoch());
+  absl::Status watch = mon_->Watch([this](const mon::v1::ClusterMap& map) {
+    replicator_->HandleMap(placement::ToPlacementMap(map, "tcp"));
+  });
+  if (!watch.ok()) return watch;
   return mon_->StartHeartbeats(boot, [me](const mon::v1::BootOsdReply& r) {
     spdlog::info("{}: re-booted with the monitor at epoch {}", me, r.epoch());
   });
@@ -247,6 +265,7 @@ absl::Status Osd::Init() {
 void Osd::Stop() {
   if (stopped_.exchange(true)) return;
   mon_.reset();  // stop heartbeats first: the monitor marks us down after its grace
+  if (replicator_) replicator_->Stop();  // forwards not yet acknowledged fail their writes
   for (auto& m : messengers_) m->Shutdown();
   // The pollers stop (after in-flight records, bounded); the store then flushes and fires
   // what is still pending into them, so they are destroyed only after the store.
@@ -409,6 +428,7 @@ void Osd::IgnoreMalformed(const ConnectionRef& conn, const absl::Status& why) {
 }
 
 void Osd::OnReset(const ConnectionRef& conn, const absl::Status& why) {
+  if (replicator_ && replicator_->OnReset(conn, why)) return;
   ++resets_;
   spdlog::info("osd.{}: connection from {} reset: {}", options_.id, conn->peer_addr(),
                why.ToString());
@@ -417,6 +437,12 @@ void Osd::OnReset(const ConnectionRef& conn, const absl::Status& why) {
 
 void Osd::OnRemoteReset(const ConnectionRef& conn) {
   spdlog::info("osd.{}: {} started a new session", options_.id, conn->peer_addr());
+  // A replica that restarted lost what it had not acknowledged on the old session.
+  if (replicator_) replicator_->OnReset(conn, absl::AbortedError("the replica restarted"));
+}
+
+void Osd::OnRecordsAcked(const ConnectionRef& conn, absl::Span<const RecordAck> acks) {
+  if (replicator_) replicator_->OnRecordsAcked(conn, acks);
 }
 
 static_assert(std::is_same_v<PersistCallback, store::DurableCallback>,
@@ -430,6 +456,14 @@ absl::StatusOr<uint32_t> Osd::Persist(const RecordView& rec, const WritePart& pa
   uint32_t flags = (h.flags & kRecordFlagTruncate) ? store::kTruncate : 0;
   // The store calls `done` only if it took the record; its error is returned instead.
   if (options_.durable_hook) done = options_.durable_hook(std::move(done));
+  // As a PG's primary (a client's record, pool size > 1): `done` waits for the replicas.
+  std::shared_ptr<Replicator::Write> replicated;
+  if (!part.from_osd && replicator_ && replicator_->replicating()) {
+    auto w = replicator_->Begin(rec, std::move(done));
+    if (!w.ok()) return w.status();
+    replicated = std::move(*w);
+    done = replicator_->LocalCallback(replicated);
+  }
   absl::StatusOr<uint64_t> ticket;
   switch (part.kind) {
     case WritePart::Kind::kWhole:
@@ -448,14 +482,25 @@ absl::StatusOr<uint32_t> Osd::Persist(const RecordView& rec, const WritePart& pa
       if (!ticket.ok() && part.write_id != 0) store_->AbortWrite(oid, part.write_id);
       break;
   }
-  if (!ticket.ok()) return ticket.status();
-  return part.kind == WritePart::Kind::kFirst ? store::WriteIdOf(*ticket) : part.write_id;
+  if (!ticket.ok()) {
+    if (replicated) replicator_->Cancel(replicated);
+    return ticket.status();
+  }
+  const uint32_t write_id =
+      part.kind == WritePart::Kind::kFirst ? store::WriteIdOf(*ticket) : part.write_id;
+  if (replicated) {
+    WritePart forwarded = part;
+    forwarded.write_id = write_id;
+    replicator_->Forward(replicated, rec, forwarded);
+  }
+  return write_id;
 }
 
 void Osd::AbortWrite(std::string_view oid, uint32_t write_id) {
   spdlog::info("osd.{}: dropping the unfinished write of several records of '{}'",
                options_.id, std::string(oid));
   store_->AbortWrite(oid, write_id);
+  if (replicator_) replicator_->AbortWrite(write_id);
 }
 
 OsdCounters Osd::Counters() const {

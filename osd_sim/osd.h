@@ -5,6 +5,10 @@
 //   client --(tcp | rdma: ring records)--> RecvRing --Poller--> ObjectStore --> disk
 //          <------------- ring credit (OnRecordsAcked) --------------'
 //
+// With a pool size N > 1 it is the primary of some PGs and a replica of others: as
+// primary it forwards each client write to the PG's other members (osd_sim/replicator.h)
+// and acknowledges it once they have it too.
+//
 // It also serves reads (whole or ranges), stats, deletes and listings of its objects,
 // registers and heartbeats with the monitor, and exposes `perf dump`, `dump_sessions` and
 // `dump_ops_in_flight` on an admin socket in its run dir (run/osd.<id>.asok).
@@ -31,6 +35,7 @@
 #include "osd_sim/mon/control_auth.h"
 #include "osd_sim/mon/mon_client.h"
 #include "osd_sim/poller.h"
+#include "osd_sim/replicator.h"
 #include "osd_sim/store/object_store.h"
 
 namespace msgr::osd {
@@ -132,6 +137,7 @@ class Osd : public Dispatcher, public RecordSink {
   void OnMessage(const ConnectionRef& conn, Message m) override;
   void OnReset(const ConnectionRef& conn, const absl::Status& why) override;
   void OnRemoteReset(const ConnectionRef& conn) override;
+  void OnRecordsAcked(const ConnectionRef& conn, absl::Span<const RecordAck> acks) override;
 
   // RecordSink
   absl::StatusOr<uint32_t> Persist(const RecordView& rec, const WritePart& part,
@@ -160,6 +166,8 @@ class Osd : public Dispatcher, public RecordSink {
   std::vector<std::unique_ptr<Messenger>> messengers_;
   std::map<std::string, std::string> addrs_;
   std::unique_ptr<mon::MonClient> mon_;
+  // Forwards client writes to the PG's other members (pool size > 1); set in Init().
+  std::unique_ptr<Replicator> replicator_;
   std::unique_ptr<AdminSocket> admin_;
   std::atomic<uint64_t> next_poller_{0};
   std::atomic<uint64_t> reads_{0}, read_errors_{0}, rings_attached_{0}, resets_{0};

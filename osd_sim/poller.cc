@@ -44,7 +44,8 @@ struct Poller::RingState {
   RingState(ConnectionRef c, std::shared_ptr<RecvRing> r)
       : conn(std::move(c)),
         ring(std::move(r)),
-        consumer(ring->base(), ring->bytes(), ring->first_seq()) {}
+        consumer(ring->base(), ring->bytes(), ring->first_seq()),
+        from_osd(conn->peer_name().type == EntityType::kOsd) {}
   ConnectionRef conn;
   std::shared_ptr<RecvRing> ring;
   RingConsumer consumer;
@@ -52,6 +53,7 @@ struct Poller::RingState {
   // holds a pointer to it) until Complete pops it, and steady state allocates nothing.
   std::deque<Pending> pending;
   std::vector<OpenWrite> open_writes;            // few: one per large write in flight
+  const bool from_osd;    // the producer is a peer OSD (WritePart::from_osd)
   bool removing = false;  // no more polling; erased once pending is empty
 };
 
@@ -319,6 +321,7 @@ bool Poller::PollRing(RingState* r, uint64_t now_ns) {
     p->oid = rec.oid;
     p->oid_len = rec.header->oid_len;
     WritePart part;
+    part.from_osd = r->from_osd;
     std::string why;
     if (!ClassifyPart(r, rec, &part, &why)) {
       ++counters_.orphan_parts;

@@ -48,6 +48,9 @@ struct WritePart {
   enum class Kind { kWhole, kFirst, kMiddle, kLast };
   Kind kind = Kind::kWhole;
   uint32_t write_id = 0;  // kMiddle / kLast: what Persist returned for the first part
+  // The record came from another OSD (a primary forwarding it to this replica), not from
+  // a client: it is stored, never forwarded again.
+  bool from_osd = false;
 };
 
 // Told once whether a record is durable (OK) or why it never will be. The same type as

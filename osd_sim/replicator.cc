@@ -1,0 +1,390 @@
+#include "osd_sim/replicator.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "msg/ring/ring_format.h"
+#include "spdlog/spdlog.h"
+
+namespace msgr::osd {
+namespace {
+
+// A write of several records takes a block of this many forward tids, so that its parts
+// keep consecutive tids on a peer session that carries other records in between (the
+// replica's poller matches a part to its write by oid and next tid).
+constexpr uint64_t kPartTidBlock = uint64_t{1} << 20;
+
+}  // namespace
+
+// One client record's replication: the local copy plus one copy per replica peer.
+class Replicator::Write {
+ public:
+  Write(PersistCallback done, int outstanding, uint32_t size, uint32_t min_size,
+        std::vector<int> peers, std::atomic<uint64_t>* degraded)
+      : done_(std::move(done)),
+        outstanding_(outstanding),
+        size_(size),
+        min_size_(min_size),
+        peers_(std::move(peers)),
+        degraded_(degraded) {}
+
+  const std::vector<int>& peers() const { return peers_; }
+
+  // One copy is through (the local one when `local`); the last one runs `done`.
+  void Finish(bool local, const absl::Status& s) {
+    PersistCallback done;
+    absl::Status result;
+    {
+      absl::MutexLock l(&mu_);
+      if (s.ok()) {
+        ++copies_;
+      } else if (local) {
+        local_ = s;
+      }
+      if (--outstanding_ > 0) return;
+      if (!local_.ok()) {
+        result = local_;
+      } else if (copies_ < min_size_) {
+        result = absl::UnavailableError(absl::StrCat(
+            "only ", copies_, " of ", size_, " copies written (min_size ", min_size_, ")"));
+      } else if (copies_ < size_) {
+        degraded_->fetch_add(1, std::memory_order_relaxed);
+      }
+      done = std::move(done_);
+    }
+    if (done) done(std::move(result));
+  }
+
+ private:
+  absl::Mutex mu_;
+  PersistCallback done_ ABSL_GUARDED_BY(mu_);
+  int outstanding_ ABSL_GUARDED_BY(mu_);
+  uint32_t copies_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status local_ ABSL_GUARDED_BY(mu_);
+  const uint32_t size_;
+  const uint32_t min_size_;
+  const std::vector<int> peers_;
+  std::atomic<uint64_t>* const degraded_;
+};
+
+// One record on its way to one peer.
+struct Replicator::Item {
+  std::shared_ptr<Write> write;
+  RecordDesc desc;
+  std::string_view payload;  // ring memory of the client's ring, valid until write's done
+  bool copying = false;      // the sender is inside WriteRecord with it (under mu_)
+  bool resolved = false;     // under mu_
+};
+
+struct Replicator::Peer {
+  int id = 0;
+  std::string addr;
+  uint64_t up_from = 0;
+  ConnectionRef conn;
+  std::deque<std::shared_ptr<Item>> queue;                        // not yet sent
+  std::unordered_map<uint64_t, std::shared_ptr<Item>> in_flight;  // sent, by forward tid
+  uint64_t next_tid = 1;
+  // write_id -> (forward tid of its first part, client tid of its first part)
+  std::unordered_map<uint32_t, std::pair<uint64_t, uint64_t>> parts;
+  absl::CondVar cv;
+  bool closing = false;
+  std::thread thread;
+};
+
+Replicator::Replicator(const ReplicatorOptions& options, Messenger* messenger)
+    : options_(options), messenger_(messenger) {}
+
+Replicator::~Replicator() { Stop(); }
+
+void Replicator::Stop() {
+  {
+    absl::MutexLock l(&mu_);
+    stopped_ = true;
+    while (!peers_.empty()) DropPeerLocked(peers_.begin()->first, "the OSD is stopping");
+  }
+  ReapRetired();
+}
+
+void Replicator::HandleMap(placement::PlacementMap map) {
+  {
+    absl::MutexLock l(&mu_);
+    pool_size_.store(map.pool().size, std::memory_order_relaxed);
+    auto next = std::make_shared<const placement::PlacementMap>(std::move(map));
+    std::vector<std::pair<int, std::string>> drop;
+    for (const auto& [id, peer] : peers_) {
+      const placement::OsdEntry* e = next->Find(id);
+      if (e == nullptr || !e->up) {
+        drop.emplace_back(id, absl::StrCat("osd.", id, " is down in map epoch ", next->epoch()));
+      } else if (e->up_from != peer->up_from) {
+        drop.emplace_back(id, absl::StrCat("osd.", id, " restarted (up from epoch ", e->up_from,
+                                           ")"));
+      }
+    }
+    for (const auto& [id, why] : drop) DropPeerLocked(id, why);
+    map_ = std::move(next);
+  }
+  ReapRetired();
+}
+
+absl::StatusOr<std::shared_ptr<Replicator::Write>> Replicator::Begin(const RecordView& rec,
+                                                                     PersistCallback done) {
+  const std::string_view oid(rec.oid, rec.header->oid_len);
+  absl::MutexLock l(&mu_);
+  if (stopped_ || map_ == nullptr) return absl::UnavailableError("the OSD has no map yet");
+  const uint32_t pg = map_->PgOf(oid);
+  const placement::PoolSize pool = map_->pool();
+  std::vector<int> peers;
+  std::string down;
+  for (int id : map_->ActingOfPg(pg)) {
+    if (id == static_cast<int>(options_.self)) continue;
+    const placement::OsdEntry* e = map_->Find(id);
+    if (e != nullptr && e->up) {
+      peers.push_back(id);
+    } else {
+      absl::StrAppend(&down, down.empty() ? "" : ", ", "osd.", id);
+    }
+  }
+  const uint32_t possible = 1 + static_cast<uint32_t>(peers.size());
+  if (possible < pool.min_size) {
+    ++counters_.writes_below_min_size;
+    return absl::UnavailableError(absl::StrCat(
+        "pg ", pg, " of '", std::string(oid), "': ", possible, " of ", pool.size,
+        " copies can be written, min_size is ", pool.min_size, " (down: ", down,
+        "); the write waits for them"));
+  }
+  ++counters_.writes_replicated;
+  const int outstanding = 1 + static_cast<int>(peers.size());
+  return std::make_shared<Write>(std::move(done), outstanding, pool.size, pool.min_size,
+                                 std::move(peers), &degraded_);
+}
+
+PersistCallback Replicator::LocalCallback(const std::shared_ptr<Write>& w) {
+  return [w](absl::Status s) { w->Finish(/*local=*/true, s); };
+}
+
+void Replicator::Cancel(const std::shared_ptr<Write>& w) {
+  // The store refused the record: the poller acks it with the store's error, and `done`
+  // must never run. Nothing was queued; dropping our reference is all.
+  (void)w;
+}
+
+void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
+                         const WritePart& part) {
+  const RecordHeader& h = *rec.header;
+  std::vector<std::shared_ptr<Item>> lost;
+  {
+    absl::MutexLock l(&mu_);
+    for (int id : w->peers()) {
+      auto item = std::make_shared<Item>();
+      item->write = w;
+      item->payload = std::string_view(reinterpret_cast<const char*>(rec.payload), h.payload_len);
+      Peer* peer = stopped_ ? nullptr : PeerLocked(id);
+      if (peer == nullptr) {
+        lost.push_back(std::move(item));
+        continue;
+      }
+      item->desc.oid.assign(rec.oid, h.oid_len);
+      item->desc.object_offset = h.object_offset;
+      item->desc.flags = h.flags & (kRecordFlagTruncate | kRecordFlagLast);
+      switch (part.kind) {
+        case WritePart::Kind::kWhole:
+          item->desc.tid = peer->next_tid++;
+          break;
+        case WritePart::Kind::kFirst: {
+          const uint64_t base = (peer->next_tid + kPartTidBlock - 1) / kPartTidBlock * kPartTidBlock;
+          peer->next_tid = base + kPartTidBlock;
+          peer->parts[part.write_id] = {base, h.tid};
+          item->desc.tid = base;
+          break;
+        }
+        case WritePart::Kind::kMiddle:
+        case WritePart::Kind::kLast: {
+          auto it = peer->parts.find(part.write_id);
+          if (it == peer->parts.end() || h.tid - it->second.second >= kPartTidBlock) {
+            // Its first part went to an earlier session with this peer (since dropped):
+            // the replica cannot complete the write.
+            lost.push_back(std::move(item));
+            continue;
+          }
+          item->desc.tid = it->second.first + (h.tid - it->second.second);
+          if (part.kind == WritePart::Kind::kLast) peer->parts.erase(it);
+          break;
+        }
+      }
+      peer->queue.push_back(std::move(item));
+      peer->cv.Signal();
+    }
+    counters_.replica_failures += lost.size();
+  }
+  for (auto& item : lost) item->write->Finish(/*local=*/false, absl::UnavailableError("lost"));
+}
+
+void Replicator::AbortWrite(uint32_t write_id) {
+  absl::MutexLock l(&mu_);
+  for (auto& [id, peer] : peers_) peer->parts.erase(write_id);
+}
+
+Replicator::Peer* Replicator::PeerLocked(int id) {
+  auto it = peers_.find(id);
+  if (it != peers_.end()) return it->second.get();
+  const placement::OsdEntry* e = map_ == nullptr ? nullptr : map_->Find(id);
+  if (e == nullptr) return nullptr;
+  const std::string& addr = e->cluster_addr.empty() ? e->addr : e->cluster_addr;
+  ConnectOptions co;
+  co.policy = Policy::Lossless();
+  co.want_ring = true;
+  auto conn = messenger_->Connect(addr, co);
+  if (!conn.ok()) {
+    spdlog::warn("osd.{}: cannot open a replication session with osd.{} at {}: {}",
+                 options_.self, id, addr, conn.status().ToString());
+    return nullptr;
+  }
+  auto peer = std::make_unique<Peer>();
+  peer->id = id;
+  peer->addr = addr;
+  peer->up_from = e->up_from;
+  peer->conn = std::move(*conn);
+  Peer* p = peer.get();
+  peers_[id] = std::move(peer);
+  p->thread = std::thread([this, p] { SendLoop(p); });
+  pthread_setname_np(p->thread.native_handle(), "osd-repl");
+  spdlog::info("osd.{}: replication session with osd.{} at {}", options_.self, id, addr);
+  return p;
+}
+
+void Replicator::SendLoop(Peer* peer) {
+  absl::MutexLock l(&mu_);
+  for (;;) {
+    while (!peer->closing && peer->queue.empty()) peer->cv.Wait(&mu_);
+    if (peer->closing) return;
+    std::shared_ptr<Item> item = std::move(peer->queue.front());
+    peer->queue.pop_front();
+    item->copying = true;
+    peer->in_flight[item->desc.tid] = item;
+    ConnectionRef conn = peer->conn;
+    mu_.Unlock();
+    const absl::Status st = conn->WriteRecord(item->desc, item->payload, options_.forward_timeout);
+    mu_.Lock();
+    item->copying = false;
+    if (st.ok()) {
+      ++counters_.records_forwarded;
+      counters_.bytes_forwarded += item->payload.size();
+    }
+    // The bytes are copied (or never will be): from here on a drop may resolve it.
+    if (item->resolved) continue;
+    if (!st.ok() || peer->closing) {
+      if (!st.ok()) {
+        spdlog::warn("osd.{}: forwarding '{}' to osd.{} failed: {}", options_.self,
+                     item->desc.oid, peer->id, st.ToString());
+      }
+      peer->in_flight.erase(item->desc.tid);
+      ++counters_.replica_failures;
+      item->resolved = true;
+      Resolve(item, false);
+    }
+  }
+}
+
+void Replicator::Resolve(const std::shared_ptr<Item>& item, bool ok) {
+  item->write->Finish(/*local=*/false, ok ? absl::OkStatus() : absl::UnavailableError("lost"));
+}
+
+void Replicator::DropPeerLocked(int id, const std::string& why) {
+  auto it = peers_.find(id);
+  if (it == peers_.end()) return;
+  Peer* peer = it->second.get();
+  peer->closing = true;
+  peer->cv.SignalAll();
+  uint64_t lost = 0;
+  for (auto& item : peer->queue) {
+    item->resolved = true;
+    Resolve(item, false);
+    ++lost;
+  }
+  peer->queue.clear();
+  for (auto f = peer->in_flight.begin(); f != peer->in_flight.end();) {
+    if (f->second->copying) {  // its sender resolves it once WriteRecord returns
+      ++f;
+      continue;
+    }
+    f->second->resolved = true;
+    Resolve(f->second, false);
+    ++lost;
+    f = peer->in_flight.erase(f);
+  }
+  counters_.replica_failures += lost;
+  spdlog::info("osd.{}: replication session with osd.{} ended ({}): {} records not "
+               "acknowledged count as missing copies",
+               options_.self, id, why, lost);
+  retired_.push_back(std::move(it->second));
+  peers_.erase(it);
+}
+
+void Replicator::ReapRetired() {
+  std::vector<std::unique_ptr<Peer>> retired;
+  {
+    absl::MutexLock l(&mu_);
+    retired.swap(retired_);
+  }
+  for (auto& peer : retired) {
+    peer->conn->MarkDown();  // a sender blocked on ring credit returns
+    if (peer->thread.joinable()) peer->thread.join();
+  }
+}
+
+bool Replicator::OnRecordsAcked(const ConnectionRef& conn, absl::Span<const RecordAck> acks) {
+  absl::MutexLock l(&mu_);
+  Peer* peer = nullptr;
+  for (auto& [id, p] : peers_) {
+    if (p->conn.get() == conn.get()) peer = p.get();
+  }
+  if (peer == nullptr) {
+    for (auto& p : retired_) {
+      if (p->conn.get() == conn.get()) return true;  // already resolved as lost
+    }
+    return false;
+  }
+  for (const RecordAck& a : acks) {
+    auto it = peer->in_flight.find(a.tid);
+    if (it == peer->in_flight.end() || it->second->resolved) continue;
+    const bool ok = a.code == absl::StatusCode::kOk;
+    ++(ok ? counters_.replica_acks : counters_.replica_failures);
+    if (!ok) {
+      spdlog::warn("osd.{}: osd.{} refused '{}': {}", options_.self, peer->id,
+                   it->second->desc.oid, absl::StatusCodeToString(a.code));
+    }
+    // An ack can only follow the send, so the bytes were copied even if the sender has
+    // not seen WriteRecord return yet.
+    it->second->resolved = true;
+    Resolve(it->second, ok);
+    peer->in_flight.erase(it);
+  }
+  return true;
+}
+
+bool Replicator::OnReset(const ConnectionRef& conn, const absl::Status& why) {
+  bool ours = false;
+  {
+    absl::MutexLock l(&mu_);
+    for (auto& [id, p] : peers_) {
+      if (p->conn.get() != conn.get()) continue;
+      ours = true;
+      DropPeerLocked(id, std::string(why.message()));
+      break;
+    }
+    for (auto& p : retired_) ours = ours || p->conn.get() == conn.get();
+  }
+  return ours;
+}
+
+ReplicationCounters Replicator::counters() const {
+  absl::MutexLock l(&mu_);
+  ReplicationCounters c = counters_;
+  c.pool_size = pool_size_.load(std::memory_order_relaxed);
+  c.writes_degraded = degraded_.load(std::memory_order_relaxed);
+  c.peers = peers_.size();
+  for (const auto& [id, p] : peers_) c.forwards_in_flight += p->queue.size() + p->in_flight.size();
+  return c;
+}
+
+}  // namespace msgr::osd

@@ -1,0 +1,137 @@
+// Primary-copy replication: the OSD that a client writes to (the PG's primary) stores the
+// record and forwards it to the other members of the PG's acting set over their cluster
+// addresses, as receive-ring records of lossless OSD-to-OSD sessions. The client's ack (the
+// ring credit the poller returns) waits for the local store and for every replica's ack
+// (Ceph's rule: a write is acknowledged once every member of the acting set has it).
+//
+//   client --record--> primary ring --Poller--> Persist --> local store ----------.
+//                                                   `--> Replicator --peer queue--+--> done
+//                                                         sender thread per peer  |
+//                                      replica ring <--WriteRecord----------'     |
+//                                      replica store --ack (ring credit)----------'
+//
+// The payload is read from the primary's ring memory (it stays valid until `done` runs);
+// the tcp backend copies it into its send buffer, which its lossless resend needs.
+// Pollers never block on a peer: each peer has a sender thread, so two OSDs forwarding to
+// each other cannot deadlock on each other's ring credit.
+//
+// Members that are down in the map are skipped; a write needs `min_size` copies (the
+// local one included) or it is refused with UNAVAILABLE, which the client retries until
+// its op timeout. A peer that goes down while it holds forwarded records is dropped when
+// the map says so: its records count as missing copies.
+//
+// Left for later (README "Replication"): recovery of a returning replica from a PG log,
+// backfill of a new member, OSD-to-OSD sessions over rdma.
+//
+// Thread-safety: every method may be called from any thread.
+#ifndef MSGR_OSD_SIM_REPLICATOR_H_
+#define MSGR_OSD_SIM_REPLICATOR_H_
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "msg/base/perf_counters.h"
+#include "msg/messenger.h"
+#include "msg/ring/ring.h"
+#include "osd_sim/poller.h"
+#include "proto/placement.h"
+
+namespace msgr::osd {
+
+#define MSGR_REPLICATION_COUNTERS(X)                                                          \
+  X(pool_size, kGauge, kNone, "copies of each object the map asks for")                       \
+  X(writes_replicated, kCounter, kNone, "client records this OSD forwarded as primary")      \
+  X(records_forwarded, kCounter, kNone, "records sent to replicas (one per replica)")        \
+  X(bytes_forwarded, kCounter, kBytes, "payload bytes of those records")                     \
+  X(replica_acks, kCounter, kNone, "forwarded records a replica acknowledged")              \
+  X(replica_failures, kCounter, kNone, "forwarded records a replica refused or lost (down)") \
+  X(writes_degraded, kCounter, kNone, "writes acknowledged with fewer copies than the size") \
+  X(writes_below_min_size, kCounter, kNone, "writes refused: fewer than min_size copies up") \
+  X(peers, kGauge, kNone, "replica peers this OSD has sessions with")                        \
+  X(forwards_in_flight, kGauge, kNone, "forwarded records not yet acknowledged")
+
+MSGR_COUNTER_SNAPSHOT(ReplicationCounters, MSGR_REPLICATION_COUNTERS);
+
+struct ReplicatorOptions {
+  uint32_t self = 0;  // this OSD's id
+  // Longest a sender waits for a replica's ring credit before it counts the record as
+  // lost on that replica (the map normally drops a dead peer well before).
+  absl::Duration forward_timeout = absl::Seconds(30);
+};
+
+class Replicator {
+ public:
+  // Peer sessions are opened with `messenger` (the OSD's cluster messenger, or its
+  // public tcp one), whose Dispatcher passes OnRecordsAcked/OnReset here.
+  Replicator(const ReplicatorOptions& options, Messenger* messenger);
+  ~Replicator();  // Stop()
+  // Drops every peer session; forwards still queued count as lost. Idempotent.
+  void Stop();
+
+  // A new map (any thread, epochs in order): the pool size, acting sets and the peers'
+  // cluster addresses. A peer that is no longer up, or came back as a new incarnation,
+  // loses its session; what it had not acknowledged counts as lost.
+  void HandleMap(placement::PlacementMap map);
+  // True when the pool keeps more than one copy (the only case where Persist asks us).
+  bool replicating() const { return pool_size_.load(std::memory_order_relaxed) > 1; }
+
+  // One client record to replicate (the local store takes it too). Begin() decides who
+  // gets it and returns what the local store's completion must call, or an error at once
+  // (below min_size: nothing was stored or sent); `done` then runs exactly once, when the
+  // local store and every replica are through. After the local store accepted the record,
+  // Forward() sends it to the replicas (`write_id`: the store's id of the write the
+  // record belongs to); if the store refused it, Cancel() instead (done never runs).
+  class Write;
+  absl::StatusOr<std::shared_ptr<Write>> Begin(const RecordView& rec, PersistCallback done);
+  PersistCallback LocalCallback(const std::shared_ptr<Write>& w);
+  void Forward(const std::shared_ptr<Write>& w, const RecordView& rec, const WritePart& part);
+  void Cancel(const std::shared_ptr<Write>& w);
+  // The store dropped an unfinished write of several records.
+  void AbortWrite(uint32_t write_id);
+
+  // Dispatcher hooks: true when `conn` is one of our peer sessions.
+  bool OnRecordsAcked(const ConnectionRef& conn, absl::Span<const RecordAck> acks);
+  bool OnReset(const ConnectionRef& conn, const absl::Status& why);
+
+  ReplicationCounters counters() const;
+
+ private:
+  struct Peer;
+  struct Item;
+  void SendLoop(Peer* peer);
+  // Resolves `item`'s copy on its peer (ok: acknowledged). Called once per item.
+  static void Resolve(const std::shared_ptr<Item>& item, bool ok);
+  // Ends `peer`'s session: every item not being copied right now is resolved as lost.
+  void DropPeerLocked(int id, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The session with `id` (opened on first use), or null if the map has no address.
+  Peer* PeerLocked(int id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks down and joins the peers dropped so far (outside mu_: MarkDown calls back).
+  void ReapRetired();
+
+  const ReplicatorOptions options_;
+  Messenger* const messenger_;
+  std::atomic<uint32_t> pool_size_{1};
+
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const placement::PlacementMap> map_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Peer>> retired_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> degraded_{0};  // writes acknowledged with fewer copies than size
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  ReplicationCounters counters_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace msgr::osd
+
+#endif  // MSGR_OSD_SIM_REPLICATOR_H_

@@ -1,0 +1,208 @@
+// Replication end to end, in one process: a monitor with a size-3 pool, four OSDs, the
+// client library. Writes land on every member of their PG's acting set; with one member
+// down every acknowledged object still reads back and writes go on; with two down a PG
+// below min_size refuses writes (the client retries until its op timeout).
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/client.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "osd_sim/mon/mon_client.h"
+#include "osd_sim/mon/mon_server.h"
+#include "osd_sim/osd.h"
+#include "proto/cluster_map.h"
+
+namespace msgr::osd {
+namespace {
+
+constexpr int kOsds = 4;
+const AuthConfig kAuth{AuthConfig::Mode::kSecret, "replication-test-secret"};
+
+std::string TempDir(const std::string& name) {
+  static int n = 0;
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(base ? base : "/tmp", "/", name, ".", getpid(), ".", n++);
+  std::string cmd = "mkdir -p " + dir;
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  return dir;
+}
+
+// Distinct contents per object and version, several records for the large ones.
+std::string Contents(int i, int version, size_t size) {
+  std::string s(size, '\0');
+  for (size_t k = 0; k < size; ++k) s[k] = static_cast<char>((i * 131 + version * 7 + k) % 251);
+  return s;
+}
+
+class ReplicationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    mon::MonServerOptions mo;
+    mo.monitor.data_dir = TempDir("mon");
+    mo.monitor.grace = absl::Milliseconds(600);
+    mo.monitor.heartbeat_interval = absl::Milliseconds(100);
+    mo.monitor.pg_num = 32;
+    mo.monitor.pool_size = 3;
+    mo.monitor.pool_min_size = 2;
+    auto mon = mon::MonServer::Create(mo);
+    ASSERT_TRUE(mon.ok()) << mon.status();
+    mon_ = std::move(*mon);
+    osds_.resize(kOsds);
+    for (int i = 0; i < kOsds; ++i) StartOsd(i);
+    client::ClientOptions co;
+    co.mon_addr = mon_->addr();
+    co.auth = kAuth;
+    co.op_timeout = absl::Seconds(3);
+    co.max_record_payload = 64 << 10;  // large objects go as several records
+    auto c = client::Client::Create(co);
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = std::move(*c);
+    ASSERT_TRUE(client_->ConnectAll(absl::Now() + absl::Seconds(10)).ok());
+  }
+  void TearDown() override {
+    client_.reset();
+    for (auto& o : osds_) o.reset();
+    mon_.reset();
+  }
+
+  void StartOsd(int id) {
+    OsdOptions o;
+    o.id = static_cast<uint32_t>(id);
+    o.mon_addr = mon_->addr();
+    o.data_dir = TempDir(absl::StrCat("osd", id));
+    o.durability = store::Durability::kMemory;
+    o.capacity_bytes = 256 << 20;
+    o.ring_bytes = 1 << 20;
+    o.host_name = "one-host";
+    o.auth = kAuth;
+    auto osd = Osd::Start(o);
+    ASSERT_TRUE(osd.ok()) << osd.status();
+    osds_[id] = std::move(*osd);
+  }
+
+  nlohmann::json Perf(int id) { return nlohmann::json::parse(osds_[id]->PerfDumpJson()); }
+  uint64_t Objects(int id) { return Perf(id)["store"]["objects"].get<uint64_t>(); }
+
+  // Waits until the monitor's map says osd `id` is up == `up`.
+  void WaitUp(int id, bool up) {
+    auto mc = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
+    ASSERT_TRUE(mc.ok());
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      auto map = (*mc)->GetMap();
+      ASSERT_TRUE(map.ok());
+      for (const auto& o : map->osds()) {
+        if (static_cast<int>(o.id()) == id && o.up() == up) {
+          absl::SleepFor(absl::Milliseconds(300));  // the OSDs and the client follow it
+          return;
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    FAIL() << "osd." << id << " never became " << (up ? "up" : "down");
+  }
+
+  placement::PlacementMap Map() {
+    auto mc = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
+    return placement::ToPlacementMap(*(*mc)->GetMap(), "tcp");
+  }
+
+  // Writes objects [first, first + n); every 5th is 300 KiB (five records).
+  void WriteObjects(int first, int n, int version) {
+    for (int i = first; i < first + n; ++i) {
+      const size_t size = i % 5 == 0 ? 300 << 10 : 4096 + i;
+      ASSERT_TRUE(client_->Write(absl::StrCat("obj.", i), Contents(i, version, size)).ok())
+          << "obj." << i;
+    }
+  }
+  void ExpectObjects(int first, int n, int version) {
+    for (int i = first; i < first + n; ++i) {
+      const size_t size = i % 5 == 0 ? 300 << 10 : 4096 + i;
+      auto got = client_->Read(absl::StrCat("obj.", i));
+      ASSERT_TRUE(got.ok()) << "obj." << i << ": " << got.status();
+      EXPECT_TRUE(*got == Contents(i, version, size)) << "obj." << i << " differs";
+    }
+  }
+
+  std::unique_ptr<mon::MonServer> mon_;
+  std::vector<std::unique_ptr<Osd>> osds_;
+  std::unique_ptr<client::Client> client_;
+};
+
+TEST_F(ReplicationTest, EveryWriteLandsOnEveryMemberOfItsActingSet) {
+  WriteObjects(0, 40, 1);
+  uint64_t copies = 0;
+  for (int id = 0; id < kOsds; ++id) copies += Objects(id);
+  EXPECT_EQ(copies, 3u * 40);
+  // Each OSD holds exactly the objects whose acting set names it.
+  const placement::PlacementMap map = Map();
+  for (int id = 0; id < kOsds; ++id) {
+    uint64_t expected = 0;
+    for (int i = 0; i < 40; ++i) {
+      const auto& acting = map.ActingOfPg(map.PgOf(absl::StrCat("obj.", i)));
+      expected += std::count(acting.begin(), acting.end(), id);
+    }
+    EXPECT_EQ(Objects(id), expected) << "osd." << id;
+    EXPECT_EQ(Perf(id)["replication"]["pool_size"].get<uint64_t>(), 3u);
+  }
+  ExpectObjects(0, 40, 1);
+}
+
+TEST_F(ReplicationTest, AcknowledgedObjectsReadBackWhileAMemberIsDown) {
+  WriteObjects(0, 30, 1);
+  osds_[0].reset();  // as kill -9 for its peers: its memory store is gone with it
+  WaitUp(0, false);
+  // Every PG osd.0 led is now served by its next member, which has every acked write.
+  ExpectObjects(0, 30, 1);
+  // Writes go on with 2 of 3 copies (min_size 2), overwrites included.
+  WriteObjects(20, 30, 2);
+  ExpectObjects(0, 20, 1);
+  ExpectObjects(20, 30, 2);
+  uint64_t degraded = 0;
+  for (int id = 1; id < kOsds; ++id) {
+    degraded += Perf(id)["replication"]["writes_degraded"].get<uint64_t>();
+  }
+  EXPECT_GT(degraded, 0u);
+}
+
+TEST_F(ReplicationTest, BelowMinSizeAWriteWaitsAndIsRefused) {
+  osds_[1].reset();
+  osds_[2].reset();
+  WaitUp(1, false);
+  WaitUp(2, false);
+  const placement::PlacementMap map = Map();
+  std::string blocked, open;
+  for (int i = 0; i < 200 && (blocked.empty() || open.empty()); ++i) {
+    const std::string oid = absl::StrCat("x.", i);
+    const auto& acting = map.ActingOfPg(map.PgOf(oid));
+    const bool both = std::count(acting.begin(), acting.end(), 1) &&
+                      std::count(acting.begin(), acting.end(), 2);
+    (both ? blocked : open) = oid;
+  }
+  ASSERT_FALSE(blocked.empty());
+  ASSERT_FALSE(open.empty());
+  // One copy of three can be written: refused until the op timeout.
+  EXPECT_FALSE(client_->Write(blocked, std::string(4096, 'b')).ok());
+  uint64_t refused = 0;
+  for (int id : {0, 3}) {
+    refused += Perf(id)["replication"]["writes_below_min_size"].get<uint64_t>();
+  }
+  EXPECT_GT(refused, 0u);
+  // A PG with two members up takes writes.
+  EXPECT_TRUE(client_->Write(open, std::string(4096, 'o')).ok());
+  // Back to min_size: the waiting PG takes writes again.
+  StartOsd(1);
+  WaitUp(1, true);
+  EXPECT_TRUE(client_->Write(blocked, std::string(4096, 'c')).ok());
+  auto got = client_->Read(blocked);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, std::string(4096, 'c'));
+}
+
+}  // namespace
+}  // namespace msgr::osd
