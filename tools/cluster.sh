@@ -9,6 +9,7 @@
 #                          [--ring-bytes BYTES] [--rdma-device soft|IBDEV] [--grace-ms MS]
 #                          [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB]
 #                          [--metrics] [--hosts] [--ms-mode crc|secure]
+#                          [--pool-size N [--pool-min-size M]]
 #   tools/cluster.sh stop --cluster-dir DIR
 #   tools/cluster.sh status --cluster-dir DIR
 #   tools/cluster.sh start-osd --cluster-dir DIR --id K     (re)starts one OSD with its data
@@ -32,6 +33,9 @@
 # `start-osd` restarts an OSD the same way. Free ports are chosen automatically.
 # --metrics: every daemon serves Prometheus /metrics on a free 127.0.0.1 port and writes it
 # to DIR/<daemon>.metrics.addr (DIR/mon.metrics.addr, DIR/osd.0.metrics.addr, ...).
+# --pool-size N: every object on N OSDs (the PG's primary forwards writes to the others over
+# their cluster addresses; acknowledged once all up members have it, and at least
+# --pool-min-size M, default N - N/2). Fixed when the cluster is created.
 # --hosts: run every daemon on its own test host (tools/hosts.sh start N first; tcp only):
 # the monitor on host 0, osd.i on host 1 + i mod (N-2) with N >= 3 (the last host is left
 # for clients: tools/hosts.sh exec N-1 tools/bench.sh ...), on host 1 with N = 2. Each OSD
@@ -56,6 +60,7 @@ CMD=${1:-}; [[ -n "$CMD" && "$CMD" != -h && "$CMD" != --help ]] || usage; shift
 DIR="" OSDS=3 MS_TYPE=tcp DURABILITY=durable AUTH=secret POLLERS=1 POLLER_CPUS="" ID=""
 POLLER_SPIN_US="" POLLER_WAKEUP_US=""
 CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" RDMA_MAX_REG_MB="" RDMA_RING_MIN_KB="" GRACE_MS=3000 KILL=0
+POOL_SIZE=1 POOL_MIN_SIZE=0
 METRICS=0 HOSTS=0 MS_MODE=crc MON="" PUBLIC_ADDR="" PUBLIC_NETWORK="" HOST_NAME=""
 flags_begin "$@"
 while flags_next; do
@@ -75,6 +80,8 @@ while flags_next; do
     --rdma-max-registered-mb) flag_value RDMA_MAX_REG_MB ;;
     --rdma-ring-min-kb) flag_value RDMA_RING_MIN_KB ;;
     --grace-ms) flag_value GRACE_MS ;;
+    --pool-size) flag_value POOL_SIZE ;;
+    --pool-min-size) flag_value POOL_MIN_SIZE ;;
     --id) flag_value ID ;;
     --kill) KILL=1 ;;
     --metrics) METRICS=1 ;;
@@ -163,6 +170,8 @@ RDMA_RING_MIN_KB="$RDMA_RING_MIN_KB"
 METRICS=$METRICS
 HOSTS=$HOSTS
 GRACE_MS=$GRACE_MS
+POOL_SIZE=$POOL_SIZE
+POOL_MIN_SIZE=$POOL_MIN_SIZE
 PUBLIC_ADDR="$PUBLIC_ADDR"
 PUBLIC_NETWORK="$PUBLIC_NETWORK"
 HOST_NAME="$HOST_NAME"
@@ -190,7 +199,7 @@ load_conf() {
 # start_mon HOST:PORT: the monitor on that address (port 0: a free one, written to mon.addr).
 start_mon() {
   local mon_args=(--data-dir "$DIR/mon" --addr "$1" --addr-file "$DIR/mon.addr"
-                  --grace-ms "$GRACE_MS")
+                  --grace-ms "$GRACE_MS" --pool-size "$POOL_SIZE" --pool-min-size "$POOL_MIN_SIZE")
   if [[ $AUTH == secret ]]; then mon_args+=(--auth secret --cluster-dir "$DIR"); fi
   rm -f "$DIR/mon.metrics.addr"
   if [[ "${METRICS:-0}" == 1 ]]; then
@@ -282,6 +291,11 @@ case "$CMD" in
     mkdir -p "$DIR/log" "$DIR/mon" "$DIR/run"
     DIR=$(cd "$DIR" && pwd)
     if alive "$DIR/mon.pid"; then die "a cluster is already running in $DIR (stop it first)"; fi
+    [[ "$POOL_SIZE" =~ ^[1-9][0-9]?$ && "$POOL_MIN_SIZE" =~ ^[0-9]+$ ]] \
+      || die "--pool-size takes 1..16 and --pool-min-size 0..N (got $POOL_SIZE, $POOL_MIN_SIZE)"
+    if ((POOL_SIZE > OSDS)); then
+      echo "cluster.sh: warning: pool size $POOL_SIZE > $OSDS OSDs: each object gets $OSDS copies" >&2
+    fi
     write_conf
     [[ "$AUTH" == secret ]] && make_keys
     rm -f "$DIR/mon.addr" "$DIR/mon.metrics.addr"
