@@ -507,7 +507,8 @@ OsdCounters Osd::Counters() const {
   OsdCounters c;
   for (const auto& p : pollers_) {
     const PollerCounters pc = p->counters();
-    c.ops += pc.records;
+    c.ops += pc.records - pc.replica_records;
+    c.replica_ops += pc.replica_records;
     c.bytes += pc.bytes;
     c.write_errors += pc.write_errors;
     c.crc_errors += pc.crc_errors;

@@ -89,6 +89,7 @@ struct OsdOptions {
 // The OSD's own counters (its pollers', store's and messengers' are their own lists).
 #define MSGR_OSD_COUNTERS(X)                                                                 \
   X(ops, kCounter, kNone, "client writes stored, all pollers")                                \
+  X(replica_ops, kCounter, kNone, "replica writes stored (forwarded by a PG's primary)")        \
   X(bytes, kCounter, kBytes, "payload bytes of those writes")                                 \
   X(write_errors, kCounter, kNone, "client writes refused by the store, all pollers")        \
   X(crc_errors, kCounter, kNone, "ring records refused for a bad crc32c, all pollers")       \

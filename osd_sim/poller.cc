@@ -311,6 +311,7 @@ bool Poller::PollRing(RingState* r, uint64_t now_ns) {
     }
     found = true;
     ++counters_.records;
+    if (r->from_osd) ++counters_.replica_records;
     counters_.bytes += rec.header->payload_len;
     counters_.ring_high_water_bytes =
         std::max<uint64_t>(counters_.ring_high_water_bytes, r->consumer.in_use());

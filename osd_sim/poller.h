@@ -113,7 +113,8 @@ struct InFlightWrite {
 };
 
 #define MSGR_POLLER_COUNTERS(X)                                                              \
-  X(records, kCounter, kNone, "ring records drained and stored (client writes)")              \
+  X(records, kCounter, kNone, "ring records drained and stored (client and replica writes)") \
+  X(replica_records, kCounter, kNone, "of those, forwarded by a primary OSD (replica writes)")  \
   X(bytes, kCounter, kBytes, "payload bytes of those records")                                \
   X(poll_hits, kCounter, kNone, "polls that found a record")                                  \
   X(poll_misses, kCounter, kNone, "polls that found none")                                    \

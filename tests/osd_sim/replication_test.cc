@@ -139,6 +139,14 @@ TEST_F(ReplicationTest, EveryWriteLandsOnEveryMemberOfItsActingSet) {
   uint64_t copies = 0;
   for (int id = 0; id < kOsds; ++id) copies += Objects(id);
   EXPECT_EQ(copies, 3u * 40);
+  // Every client record (large objects are several) went to two replicas.
+  uint64_t client_records = 0, replica_records = 0;
+  for (int id = 0; id < kOsds; ++id) {
+    client_records += Perf(id)["osd"]["ops"].get<uint64_t>();
+    replica_records += Perf(id)["osd"]["replica_ops"].get<uint64_t>();
+  }
+  EXPECT_GT(client_records, 40u);
+  EXPECT_EQ(replica_records, 2 * client_records);
   // Each OSD holds exactly the objects whose acting set names it.
   const placement::PlacementMap map = Map();
   for (int id = 0; id < kOsds; ++id) {
