@@ -253,10 +253,10 @@ Replicator::Peer* Replicator::PeerLocked(int id) {
 }
 
 void Replicator::SendLoop(Peer* peer) {
-  absl::MutexLock l(&mu_);
+  mu_.Lock();  // released around each WriteRecord (it may wait for the peer's credit)
   for (;;) {
     while (!peer->closing && peer->queue.empty()) peer->cv.Wait(&mu_);
-    if (peer->closing) return;
+    if (peer->closing) break;
     std::shared_ptr<Item> item = std::move(peer->queue.front());
     peer->queue.pop_front();
     item->copying = true;
@@ -283,6 +283,7 @@ void Replicator::SendLoop(Peer* peer) {
       Resolve(item, false);
     }
   }
+  mu_.Unlock();
 }
 
 void Replicator::Resolve(const std::shared_ptr<Item>& item, bool ok) {
