@@ -482,10 +482,8 @@ absl::StatusOr<uint32_t> Osd::Persist(const RecordView& rec, const WritePart& pa
       if (!ticket.ok() && part.write_id != 0) store_->AbortWrite(oid, part.write_id);
       break;
   }
-  if (!ticket.ok()) {
-    if (replicated) replicator_->Cancel(replicated);
-    return ticket.status();
-  }
+  // Refused by the store: nothing was forwarded, and dropping `replicated` drops `done`.
+  if (!ticket.ok()) return ticket.status();
   const uint32_t write_id =
       part.kind == WritePart::Kind::kFirst ? store::WriteIdOf(*ticket) : part.write_id;
   if (replicated) {

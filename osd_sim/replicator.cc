@@ -162,12 +162,6 @@ PersistCallback Replicator::LocalCallback(const std::shared_ptr<Write>& w) {
   return [w](absl::Status s) { w->Finish(/*local=*/true, s); };
 }
 
-void Replicator::Cancel(const std::shared_ptr<Write>& w) {
-  // The store refused the record: the poller acks it with the store's error, and `done`
-  // must never run. Nothing was queued; dropping our reference is all.
-  (void)w;
-}
-
 void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
                          const WritePart& part) {
   const RecordHeader& h = *rec.header;

@@ -90,13 +90,13 @@ class Replicator {
   // gets it and returns what the local store's completion must call, or an error at once
   // (below min_size: nothing was stored or sent); `done` then runs exactly once, when the
   // local store and every replica are through. After the local store accepted the record,
-  // Forward() sends it to the replicas (`write_id`: the store's id of the write the
-  // record belongs to); if the store refused it, Cancel() instead (done never runs).
+  // Forward() sends it to the replicas (`part.write_id`: the store's id of the write the
+  // record belongs to); if the store refused it, the caller drops the Write (done never
+  // runs).
   class Write;
   absl::StatusOr<std::shared_ptr<Write>> Begin(const RecordView& rec, PersistCallback done);
   PersistCallback LocalCallback(const std::shared_ptr<Write>& w);
   void Forward(const std::shared_ptr<Write>& w, const RecordView& rec, const WritePart& part);
-  void Cancel(const std::shared_ptr<Write>& w);
   // The store dropped an unfinished write of several records.
   void AbortWrite(uint32_t write_id);
 

@@ -30,7 +30,7 @@ PoolSize PoolSizeOf(const mon::v1::ClusterMap& map) {
   PoolSize p;
   p.size = std::max<uint32_t>(map.pool_size(), 1);
   p.min_size = map.pool_min_size() > 0 ? std::min(map.pool_min_size(), p.size)
-                                       : p.size - p.size / 2;
+                                       : DefaultMinSize(p.size);
   return p;
 }
 

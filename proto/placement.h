@@ -61,6 +61,8 @@ struct PoolSize {
   uint32_t size = 1;
   uint32_t min_size = 1;
 };
+// min_size when none is given: a majority of the copies (Ceph's size - size / 2).
+constexpr uint32_t DefaultMinSize(uint32_t size) { return size - size / 2; }
 
 // A cluster map epoch with its pg -> acting set table precomputed.
 class PlacementMap {

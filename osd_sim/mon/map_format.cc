@@ -1,12 +1,12 @@
 #include "osd_sim/mon/map_format.h"
 
-#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "proto/cluster_map.h"
 
 namespace msgr::mon {
 
@@ -30,8 +30,8 @@ std::string MapToJson(const v1::ClusterMap& map) {
       {"fsid", map.fsid()},
       {"epoch", map.epoch()},
       {"pg_num", map.pg_num()},
-      {"pool_size", std::max<uint32_t>(map.pool_size(), 1)},
-      {"pool_min_size", map.pool_min_size() > 0 ? map.pool_min_size() : 1},
+      {"pool_size", placement::PoolSizeOf(map).size},
+      {"pool_min_size", placement::PoolSizeOf(map).min_size},
       {"osds", osds},
   };
   return j.dump(2) + "\n";
@@ -45,8 +45,7 @@ std::string MapToTable(const v1::ClusterMap& map) {
   }
   std::string out = absl::StrFormat(
       "cluster %s epoch %d pg_num %d pool size %d min_size %d\n", map.fsid(), map.epoch(),
-      map.pg_num(), std::max<uint32_t>(map.pool_size(), 1),
-      map.pool_min_size() > 0 ? map.pool_min_size() : 1);
+      map.pg_num(), placement::PoolSizeOf(map).size, placement::PoolSizeOf(map).min_size);
   absl::StrAppendFormat(&out, "osds: %d total, %d up, %d in\n", map.osds_size(), up, in);
   if (map.osds_size() == 0) return out;
   absl::StrAppendFormat(&out, "%5s  %-12s %-21s %-4s %-3s %7s %8s  %s\n", "ID", "HOST", "ADDR",

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "osd_sim/mon/map_store.h"
+#include "proto/cluster_map.h"
 #include "spdlog/spdlog.h"
 
 namespace msgr::mon {
@@ -79,9 +80,9 @@ absl::StatusOr<std::unique_ptr<MonitorService>> MonitorService::Create(
       spdlog::warn("keeping pg_num {} of the existing cluster (asked for {})", map.pg_num(),
                    options.pg_num);
     }
-    if (std::max<uint32_t>(map.pool_size(), 1) != options.pool_size) {
+    if (placement::PoolSizeOf(map).size != options.pool_size) {
       spdlog::warn("keeping pool size {} of the existing cluster (asked for {})",
-                   std::max<uint32_t>(map.pool_size(), 1), options.pool_size);
+                   placement::PoolSizeOf(map).size, options.pool_size);
     }
     // A new monitor incarnation: nobody has heartbeated to it yet.
     for (v1::OsdInfo& o : *map.mutable_osds()) o.set_up(false);
@@ -92,8 +93,9 @@ absl::StatusOr<std::unique_ptr<MonitorService>> MonitorService::Create(
     map.set_epoch(1);
     map.set_pg_num(options.pg_num);
     map.set_pool_size(options.pool_size);
-    map.set_pool_min_size(options.pool_min_size > 0 ? options.pool_min_size
-                                                    : options.pool_size - options.pool_size / 2);
+    map.set_pool_min_size(options.pool_min_size > 0
+                              ? options.pool_min_size
+                              : placement::DefaultMinSize(options.pool_size));
     map.set_fsid(NewFsid());
     spdlog::info("created cluster {} pg_num {} pool size {} min_size {} epoch 1", map.fsid(),
                  map.pg_num(), map.pool_size(), map.pool_min_size());
