@@ -128,7 +128,13 @@ std::string EncodeChallenge(const Challenge& m) {
   w.Put<uint8_t>(static_cast<uint8_t>(m.auth));
   w.PutBytes(std::string_view(reinterpret_cast<const char*>(m.nonce.data()), kNonceBytes));
   w.PutString16(m.proof);
-  PutWireMode(&w, m.mode);
+  if ((m.features & kFeatureEntityProof) != 0) {
+    w.Put<uint8_t>(static_cast<uint8_t>(m.mode));
+    w.PutString16(m.entity_cert);
+    w.PutString16(m.entity_sig);
+  } else {
+    PutWireMode(&w, m.mode);
+  }
   return s;
 }
 
@@ -136,10 +142,21 @@ absl::StatusOr<Challenge> DecodeChallenge(std::string_view b) {
   WireReader r(b);
   Challenge m;
   if (!GetName(&r, &m.name) || !r.Get(&m.features) || !GetMode(&r, &m.auth) ||
-      !GetNonce(&r, &m.nonce) || !r.GetString16(kProofBytes, &m.proof) ||
-      !GetWireMode(&r, &m.mode) || r.remaining() != 0) {
+      !GetNonce(&r, &m.nonce) || !r.GetString16(kProofBytes, &m.proof)) {
     return Bad("CHALLENGE");
   }
+  if ((m.features & kFeatureEntityProof) != 0) {
+    uint8_t mode;
+    if (!r.Get(&mode) || mode > static_cast<uint8_t>(WireMode::kSecureAes256Gcm) ||
+        !r.GetString16(kMaxEntityCertBytes, &m.entity_cert) ||
+        !r.GetString16(kMaxEntitySigBytes, &m.entity_sig)) {
+      return Bad("CHALLENGE");
+    }
+    m.mode = static_cast<WireMode>(mode);
+  } else if (!GetWireMode(&r, &m.mode)) {
+    return Bad("CHALLENGE");
+  }
+  if (r.remaining() != 0) return Bad("CHALLENGE");
   return m;
 }
 
@@ -151,6 +168,10 @@ std::string EncodeAuth(const AuthReply& m) {
   w.Put<uint64_t>(m.in_seq);
   w.Put<uint8_t>(m.flags);
   w.Put<uint64_t>(m.ring_bytes);
+  if (!m.entity_cert.empty()) {
+    w.PutString16(m.entity_cert);
+    w.PutString16(m.entity_sig);
+  }
   return s;
 }
 
@@ -158,10 +179,16 @@ absl::StatusOr<AuthReply> DecodeAuth(std::string_view b) {
   WireReader r(b);
   AuthReply m;
   if (!r.GetString16(kProofBytes, &m.proof) || !r.Get(&m.cookie) || !r.Get(&m.in_seq) ||
-      !r.Get(&m.flags) || !r.Get(&m.ring_bytes) || r.remaining() != 0 ||
+      !r.Get(&m.flags) || !r.Get(&m.ring_bytes) ||
       (m.flags & ~(kAuthWantRing | kAuthLossless | kAuthHadSession)) != 0) {
     return Bad("AUTH");
   }
+  if (r.remaining() != 0 && (!r.GetString16(kMaxEntityCertBytes, &m.entity_cert) ||
+                             m.entity_cert.empty() ||
+                             !r.GetString16(kMaxEntitySigBytes, &m.entity_sig))) {
+    return Bad("AUTH");
+  }
+  if (r.remaining() != 0) return Bad("AUTH");
   return m;
 }
 
@@ -209,6 +236,19 @@ std::string ClientProof(const std::string& secret, const Nonce& client_nonce,
                         const Nonce& server_nonce, const EntityName& client,
                         const EntityName& server) {
   return Proof(secret, "client", server_nonce, client_nonce, client, server);
+}
+
+std::string EntityProofInput(bool server_side, const Nonce& client_nonce,
+                             const Nonce& server_nonce, const EntityName& client,
+                             const EntityName& server) {
+  std::string msg;
+  WireWriter w(&msg);
+  w.PutBytes(server_side ? "msgr-entity-v1 server " : "msgr-entity-v1 client ");
+  w.PutBytes(std::string_view(reinterpret_cast<const char*>(client_nonce.data()), kNonceBytes));
+  w.PutBytes(std::string_view(reinterpret_cast<const char*>(server_nonce.data()), kNonceBytes));
+  PutName(&w, client);
+  PutName(&w, server);
+  return msg;
 }
 
 bool ProofEquals(std::string_view a, std::string_view b) {

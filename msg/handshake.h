@@ -12,7 +12,10 @@
 //                                        <-- READY      new/resumed, resume state, ring
 //
 // Each side proves it holds the cluster secret K over a fresh nonce chosen by the other
-// side, so neither proof can be replayed. Pure functions: thread-safe.
+// side, so neither proof can be replayed. With entity certificates (kFeatureEntityProof,
+// msg/entity_credentials.h) CHALLENGE and AUTH also carry the sender's certificate and
+// its signature of EntityProofInput: the peer's entity is proven, not only its cluster
+// membership. Pure functions: thread-safe.
 #ifndef MSGR_MSG_HANDSHAKE_H_
 #define MSGR_MSG_HANDSHAKE_H_
 
@@ -35,6 +38,11 @@ using Nonce = std::array<uint8_t, kNonceBytes>;
 inline constexpr uint64_t kFeatureRing = 1ull << 0;    // RING_RECORD frames and credits
 inline constexpr uint64_t kFeatureResume = 1ull << 1;  // lossless session resume
 inline constexpr uint64_t kFeaturesSupported = kFeatureRing | kFeatureResume;
+// Offered (in HELLO / CHALLENGE) by a side that proves its entity with a certificate and
+// requires the peer to: both ends of a cluster run with certificates or both without.
+inline constexpr uint64_t kFeatureEntityProof = 1ull << 2;
+inline constexpr size_t kMaxEntityCertBytes = 8192;  // DER
+inline constexpr size_t kMaxEntitySigBytes = 512;
 
 enum class AuthMode : uint8_t { kNone = 0, kSecret = 1 };
 
@@ -63,6 +71,10 @@ struct Challenge {
   Nonce nonce{};
   std::string proof;  // empty when auth == kNone
   WireMode mode = WireMode::kCrc;  // trailing byte when not kCrc, as in Hello
+  // With kFeatureEntityProof in `features` (then the mode byte is always written): the
+  // server's certificate (DER) and its signature of EntityProofInput(true, ...).
+  std::string entity_cert;
+  std::string entity_sig;
 };
 
 // AUTH flags.
@@ -78,6 +90,10 @@ struct AuthReply {
   // The ring size the client asks for (kAuthWantRing; 0: the server's initial size). A
   // server that resizes rings (rdma) clamps it to its limits; READY says what it chose.
   uint64_t ring_bytes = 0;
+  // The client's certificate (DER) and its signature of EntityProofInput(false, ...):
+  // trailing, present only when the client offered kFeatureEntityProof.
+  std::string entity_cert;
+  std::string entity_sig;
 };
 
 // READY flags.
@@ -112,6 +128,11 @@ std::string ServerProof(const std::string& secret, const Nonce& client_nonce,
 std::string ClientProof(const std::string& secret, const Nonce& client_nonce,
                         const Nonce& server_nonce, const EntityName& client,
                         const EntityName& server);
+// What each side signs with its entity key: a label for the side, both fresh nonces and
+// both names, so a signature proves this handshake and cannot be replayed in another.
+std::string EntityProofInput(bool server_side, const Nonce& client_nonce,
+                             const Nonce& server_nonce, const EntityName& client,
+                             const EntityName& server);
 // Constant-time comparison (CRYPTO_memcmp); false when sizes differ.
 bool ProofEquals(std::string_view a, std::string_view b);
 

@@ -54,8 +54,23 @@ static absl::Status ValidateMsMode(const MessengerOptions& options) {
   return absl::OkStatus();
 }
 
+// The auth settings, checked here once for every backend.
+static absl::Status ValidateAuth(const AuthConfig& auth) {
+  if (auth.mode == AuthConfig::Mode::kSecret && auth.secret.empty()) {
+    return absl::InvalidArgumentError(
+        "auth mode is secret but the cluster key is empty: load a keyring "
+        "(AuthConfig::FromKeyringFile) or use AuthConfig::None()");
+  }
+  if (auth.entity != nullptr && auth.mode != AuthConfig::Mode::kSecret) {
+    return absl::InvalidArgumentError(
+        "an entity certificate needs the cluster key too (auth secret): use --auth secret");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Messenger>> Messenger::Create(const MessengerOptions& options,
                                                              Dispatcher* dispatcher) {
+  if (absl::Status s = ValidateAuth(options.auth); !s.ok()) return s;
   if (absl::Status s = ValidateMsMode(options); !s.ok()) return s;
   MessengerFactory f;
   {

@@ -81,12 +81,20 @@ struct RecordAck {
   absl::StatusCode code = absl::StatusCode::kOk;  // kOk: the record is done
 };
 
-// Authentication of both ends during the handshake (HMAC-SHA256 challenge-response
-// over a shared cluster secret, see msg/PROTOCOL.md).
+class EntityCredentials;  // msg/entity_credentials.h
+
+// Authentication of both ends during the handshake (msg/PROTOCOL.md, "Handshake"): an
+// HMAC-SHA256 challenge-response over the shared cluster secret proves a peer belongs to
+// the cluster; with `entity` set, each side also signs the handshake with its entity's
+// certificate key, so a peer proves *which* entity it is (an OSD only as itself).
 struct AuthConfig {
   enum class Mode { kNone, kSecret };
   Mode mode = Mode::kSecret;
   std::string secret;  // REQUIRES: non-empty when mode == kSecret
+  // Our certificate and the cluster CA (EntityCredentials::FromClusterDir). When set
+  // (REQUIRES mode == kSecret), peers must prove their entity too or are refused; when
+  // unset, a peer that offers a proof is refused (both ends of a cluster run one way).
+  std::shared_ptr<const EntityCredentials> entity;
   // Reads a keyring file: one line "key = <base64 or hex or raw secret>".
   static absl::StatusOr<AuthConfig> FromKeyringFile(const std::string& path);
   static AuthConfig None() { return AuthConfig{Mode::kNone, ""}; }

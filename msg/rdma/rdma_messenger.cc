@@ -78,9 +78,6 @@ absl::StatusOr<Authenticated> ServerAuthenticate(RdmaShared& shared, SideChannel
 absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const MessengerOptions& options,
                                                                  Dispatcher* dispatcher) {
   if (dispatcher == nullptr) return absl::InvalidArgumentError("dispatcher is required");
-  if (options.auth.mode == AuthConfig::Mode::kSecret && options.auth.secret.empty()) {
-    return absl::InvalidArgumentError("auth mode is secret but the cluster key is empty");
-  }
   auto shared = std::make_shared<RdmaShared>();
   shared->options = options;
   shared->dispatcher = dispatcher;

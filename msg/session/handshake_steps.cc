@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "msg/entity_credentials.h"
 
 namespace msgr::session {
 namespace {
@@ -91,6 +92,49 @@ absl::Status HandshakeSide::CheckMode(WireMode theirs, const EntityName& client,
               Blame::kProtocol, true);
 }
 
+absl::Status HandshakeSide::CheckEntityOffer(uint64_t theirs, const EntityName& client,
+                                            const EntityName& server, bool we_are_client) {
+  const bool their_proof = (theirs & kFeatureEntityProof) != 0;
+  if (their_proof == proves_entity()) return absl::OkStatus();
+  const bool client_proves = we_are_client ? proves_entity() : their_proof;
+  const EntityName& with = client_proves ? client : server;
+  const EntityName& without = client_proves ? server : client;
+  // Not UNAUTHENTICATED: the peer must learn the reason (CloseFrame hides proof failures).
+  return Fail(absl::FailedPreconditionError(absl::StrFormat(
+                  "%s proves its entity with a certificate, %s has none: run both with the "
+                  "certificates of one cluster's PKI (--cluster-dir DIR, its pki/) or both "
+                  "without",
+                  with.ToString(), without.ToString())),
+              Blame::kAuth, true);
+}
+
+uint64_t HandshakeSide::OfferedFeatures() const {
+  return kFeaturesSupported | (proves_entity() ? kFeatureEntityProof : 0);
+}
+
+absl::Status HandshakeSide::SignEntity(bool server_side, const Nonce& client_nonce,
+                                       const Nonce& server_nonce, const EntityName& client,
+                                       const EntityName& server, std::string* cert,
+                                       std::string* sig) {
+  auto s = auth_.entity->Sign(EntityProofInput(server_side, client_nonce, server_nonce, client, server));
+  if (!s.ok()) return Fail(s.status(), Blame::kNone, false);
+  *cert = auth_.entity->cert_der();
+  *sig = std::move(*s);
+  return absl::OkStatus();
+}
+
+absl::Status HandshakeSide::VerifyEntity(std::string_view cert, std::string_view sig,
+                                         bool peer_is_server, const Nonce& client_nonce,
+                                         const Nonce& server_nonce, const EntityName& client,
+                                         const EntityName& server) {
+  const EntityName& claimed = peer_is_server ? server : client;
+  auto cn = auth_.entity->VerifyPeer(
+      cert, claimed, EntityProofInput(peer_is_server, client_nonce, server_nonce, client, server),
+      sig);
+  if (!cn.ok()) return Fail(cn.status(), Blame::kAuth, true);
+  return absl::OkStatus();
+}
+
 absl::Status HandshakeSide::DeriveKeys(const Nonce& client_nonce, const Nonce& server_nonce) {
   if (mode_ == WireMode::kCrc) return absl::OkStatus();
   auto k = DeriveSecureKeys(auth_.secret, mode_, client_nonce, server_nonce, transcript_);
@@ -155,13 +199,23 @@ absl::StatusOr<std::string> ServerHandshake::OnHello(const FrameHeader& h,
                     "peer wants to authenticate but this messenger has no cluster key"),
                 Blame::kAuth, true);
   }
+  if (absl::Status s = CheckEntityOffer(hello_.features, hello_.name, me_, false); !s.ok()) {
+    return s;
+  }
   Challenge c;
   c.name = me_;
-  c.features = kFeaturesSupported;
+  c.features = OfferedFeatures();
   c.auth = secret ? AuthMode::kSecret : AuthMode::kNone;
   c.nonce = nonce_ = NewNonce();
   if (secret) c.proof = ServerProof(auth_.secret, hello_.nonce, nonce_, hello_.name, me_);
   c.mode = mode_;
+  if (proves_entity()) {
+    if (absl::Status s = SignEntity(true, hello_.nonce, nonce_, hello_.name, me_, &c.entity_cert,
+                                    &c.entity_sig);
+        !s.ok()) {
+      return s;
+    }
+  }
   std::string challenge = EncodeChallenge(c);
   if (mode_ != WireMode::kCrc) transcript_ = std::string(payload) + challenge;
   return Frame(FrameType::kChallenge, challenge);
@@ -182,6 +236,16 @@ absl::StatusOr<AuthReply> ServerHandshake::OnAuth(const FrameHeader& h,
       !ProofEquals(a->proof, ClientProof(auth_.secret, hello_.nonce, nonce_, hello_.name, me_))) {
     return Fail(absl::UnauthenticatedError("peer failed to prove it holds the cluster key"),
                 Blame::kAuth, true);
+  }
+  if (proves_entity()) {
+    if (absl::Status s = VerifyEntity(a->entity_cert, a->entity_sig, /*peer_is_server=*/false,
+                                      hello_.nonce, nonce_, hello_.name, me_);
+        !s.ok()) {
+      return s;
+    }
+  } else if (!a->entity_cert.empty()) {
+    return Fail(absl::InvalidArgumentError("AUTH carries a certificate the peer did not offer"),
+                Blame::kProtocol, false);
   }
   if (a->cookie == 0) {
     return Fail(absl::InvalidArgumentError("AUTH with a zero session cookie"), Blame::kProtocol,
@@ -214,7 +278,7 @@ absl::Status ClientHandshake::OnTimeout(absl::Duration timeout) {
 std::string ClientHandshake::HelloFrame() {
   Hello h;
   h.name = me_;
-  h.features = kFeaturesSupported;
+  h.features = OfferedFeatures();
   h.auth = Secret(auth_) ? AuthMode::kSecret : AuthMode::kNone;
   h.nonce = nonce_ = NewNonce();
   h.mode = mode_;
@@ -257,6 +321,19 @@ absl::StatusOr<std::string> ClientHandshake::OnChallenge(const FrameHeader& h,
     return Fail(absl::UnauthenticatedError(
                     absl::StrCat(who(), " failed to prove it holds the cluster key")),
                 Blame::kAuth, true);
+  }
+  if (absl::Status s = CheckEntityOffer(c->features, me_, peer_, true); !s.ok()) return s;
+  if (proves_entity()) {
+    if (absl::Status s = VerifyEntity(c->entity_cert, c->entity_sig, /*peer_is_server=*/true,
+                                      nonce_, c->nonce, me_, peer_);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = SignEntity(false, nonce_, c->nonce, me_, peer_, &resume.entity_cert,
+                                    &resume.entity_sig);
+        !s.ok()) {
+      return s;
+    }
   }
   resume.proof = secret ? ClientProof(auth_.secret, nonce_, c->nonce, me_, peer_) : std::string();
   std::string auth = EncodeAuth(resume);

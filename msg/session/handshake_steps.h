@@ -84,6 +84,21 @@ class HandshakeSide {
   // Both ends must run the same wire mode: the refusal names each side's.
   absl::Status CheckMode(WireMode theirs, const EntityName& client, const EntityName& server,
                          bool we_are_client);
+  // Both ends prove their entity with a certificate or neither does: a mismatch ends the
+  // attempt, naming which side has none (`theirs`: the peer's offered features).
+  absl::Status CheckEntityOffer(uint64_t theirs, const EntityName& client,
+                                const EntityName& server, bool we_are_client);
+  bool proves_entity() const { return auth_.entity != nullptr; }
+  // Features this side offers in HELLO / CHALLENGE.
+  uint64_t OfferedFeatures() const;
+  // Our certificate and signature of EntityProofInput(server_side, ...) into *cert, *sig.
+  absl::Status SignEntity(bool server_side, const Nonce& client_nonce, const Nonce& server_nonce,
+                          const EntityName& client, const EntityName& server, std::string* cert,
+                          std::string* sig);
+  // Checks the peer's certificate and signature; a failure is recorded and returned.
+  absl::Status VerifyEntity(std::string_view cert, std::string_view sig, bool peer_is_server,
+                            const Nonce& client_nonce, const Nonce& server_nonce,
+                            const EntityName& client, const EntityName& server);
   // Secure mode: derives keys_ from the transcript (HELLO, CHALLENGE, AUTH payloads).
   absl::Status DeriveKeys(const Nonce& client_nonce, const Nonce& server_nonce);
   absl::Status Fail(absl::Status why, Blame blame, bool send_close);

@@ -31,11 +31,6 @@ absl::StatusOr<std::unique_ptr<Messenger>> TcpMessenger::Create(const MessengerO
     return absl::InvalidArgumentError(absl::StrCat("ring_bytes ", options.ring_bytes,
                                                    " must be a power of two >= ", kMinRingBytes));
   }
-  if (options.auth.mode == AuthConfig::Mode::kSecret && options.auth.secret.empty()) {
-    return absl::InvalidArgumentError(
-        "auth mode is kSecret but the secret is empty: load a keyring "
-        "(AuthConfig::FromKeyringFile) or use AuthConfig::None()");
-  }
   if (options.max_message_bytes < 4096) {
     return absl::InvalidArgumentError("max_message_bytes must be at least 4096");
   }

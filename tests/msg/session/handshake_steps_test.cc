@@ -7,6 +7,9 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "tests/msg/test_pki.h"
+
 namespace msgr::session {
 namespace {
 
@@ -218,6 +221,209 @@ TEST(HandshakeStepsTest, FailuresAreCountedOnceByBlame) {
   EXPECT_EQ(hs.last_error().blame, Blame::kProtocol);
   (void)hs.OnTimeout(absl::Milliseconds(400));
   EXPECT_EQ(std::string(hs.last_error().why.message()), "handshake did not finish within 400ms");
+}
+
+// ------------------------------------------------------------------ entity certificates
+
+// The frames of one attempt up to the server's verdict on AUTH.
+struct Attempt {
+  absl::StatusOr<std::string> challenge;
+  absl::StatusOr<std::string> auth = absl::UnknownError("not reached");
+  absl::StatusOr<AuthReply> reply = absl::UnknownError("not reached");
+};
+
+Attempt RunAttempt(ClientHandshake& client, ServerHandshake& server) {
+  Attempt a;
+  auto [hh, hp] = Split(client.HelloFrame());
+  a.challenge = server.OnHello(hh, hp);
+  if (!a.challenge.ok()) return a;
+  auto [ch, cp] = Split(*a.challenge);
+  a.auth = client.OnChallenge(ch, cp, Resume(0xbeef));
+  if (!a.auth.ok()) return a;
+  auto [ah, ap] = Split(*a.auth);
+  a.reply = server.OnAuth(ah, ap);
+  return a;
+}
+
+TEST(HandshakeStepsTest, EntityCertificatesOnBothSidesComplete) {
+  testing::TestPki pki;
+  Pair p(pki.Auth("k", "client.bench"), pki.Auth("k", "osd.2"));
+  ExpectCompletes(p);
+  // An OSD proves itself to another OSD under its own name.
+  ClientHandshake osd1({EntityType::kOsd, 1}, pki.Auth("k", "osd.1"), "10.0.0.2:6800");
+  ServerHandshake osd2(kOsdName, pki.Auth("k", "osd.2"), "10.0.0.1:40001");
+  Attempt a = RunAttempt(osd1, osd2);
+  ASSERT_TRUE(a.reply.ok()) << a.reply.status();
+  EXPECT_EQ(osd2.hello().name, (EntityName{EntityType::kOsd, 1}));
+}
+
+TEST(HandshakeStepsTest, ACertificateOfAnotherEntityCannotClaimAnOsd) {
+  testing::TestPki pki;
+  // A keyring holder with a client certificate (or another OSD's) claims to be osd.5.
+  for (const char* cert : {"client.bench", "osd.3"}) {
+    ClientHandshake impostor({EntityType::kOsd, 5}, pki.Auth("k", cert), "10.0.0.2:6800");
+    ServerHandshake server(kOsdName, pki.Auth("k", "osd.2"), "10.0.0.1:40000");
+    Attempt a = RunAttempt(impostor, server);
+    ASSERT_TRUE(a.auth.ok()) << a.auth.status();
+    ASSERT_FALSE(a.reply.ok()) << cert;
+    EXPECT_TRUE(absl::IsPermissionDenied(a.reply.status())) << a.reply.status();
+    EXPECT_EQ(std::string(a.reply.status().message()),
+              absl::StrCat("a peer with the certificate of '", cert, "' claimed to be osd.5"));
+    EXPECT_EQ(server.last_error().blame, Blame::kAuth);
+    ASSERT_TRUE(server.last_error().send_close);
+    // The impostor is told why (a refusal that is not a proof failure keeps its text).
+    auto [xh, xp] = Split(CloseFrame(server.last_error()));
+    auto ready = impostor.OnReady(xh, xp, false);
+    ASSERT_FALSE(ready.ok());
+    EXPECT_NE(ready.status().message().find("claimed to be osd.5"), std::string::npos)
+        << ready.status();
+  }
+}
+
+TEST(HandshakeStepsTest, ClientRefusesAServerWhoseCertificateNamesAnotherOsd) {
+  testing::TestPki pki;
+  ClientHandshake client(kClientName, pki.Auth("k", "client.admin"), "10.0.0.2:6800");
+  ServerHandshake impostor(kOsdName, pki.Auth("k", "osd.4"), "10.0.0.1:40000");  // says osd.2
+  Attempt a = RunAttempt(client, impostor);
+  ASSERT_TRUE(a.challenge.ok());
+  ASSERT_FALSE(a.auth.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(a.auth.status())) << a.auth.status();
+  EXPECT_EQ(std::string(a.auth.status().message()),
+            "a peer with the certificate of 'osd.4' claimed to be osd.2");
+  EXPECT_EQ(client.last_error().blame, Blame::kAuth);
+}
+
+TEST(HandshakeStepsTest, ACertificateFromAnotherClustersCaIsRefused) {
+  testing::TestPki ours, theirs;
+  Pair p(theirs.Auth("k", "client.bench"), ours.Auth("k", "osd.2"));
+  Attempt a = RunAttempt(p.client, p.server);
+  // The client cannot verify the server under its own (other) CA: it refuses first.
+  ASSERT_FALSE(a.auth.ok());
+  EXPECT_TRUE(absl::IsUnauthenticated(a.auth.status())) << a.auth.status();
+  EXPECT_NE(a.auth.status().message().find("the certificate of osd.2 is not valid for this "
+                                           "cluster"),
+            std::string::npos)
+      << a.auth.status();
+  // And a server never accepts a client certificate of another CA.
+  Pair q(ours.Auth("k", "client.bench"), ours.Auth("k", "osd.2"));
+  auto [hh, hp] = Split(q.client.HelloFrame());
+  auto challenge = q.server.OnHello(hh, hp);
+  ASSERT_TRUE(challenge.ok());
+  auto [ch, cp] = Split(*challenge);
+  auto auth = q.client.OnChallenge(ch, cp, Resume(3));
+  ASSERT_TRUE(auth.ok());
+  // Swap in a certificate of the same name from the other CA.
+  auto [ah, ap] = Split(*auth);
+  auto decoded = DecodeAuth(ap);
+  ASSERT_TRUE(decoded.ok());
+  decoded->entity_cert = theirs.Credentials("client.bench")->cert_der();
+  FrameHeader h;
+  h.type = FrameType::kAuth;
+  auto [sh, sp] = Split(EncodeFrame(h, EncodeAuth(*decoded)));
+  auto reply = q.server.OnAuth(sh, sp);
+  ASSERT_FALSE(reply.ok());
+  EXPECT_TRUE(absl::IsUnauthenticated(reply.status())) << reply.status();
+  EXPECT_EQ(q.server.last_error().blame, Blame::kAuth);
+}
+
+TEST(HandshakeStepsTest, ASignatureFromAnotherHandshakeIsRefused) {
+  testing::TestPki pki;
+  // Record a genuine AUTH of osd.1, then replay its certificate and signature in a new
+  // attempt (fresh nonces): the signature covers the old nonces and fails.
+  ClientHandshake first({EntityType::kOsd, 1}, pki.Auth("k", "osd.1"), "10.0.0.2:6800");
+  ServerHandshake server1(kOsdName, pki.Auth("k", "osd.2"), "10.0.0.1:40000");
+  Attempt a = RunAttempt(first, server1);
+  ASSERT_TRUE(a.reply.ok()) << a.reply.status();
+  const std::string old_cert = a.reply->entity_cert, old_sig = a.reply->entity_sig;
+  ASSERT_FALSE(old_sig.empty());
+
+  ClientHandshake again({EntityType::kOsd, 1}, pki.Auth("k", "client.x"), "10.0.0.2:6800");
+  ServerHandshake server2(kOsdName, pki.Auth("k", "osd.2"), "10.0.0.1:40000");
+  auto [hh, hp] = Split(again.HelloFrame());
+  auto challenge = server2.OnHello(hh, hp);
+  ASSERT_TRUE(challenge.ok());
+  auto [ch, cp] = Split(*challenge);
+  auto auth = again.OnChallenge(ch, cp, Resume(4));
+  ASSERT_TRUE(auth.ok());
+  auto [ah, ap] = Split(*auth);
+  auto replayed = DecodeAuth(ap);
+  ASSERT_TRUE(replayed.ok());
+  replayed->entity_cert = old_cert;
+  replayed->entity_sig = old_sig;
+  FrameHeader h;
+  h.type = FrameType::kAuth;
+  auto [rh, rp] = Split(EncodeFrame(h, EncodeAuth(*replayed)));
+  auto reply = server2.OnAuth(rh, rp);
+  ASSERT_FALSE(reply.ok());
+  EXPECT_TRUE(absl::IsUnauthenticated(reply.status())) << reply.status();
+  EXPECT_EQ(std::string(reply.status().message()),
+            "osd.1 (certificate 'osd.1') failed to prove it holds that certificate's key");
+}
+
+TEST(HandshakeStepsTest, BothEndsProveTheirEntityOrNeitherAndTheRefusalSaysWhich) {
+  testing::TestPki pki;
+  {
+    // A client with only the keyring, a server with certificates.
+    Pair p(Key("k"), pki.Auth("k", "osd.2"));
+    Attempt a = RunAttempt(p.client, p.server);
+    ASSERT_FALSE(a.challenge.ok());
+    EXPECT_TRUE(absl::IsFailedPrecondition(a.challenge.status())) << a.challenge.status();
+    EXPECT_EQ(std::string(a.challenge.status().message()),
+              "osd.2 proves its entity with a certificate, client.7 has none: run both with "
+              "the certificates of one cluster's PKI (--cluster-dir DIR, its pki/) or both "
+              "without");
+    EXPECT_EQ(p.server.last_error().blame, Blame::kAuth);
+    ASSERT_TRUE(p.server.last_error().send_close);
+    auto [xh, xp] = Split(CloseFrame(p.server.last_error()));
+    auto auth = p.client.OnChallenge(xh, xp, Resume(1));
+    ASSERT_FALSE(auth.ok());
+    EXPECT_NE(auth.status().message().find("client.7 has none"), std::string::npos)
+        << auth.status();
+  }
+  {
+    // A client with a certificate, a server without: the client refuses at CHALLENGE.
+    Pair p(pki.Auth("k", "client.bench"), Key("k"));
+    Attempt a = RunAttempt(p.client, p.server);
+    ASSERT_FALSE(a.challenge.ok());
+    EXPECT_NE(a.challenge.status().message().find(
+                  "client.7 proves its entity with a certificate, osd.2 has none"),
+              std::string::npos)
+        << a.challenge.status();
+  }
+}
+
+TEST(HandshakeStepsTest, EntityProofCodecsRoundTripAndRejectDamage) {
+  Challenge c;
+  c.name = kOsdName;
+  c.features = kFeaturesSupported | kFeatureEntityProof;
+  c.auth = AuthMode::kSecret;
+  c.proof = std::string(kProofBytes, 'p');
+  c.entity_cert = "cert-bytes";
+  c.entity_sig = "sig";
+  auto back = DecodeChallenge(EncodeChallenge(c));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->entity_cert, "cert-bytes");
+  EXPECT_EQ(back->entity_sig, "sig");
+  EXPECT_EQ(back->mode, WireMode::kCrc);
+  std::string enc = EncodeChallenge(c);
+  EXPECT_FALSE(DecodeChallenge(enc.substr(0, enc.size() - 1)).ok());
+  EXPECT_FALSE(DecodeChallenge(enc + "x").ok());
+
+  AuthReply a = Resume(9);
+  a.proof = std::string(kProofBytes, 'q');
+  a.entity_cert = "c";
+  a.entity_sig = "s";
+  auto ab = DecodeAuth(EncodeAuth(a));
+  ASSERT_TRUE(ab.ok()) << ab.status();
+  EXPECT_EQ(ab->entity_cert, "c");
+  EXPECT_EQ(ab->entity_sig, "s");
+  std::string aenc = EncodeAuth(a);
+  EXPECT_FALSE(DecodeAuth(aenc.substr(0, aenc.size() - 1)).ok());
+  a.entity_cert.clear();
+  a.entity_sig.clear();
+  auto plain = DecodeAuth(EncodeAuth(a));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->entity_cert.empty());
 }
 
 }  // namespace
