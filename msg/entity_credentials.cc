@@ -118,7 +118,7 @@ EntityCredentials::~EntityCredentials() {
 
 absl::StatusOr<std::shared_ptr<const EntityCredentials>> EntityCredentials::FromPem(
     std::string ca_pem, std::string cert_pem, std::string key_pem, const std::string& ca_what,
-    const std::string& cert_what, const std::string& key_what) {
+    const std::string& cert_what, const std::string& key_what, const std::string& expect_entity) {
   X509Ptr ca = ParseCertPem(ca_pem);
   if (ca == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(ca_what, " is not a PEM certificate"));
@@ -130,6 +130,11 @@ absl::StatusOr<std::shared_ptr<const EntityCredentials>> EntityCredentials::From
   PkeyPtr key = ParseKeyPem(key_pem);
   if (key == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(key_what, " is not a PEM private key"));
+  }
+  const std::string cn = CommonName(cert.get());
+  if (!expect_entity.empty() && cn != expect_entity) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(cert_what, " is the certificate of '", cn, "', not of ", expect_entity));
   }
   if (X509_check_private_key(cert.get(), key.get()) != 1) {
     return absl::FailedPreconditionError(absl::StrCat(key_what, " is not the key of ", cert_what));
@@ -154,7 +159,7 @@ absl::StatusOr<std::shared_ptr<const EntityCredentials>> EntityCredentials::From
   std::shared_ptr<EntityCredentials> c(new EntityCredentials());
   c->cert_der_.assign(reinterpret_cast<const char*>(der), static_cast<size_t>(der_len));
   OPENSSL_free(der);
-  c->entity_ = CommonName(cert.get());
+  c->entity_ = cn;
   c->store_ = X509_STORE_new();
   if (c->store_ == nullptr || X509_STORE_add_cert(c->store_, ca.get()) != 1) {
     return absl::InternalError("cannot build the CA's certificate store");
@@ -183,14 +188,8 @@ absl::StatusOr<std::shared_ptr<const EntityCredentials>> EntityCredentials::From
   if (!cert.ok()) return cert.status();
   auto key = ReadPkiFile(key_path, absl::StrCat("the key of ", entity), issue);
   if (!key.ok()) return key.status();
-  auto c = FromPem(std::move(*ca), std::move(*cert), std::move(*key), ca_path, cert_path,
-                   key_path);
-  if (!c.ok()) return c.status();
-  if ((*c)->entity() != entity) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        cert_path, " is the certificate of '", (*c)->entity(), "', not of ", entity));
-  }
-  return c;
+  return FromPem(std::move(*ca), std::move(*cert), std::move(*key), ca_path, cert_path, key_path,
+                 entity);
 }
 
 bool EntityCredentials::ClusterDirHasPki(const std::string& cluster_dir) {

@@ -32,12 +32,14 @@ struct EntityName;
 
 class EntityCredentials {
  public:
-  // Parses and checks PEM text: the certificate is signed by the CA and not expired, the
-  // key is its key. FAILED_PRECONDITION naming `*_what` (a path, for messages) otherwise.
+  // Parses and checks PEM text: the certificate's CN is `expect_entity` (unless empty), the
+  // key is its key, it is signed by the CA, and neither has expired. FAILED_PRECONDITION
+  // naming `*_what` (a path, for messages) otherwise.
   static absl::StatusOr<std::shared_ptr<const EntityCredentials>> FromPem(
       std::string ca_pem, std::string cert_pem, std::string key_pem,
       const std::string& ca_what = "the CA",
-      const std::string& cert_what = "the certificate", const std::string& key_what = "the key");
+      const std::string& cert_what = "the certificate", const std::string& key_what = "the key",
+      const std::string& expect_entity = "");
 
   // Loads DIR/pki/ca.crt, DIR/pki/ENTITY.crt and DIR/pki/ENTITY.key; the certificate's CN
   // must be `entity`. NOT_FOUND naming a missing file and the command that makes it;

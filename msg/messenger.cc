@@ -70,8 +70,6 @@ static absl::Status ValidateAuth(const AuthConfig& auth) {
 
 absl::StatusOr<std::unique_ptr<Messenger>> Messenger::Create(const MessengerOptions& options,
                                                              Dispatcher* dispatcher) {
-  if (absl::Status s = ValidateAuth(options.auth); !s.ok()) return s;
-  if (absl::Status s = ValidateMsMode(options); !s.ok()) return s;
   MessengerFactory f;
   {
     std::lock_guard<std::mutex> l(RegistryMutex());
@@ -82,6 +80,8 @@ absl::StatusOr<std::unique_ptr<Messenger>> Messenger::Create(const MessengerOpti
     }
     f = it->second;
   }
+  if (absl::Status s = ValidateAuth(options.auth); !s.ok()) return s;
+  if (absl::Status s = ValidateMsMode(options); !s.ok()) return s;
   return f(options, dispatcher);
 }
 

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "msg/entity_credentials.h"
 #include "absl/strings/str_split.h"
 #include "msg/base/net_addr.h"
 #include "osd_sim/metrics/daemon_metrics.h"
@@ -228,10 +229,14 @@ int main(int argc, char** argv) {
     if (!auth.ok()) return Fail(absl::StrCat("keyring ", keyring, ": ", auth.status().message()));
     o.auth = *auth;
     if (!cluster_dir.empty()) {
-      auto mon_auth = msgr::mon::ControlAuth::FromClusterDir(cluster_dir,
-                                                             absl::StrCat("osd.", o.id));
+      // The monitor's mutual TLS and the messenger's entity proof, with one certificate.
+      const std::string entity = absl::StrCat("osd.", o.id);
+      auto mon_auth = msgr::mon::ControlAuth::FromClusterDir(cluster_dir, entity);
       if (!mon_auth.ok()) return Fail(std::string(mon_auth.status().message()));
       o.mon_auth = *mon_auth;
+      auto creds = msgr::EntityCredentials::FromClusterDir(cluster_dir, entity);
+      if (!creds.ok()) return Fail(std::string(creds.status().message()));
+      o.auth.entity = *creds;
     }
   } else {
     return Fail("give --cluster-dir DIR (its keyring and PKI), --keyring FILE or --auth none");

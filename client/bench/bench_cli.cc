@@ -25,6 +25,7 @@
 #include "client/bench/osd_stats.h"
 #include "client/bench/thread_role.h"
 #include "client/client.h"
+#include "msg/entity_credentials.h"
 
 namespace msgr::bench {
 namespace {
@@ -133,10 +134,17 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     }
     co.mon_addr = *addr;
   }
-  // A cluster directory with a PKI means a monitor that wants mutual TLS (as client.bench).
+  // A cluster directory with a PKI means a monitor that wants mutual TLS and OSDs that
+  // want the entity proven: both as client.bench.
   if (!keyring.empty() && !a.cluster_dir.empty() && cli::HasPki(a.cluster_dir)) {
     co.mon_pki_dir = a.cluster_dir;
     co.mon_entity = "client.bench";
+    auto entity = EntityCredentials::FromClusterDir(a.cluster_dir, co.mon_entity);
+    if (!entity.ok()) {
+      err << "bench: " << entity.status().message() << "\n";
+      return kExitUsage;
+    }
+    co.auth.entity = *entity;
   }
 
   BenchReport report;

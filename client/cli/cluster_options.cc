@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "msg/entity_credentials.h"
 
 namespace msgr::cli {
 
@@ -66,7 +67,7 @@ absl::StatusOr<std::string> MonAddrFromDir(const std::string& dir) {
   return addr;
 }
 
-bool HasPki(const std::string& dir) { return access((dir + "/pki/ca.crt").c_str(), R_OK) == 0; }
+bool HasPki(const std::string& dir) { return EntityCredentials::ClusterDirHasPki(dir); }
 
 absl::StatusOr<client::ClientOptions> ClientOptionsFor(const ClusterFlags& f) {
   client::ClientOptions co;
@@ -102,10 +103,14 @@ absl::StatusOr<client::ClientOptions> ClientOptionsFor(const ClusterFlags& f) {
     }
     co.auth = *auth;
   }
-  // A cluster directory with a PKI means a monitor that wants mutual TLS.
+  // A cluster directory with a PKI means a monitor that wants mutual TLS and OSDs that
+  // want the entity proven: both with the same certificate.
   if (!dir.empty() && HasPki(dir) && !keyring.empty()) {
     co.mon_pki_dir = dir;
     co.mon_entity = f.entity.empty() ? "client.admin" : f.entity;
+    auto entity = EntityCredentials::FromClusterDir(dir, co.mon_entity);
+    if (!entity.ok()) return entity.status();
+    co.auth.entity = *entity;
   }
   return co;
 }

@@ -11,8 +11,9 @@
 // they dial, so a monitor moved to another host or port keeps its certificate.
 //
 // Only gRPC's own TLS credentials are used (grpc::SslServerCredentials / SslCredentials);
-// OpenSSL is used here only to check the files when they are loaded, so that a wrong file
-// gives a message naming it instead of a failed handshake later.
+// the files are loaded and checked by msg/entity_credentials.h (the messenger's entity
+// proof uses the same ones), so that a wrong file gives a message naming it instead of a
+// failed handshake later.
 //
 // Thread-safety: a ControlAuth is an immutable value after construction; copy it freely
 // and use it from any thread.

@@ -37,6 +37,7 @@ class ObjecterTest : public ::testing::Test {
     ObjecterOptions o;
     o.messenger.type = "fake";
     o.messenger.name = EntityName{EntityType::kClient, 7};
+    o.messenger.auth = AuthConfig::None();
     o.op_timeout = timeout;
     o.max_in_flight = max_in_flight;
     o.block_when_full = block;

@@ -502,8 +502,10 @@ TEST(PollerTest, SparseRecordsOnUnsignalledRingsAreSleptForNotSpunFor) {
   EXPECT_GT(c.sleeps_at_once, kRecords / 2) << "gaps of 15 ms, a wake-up costs 2 ms";
   EXPECT_LT(c.spin_short_pm, 500u);
   // A fixed spin would have spun 2 ms after each record (80 ms); the policy stops after
-  // about ten long gaps and then probes one period in eight.
-  EXPECT_LT(c.spin_ns, 50'000'000u);
+  // about ten long gaps and then probes one period in eight (~30 ms). Spin time is wall
+  // time, which a loaded machine stretches (57 ms seen under two parallel builds): the
+  // bound only has to stay below what a fixed spin costs.
+  EXPECT_LT(c.spin_ns, 70'000'000u);
 }
 
 // While the store holds an RDMA ring's records (durable mode: the client waits for their
