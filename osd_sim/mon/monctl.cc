@@ -32,7 +32,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: monctl {--mon HOST:PORT | --cluster-dir DIR} [--timeout-ms N]\n"
-    "              [--auth none|secret] [--entity NAME] COMMAND\n"
+    "              [--auth none|secret] [--entity NAME] [--conf FILE] COMMAND\n"
     "  status      the cluster map as a table\n"
     "  map-json    the cluster map as JSON (epoch, pg_num, fsid, osds[...])\n"
     "  out ID      mark osd ID out (its PGs move to other OSDs)\n"
