@@ -230,7 +230,7 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
 
 const std::set<std::string>& BenchConfKeys() {
   static const auto* const kKeys = new std::set<std::string>{
-      "mon",         "ms-type",    "ms-mode",     "auth",       "keyring",       "cluster-dir",
+      "mon",         "ms-type",    "ms-mode",     "auth",       "keyring", "cluster-dir",
       "rdma-device", "op-timeout", "mon-timeout", "ms-threads", "spin-us", "submit-threads"};
   return *kKeys;
 }
