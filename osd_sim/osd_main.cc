@@ -7,11 +7,12 @@
 //       [--rdma-max-registered-mb 4096] [--metrics-addr HOST:PORT [--metrics-addr-file F]]
 //       [--public-addr HOST[:PORT] | --public-network CIDR] [--rdma-port PORT]
 //       [--cluster-addr HOST[:PORT] | --cluster-network CIDR] [--host NAME]
-//       [--log-level info]
+//       [--log-level info] [--conf FILE]
 #include <sys/resource.h>
 
 #include <csignal>
 #include <cstdio>
+#include <set>
 #include <string>
 
 #include "absl/synchronization/mutex.h"
@@ -22,6 +23,7 @@
 #include "msg/base/net_addr.h"
 #include "osd_sim/metrics/daemon_metrics.h"
 #include "osd_sim/mon/cli_flags.h"
+#include "osd_sim/mon/cluster_conf.h"
 #include "osd_sim/mon/control_auth.h"
 #include "osd_sim/osd.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -42,6 +44,9 @@ constexpr const char* kUsage =
     "           [--public-addr HOST[:PORT] | --public-network CIDR] [--rdma-port PORT]\n"
     "           [--cluster-addr HOST[:PORT] | --cluster-network CIDR] [--host NAME]\n"
     "           [--ms-mode crc|secure] [--log-level trace|debug|info|warn|error]\n"
+    "           [--conf FILE]\n"
+    "  --conf FILE               settings from FILE's [global], [osd] and [osd.N] (default\n"
+    "                            DIR/msgr.conf of --cluster-dir DIR, if there); flags win\n"
     "  --ms-mode crc|secure      tcp frames crc32c-checked (default) or encrypted and\n"
     "                            authenticated with AES-GCM (msgr2's secure mode; tcp only)\n"
     "  --cluster-dir DIR         auth secret: the messenger key DIR/keyring and mutual TLS to\n"
@@ -119,22 +124,32 @@ int main(int argc, char** argv) {
   // Debian's Abseil is built with Mutex deadlock detection on: a graph update per lock
   // acquisition on every hot path. Tests keep it; the daemons and the bench do not.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  auto flags = msgr::mon::CliFlags::Parse(
-      argc, argv,
-      {"id", "mon", "data-dir", "run-dir", "ms-type", "durability", "pollers", "poller-cpus",
-       "poller-spin-us", "poller-wakeup-us", "ring-bytes", "capacity", "keyring", "auth", "rdma-device", "weight",
-       "rdma-max-registered-mb", "rdma-ring-min-kb", "metrics-addr", "metrics-addr-file",
-       "op-complaint-time", "public-addr", "public-network", "rdma-port", "cluster-addr",
-       "cluster-network", "host", "cluster-dir", "ms-mode", "log-level", "help"});
+  // Every flag but --id and --conf may also come from the config file (cluster_conf.h).
+  const std::set<std::string>& conf_keys = msgr::mon::ConfKeysOf("osd");
+  std::set<std::string> known = conf_keys;
+  known.insert({"id", "conf", "help"});
+  auto flags = msgr::mon::CliFlags::Parse(argc, argv, known);
   if (!flags.ok()) return Fail(std::string(flags.status().message()));
   if (flags->Has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
   }
+  const std::string conf_path =
+      msgr::mon::ConfPathFor(flags->Get("conf"), flags->Get("cluster-dir"));
+  {
+    auto conf = msgr::mon::LoadSettings(flags->Get("conf"), flags->Get("cluster-dir"), "osd",
+                                        flags->Get("id"), conf_keys);
+    if (!conf.ok()) {
+      std::fprintf(stderr, "osd: %s\n", std::string(conf.status().message()).c_str());
+      return 2;
+    }
+    flags->SetDefaults(*conf);
+  }
   spdlog::set_default_logger(spdlog::stderr_color_mt("osd"));
   spdlog::set_level(spdlog::level::from_str(flags->Get("log-level", "info")));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ [%t] %v");
   RaiseOpenFileLimit();
+  if (!conf_path.empty()) spdlog::info("settings from {} (flags override it)", conf_path);
 
   msgr::osd::OsdOptions o;
   auto id = flags->GetUint("id", UINT64_MAX);

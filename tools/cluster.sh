@@ -29,8 +29,19 @@
 # auth is on), log/, mon/ (monitor state), osd.<id>/ (OSD data), and run/ (admin sockets:
 # run/osd.<id>.asok). --auth secret (the default) also makes DIR/pki: the cluster CA and a
 # certificate per entity (mon, osd.K, client.admin, client.bench) for the monitor's mutual
-# TLS; monctl, bench.sh and msgr.sh find them with --cluster-dir DIR. Settings given to `start` are kept in DIR/cluster.conf so that
-# `start-osd` restarts an OSD the same way. Free ports are chosen automatically.
+# TLS; monctl, bench.sh and msgr.sh find them with --cluster-dir DIR. Free ports are chosen
+# automatically.
+# Settings: `start` writes DIR/msgr.conf, an INI file as Ceph's ceph.conf that the daemons
+# and tools read themselves (given --cluster-dir DIR, or --conf FILE):
+#   [global]  auth, ms-mode, rdma-device         [mon]     grace-ms, pool-size, pool-min-size
+#   [osd]     ms-type, durability, pollers, capacity, ring-bytes, poller-*, rdma-*, ...
+#   [osd.K]   osd.K only (join writes its host's settings there)   [client]  ms-type
+# Keys are the daemons' long flag names (ms-type, ms_type and "ms type" alike); a flag on a
+# daemon's command line overrides [osd.K], which overrides [osd] (or [mon], [client]), which
+# overrides [global]. Edit it and restart a daemon (start-osd, start-mon) to change one;
+# `start` rewrites it from its flags. DIR/cluster.conf (shell variables) keeps this
+# script's own settings (--osds, --metrics, --hosts ...) for start-osd and start-mon.
+# `keys` writes DIR/msgr.conf too (unless there is one) to copy to other hosts with the keys.
 # --metrics: every daemon serves Prometheus /metrics on a free 127.0.0.1 port and writes it
 # to DIR/<daemon>.metrics.addr (DIR/mon.metrics.addr, DIR/osd.0.metrics.addr, ...).
 # --pool-size N: every object on N OSDs (the PG's primary forwards writes to the others over
@@ -62,8 +73,10 @@ POLLER_SPIN_US="" POLLER_WAKEUP_US=""
 CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" RDMA_MAX_REG_MB="" RDMA_RING_MIN_KB="" GRACE_MS=3000 KILL=0
 POOL_SIZE=1 POOL_MIN_SIZE=0
 METRICS=0 HOSTS=0 MS_MODE=crc MON="" PUBLIC_ADDR="" PUBLIC_NETWORK="" HOST_NAME=""
+declare -A GIVEN=()  # the flags on the command line (join writes those into [osd.K])
 flags_begin "$@"
 while flags_next; do
+  if [[ -n $FLAG ]]; then GIVEN[$FLAG]=1; fi
   case "$FLAG" in
     --cluster-dir|--dir) flag_value DIR ;;
     --osds) flag_value OSDS ;;
@@ -190,17 +203,82 @@ make_keys() {
     pki_issue "$DIR" client.bench; } || die "cannot make the cluster PKI in $DIR/pki"
 }
 
+# The OSD settings of msgr.conf, as "key = value" lines: each of SETTING (all when none
+# is named) whose value is not empty.
+osd_settings() {
+  local line
+  for line in "ms-type=$MS_TYPE" "durability=$DURABILITY" "pollers=$POLLERS" \
+              "capacity=$CAPACITY" "poller-cpus=$POLLER_CPUS" "poller-spin-us=$POLLER_SPIN_US" \
+              "poller-wakeup-us=$POLLER_WAKEUP_US" "ring-bytes=$RING_BYTES" \
+              "rdma-device=$RDMA_DEVICE" "rdma-max-registered-mb=$RDMA_MAX_REG_MB" \
+              "rdma-ring-min-kb=${RDMA_RING_MIN_KB:-}" "ms-mode=$MS_MODE" "auth=$AUTH" \
+              "public-addr=${PUBLIC_ADDR:-}" "public-network=${PUBLIC_NETWORK:-}" \
+              "host=${HOST_NAME:-}"; do
+    if [[ $# -gt 0 && " $* " != *" ${line%%=*} "* ]]; then continue; fi
+    if [[ -n ${line#*=} ]]; then echo "${line%%=*} = ${line#*=}"; fi
+  done
+}
+
+# write_msgr_conf: DIR/msgr.conf, the settings the daemons and tools read themselves.
+write_msgr_conf() {
+  local client_ms=tcp
+  if [[ $MS_TYPE == rdma ]]; then client_ms=rdma; fi
+  {
+    echo "# The cluster's settings (tools/cluster.sh $CMD, $(date -u +%FT%TZ)); flags override them."
+    echo "# Keys: the daemons' long flag names. Precedence: flag > [osd.K] > [osd] > [global]."
+    echo "[global]"
+    osd_settings auth ms-mode rdma-device
+    echo
+    echo "[mon]"
+    echo "grace-ms = $GRACE_MS"
+    echo "pool-size = $POOL_SIZE"
+    echo "pool-min-size = $POOL_MIN_SIZE"
+    echo
+    echo "[osd]"
+    osd_settings ms-type durability pollers capacity poller-cpus poller-spin-us \
+      poller-wakeup-us ring-bytes rdma-max-registered-mb rdma-ring-min-kb public-addr \
+      public-network host
+    echo
+    echo "[client]"
+    echo "ms-type = $client_ms"
+  } > "$DIR/msgr.conf.tmp"
+  mv "$DIR/msgr.conf.tmp" "$DIR/msgr.conf"
+}
+
+# set_osd_section K: [osd.K] of DIR/msgr.conf holds the OSD settings given on this command
+# line (replacing an [osd.K] there was).
+set_osd_section() {
+  local keys=() flag
+  for flag in "${!GIVEN[@]}"; do
+    case "$flag" in
+      --rdma-max-registered-mb) keys+=(rdma-max-registered-mb) ;;
+      --host) keys+=(host) ;;
+      --ms-type|--durability|--pollers|--capacity|--poller-cpus|--poller-spin-us|\
+      --poller-wakeup-us|--ring-bytes|--rdma-device|--rdma-ring-min-kb|--ms-mode|--auth|\
+      --public-addr|--public-network) keys+=("${flag#--}") ;;
+    esac
+  done
+  awk -v s="[osd.$1]" '/^[[:space:]]*\[/ { skip = ($1 == s) } !skip' "$DIR/msgr.conf" \
+    > "$DIR/msgr.conf.tmp"
+  if [[ ${#keys[@]} -gt 0 ]]; then
+    { echo; echo "[osd.$1]"; osd_settings "${keys[@]}"; } >> "$DIR/msgr.conf.tmp"
+  fi
+  mv "$DIR/msgr.conf.tmp" "$DIR/msgr.conf"
+}
+
 load_conf() {
   [[ -f "$DIR/cluster.conf" ]] || die "$DIR/cluster.conf not found: start the cluster first"
   # shellcheck disable=SC1091
   source "$DIR/cluster.conf"
+  # A directory of an older cluster.sh: its daemons' settings were flags.
+  if [[ ! -f "$DIR/msgr.conf" ]]; then write_msgr_conf; fi
 }
 
 # start_mon HOST:PORT: the monitor on that address (port 0: a free one, written to mon.addr).
 start_mon() {
+  # The rest (auth, grace, pool size) from DIR/msgr.conf.
   local mon_args=(--data-dir "$DIR/mon" --addr "$1" --addr-file "$DIR/mon.addr"
-                  --grace-ms "$GRACE_MS" --pool-size "$POOL_SIZE" --pool-min-size "$POOL_MIN_SIZE")
-  if [[ $AUTH == secret ]]; then mon_args+=(--auth secret --cluster-dir "$DIR"); fi
+                  --cluster-dir "$DIR")
   rm -f "$DIR/mon.metrics.addr"
   if [[ "${METRICS:-0}" == 1 ]]; then
     mon_args+=(--metrics-addr "${1%:*}:0" --metrics-addr-file "$DIR/mon.metrics.addr")
@@ -215,24 +293,15 @@ start_osd() {
   local pidf="$DIR/osd.$id.pid"
   gone_within 10 "$pidf" || die "osd.$id already running (pid $(cat "$pidf"))"
   mkdir -p "$DIR/osd.$id" "$DIR/run" "$DIR/log"
+  # --cluster-dir DIR: the settings of DIR/msgr.conf ([global], [osd], [osd.ID]) and, with
+  # auth secret, DIR/keyring and mutual TLS to the monitor with DIR/pki.
   local args=(--id "$id" --mon "$(cat "$DIR/mon.addr")" --data-dir "$DIR/osd.$id"
-              --run-dir "$DIR/run" --ms-type "$MS_TYPE" --durability "$DURABILITY"
-              --pollers "$POLLERS" --capacity "$CAPACITY" --ms-mode "${MS_MODE:-crc}")
-  [[ -n "$POLLER_CPUS" ]] && args+=(--poller-cpus "$POLLER_CPUS")
-  [[ -n "$POLLER_SPIN_US" ]] && args+=(--poller-spin-us "$POLLER_SPIN_US")
-  [[ -n "$POLLER_WAKEUP_US" ]] && args+=(--poller-wakeup-us "$POLLER_WAKEUP_US")
-  [[ -n "$RING_BYTES" ]] && args+=(--ring-bytes "$RING_BYTES")
-  [[ -n "$RDMA_DEVICE" ]] && args+=(--rdma-device "$RDMA_DEVICE")
-  [[ -n "$RDMA_MAX_REG_MB" ]] && args+=(--rdma-max-registered-mb "$RDMA_MAX_REG_MB")
-  [[ -n "${RDMA_RING_MIN_KB:-}" ]] && args+=(--rdma-ring-min-kb "$RDMA_RING_MIN_KB")
+              --run-dir "$DIR/run" --cluster-dir "$DIR")
   if [[ "$AUTH" == secret ]]; then
     # Issued here on the admin host (DIR has the CA key); copied in on a joined host.
     if [[ ! -f "$DIR/pki/osd.$id.crt" || ! -f "$DIR/pki/osd.$id.key" ]]; then
       pki_issue "$DIR" "osd.$id" || die "cannot issue the certificate of osd.$id in $DIR/pki"
     fi
-    args+=(--cluster-dir "$DIR")  # DIR/keyring, and mutual TLS to the monitor with DIR/pki
-  else
-    args+=(--auth none)
   fi
   local k=0 host=127.0.0.1
   if [[ "${HOSTS:-0}" == 1 ]]; then
@@ -240,9 +309,7 @@ start_osd() {
     host=$(bind_host "$k")
     args+=(--public-addr "$host" --host "msgr-h$k")
   fi
-  [[ -n "${PUBLIC_ADDR:-}" ]] && { host=$PUBLIC_ADDR; args+=(--public-addr "$PUBLIC_ADDR"); }
-  [[ -n "${PUBLIC_NETWORK:-}" ]] && args+=(--public-network "$PUBLIC_NETWORK")
-  [[ -n "${HOST_NAME:-}" ]] && args+=(--host "$HOST_NAME")
+  [[ -n "${PUBLIC_ADDR:-}" ]] && host=$PUBLIC_ADDR  # (public-addr is in msgr.conf)
   rm -f "$DIR/osd.$id.metrics.addr"
   if [[ "${METRICS:-0}" == 1 ]]; then
     args+=(--metrics-addr "$host:0" --metrics-addr-file "$DIR/osd.$id.metrics.addr")
@@ -297,6 +364,7 @@ case "$CMD" in
       echo "cluster.sh: warning: pool size $POOL_SIZE > $OSDS OSDs: each object gets $OSDS copies" >&2
     fi
     write_conf
+    write_msgr_conf
     [[ "$AUTH" == secret ]] && make_keys
     rm -f "$DIR/mon.addr" "$DIR/mon.metrics.addr"
     start_mon "$(bind_host 0):0"
@@ -341,7 +409,8 @@ case "$CMD" in
     for ((id = 0; id < OSDS; id++)); do
       pki_issue "$DIR" "osd.$id" || die "cannot issue the certificate of osd.$id"
     done
-    echo "keys in $DIR: keyring, pki/ (ca, mon, client.admin, client.bench, osd.0..osd.$((OSDS - 1)))" >&2
+    [[ -f "$DIR/msgr.conf" ]] || write_msgr_conf  # the settings given here, to copy too
+    echo "keys in $DIR: keyring, pki/ (ca, mon, client.admin, client.bench, osd.0..osd.$((OSDS - 1))), msgr.conf" >&2
     ;;
   join)
     [[ -n "$ID" && "$ID" =~ ^[0-9]+$ ]] || die "join needs --id K"
@@ -360,6 +429,9 @@ case "$CMD" in
     echo "$MON" > "$DIR/mon.addr"
     OSDS=0  # no OSD of this directory is started by `start`; start-osd takes --id
     write_conf
+    # The admin host's msgr.conf when copied here (with this host's flags in [osd.ID]),
+    # else one from this command line.
+    if [[ -f "$DIR/msgr.conf" ]]; then set_osd_section "$ID"; else write_msgr_conf; fi
     start_osd "$ID"
     wait_for 60 "osd.$ID up" osd_up "$ID" \
       || die "osd.$ID did not come up within 60 s; see $DIR/log/osd.$ID.log"

@@ -98,7 +98,7 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
         "--mon", "--ms-type", "-b", "-t", "--seconds", "--count", "--json", "--acked-log",
         "--auth", "--keyring", "--prefix", "--osd-pids", "--cluster-dir", "--oids", "--op-timeout",
         "--mon-timeout", "--rdma-device", "--ms-threads", "--spin-us", "--submit-threads", "--max-objects",
-        "--clients", "--mode", "--ms-mode"};
+        "--clients", "--mode", "--ms-mode", "--conf"};
     if (std::find(std::begin(kWithValue), std::end(kWithValue), flag) == std::end(kWithValue)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown argument '", in[i], "'"));
     }
@@ -192,7 +192,8 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
           {"--json", &a.json_path},     {"--acked-log", &a.acked_log},
           {"--keyring", &a.keyring},    {"--prefix", &a.prefix},
           {"--cluster-dir", &a.cluster_dir}, {"--oids", &a.oids_file},
-          {"--rdma-device", &a.rdma_device}, {"--ms-mode", &a.ms_mode}};
+          {"--rdma-device", &a.rdma_device}, {"--ms-mode", &a.ms_mode},
+          {"--conf", &a.conf}};
       *strings.at(flag) = value;
     }
   }
@@ -227,6 +228,13 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
   return a;
 }
 
+const std::set<std::string>& BenchConfKeys() {
+  static const auto* const kKeys = new std::set<std::string>{
+      "mon",         "ms-type",    "ms-mode",     "auth",       "keyring", "cluster-dir",
+      "rdma-device", "op-timeout", "mon-timeout", "ms-threads", "spin-us", "submit-threads"};
+  return *kKeys;
+}
+
 std::string BenchUsage() {
   return R"(usage:
   bench.sh --mon HOST:PORT [--ms-type tcp|rdma] [-b SIZE] [-t CONCURRENCY] [--seconds S]
@@ -254,7 +262,10 @@ Every --flag takes --flag VALUE or --flag=VALUE.
                    spin, crc and copy figures (n/a without, with a line on stderr saying why)
   --op-timeout S   per-op timeout (default 30)   --mon-timeout S  (default 10)
   --ms-mode crc|secure  tcp frames checked (crc) or encrypted (AES-GCM); default the
-                   cluster's (--cluster-dir DIR's cluster.conf), else crc
+                   cluster's (its msgr.conf), else crc
+  --conf FILE      defaults for --mon, --ms-type, --ms-mode, --auth, --keyring, --rdma-device,
+                   --op-timeout ... from FILE's [global] and [client] (default: --cluster-dir
+                   DIR's msgr.conf, if there); the command line overrides them
   --rdma-device    soft|IBDEV for --ms-type rdma  --ms-threads N  messenger worker threads
   --spin-us US     poll up to US microseconds for a completion before sleeping (default 0
                    = never spin). Saves a futex wake-up per wait when a core is idle; on

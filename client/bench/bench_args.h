@@ -4,7 +4,7 @@
 //         [--count N] [--json FILE] [--acked-log FILE] [--verify] [--auth secret|none]
 //         [--keyring FILE] [--prefix P] [--osd-pids PID,...] [--cluster-dir DIR] [--op-timeout S]
 //         [--mon-timeout S] [--rdma-device soft|IBDEV] [--ms-threads N] [--spin-us US]
-//         [--submit-threads N] [--max-objects N] [--quiet]
+//         [--submit-threads N] [--max-objects N] [--quiet] [--conf FILE]
 //   bench verify --mon HOST:PORT [--ms-type tcp|rdma] --oids FILE [--json FILE] [-t N] ...
 //   bench --mode seq|rand --mon HOST:PORT [--prefix P] [-t N] [--seconds S] ...
 //         (reads of what a write run left, as `rados bench seq|rand`)
@@ -17,6 +17,7 @@
 #define MSGR_CLIENT_BENCH_BENCH_ARGS_H_
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include "absl/strings/string_view.h"
 #include <vector>
@@ -49,6 +50,7 @@ struct BenchArgs {
   std::string prefix;                // "" = benchmark_data_<host>_<pid>
   std::vector<int> osd_pids;
   std::string cluster_dir;
+  std::string conf;                  // --conf FILE (BenchMain put its settings first)
   std::string oids_file;             // verify mode
   double op_timeout = 30;
   double mon_timeout = 10;
@@ -70,6 +72,10 @@ absl::StatusOr<uint64_t> ParseSize(absl::string_view s);
 absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& args);
 
 std::string BenchUsage();
+
+// The flags a config file's [global] and [client] may set for the bench (its connection
+// settings; osd_sim/mon/cluster_conf.h). BenchMain puts them before the command line's.
+const std::set<std::string>& BenchConfKeys();
 
 }  // namespace msgr::bench
 

@@ -26,6 +26,7 @@
 #include "client/bench/thread_role.h"
 #include "client/client.h"
 #include "msg/entity_credentials.h"
+#include "osd_sim/mon/cluster_conf.h"
 
 namespace msgr::bench {
 namespace {
@@ -88,7 +89,14 @@ absl::Status WriteJson(const std::string& path, const BenchReport& r) {
 
 int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_keyring,
               std::ostream& out, std::ostream& err) {
-  auto parsed = ParseBenchArgs(argv);
+  // The settings of --conf FILE (or --cluster-dir DIR's msgr.conf) before the command line.
+  auto args = mon::WithConfSettings(argv, !argv.empty() && argv[0] == "verify" ? 1 : 0,
+                                    "client", BenchConfKeys());
+  if (!args.ok()) {
+    err << "bench: " << args.status().message() << "\n";
+    return kExitUsage;
+  }
+  auto parsed = ParseBenchArgs(*args);
   if (!parsed.ok()) {
     err << "bench: " << parsed.status().message() << "\n\n" << BenchUsage();
     return kExitUsage;

@@ -7,10 +7,12 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "msg/entity_credentials.h"
+#include "osd_sim/mon/cluster_conf.h"
 
 namespace msgr::cli {
 
@@ -41,12 +43,35 @@ absl::StatusOr<std::vector<std::string>> ParseDashedFlags(int argc, char** argv)
   return std::vector<std::string>(rest.begin() + 1, rest.end());
 }
 
+absl::StatusOr<std::vector<std::string>> ParseDashedFlagsWithConf(
+    int argc, char** argv, const std::set<std::string>& conf_keys) {
+  auto args = mon::WithConfSettings(std::vector<std::string>(argv, argv + argc), 1, "client",
+                                    conf_keys);
+  if (!args.ok()) return args.status();
+  std::vector<char*> nargv;
+  for (std::string& a : *args) nargv.push_back(a.data());
+  nargv.push_back(nullptr);
+  return ParseDashedFlags(static_cast<int>(args->size()), nargv.data());
+}
+
 std::string ClusterConf(const std::string& dir, const std::string& key) {
+  const std::string ini_key = mon::NormalizeConfKey(absl::AsciiStrToLower(key));
+  const std::string ini = absl::StrCat(dir, "/", mon::kConfFileName);
+  if (access(ini.c_str(), F_OK) == 0) {
+    auto conf = mon::ClusterConf::Load(ini);
+    if (!conf.ok()) return "";
+    auto settings = conf->SettingsFor("client", "", mon::ConfKeysOf("client"));
+    if (!settings.ok()) return "";
+    auto it = settings->find(ini_key);
+    return it == settings->end() ? "" : it->second;
+  }
+  std::string old_key = absl::AsciiStrToUpper(ini_key);  // ms-type -> MS_TYPE
+  std::replace(old_key.begin(), old_key.end(), '-', '_');
   std::ifstream f(dir + "/cluster.conf");
   std::string line;
   while (std::getline(f, line)) {
     absl::string_view v = line;
-    if (absl::ConsumePrefix(&v, key) && absl::ConsumePrefix(&v, "=")) {
+    if (absl::ConsumePrefix(&v, old_key) && absl::ConsumePrefix(&v, "=")) {
       v = absl::StripAsciiWhitespace(v);
       if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
       return std::string(v);

@@ -3,6 +3,7 @@
 #ifndef MSGR_CLIENT_CLI_CLUSTER_OPTIONS_H_
 #define MSGR_CLIENT_CLI_CLUSTER_OPTIONS_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,17 @@ namespace msgr::cli {
 // arguments (without the program name).
 absl::StatusOr<std::vector<std::string>> ParseDashedFlags(int argc, char** argv);
 
-// KEY=VALUE (or KEY="VALUE") in DIR/cluster.conf, as tools/cluster.sh start writes it; ""
-// if absent.
+// ParseDashedFlags with the settings of --conf FILE (or of --cluster-dir DIR's msgr.conf)
+// that are among `conf_keys` as defaults, under the command line's (osd_sim/mon/
+// cluster_conf.h: [global] and [client]). The binary defines --conf. A file that does not
+// parse, or has a key no client takes, is INVALID_ARGUMENT "FILE:LINE: ...".
+absl::StatusOr<std::vector<std::string>> ParseDashedFlagsWithConf(
+    int argc, char** argv, const std::set<std::string>& conf_keys);
+
+// A client setting of the cluster directory DIR: KEY ("ms-type", or the old "MS_TYPE")
+// from DIR/msgr.conf's [client] or [global] (osd_sim/mon/cluster_conf.h); for a directory
+// of an older tools/cluster.sh without one, KEY=VALUE (or KEY="VALUE") in DIR/cluster.conf.
+// "" if absent (or if DIR/msgr.conf does not parse: the tools report that themselves).
 std::string ClusterConf(const std::string& dir, const std::string& key);
 
 // The monitor address in DIR/mon.addr; UNAVAILABLE "no DIR/mon.addr (is the cluster
@@ -28,8 +38,8 @@ absl::StatusOr<std::string> MonAddrFromDir(const std::string& dir);
 bool HasPki(const std::string& dir);
 
 struct ClusterFlags {
-  // DIR: DIR/mon.addr, DIR/keyring, DIR/cluster.conf, DIR/pki (monitor TLS, used with the
-  // keyring)
+  // DIR: DIR/mon.addr, DIR/keyring, DIR/msgr.conf (or an older DIR/cluster.conf), DIR/pki
+  // (monitor TLS, used with the keyring)
   std::string cluster_dir;
   std::string mon;          // HOST:PORT (default DIR/mon.addr)
   std::string keyring;      // default DIR/keyring if readable

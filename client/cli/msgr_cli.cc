@@ -1,6 +1,7 @@
 // //client/cli:msgr — the object CLI, like `rados put/get/stat/rm/ls` (run via tools/msgr.sh).
 //
 //   msgr [--cluster-dir DIR | --mon HOST:PORT [--keyring FILE]] [--ms-type tcp|rdma]
+//        [--ms-mode crc|secure] [--conf FILE]
 //        put OID FILE|-  |  get OID FILE|-  |  stat OID  |  rm OID  |  ls [--prefix P] [--long]
 //
 // put reads FILE (or stdin) whole and writes it as one object (atomically: the old version
@@ -39,7 +40,10 @@
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, cluster_dir, "",
-          "a tools/cluster.sh cluster directory: DIR/mon.addr, DIR/keyring, DIR/cluster.conf");
+          "a tools/cluster.sh cluster directory: DIR/mon.addr, DIR/keyring, DIR/msgr.conf");
+ABSL_FLAG(std::string, conf, "",
+          "settings from FILE's [global] and [client] (default: DIR/msgr.conf); flags win");
+ABSL_FLAG(std::string, ms_mode, "", "crc|secure (default: the cluster's, else crc)");
 ABSL_FLAG(std::string, mon, "", "monitor HOST:PORT (default: DIR/mon.addr)");
 ABSL_FLAG(std::string, keyring, "", "cluster secret (default: DIR/keyring if it exists)");
 ABSL_FLAG(std::string, ms_type, "",
@@ -63,6 +67,7 @@ constexpr uint64_t kProgressMinBytes = 16ull << 20;
 
 const char kUsageText[] =
     "usage: msgr [--cluster-dir DIR | --mon HOST:PORT [--keyring FILE]] [--ms-type tcp|rdma]\n"
+    "            [--conf FILE]   (settings from FILE, default DIR/msgr.conf; flags win)\n"
     "            put OID FILE|-     write FILE (- = stdin) as object OID, replacing it\n"
     "            get OID FILE|-     read object OID into FILE (- = stdout)\n"
     "            stat OID           print the object's size\n"
@@ -176,6 +181,7 @@ int Run(const std::vector<std::string>& args) {
   cf.keyring = absl::GetFlag(FLAGS_keyring);
   cf.ms_type = absl::GetFlag(FLAGS_ms_type);
   cf.rdma_device = absl::GetFlag(FLAGS_rdma_device);
+  cf.ms_mode = absl::GetFlag(FLAGS_ms_mode);
   auto options = ClientOptionsFor(cf);
   if (!options.ok()) {
     if (absl::IsUnavailable(options.status())) {
@@ -234,7 +240,11 @@ int main(int argc, char** argv) {
     }
   }
   absl::SetProgramUsageMessage(msgr::cli::kUsageText);
-  auto args = msgr::cli::ParseDashedFlags(argc, argv);
+  // What a config file may set here: [client] settings this tool has a flag for.
+  auto args = msgr::cli::ParseDashedFlagsWithConf(
+      argc, argv,
+      {"mon", "keyring", "ms-type", "ms-mode", "rdma-device", "cluster-dir", "timeout",
+       "mon-timeout", "chunk-mb"});
   if (!args.ok()) {
     return msgr::cli::Fail(msgr::cli::kUsage,
                            absl::StrCat(args.status().message(), "\n", msgr::cli::kUsageText));

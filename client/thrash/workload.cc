@@ -2,7 +2,7 @@
 //
 //   workload --cluster-dir DIR --id K --writers N --objects M --seconds S --seed X
 //            --history FILE [--ms-type tcp|rdma] [--min-size 4096] [--max-size 8388608]
-//            [--rate OPS_PER_S]
+//            [--rate OPS_PER_S] [--conf FILE]
 //   workload --cluster-dir DIR --final-read --writers N --objects M --history FILE
 //
 // Writer K owns objects thrK_0 .. thrK_{M-1}: it writes them (a new version each time, of
@@ -34,7 +34,8 @@
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
-ABSL_FLAG(std::string, cluster_dir, "", "the cluster (DIR/mon.addr, DIR/keyring)");
+ABSL_FLAG(std::string, cluster_dir, "", "the cluster (DIR/mon.addr, DIR/keyring, DIR/msgr.conf)");
+ABSL_FLAG(std::string, conf, "", "settings from FILE's [global] and [client] (default: DIR/msgr.conf)");
 ABSL_FLAG(std::string, ms_type, "", "tcp|rdma (default: the cluster's)");
 ABSL_FLAG(int, id, 0, "this writer's number K: it owns thrK_*");
 ABSL_FLAG(int, writers, 1, "how many writers there are (whose objects reads pick from)");
@@ -229,7 +230,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   signal(SIGTERM, [](int) { msgr::thrash::g_stop = true; });
   signal(SIGPIPE, SIG_IGN);
-  auto args = msgr::cli::ParseDashedFlags(argc, argv);
+  auto args = msgr::cli::ParseDashedFlagsWithConf(argc, argv, {"cluster-dir", "ms-type", "timeout"});
   if (!args.ok()) {
     std::cerr << "workload: " << args.status().message() << "\n";
     return 2;

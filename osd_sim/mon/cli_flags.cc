@@ -36,6 +36,10 @@ absl::StatusOr<CliFlags> CliFlags::Parse(int argc, char** argv,
   return f;
 }
 
+void CliFlags::SetDefaults(const std::map<std::string, std::string>& defaults) {
+  for (const auto& [name, value] : defaults) values_.try_emplace(name, value);
+}
+
 std::string CliFlags::Get(const std::string& name, const std::string& def) const {
   auto it = values_.find(name);
   return it == values_.end() ? def : it->second;

@@ -31,6 +31,10 @@ class CliFlags {
   static absl::StatusOr<CliFlags> Parse(int argc, char** argv,
                                         const std::set<std::string>& known);
 
+  // Each of `defaults` (flag name -> value, as ClusterConf::SettingsFor gives them) that
+  // the command line did not give: a config file's settings under the command line's.
+  void SetDefaults(const std::map<std::string, std::string>& defaults);
+
   bool Has(const std::string& name) const { return values_.count(name) != 0; }
   std::string Get(const std::string& name, const std::string& def = "") const;
   // INVALID_ARGUMENT naming the flag if the value is not a non-negative integer.

@@ -3,16 +3,19 @@
 //   mon --data-dir DIR [--addr 127.0.0.1:0] [--addr-file FILE] [--grace-ms 5000]
 //       [--heartbeat-ms 1000] [--pg-num 128] [--pool-size 1] [--down-out-ms 0]
 //       [--metrics-addr HOST:PORT [--metrics-addr-file FILE]]
-//       [--auth none|secret --cluster-dir DIR [--entity mon]]
+//       [--auth none|secret --cluster-dir DIR [--entity mon]] [--conf FILE]
 #include <signal.h>
 
 #include <cstdio>
+#include <set>
+#include <string>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "msg/base/perf_counters.h"
 #include "osd_sim/metrics/daemon_metrics.h"
 #include "osd_sim/mon/cli_flags.h"
+#include "osd_sim/mon/cluster_conf.h"
 #include "osd_sim/mon/control_auth.h"
 #include "osd_sim/mon/file_util.h"
 #include "osd_sim/mon/mon_server.h"
@@ -26,7 +29,7 @@ constexpr char kUsage[] =
     "           [--grace-ms N] [--heartbeat-ms N] [--pg-num N] [--pool-size N]\n"
     "           [--pool-min-size N] [--down-out-ms N]\n"
     "           [--metrics-addr HOST:PORT [--metrics-addr-file FILE]]\n"
-    "           [--auth none|secret [--cluster-dir DIR] [--entity NAME]]\n"
+    "           [--auth none|secret [--cluster-dir DIR] [--entity NAME]] [--conf FILE]\n"
     "  --data-dir DIR      where the cluster map is kept (required; created if missing)\n"
     "  --addr HOST:PORT    listen address (default 127.0.0.1:0, port 0 = any free port)\n"
     "  --addr-file FILE    once serving, write the bound HOST:PORT there (atomically)\n"
@@ -43,7 +46,9 @@ constexpr char kUsage[] =
     "                      the cluster PKI, callers limited by their role (osd_sim/mon/README.md)\n"
     "  --cluster-dir DIR   with --auth secret: DIR/pki/ca.crt, ENTITY.crt, ENTITY.key\n"
     "                      (made by tools/lib/pki.sh)\n"
-    "  --entity NAME       the certificate the monitor serves with (default mon)\n";
+    "  --entity NAME       the certificate the monitor serves with (default mon)\n"
+    "  --conf FILE         settings from FILE's [global] and [mon] (default DIR/msgr.conf\n"
+    "                      of --cluster-dir DIR, if there); flags override it\n";
 
 int Fail(const absl::Status& s) {
   spdlog::critical("{}", s.ToString());
@@ -60,15 +65,28 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("mon"));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ mon: %v");
 
-  auto flags = msgr::mon::CliFlags::Parse(
-      argc, argv,
-      {"data-dir", "addr", "addr-file", "grace-ms", "heartbeat-ms", "pg-num", "pool-size", "pool-min-size", "down-out-ms",
-       "metrics-addr", "metrics-addr-file", "auth", "cluster-dir", "entity"});
+  // Every flag but --conf may also come from the config file (cluster_conf.h).
+  const std::set<std::string>& conf_keys = msgr::mon::ConfKeysOf("mon");
+  std::set<std::string> known = conf_keys;
+  known.insert("conf");
+  auto flags = msgr::mon::CliFlags::Parse(argc, argv, known);
   if (!flags.ok()) return Fail(flags.status());
   if (flags->Has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
   }
+  const std::string conf_path =
+      msgr::mon::ConfPathFor(flags->Get("conf"), flags->Get("cluster-dir"));
+  {
+    auto conf = msgr::mon::LoadSettings(flags->Get("conf"), flags->Get("cluster-dir"), "mon",
+                                        "", conf_keys);
+    if (!conf.ok()) {
+      spdlog::critical("{}", std::string(conf.status().message()));
+      return 2;
+    }
+    flags->SetDefaults(*conf);
+  }
+  if (!conf_path.empty()) spdlog::info("settings from {} (flags override it)", conf_path);
   if (!flags->positional().empty()) {
     return Fail(absl::InvalidArgumentError("unexpected argument " + flags->positional()[0]));
   }

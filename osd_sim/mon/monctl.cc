@@ -2,7 +2,8 @@
 //
 //   monctl --mon HOST:PORT [--timeout-ms 5000] status | out ID | in ID | map-json
 //   monctl --mon HOST:PORT [--wait-s 30] wait ID up|down   (follows WatchMap)
-//   [--cluster-dir DIR] [--auth none|secret] [--entity client.admin] with any command
+//   [--cluster-dir DIR] [--auth none|secret] [--entity client.admin] [--conf FILE] with any
+//   command
 //   (DIR: a tools/cluster.sh directory; its mon.addr and, when it has one, its PKI)
 //
 // Exit status: 0 done, 1 the monitor refused or is unreachable (message on stderr),
@@ -13,11 +14,14 @@
 #include <cstdio>
 #include <iostream>
 #include <mutex>
+#include <set>
+#include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "osd_sim/mon/cli_flags.h"
+#include "osd_sim/mon/cluster_conf.h"
 #include "osd_sim/mon/control_auth.h"
 #include "osd_sim/mon/file_util.h"
 #include "osd_sim/mon/map_format.h"
@@ -28,7 +32,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: monctl {--mon HOST:PORT | --cluster-dir DIR} [--timeout-ms N]\n"
-    "              [--auth none|secret] [--entity NAME] COMMAND\n"
+    "              [--auth none|secret] [--entity NAME] [--conf FILE] COMMAND\n"
     "  status      the cluster map as a table\n"
     "  map-json    the cluster map as JSON (epoch, pg_num, fsid, osds[...])\n"
     "  out ID      mark osd ID out (its PGs move to other OSDs)\n"
@@ -40,7 +44,9 @@ constexpr char kUsage[] =
     "                      --mon), and with --auth secret DIR/pki/ca.crt, ENTITY.crt, .key\n"
     "  --auth none|secret  none: no TLS; secret: mutual TLS with the cluster PKI (default:\n"
     "                      secret when DIR/pki/ca.crt exists, else none)\n"
-    "  --entity NAME       whose certificate to use (default client.admin; out/in need it)\n";
+    "  --entity NAME       whose certificate to use (default client.admin; out/in need it)\n"
+    "  --conf FILE         settings (mon, timeout-ms, auth, entity ...) from FILE's [global]\n"
+    "                      and [client] (default DIR/msgr.conf, if there); flags win\n";
 
 int Usage(const std::string& why) {
   std::cerr << "monctl: " << why << "\n" << kUsage;
@@ -81,12 +87,21 @@ int WaitFor(msgr::mon::MonClient* client, uint32_t id, bool want_up, absl::Durat
 
 int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::off);  // errors are reported on stderr by us
-  auto flags = msgr::mon::CliFlags::Parse(
-      argc, argv, {"mon", "timeout-ms", "wait-s", "auth", "cluster-dir", "entity"});
+  const std::set<std::string> conf_keys = {"mon",  "timeout-ms", "wait-s",
+                                           "auth", "cluster-dir", "entity"};
+  std::set<std::string> known = conf_keys;
+  known.insert("conf");
+  auto flags = msgr::mon::CliFlags::Parse(argc, argv, known);
   if (!flags.ok()) return Usage(std::string(flags.status().message()));
   if (flags->Has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
+  }
+  {
+    auto conf = msgr::mon::LoadSettings(flags->Get("conf"), flags->Get("cluster-dir"), "client",
+                                        "", conf_keys);
+    if (!conf.ok()) return Usage(std::string(conf.status().message()));
+    flags->SetDefaults(*conf);
   }
   const std::string dir = flags->Get("cluster-dir");
   std::string mon = flags->Get("mon");

@@ -8,6 +8,8 @@
 #   * the bench's per-op, per-role and copy figures: n/a across the OSD restart, and
 #     plausible on a quiet run (roles add up to the OSDs' CPU, wire copies per backend);
 #   * `stop` leaves no process behind;
+#   * DIR/msgr.conf reaches the daemons: an [osd.2] section added there holds for osd.2
+#     once restarted (its perf dump), not for the others;
 #   * the tools' flags: --flag=VALUE and --flag VALUE alike, --dir as the old spelling of
 #     --cluster-dir, bench's --auth secret|none, --keyring FILE and the old --auth FILE;
 #     an unknown flag exits 2 naming it.
@@ -128,12 +130,23 @@ assert v["checked"] == int(sys.argv[2]) and v["mismatches"] == 0, v
 PY
 
 # A killed OSD is marked down, and every watcher sees it through WatchMap; it comes back up
-# under the same id.
+# under the same id, with the settings of DIR/msgr.conf: there, [osd.2] overrides the
+# cluster's durability (durable, in [osd]) for osd.2 only.
 MONCTL=("$RUNFILES/osd_sim/mon/monctl" --cluster-dir "$DIR")
+grep -qx "durability = durable" "$DIR/msgr.conf" || fail "no durability in msgr.conf: $(cat "$DIR/msgr.conf")"
+printf '\n[osd.2]\ndurability = buffered\n' >> "$DIR/msgr.conf"
 bash "$TOOLS/cluster.sh" stop-osd --dir "$DIR" --id 2 --kill
 "${MONCTL[@]}" --wait-s 20 wait 2 down || fail "killed osd.2 not marked down via WatchMap"
 bash "$TOOLS/cluster.sh" start-osd --dir="$DIR" --id 2 || fail "osd.2 did not restart"
 "${MONCTL[@]}" --wait-s 20 wait 2 up || fail "restarted osd.2 not up via WatchMap"
+for id in 0 2; do
+  "$RUNFILES/osd_sim/tools/msgr_admin" "$DIR/run/osd.$id.asok" perf dump > "$DIR/perf.$id.json"
+done
+python3 - "$DIR/perf.0.json" "$DIR/perf.2.json" <<'PY' || fail "msgr.conf's [osd.2] did not reach osd.2"
+import json, sys
+d0, d2 = (json.load(open(f))["osd"]["durability"] for f in sys.argv[1:])
+assert (d0, d2) == ("durable", "buffered"), (d0, d2)
+PY
 
 # kill -9 of the monitor and `cluster.sh start-mon`: every OSD re-boots with the new
 # incarnation over mutual TLS (a reconnecting TLS channel that failed its calls fast never

@@ -3,6 +3,8 @@
 #include "client/bench/bench_args.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
@@ -11,6 +13,7 @@
 
 #include "client/bench/bench_cli.h"
 #include "gtest/gtest.h"
+#include "osd_sim/mon/cluster_conf.h"
 
 namespace msgr::bench {
 namespace {
@@ -162,6 +165,47 @@ TEST(BenchMainTest, LoadsTheKeyringThatAuthAndKeyringName) {
     EXPECT_EQ(BenchMain(args, loader, out, err), 2) << err.str();
     EXPECT_EQ(loaded, std::vector<std::string>{want}) << flags[0];
     EXPECT_NE(err.str().find("bench: keyring " + want), std::string::npos) << err.str();
+  }
+}
+
+// The bench's config file (--conf FILE, --cluster-dir DIR's msgr.conf): [client] over
+// [global], the command line over both. Seen through the keyring BenchMain loads (the
+// loader fails, so it exits 2 before connecting).
+TEST(BenchMainTest, SettingsFromTheConfigFileUnderTheCommandLine) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/bench_conf";
+  ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
+  std::ofstream(dir + "/msgr.conf") << "[global]\nmon = 127.0.0.1:1\nkeyring = /global/k\n"
+                                       "durability = memory   # an OSD setting: not ours\n"
+                                       "[client]\nkeyring = /client/k\n[osd]\npollers = 2\n";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--conf", dir + "/msgr.conf"}, "/client/k"},
+      {{"--cluster-dir", dir}, "/client/k"},
+      {{"--cluster-dir", dir, "--keyring", "/flag/k"}, "/flag/k"},
+      {{"verify", "--oids", "/x", "--conf=" + dir + "/msgr.conf"}, "/client/k"},
+  };
+  for (const auto& [args, want] : cases) {
+    std::vector<std::string> loaded;
+    auto loader = [&](const std::string& path) -> absl::StatusOr<AuthConfig> {
+      loaded.push_back(path);
+      return absl::NotFoundError("cannot read " + path);
+    };
+    std::ostringstream out, err;
+    EXPECT_EQ(BenchMain(args, loader, out, err), 2) << err.str();
+    EXPECT_EQ(loaded, std::vector<std::string>{want}) << args.back();
+  }
+  // A typo in [client] names the file, line and key.
+  std::ofstream(dir + "/typo.conf") << "[client]\n\nop-timeuot = 3\n";
+  std::ostringstream out, err;
+  EXPECT_EQ(BenchMain({"--mon", "127.0.0.1:1", "--conf", dir + "/typo.conf"}, NoKeyrings, out,
+                      err),
+            2);
+  EXPECT_NE(err.str().find(dir + "/typo.conf:3: unknown key 'op-timeuot' in [client]"),
+            std::string::npos)
+      << err.str();
+  // Every key the bench takes from a file is a client setting (others ignore it there).
+  for (const std::string& key : BenchConfKeys()) {
+    EXPECT_EQ(mon::ConfKeysOf("client").count(key), 1u) << key;
   }
 }
 

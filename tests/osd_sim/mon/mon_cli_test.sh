@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# End to end: the `mon` daemon and `monctl` as the cluster scripts use them.
+# End to end: the `mon` daemon and `monctl` as the cluster scripts use them, and their
+# config file (msgr.conf, --conf FILE).
 set -euo pipefail
 MON=$1
 MONCTL=$2
@@ -42,4 +43,24 @@ wait "$MON_PID" || fail "mon exited non-zero on SIGINT"
 set +e; out=$("$MONCTL" --mon "$ADDR" --timeout-ms 300 status 2>&1); rc=$?; set -e
 [[ $rc -eq 1 ]] || fail "unreachable mon exit $rc"
 [[ $out == *"monitor at $ADDR unreachable after 300ms"* ]] || fail "unreachable msg: $out"
+
+# msgr.conf: monctl takes the monitor and its timeout from [global] / [client], the command
+# line overrides them; the monitor takes [mon] (a new cluster's pg_num) and ignores [osd].
+printf '[global]\nmon = %s\n[client]\ntimeout-ms = 200\n[osd]\ndurability = memory\n' "$ADDR" \
+  > "$TMP/msgr.conf"
+set +e; out=$("$MONCTL" --conf "$TMP/msgr.conf" status 2>&1); rc=$?; set -e
+[[ $rc -eq 1 && $out == *"monitor at $ADDR unreachable after 200ms"* ]] || fail "conf: rc $rc: $out"
+set +e; out=$("$MONCTL" --conf "$TMP/msgr.conf" --timeout-ms 250 status 2>&1); set -e
+[[ $out == *"unreachable after 250ms"* ]] || fail "flag over conf: $out"
+printf '[client]\ntimeout-mss = 1\n' > "$TMP/typo.conf"
+set +e; out=$("$MONCTL" --conf "$TMP/typo.conf" --mon "$ADDR" status 2>&1); rc=$?; set -e
+[[ $rc -eq 2 && $out == *"typo.conf:2: unknown key 'timeout-mss' in [client]"* ]] || fail "typo: rc $rc: $out"
+printf '[mon]\npg num = 16\n[osd]\npollers = 2\n' > "$TMP/mon.conf"
+"$MON" --data-dir "$TMP/mon-conf-data" --addr-file "$TMP/mon2.addr" --conf "$TMP/mon.conf" \
+  2>>"$TMP/mon.log" &
+MON_PID=$!
+for _ in $(seq 100); do [[ -s $TMP/mon2.addr ]] && break; sleep 0.05; done
+"$MONCTL" --mon "$(cat "$TMP/mon2.addr")" status | grep -q "pg_num 16" || fail "[mon] pg num not used"
+kill -TERM "$MON_PID"
+wait "$MON_PID" || fail "mon (with --conf) exited non-zero"
 echo "PASS"
