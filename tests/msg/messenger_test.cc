@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "tests/msg/client_child_spawn.h"
 #include "tests/msg/messenger_test_util.h"
+#include "tests/msg/test_pki.h"
 
 namespace msgr {
 namespace {
@@ -726,6 +727,57 @@ TEST_P(AuthTest, RightKeyAcceptedWrongOrNoKeyRefused) {
     }
   }
   EXPECT_GE(server->counters().auth_failures, 1u);
+}
+
+// Entity proof (msg/PROTOCOL.md "Entity proof"): with the cluster's certificates, a peer
+// proves which entity it is; holding the cluster key is not enough to pose as an OSD.
+TEST_P(AuthTest, EntityCertificatesProveTheNameAKeyHolderCannotPoseAsAnOsd) {
+  testing::TestPki pki;
+  RecordingDispatcher sd;
+  auto server = MakeServer(&sd, [&](MessengerOptions* o) { o->auth = pki.Auth("k", "osd.0"); });
+  struct Case {
+    const char* what;
+    EntityName name;
+    AuthConfig auth;
+    bool ok;
+    const char* why;  // in the refusal the client sees
+  };
+  const Case cases[] = {
+      {"client.bench as a client", {EntityType::kClient, 11}, pki.Auth("k", "client.bench"), true,
+       ""},
+      {"osd.1 as itself", {EntityType::kOsd, 1}, pki.Auth("k", "osd.1"), true, ""},
+      {"client.bench as osd.5", {EntityType::kOsd, 5}, pki.Auth("k", "client.bench"), false,
+       "a peer with the certificate of 'client.bench' claimed to be osd.5"},
+      {"osd.1 as osd.5", {EntityType::kOsd, 5}, pki.Auth("k", "osd.1"), false,
+       "a peer with the certificate of 'osd.1' claimed to be osd.5"},
+      {"the key alone", {EntityType::kOsd, 5}, AuthConfig{AuthConfig::Mode::kSecret, "k"}, false,
+       "osd.0 proves its entity with a certificate, osd.5 has none"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    RecordingDispatcher cd;
+    auto co = Options(c.name.type, c.name.id);
+    co.auth = c.auth;
+    auto client = Make(co, &cd);
+    const size_t before = sd.Locked([&] { return sd.messages.size(); });
+    const uint64_t refusals_before = server->counters().auth_failures;
+    auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossy(), false});
+    ASSERT_TRUE(conn.ok());
+    const absl::Status sent = (*conn)->Send(Message{1, c.what});
+    if (c.ok) {
+      ASSERT_TRUE(sent.ok()) << sent;
+      ASSERT_TRUE(sd.WaitFor([&] { return sd.messages.size() == before + 1; }));
+      EXPECT_EQ(sd.Locked([&] { return sd.messages.back().payload; }), c.what);
+    } else {
+      ASSERT_TRUE(cd.WaitFor([&] { return !cd.refused.empty(); }));
+      const absl::Status why = cd.Locked([&] { return cd.refused[0]; });
+      EXPECT_NE(why.message().find(c.why), std::string::npos) << why;
+      EXPECT_TRUE(sd.WaitFor([&] { return server->counters().auth_failures > refusals_before; }));
+      std::this_thread::sleep_for(milliseconds(50));
+      EXPECT_EQ(sd.Locked([&] { return sd.messages.size(); }), before)
+          << "nothing from a refused peer reaches the dispatcher";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, MessengerTest, ::testing::Values("tcp", "rdma"),
