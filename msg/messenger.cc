@@ -70,6 +70,7 @@ static absl::Status ValidateAuth(const AuthConfig& auth) {
 
 absl::StatusOr<std::unique_ptr<Messenger>> Messenger::Create(const MessengerOptions& options,
                                                              Dispatcher* dispatcher) {
+  if (absl::Status s = ValidateMsMode(options); !s.ok()) return s;
   MessengerFactory f;
   {
     std::lock_guard<std::mutex> l(RegistryMutex());
@@ -80,8 +81,8 @@ absl::StatusOr<std::unique_ptr<Messenger>> Messenger::Create(const MessengerOpti
     }
     f = it->second;
   }
+  // After the lookup: an unknown backend is the first thing to fix.
   if (absl::Status s = ValidateAuth(options.auth); !s.ok()) return s;
-  if (absl::Status s = ValidateMsMode(options); !s.ok()) return s;
   return f(options, dispatcher);
 }
 

@@ -140,7 +140,7 @@ absl::Status Osd::Init() {
     auto p = Poller::Create(i, po, this);
     if (!p.ok()) return p.status();
     Poller* poller = p->get();
-    registry_.Add({"pollers", i, [poller] { return std::vector{poller->counters().Group("poller")}; }});
+    registry_.Add({"pollers", i, [poller] { return std::vector{poller->Group()}; }});
     pollers_.push_back(std::move(*p));
   }
   registry_.Add({"osd", -1, [this] { return std::vector{Counters().Group("osd")}; }});

@@ -171,6 +171,12 @@ void Poller::PublishLocked() {
   snapshot_ = counters_;
 }
 
+CounterGroup Poller::Group() const {
+  CounterGroup g = counters().Group("poller");
+  g.histograms.push_back(op_latency_.Snapshot());
+  return g;
+}
+
 PollerCounters Poller::counters() const {
   absl::MutexLock l(&mu_);
   PollerCounters c = snapshot_;
@@ -418,8 +424,11 @@ void Poller::AbortWrite(const OpenWrite& w) {
 void Poller::Complete(RingState* r) {
   uint64_t release_to = 0;
   failed_.clear();
+  uint64_t now = 0;  // read once, when the first record is done
   while (!r->pending.empty() && r->pending.front().done.load(std::memory_order_acquire)) {
     const Pending& p = r->pending.front();
+    if (now == 0) now = NowNs();
+    op_latency_.Record(now > p.drained_ns ? now - p.drained_ns : 0);
     if (!p.status.ok()) {
       ++counters_.write_errors;
       spdlog::warn("osd poller {}: write tid {} from {} failed: {}", index_, p.tid,

@@ -139,6 +139,11 @@ struct InFlightWrite {
 
 MSGR_COUNTER_SNAPSHOT(PollerCounters, MSGR_POLLER_COUNTERS);
 
+// An OSD op's latency as the OSD sees it: from the pass that drained its record to the
+// ack that released it (stored, durable in durable mode, and on every replica).
+inline constexpr HistogramDesc kOpLatencyDesc{
+    "op_latency", "write records from drained to acknowledged (store, replicas)"};
+
 class Poller {
  public:
   static absl::StatusOr<std::unique_ptr<Poller>> Create(int index, const PollerOptions& options,
@@ -156,6 +161,8 @@ class Poller {
   void RemoveRings(const Connection* conn);
 
   PollerCounters counters() const;
+  // The counters and the op latency histogram, for the registry (any thread).
+  CounterGroup Group() const;
   size_t ring_count() const;
   // True between AddRing and RemoveRings for `conn` (any thread).
   bool has_rings_of(const Connection* conn) const;
@@ -214,6 +221,7 @@ class Poller {
   std::vector<std::unique_ptr<RingState>> rings_;  // poller thread only
   std::vector<RecordAck> failed_;                  // poller thread only: Complete's scratch
   PollerCounters counters_;                        // poller thread only
+  LatencyHistogram op_latency_{&kOpLatencyDesc};   // recorded by the poller thread
   std::atomic<bool> stop_{false};
   std::atomic<bool> control_pending_{false};  // control_ changed
   std::atomic<bool> dump_pending_{false};     // dumps_ has requests

@@ -10,7 +10,10 @@
 //   MSGR_COUNTER_LIVE(Live, Name, LIST) struct Live { RelaxedCounter <name>; ... } with
 //                                       Live::Snapshot() -> Name, for the data path.
 // So a counter cannot be bumped, snapshotted, dumped or exported under two lists that
-// drift. A CounterRegistry holds where each component's groups come from; perf dump
+// drift. Latency distributions are the third kind: a LatencyHistogram (log2 buckets of
+// nanoseconds, lock-free Record) whose Snapshot goes into a group's `histograms` under a
+// static HistogramDesc; perf dump shows count, sum, p50/p99 and the buckets, /metrics a
+// Prometheus histogram. A CounterRegistry holds where each component's groups come from; perf dump
 // (ToJson) and the Prometheus endpoint read it, never a hand-written list.
 //
 // Thread-safety: RelaxedCounter may be bumped and read from any thread (relaxed atomics:
@@ -19,6 +22,7 @@
 #ifndef MSGR_MSG_BASE_PERF_COUNTERS_H_
 #define MSGR_MSG_BASE_PERF_COUNTERS_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -45,10 +49,32 @@ struct CounterValue {
   uint64_t value;
 };
 
+// A latency distribution's name and meaning (its unit is always nanoseconds).
+struct HistogramDesc {
+  const char* name;
+  const char* description;
+};
+
+// Bucket i counts samples of at most HistogramBucketBoundNs(i) = 1 us * 2^i; the last
+// bucket (i = kHistogramBuckets - 1) counts the rest (+Inf).
+inline constexpr int kHistogramBuckets = 26;  // finite bounds up to 2^24 us (~16.8 s)
+constexpr uint64_t HistogramBucketBoundNs(int i) { return uint64_t{1000} << i; }
+
+struct HistogramValue {
+  const HistogramDesc* desc;  // static storage
+  std::array<uint64_t, kHistogramBuckets> buckets{};  // not cumulative
+  uint64_t count = 0;
+  uint64_t sum_ns = 0;
+  // The bound of the bucket holding quantile q (0 < q <= 1): an upper estimate, within a
+  // factor 2; 0 when empty.
+  uint64_t QuantileBoundNs(double q) const;
+};
+
 // One component's counters at one moment ("messenger", "rdma", "poller", "store", ...).
 struct CounterGroup {
   std::string name;
   std::vector<CounterValue> values;
+  std::vector<HistogramValue> histograms;
 };
 
 // A counter bumped on the data path: a relaxed atomic that reads as its value.
@@ -78,6 +104,23 @@ class RelaxedCounter {
   std::atomic<uint64_t> v_{0};
 };
 
+// A latency distribution bumped on the data path: Record is two relaxed atomic adds and
+// a bit scan. Any thread may Record and Snapshot (a snapshot is not one instant).
+class LatencyHistogram {
+ public:
+  explicit LatencyHistogram(const HistogramDesc* desc) : desc_(desc) {}
+  LatencyHistogram(const LatencyHistogram&) = delete;
+  LatencyHistogram& operator=(const LatencyHistogram&) = delete;
+
+  void Record(uint64_t ns);
+  HistogramValue Snapshot() const;
+
+ private:
+  const HistogramDesc* const desc_;
+  std::array<std::atomic<uint64_t>, kHistogramBuckets> buckets_{};
+  std::atomic<uint64_t> sum_ns_{0};
+};
+
 // Where a component's counters come from. `collect` returns its groups: the first is
 // dumped at `path` ("store", "messenger.rdma": dots nest JSON objects), each further
 // one under path.<group name> ("messenger.rdma.rdma"). index >= 0 makes `path` an
@@ -104,7 +147,8 @@ class CounterRegistry {
   std::vector<CounterSource> sources_ ABSL_GUARDED_BY(mu_);
 };
 
-// Writes the group's values into `out` as name: value.
+// Writes the group's values into `out` as name: value, and each histogram as name:
+// {count, sum_ns, avg_us, p50_us, p99_us, buckets: [{le_us, count}...] (non-empty ones)}.
 void AddToJson(const CounterGroup& group, nlohmann::json* out);
 
 }  // namespace msgr

@@ -1,5 +1,6 @@
 #include "osd_sim/metrics/prometheus_export.h"
 
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -116,6 +117,32 @@ std::vector<prometheus::MetricFamily> RegistryFamilies(const CounterRegistry& re
           m.gauge.value = value;
         }
         f.metric.push_back(std::move(m));
+      }
+      for (const HistogramValue& h : group.histograms) {
+        std::string name = absl::StrCat(kMetricPrefix, group.name, "_", h.desc->name, "_seconds");
+        auto [it, added] = by_name.emplace(name, families.size());
+        if (added) {
+          prometheus::MetricFamily f;
+          f.name = std::move(name);
+          CounterDesc as_counter{h.desc->name, CounterKind::kCounter, CounterUnit::kNanoseconds,
+                                 h.desc->description};
+          f.help = MetricHelp(as_counter);
+          f.type = prometheus::MetricType::Histogram;
+          families.push_back(std::move(f));
+        }
+        prometheus::ClientMetric m;
+        m.label = source_labels;
+        m.histogram.sample_count = h.count;
+        m.histogram.sample_sum = static_cast<double>(h.sum_ns) / 1e9;
+        uint64_t cumulative = 0;
+        for (int i = 0; i < kHistogramBuckets; ++i) {
+          cumulative += h.buckets[i];
+          const double bound = i < kHistogramBuckets - 1
+                                   ? static_cast<double>(HistogramBucketBoundNs(i)) / 1e9
+                                   : std::numeric_limits<double>::infinity();
+          m.histogram.bucket.push_back({cumulative, bound});
+        }
+        families[it->second].metric.push_back(std::move(m));
       }
     }
   });

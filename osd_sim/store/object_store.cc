@@ -344,6 +344,7 @@ StoreStats ObjectStore::Impl::GetStats() const {
   s.dead_bytes = s.log_bytes - std::min(s.log_bytes, s.live_bytes);
   s.thread_cpu_ns = flusher_cpu_ns_.load(std::memory_order_relaxed) +
                     (io_pool_ ? io_pool_->thread_cpu_ns() : 0);
+  s.flush_latency = flush_latency_.Snapshot();
   return s;
 }
 

@@ -113,7 +113,9 @@ void ObjectStore::Impl::FlusherLoop(int index) {
       absl::Status s = seg->Sync(/*stream=*/index);
       if (!s.ok() && status.ok()) status = std::move(s);
     }
-    const uint64_t us = static_cast<uint64_t>(absl::ToInt64Microseconds(absl::Now() - t0));
+    const absl::Duration took = absl::Now() - t0;
+    const uint64_t us = static_cast<uint64_t>(absl::ToInt64Microseconds(took));
+    flush_latency_.Record(static_cast<uint64_t>(absl::ToInt64Nanoseconds(took)));
     mu_.Lock();
 
     ++stats_.flushes;
@@ -121,9 +123,6 @@ void ObjectStore::Impl::FlusherLoop(int index) {
     stats_.max_batch = std::max<uint64_t>(stats_.max_batch, batch.size());
     stats_.flush_latency_sum_us += us;
     stats_.flush_latency_max_us = std::max(stats_.flush_latency_max_us, us);
-    int bucket = 0;
-    while (bucket + 1 < kFlushLatencyBuckets && (uint64_t{1} << bucket) <= us) ++bucket;
-    ++stats_.flush_latency_hist[bucket];
     if (!status.ok()) {
       // After a failed fdatasync the page cache can no longer be trusted (the kernel may
       // have dropped the dirty pages): fail this round and every later append.

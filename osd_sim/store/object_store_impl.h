@@ -203,6 +203,7 @@ class ObjectStore::Impl {
   uint64_t appended_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // log bytes reserved since Open
   ObjectIndex index_ ABSL_GUARDED_BY(mu_);
   StoreStats stats_ ABSL_GUARDED_BY(mu_);
+  LatencyHistogram flush_latency_{&kFlushLatencyDesc};  // lock-free
   // Tickets handed out (or in flight) that are not durable yet.
   std::set<uint64_t> not_durable_ ABSL_GUARDED_BY(mu_);
   // Written, waiting for the flusher (kDurable).

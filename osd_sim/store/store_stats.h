@@ -11,8 +11,9 @@
 
 namespace msgr::store {
 
-// Flush latency histogram: bucket i counts flushes with latency < 2^i us (last: rest).
-inline constexpr int kFlushLatencyBuckets = 24;
+// Latency of each fdatasync round (its distribution; the sum and max are counters).
+inline constexpr HistogramDesc kFlushLatencyDesc{
+    "flush_latency", "latency of one group-commit round (fdatasync of the batch's segments)"};
 
 #define MSGR_STORE_COUNTERS(X)                                                               \
   /* Writes. */                                                                              \
@@ -65,8 +66,14 @@ inline constexpr int kFlushLatencyBuckets = 24;
 MSGR_COUNTER_SNAPSHOT(StoreCounters, MSGR_STORE_COUNTERS);
 
 struct StoreStats : StoreCounters {
-  std::array<uint64_t, kFlushLatencyBuckets> flush_latency_hist{};
+  HistogramValue flush_latency{&kFlushLatencyDesc};
 
+  // The counters and the flush latency histogram, for the registry.
+  CounterGroup Group(std::string group_name) const {
+    CounterGroup g = StoreCounters::Group(std::move(group_name));
+    g.histograms.push_back(flush_latency);
+    return g;
+  }
   std::string ToString() const;
 };
 

@@ -385,6 +385,7 @@ TEST_P(OsdTest, EveryRegisteredCounterIsInPerfDump) {
   const auto j = PerfDumpWhen([](const nlohmann::json& d) { return d["osd"]["ops"] == 1; });
   ASSERT_EQ(j["osd"]["ops"], 1) << j;
   int checked = 0;
+  int histograms = 0;
   std::set<std::string> groups;
   osd_->counter_registry().ForEach([&](const CounterSource& src,
                                        const std::vector<CounterGroup>& gs) {
@@ -406,8 +407,18 @@ TEST_P(OsdTest, EveryRegisteredCounterIsInPerfDump) {
         EXPECT_NE(std::string(v.desc->description), "") << v.desc->name;
         ++checked;
       }
+      for (const HistogramValue& h : gs[g].histograms) {
+        ASSERT_TRUE(obj.contains(h.desc->name)) << src.path << " " << h.desc->name;
+        EXPECT_TRUE(obj[h.desc->name].contains("p99_us")) << obj[h.desc->name];
+        ++histograms;
+      }
     }
   });
+  // The pollers' op latency (one record acknowledged) and the store's flush latency.
+  EXPECT_GE(histograms, 2);
+  uint64_t ops_timed = 0;
+  for (const auto& p : j["pollers"]) ops_timed += p["op_latency"]["count"].get<uint64_t>();
+  EXPECT_EQ(ops_timed, 1u) << j["pollers"];
   // The OSD, one poller, the store, the messenger (and rdma's own group).
   EXPECT_TRUE(groups.count("osd") && groups.count("poller") && groups.count("store") &&
               groups.count("messenger"));

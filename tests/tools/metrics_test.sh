@@ -85,7 +85,10 @@ DASHBOARD=$RUNFILES/tools/grafana/msgr.json
 [[ -f "$DASHBOARD" ]] || DASHBOARD=$ROOT/tools/grafana/msgr.json
 python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$DASHBOARD" || fail "$DASHBOARD is not JSON"
 for name in $(grep -o 'msgr_[a-z_]*' "$DASHBOARD" | sort -u); do
-  grep -q "^# TYPE $name " "$WORK"/*.txt || fail "the dashboard reads $name, which no daemon exports"
+  # A histogram's series are its family's name + _bucket (and _count, _sum).
+  family=$name
+  [[ $name == *_bucket ]] && family=${name%_bucket}
+  grep -q "^# TYPE $family " "$WORK"/*.txt || fail "the dashboard reads $name, which no daemon exports"
 done
 echo "ok: every metric the dashboard reads is exported"
 
@@ -150,6 +153,14 @@ wait_until 20 "a scrape of every OSD after the bench" scraped_after_bench
 SUM=$(query 'sum(msgr_osd_client_writes_total)' | awk '{print $NF}')
 [[ "$SUM" == "$OPS" ]] || fail "sum(msgr_osd_client_writes_total) = $SUM, the bench's ops = $OPS"
 echo "ok: sum(msgr_osd_client_writes_total) = $SUM = the bench's ops"
+
+# The OSDs' op latency histogram timed every one of those writes (pool size 1: no replica
+# records), and its p99 is a real latency (above 0, below the bench's op timeout).
+TIMED=$(query 'sum(msgr_poller_op_latency_seconds_count)' | awk '{print $NF}')
+[[ "$TIMED" == "$OPS" ]] || fail "sum(msgr_poller_op_latency_seconds_count) = $TIMED, the bench's ops = $OPS"
+P99=$(query 'histogram_quantile(0.99, sum by (le) (msgr_poller_op_latency_seconds_bucket))' | awk '{print $NF}')
+python3 -c "import sys; sys.exit(0 if 0 < float('${P99:-0}') < 30 else 1)" || fail "op latency p99 '$P99'"
+echo "ok: every write timed by the OSDs' op latency histogram, p99 <= ${P99} s"
 
 # The write rate of every OSD over the run, evaluated at its end (the window covers it).
 WINDOW=$(python3 -c "import math; print(math.ceil($T1 - $T0))")

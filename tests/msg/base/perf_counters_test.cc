@@ -77,5 +77,55 @@ TEST(PerfCountersTest, RegistryDumpsEveryGroupAtItsPath) {
   EXPECT_EQ(sources, 3);
 }
 
+constexpr HistogramDesc kTestLatency{"op_latency", "test op latency"};
+
+TEST(PerfCountersTest, LatencyHistogramBucketsByPowersOfTwoMicroseconds) {
+  LatencyHistogram h(&kTestLatency);
+  h.Record(0);              // <= 1 us: bucket 0
+  h.Record(1000);           // exactly 1 us: bucket 0
+  h.Record(1001);           // just above: bucket 1 (<= 2 us)
+  h.Record(3'000);          // bucket 2 (<= 4 us)
+  h.Record(100'000);        // 100 us: bucket 7 (<= 128 us)
+  h.Record(60'000'000'000);  // a minute: the +Inf bucket
+  const HistogramValue v = h.Snapshot();
+  EXPECT_EQ(v.desc, &kTestLatency);
+  EXPECT_EQ(v.count, 6u);
+  EXPECT_EQ(v.sum_ns, 0u + 1000 + 1001 + 3000 + 100'000 + 60'000'000'000);
+  EXPECT_EQ(v.buckets[0], 2u);
+  EXPECT_EQ(v.buckets[1], 1u);
+  EXPECT_EQ(v.buckets[2], 1u);
+  EXPECT_EQ(v.buckets[7], 1u);
+  EXPECT_EQ(v.buckets[kHistogramBuckets - 1], 1u);
+  EXPECT_EQ(HistogramBucketBoundNs(7), 128'000u);
+  // Half of the six samples are at most 2 us; the 99th percentile is in +Inf, reported as
+  // the last finite bound.
+  EXPECT_EQ(v.QuantileBoundNs(0.5), 2'000u);
+  EXPECT_EQ(v.QuantileBoundNs(0.99), HistogramBucketBoundNs(kHistogramBuckets - 2));
+  EXPECT_EQ(HistogramValue{&kTestLatency}.QuantileBoundNs(0.5), 0u);
+}
+
+TEST(PerfCountersTest, HistogramsAreDumpedWithCountSumQuantilesAndNonEmptyBuckets) {
+  LatencyHistogram h(&kTestLatency);
+  for (int i = 0; i < 99; ++i) h.Record(50'000);  // 50 us -> bucket <= 64 us
+  h.Record(5'000'000);                            // 5 ms -> bucket <= 8192 us
+  CounterRegistry r;
+  r.Add({"pollers", 0, [&] {
+           CounterGroup g = TestCounters{}.Group("poller");
+           g.histograms.push_back(h.Snapshot());
+           return std::vector{g};
+         }});
+  const nlohmann::json j = r.ToJson()["pollers"][0]["op_latency"];
+  EXPECT_EQ(j["count"], 100);
+  EXPECT_EQ(j["sum_ns"], 99u * 50'000 + 5'000'000);
+  EXPECT_EQ(j["avg_us"], (99u * 50'000 + 5'000'000) / 100 / 1000);
+  EXPECT_EQ(j["p50_us"], 64);
+  EXPECT_EQ(j["p99_us"], 64);
+  ASSERT_EQ(j["buckets"].size(), 2u) << j;
+  EXPECT_EQ(j["buckets"][0]["le_us"], 64);
+  EXPECT_EQ(j["buckets"][0]["count"], 99);
+  EXPECT_EQ(j["buckets"][1]["le_us"], 8192);
+  EXPECT_EQ(j["buckets"][1]["count"], 1);
+}
+
 }  // namespace
 }  // namespace msgr

@@ -1,6 +1,7 @@
 // The registry -> Prometheus conversion: names, units, labels, and the text a scrape gets.
 #include "osd_sim/metrics/prometheus_export.h"
 
+#include <cmath>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -176,6 +177,43 @@ TEST(RegistryCollectorTest, CollectsAtScrapeTime) {
   ops = 5;
   EXPECT_THAT(prometheus::TextSerializer().Serialize(collector.Collect()),
               HasSubstr("msgr_osd_client_writes_total 5\n"));
+}
+
+constexpr HistogramDesc kTestOpLatency{"op_latency", "drained to acknowledged"};
+
+TEST(RegistryFamiliesTest, HistogramsBecomePrometheusHistogramsInSeconds) {
+  LatencyHistogram h(&kTestOpLatency);
+  h.Record(3'000);       // <= 4 us
+  h.Record(3'000);
+  h.Record(1'000'000);   // <= 1.024 ms
+  CounterRegistry r;
+  r.Add({"pollers", 0, [&] {
+           CounterGroup g = TestPollerCounters{}.Group("poller");
+           g.histograms.push_back(h.Snapshot());
+           return std::vector{g};
+         }});
+  auto families = RegistryFamilies(r, {{"osd", "1"}});
+  ASSERT_EQ(families.size(), 4u);
+  const prometheus::MetricFamily& f = families.back();
+  EXPECT_EQ(f.name, "msgr_poller_op_latency_seconds");
+  EXPECT_EQ(f.type, prometheus::MetricType::Histogram);
+  ASSERT_EQ(f.metric.size(), 1u);
+  const auto& hist = f.metric[0].histogram;
+  EXPECT_EQ(hist.sample_count, 3u);
+  EXPECT_DOUBLE_EQ(hist.sample_sum, 0.001006);
+  ASSERT_EQ(hist.bucket.size(), static_cast<size_t>(kHistogramBuckets));
+  EXPECT_DOUBLE_EQ(hist.bucket[2].upper_bound, 4e-6);
+  EXPECT_EQ(hist.bucket[2].cumulative_count, 2u);
+  EXPECT_EQ(hist.bucket[9].cumulative_count, 2u);   // <= 512 us
+  EXPECT_EQ(hist.bucket[10].cumulative_count, 3u);  // <= 1.024 ms
+  EXPECT_TRUE(std::isinf(hist.bucket.back().upper_bound));
+  EXPECT_EQ(hist.bucket.back().cumulative_count, 3u);
+  const std::string text = prometheus::TextSerializer().Serialize(families);
+  EXPECT_NE(text.find("msgr_poller_op_latency_seconds_bucket{osd=\"1\",poller=\"0\",le=\"4e-06\"} 2"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("msgr_poller_op_latency_seconds_count{osd=\"1\",poller=\"0\"} 3"),
+            std::string::npos);
 }
 
 }  // namespace
