@@ -37,6 +37,7 @@
 #include "osd_sim/poller.h"
 #include "osd_sim/replicator.h"
 #include "osd_sim/store/object_store.h"
+#include "proto/osd_protocol.h"
 
 namespace msgr::osd {
 
@@ -160,6 +161,11 @@ class Osd : public Dispatcher, public RecordSink {
   // Requests queued or being served, and how many of them are slow (under read_mu_).
   void CountRequests(uint64_t now_ns, uint64_t* in_flight, uint64_t* slow) const;
   void IgnoreMalformed(const ConnectionRef& conn, const absl::Status& why);
+  // The store's name of `oid` in `pool` (placement::PoolObjectName); INVALID_ARGUMENT for
+  // a default-pool oid that would alias another pool's object.
+  absl::Status StoreKey(uint32_t pool, const std::string& oid, std::string* key) const;
+  // One page of `req`'s pool (names without the pool's qualifier).
+  absl::Status ListPool(const ListRequest& req, size_t max, ListBody* body) const;
 
   const OsdOptions options_;
   std::unique_ptr<store::ObjectStore> store_;
