@@ -68,6 +68,7 @@ constexpr uint64_t kProgressMinBytes = 16ull << 20;
 const char kUsageText[] =
     "usage: msgr [--cluster-dir DIR | --mon HOST:PORT [--keyring FILE]] [--ms-type tcp|rdma]\n"
     "            [--conf FILE]   (settings from FILE, default DIR/msgr.conf; flags win)\n"
+    "            [--pool NAME]   (default: the pool 'default'; monctl pool ls)\n"
     "            put OID FILE|-     write FILE (- = stdin) as object OID, replacing it\n"
     "            get OID FILE|-     read object OID into FILE (- = stdout)\n"
     "            stat OID           print the object's size\n"
