@@ -9,6 +9,11 @@
 // primary it forwards each client write to the PG's other members (osd_sim/replicator.h)
 // and acknowledges it once they have it too.
 //
+// Pools: the store holds every pool's objects, another pool's under its pool-qualified
+// name (placement::PoolObjectName; a write's record oid already is that name), the
+// default pool's under their own names as before pools. A request's pool id picks the
+// name; a listing covers one pool and returns plain oids.
+//
 // It also serves reads (whole or ranges), stats, deletes and listings of its objects,
 // registers and heartbeats with the monitor, and exposes `perf dump`, `dump_sessions` and
 // `dump_ops_in_flight` on an admin socket in its run dir (run/osd.<id>.asok).
