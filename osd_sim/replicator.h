@@ -50,7 +50,7 @@
 namespace msgr::osd {
 
 #define MSGR_REPLICATION_COUNTERS(X)                                                          \
-  X(pool_size, kGauge, kNone, "copies of each object the map asks for (largest pool)")                   \
+  X(pool_size, kGauge, kNone, "copies of each object, the largest pool's")                  \
   X(writes_replicated, kCounter, kNone, "client records this OSD forwarded as primary")      \
   X(records_forwarded, kCounter, kNone, "records sent to replicas (one per replica)")        \
   X(bytes_forwarded, kCounter, kBytes, "payload bytes of those records")                     \
