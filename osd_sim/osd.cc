@@ -446,7 +446,8 @@ absl::Status Osd::ListPool(const ListRequest& req, size_t max, ListBody* body) c
   std::string prefix, after;
   if (absl::Status s = StoreKey(req.pool, req.prefix, &prefix); !s.ok()) return s;
   const size_t strip = placement::PoolNameOverhead(req.pool);
-  after = req.after.empty() ? prefix : placement::PoolObjectName(req.pool, req.after);
+  // No `after`: from the start ("" sorts first; the prefix keeps it to the pool).
+  if (!req.after.empty()) after = placement::PoolObjectName(req.pool, req.after);
   auto page = store_->List(prefix, after, max + 1);
   if (req.pool == placement::kDefaultPoolId && prefix.empty()) {
     // Other pools' objects ("\x01ID\x01oid", contiguous in byte order, all below

@@ -383,6 +383,12 @@ TEST_P(OsdTest, PoolsKeepTheirObjectsApart) {
   EXPECT_EQ(list(0), (std::vector<std::string>{"a", "b", "c"}));
   EXPECT_EQ(list(5), (std::vector<std::string>{"a", "p5/1", "p5/2", "p5/3", "p5/4"}));
   EXPECT_TRUE(list(6).empty());
+  // A prefix that is an object's whole name lists it, in any pool.
+  auto exact = Ask(Encode(ListRequest{tid, "p5/1", "", 10, 5}), tid);
+  ++tid;
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  ASSERT_EQ(DecodeListBody(*exact)->entries.size(), 1u);
+  EXPECT_EQ(DecodeListBody(*exact)->entries[0].oid, "p5/1");
 
   ASSERT_TRUE(Ask(Encode(ObjectRequest{kDelete, tid, "a", 5}), tid).ok());
   ++tid;
