@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -53,15 +54,26 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   auto map = (*mon)->GetMap();
   if (!map.ok()) return map.status();
   const std::string ms_type = options.ms_type;
-  (*objecter)->HandleMap(placement::ToPlacementMap(*map, ms_type));
-  spdlog::info("client.{}: map epoch {} from monitor {} ({} osds, {} pgs), ms_type {}",
-               options.client_id, map->epoch(), options.mon_addr, map->osds_size(),
-               map->pg_num(), ms_type);
+  const std::optional<placement::PoolInfo> pool = placement::FindPool(*map, options.pool);
+  if (!pool.has_value()) {
+    return absl::NotFoundError(absl::StrCat("no pool '", options.pool, "' (pools: ",
+                                            placement::PoolNames(*map), ")"));
+  }
+  const uint32_t pool_id = pool->id;
+  (*objecter)->HandleMap(placement::ToPlacementMap(*map, ms_type, *pool));
+  spdlog::info("client.{}: map epoch {} from monitor {} ({} osds, pool {} id {}: {} pgs, size "
+               "{}), ms_type {}",
+               options.client_id, map->epoch(), options.mon_addr, map->osds_size(), pool->name,
+               pool->id, pool->pg_num, pool->size.size, ms_type);
 
   std::unique_ptr<Client> c(new Client(std::move(options), std::move(*objecter)));
   Objecter* o = c->objecter_.get();
   absl::Status w = (*mon)->Watch(
-      [o, ms_type](const mon::v1::ClusterMap& m) { o->HandleMap(placement::ToPlacementMap(m, ms_type)); });
+      [o, ms_type, pool_id](const mon::v1::ClusterMap& m) {
+        // Pools are never deleted: a map without ours is not one to follow.
+        auto p = placement::FindPoolById(m, pool_id);
+        if (p.has_value()) o->HandleMap(placement::ToPlacementMap(m, ms_type, *p));
+      });
   if (!w.ok()) return w;
   c->mon_ = std::move(*mon);
   return c;

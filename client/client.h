@@ -43,6 +43,9 @@ namespace msgr::client {
 struct ClientOptions {
   std::string mon_addr;                         // "host:port" of the monitor (required)
   std::string ms_type = "tcp";                  // messenger backend: "tcp" | "rdma"
+  // The pool every op goes to, by name ("" or "default": the default pool). Create()
+  // resolves it in the map: NOT_FOUND "no pool 'X' (pools: default, ...)" if it is not there.
+  std::string pool;
   // "crc" or "secure" (tcp only: AES-GCM frames, MessengerOptions::ms_mode); the cluster's.
   std::string ms_mode = "crc";
   uint64_t client_id = 0;                       // 0: derived from pid and time
@@ -115,6 +118,7 @@ class Client {
   void Shutdown();
 
   uint64_t map_epoch() const { return objecter_->map_epoch(); }
+  uint32_t pool_id() const { return objecter_->pool_id(); }
   ObjecterCounters counters() const { return objecter_->counters(); }
   MessengerCounters messenger_counters() const;
   const ClientOptions& options() const { return options_; }

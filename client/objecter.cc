@@ -95,6 +95,7 @@ void Objecter::HandleMap(PlacementMap map) {
     spdlog::debug("client: map epoch {} ({} osds, {} pgs)", map.epoch(), map.osds().size(),
                   map.pg_num());
     map_ = std::move(map);
+    pool_id_.store(map_.pool_id(), std::memory_order_relaxed);
     have_map_ = true;
     // Refusals are remembered by address: forget those of addresses no OSD has now.
     for (auto it = connect_refusals_.begin(); it != connect_refusals_.end();) {

@@ -34,6 +34,7 @@
 #ifndef MSGR_CLIENT_OBJECTER_H_
 #define MSGR_CLIENT_OBJECTER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -115,8 +116,10 @@ class Objecter : public Dispatcher {
   Objecter& operator=(const Objecter&) = delete;
 
   // Installs a new map (ignored unless its epoch is newer) and re-targets ops.
+  // The map is the client's pool's (PlacementMap::pool_id): every op goes to that pool.
   void HandleMap(PlacementMap map);
   uint64_t map_epoch() const;
+  uint32_t pool_id() const { return pool_id_.load(std::memory_order_relaxed); }
 
   // Writes the whole object (replacing it). `data` is shared, not copied, and must stay
   // unchanged until the callback. May block (max_in_flight, ring credit).
@@ -205,6 +208,7 @@ class Objecter : public Dispatcher {
   absl::CondVar timer_cv_;     // timer thread: new deadlines, shutdown
   absl::CondVar slot_cv_;      // submitters waiting for max_in_flight
   PlacementMap map_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint32_t> pool_id_{placement::kDefaultPoolId};  // map_'s pool
   bool have_map_ ABSL_GUARDED_BY(mu_) = false;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_op_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -26,16 +26,16 @@ bool IsRetryable(absl::StatusCode c) {
   return c == absl::StatusCode::kUnavailable || c == absl::StatusCode::kAborted;
 }
 
-Message EncodeRequest(const Request& r, uint64_t tid) {
+Message EncodeRequest(const Request& r, uint64_t tid, uint32_t pool) {
   switch (r.kind) {
     case Request::Kind::kStat:
-      return osd::Encode(osd::ObjectRequest{osd::kStat, tid, r.oid});
+      return osd::Encode(osd::ObjectRequest{osd::kStat, tid, r.oid, pool});
     case Request::Kind::kDelete:
-      return osd::Encode(osd::ObjectRequest{osd::kDelete, tid, r.oid});
+      return osd::Encode(osd::ObjectRequest{osd::kDelete, tid, r.oid, pool});
     case Request::Kind::kList:
-      return osd::Encode(osd::ListRequest{tid, r.oid, r.after, r.max});
+      return osd::Encode(osd::ListRequest{tid, r.oid, r.after, r.max, pool});
     default:
-      return osd::Encode(osd::ReadRequest{tid, r.oid, r.offset, r.length});
+      return osd::Encode(osd::ReadRequest{tid, r.oid, r.offset, r.length, pool});
   }
 }
 
@@ -113,10 +113,14 @@ void Objecter::Submit(OpRef op) {
     op->submitted = absl::Now();
     op->deadline = op->submitted + options_.op_timeout;
     const bool list = op->kind == Op::Kind::kList;  // a prefix: may be empty
-    if ((op->oid.empty() && !list) || op->oid.size() > kMaxOidBytes) {
+    // Another pool's oid travels qualified (placement::PoolObjectName) within kMaxOidBytes.
+    const size_t max_oid = kMaxOidBytes - placement::PoolNameOverhead(pool_id());
+    const bool marked = !op->oid.empty() && op->oid[0] == placement::kPoolNameMark;
+    if ((op->oid.empty() && !list) || op->oid.size() > max_oid || marked) {
       op->done = true;
       auto s = absl::InvalidArgumentError(
-          absl::StrCat("object id must be 1..", kMaxOidBytes, " bytes, got ", op->oid.size()));
+          marked ? std::string("an object id may not start with byte 0x01")
+                 : absl::StrCat("object id must be 1..", max_oid, " bytes, got ", op->oid.size()));
       if (op->kind == Op::Kind::kWrite) {
         fail = [cb = std::move(op->write_cb), s] { cb(s); };
       } else {
@@ -310,7 +314,7 @@ void Objecter::SendOp(const OpRef& op) {
         op->tids.insert(tid);
         by_tid_[tid] = op;
       }
-      sent = (*conn)->Send(EncodeRequest(op->request, tid)).ok();
+      sent = (*conn)->Send(EncodeRequest(op->request, tid, pool_id())).ok();
     }
     std::function<void()> finish;
     {
@@ -368,7 +372,7 @@ bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const Connect
       ++counters_.records_sent;
     }
     RecordDesc desc;
-    desc.oid = op->oid;
+    desc.oid = placement::PoolObjectName(pool_id(), op->oid);
     desc.tid = first_tid + i;
     desc.object_offset = i * max;
     desc.flags = (i == 0 ? kRecordFlagTruncate : 0) | (i + 1 == n ? kRecordFlagLast : 0);

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "msg/base/net_addr.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster_map.h"
@@ -254,7 +255,11 @@ absl::Status Osd::Init() {
   if (!reply.ok()) return reply.status();
   spdlog::info("{}: booted at map epoch {}", me, reply->epoch());
   absl::Status watch = mon_->Watch([this](const mon::v1::ClusterMap& map) {
-    replicator_->HandleMap(placement::ToPlacementMap(map, "tcp"));
+    std::vector<placement::PlacementMap> pools;
+    for (const placement::PoolInfo& p : placement::PoolsOf(map)) {
+      pools.push_back(placement::ToPlacementMap(map, "tcp", p));
+    }
+    replicator_->HandleMaps(std::move(pools));
   });
   if (!watch.ok()) return watch;
   return mon_->StartHeartbeats(boot, [me](const mon::v1::BootOsdReply& r) {
@@ -357,7 +362,9 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
       reply.tid = req->tid;
       reply_type = kReadReply;
       step("store: read");
-      auto data = store_->Read(req->oid, req->offset, req->length);
+      std::string key;
+      if (s = StoreKey(req->pool, req->oid, &key); !s.ok()) break;
+      auto data = store_->Read(key, req->offset, req->length);
       if (data.ok()) {
         reply.data = std::move(*data);
       } else {
@@ -373,7 +380,9 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
       reply.tid = req->tid;
       reply_type = kStatReply;
       step("store: stat");
-      auto size = store_->Stat(req->oid);
+      std::string key;
+      if (s = StoreKey(req->pool, req->oid, &key); !s.ok()) break;
+      auto size = store_->Stat(key);
       if (size.ok()) {
         reply.data = EncodeBody(StatBody{*size});
       } else {
@@ -388,7 +397,9 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
       reply_type = kDeleteReply;
       // Replied once durable, as a write is acked; this read thread waits for the flush.
       step("store: durable delete");
-      auto ticket = store_->Delete(req->oid);
+      std::string key;
+      if (s = StoreKey(req->pool, req->oid, &key); !s.ok()) break;
+      auto ticket = store_->Delete(key);
       s = ticket.ok() ? store_->WaitDurable(*ticket) : ticket.status();
       if (s.ok()) ++deletes_;
       break;
@@ -401,11 +412,8 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
       reply_type = kListReply;
       step("store: list");
       const size_t max = std::min(req->max, kMaxListPage);
-      auto page = store_->List(req->prefix, req->after, max + 1);
       ListBody body;
-      body.more = page.size() > max;
-      if (body.more) page.resize(max);
-      for (auto& o : page) body.entries.push_back({std::move(o.oid), o.size});
+      if (s = ListPool(*req, max, &body); !s.ok()) break;
       reply.data = EncodeBody(body);
       break;
     }
@@ -417,9 +425,51 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
   if (!s.ok()) {
     reply.code = s.code();
     reply.error = std::string(s.message());
+    // The store names objects by their pool-qualified name: the client knows its oid.
+    if (!reply.error.empty() && reply.error.find(placement::kPoolNameMark) != std::string::npos) {
+      reply.error = absl::StrReplaceAll(reply.error, {{std::string(1, placement::kPoolNameMark), "/"}});
+    }
   }
   step("reply: sending (flow control)");
   (void)conn->Send(Encode(reply, reply_type));
+}
+
+absl::Status Osd::StoreKey(uint32_t pool, const std::string& oid, std::string* key) const {
+  if (pool == placement::kDefaultPoolId && !oid.empty() && oid[0] == placement::kPoolNameMark) {
+    return absl::InvalidArgumentError("an object id may not start with byte 0x01");
+  }
+  *key = placement::PoolObjectName(pool, oid);
+  return absl::OkStatus();
+}
+
+absl::Status Osd::ListPool(const ListRequest& req, size_t max, ListBody* body) const {
+  std::string prefix, after;
+  if (absl::Status s = StoreKey(req.pool, req.prefix, &prefix); !s.ok()) return s;
+  const size_t strip = placement::PoolNameOverhead(req.pool);
+  // No `after`: from the start ("" sorts first; the prefix keeps it to the pool).
+  if (!req.after.empty()) after = placement::PoolObjectName(req.pool, req.after);
+  auto page = store_->List(prefix, after, max + 1);
+  if (req.pool == placement::kDefaultPoolId && prefix.empty()) {
+    // Other pools' objects ("\x01ID\x01oid", contiguous in byte order, all below
+    // "\x01\xff") are not the default pool's: skip them and go on after them.
+    auto marked = [](const store::ObjectIndex::Listed& o) {
+      return !o.oid.empty() && o.oid[0] == placement::kPoolNameMark;
+    };
+    const size_t before = page.size();
+    page.erase(std::remove_if(page.begin(), page.end(), marked), page.end());
+    if (page.size() < before && page.size() < max + 1) {
+      static const std::string kAfterPools = {placement::kPoolNameMark, '\xff'};
+      auto rest = store_->List("", std::max<std::string>(after, kAfterPools),
+                               max + 1 - page.size());
+      for (auto& o : rest) {
+        if (!marked(o)) page.push_back(std::move(o));
+      }
+    }
+  }
+  body->more = page.size() > max;
+  if (body->more) page.resize(max);
+  for (auto& o : page) body->entries.push_back({o.oid.substr(strip), o.size});
+  return absl::OkStatus();
 }
 
 void Osd::IgnoreMalformed(const ConnectionRef& conn, const absl::Status& why) {
@@ -452,6 +502,14 @@ absl::StatusOr<uint32_t> Osd::Persist(const RecordView& rec, const WritePart& pa
                                       PersistCallback done) {
   const RecordHeader& h = *rec.header;
   const std::string_view oid(rec.oid, h.oid_len);
+  {
+    // The oid of a write names its pool (placement::PoolObjectName).
+    uint32_t pool;
+    std::string_view plain;
+    if (!placement::SplitPoolObjectName(oid, &pool, &plain) || plain.empty()) {
+      return absl::InvalidArgumentError("malformed pool-qualified object id");
+    }
+  }
   iovec iov{const_cast<uint8_t*>(rec.payload), h.payload_len};
   uint32_t flags = (h.flags & kRecordFlagTruncate) ? store::kTruncate : 0;
   // The store calls `done` only if it took the record; its error is returned instead.

@@ -9,6 +9,11 @@
 // primary it forwards each client write to the PG's other members (osd_sim/replicator.h)
 // and acknowledges it once they have it too.
 //
+// Pools: the store holds every pool's objects, another pool's under its pool-qualified
+// name (placement::PoolObjectName; a write's record oid already is that name), the
+// default pool's under their own names as before pools. A request's pool id picks the
+// name; a listing covers one pool and returns plain oids.
+//
 // It also serves reads (whole or ranges), stats, deletes and listings of its objects,
 // registers and heartbeats with the monitor, and exposes `perf dump`, `dump_sessions` and
 // `dump_ops_in_flight` on an admin socket in its run dir (run/osd.<id>.asok).
@@ -37,6 +42,7 @@
 #include "osd_sim/poller.h"
 #include "osd_sim/replicator.h"
 #include "osd_sim/store/object_store.h"
+#include "proto/osd_protocol.h"
 
 namespace msgr::osd {
 
@@ -160,6 +166,11 @@ class Osd : public Dispatcher, public RecordSink {
   // Requests queued or being served, and how many of them are slow (under read_mu_).
   void CountRequests(uint64_t now_ns, uint64_t* in_flight, uint64_t* slow) const;
   void IgnoreMalformed(const ConnectionRef& conn, const absl::Status& why);
+  // The store's name of `oid` in `pool` (placement::PoolObjectName); INVALID_ARGUMENT for
+  // a default-pool oid that would alias another pool's object.
+  absl::Status StoreKey(uint32_t pool, const std::string& oid, std::string* key) const;
+  // One page of `req`'s pool (names without the pool's qualifier).
+  absl::Status ListPool(const ListRequest& req, size_t max, ListBody* body) const;
 
   const OsdOptions options_;
   std::unique_ptr<store::ObjectStore> store_;

@@ -1,5 +1,6 @@
 #include "osd_sim/replicator.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -106,10 +107,23 @@ void Replicator::Stop() {
 }
 
 void Replicator::HandleMap(placement::PlacementMap map) {
+  std::vector<placement::PlacementMap> pools;
+  pools.push_back(std::move(map));
+  HandleMaps(std::move(pools));
+}
+
+void Replicator::HandleMaps(std::vector<placement::PlacementMap> pools) {
   {
     absl::MutexLock l(&mu_);
-    pool_size_.store(map.pool().size, std::memory_order_relaxed);
-    auto next = std::make_shared<const placement::PlacementMap>(std::move(map));
+    uint32_t largest = 1;
+    std::map<uint32_t, std::shared_ptr<const placement::PlacementMap>> by_id;
+    for (placement::PlacementMap& p : pools) {
+      largest = std::max(largest, p.pool().size);
+      const uint32_t id = p.pool_id();
+      by_id[id] = std::make_shared<const placement::PlacementMap>(std::move(p));
+    }
+    pool_size_.store(largest, std::memory_order_relaxed);
+    auto next = by_id.begin()->second;
     std::vector<std::pair<int, std::string>> drop;
     for (const auto& [id, peer] : peers_) {
       const placement::OsdEntry* e = next->Find(id);
@@ -122,22 +136,35 @@ void Replicator::HandleMap(placement::PlacementMap map) {
     }
     for (const auto& [id, why] : drop) DropPeerLocked(id, why);
     map_ = std::move(next);
+    pools_ = std::move(by_id);
   }
   ReapRetired();
 }
 
 absl::StatusOr<std::shared_ptr<Replicator::Write>> Replicator::Begin(const RecordView& rec,
                                                                      PersistCallback done) {
-  const std::string_view oid(rec.oid, rec.header->oid_len);
+  const std::string_view name(rec.oid, rec.header->oid_len);
+  uint32_t pool_id;
+  std::string_view oid;
+  if (!placement::SplitPoolObjectName(name, &pool_id, &oid)) {
+    return absl::InvalidArgumentError("malformed pool-qualified object id");
+  }
   absl::MutexLock l(&mu_);
   if (stopped_ || map_ == nullptr) return absl::UnavailableError("the OSD has no map yet");
-  const uint32_t pg = map_->PgOf(oid);
-  const placement::PoolSize pool = map_->pool();
+  auto it = pools_.find(pool_id);
+  if (it == pools_.end()) {
+    // A pool newer than this OSD's map: the client retries until the map arrives.
+    return absl::UnavailableError(
+        absl::StrCat("no pool ", pool_id, " in this OSD's map epoch ", map_->epoch()));
+  }
+  const placement::PlacementMap& pmap = *it->second;
+  const uint32_t pg = pmap.PgOf(oid);
+  const placement::PoolSize pool = pmap.pool();
   std::vector<int> peers;
   std::string down;
-  for (int id : map_->ActingOfPg(pg)) {
+  for (int id : pmap.ActingOfPg(pg)) {
     if (id == static_cast<int>(options_.self)) continue;
-    const placement::OsdEntry* e = map_->Find(id);
+    const placement::OsdEntry* e = pmap.Find(id);
     if (e != nullptr && e->up) {
       peers.push_back(id);
     } else {
@@ -148,7 +175,7 @@ absl::StatusOr<std::shared_ptr<Replicator::Write>> Replicator::Begin(const Recor
   if (possible < pool.min_size) {
     ++counters_.writes_below_min_size;
     return absl::UnavailableError(absl::StrCat(
-        "pg ", pg, " of '", std::string(oid), "': ", possible, " of ", pool.size,
+        "pg ", pool_id, ".", pg, " of '", std::string(oid), "': ", possible, " of ", pool.size,
         " copies can be written, min_size is ", pool.min_size, " (down: ", down,
         "); the write waits for them"));
   }

@@ -50,7 +50,7 @@
 namespace msgr::osd {
 
 #define MSGR_REPLICATION_COUNTERS(X)                                                          \
-  X(pool_size, kGauge, kNone, "copies of each object the map asks for")                       \
+  X(pool_size, kGauge, kNone, "copies of each object, the largest pool's")                  \
   X(writes_replicated, kCounter, kNone, "client records this OSD forwarded as primary")      \
   X(records_forwarded, kCounter, kNone, "records sent to replicas (one per replica)")        \
   X(bytes_forwarded, kCounter, kBytes, "payload bytes of those records")                     \
@@ -83,7 +83,12 @@ class Replicator {
   // cluster addresses. A peer that is no longer up, or came back as a new incarnation,
   // loses its session; what it had not acknowledged counts as lost.
   void HandleMap(placement::PlacementMap map);
-  // True when the pool keeps more than one copy (the only case where Persist asks us).
+  // The same with every pool of the map: one PlacementMap per pool, all of one epoch (the
+  // first one's OSDs are used for peers). A record's pool is its oid's
+  // (placement::SplitPoolObjectName); each pool has its own size and min_size.
+  // REQUIRES: `pools` is not empty.
+  void HandleMaps(std::vector<placement::PlacementMap> pools);
+  // True when some pool keeps more than one copy (the only case where Persist asks us).
   bool replicating() const { return pool_size_.load(std::memory_order_relaxed) > 1; }
 
   // One client record to replicate (the local store takes it too). Begin() decides who
@@ -125,6 +130,7 @@ class Replicator {
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const placement::PlacementMap> map_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, std::shared_ptr<const placement::PlacementMap>> pools_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Peer>> retired_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> degraded_{0};  // writes acknowledged with fewer copies than size

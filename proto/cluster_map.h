@@ -4,7 +4,9 @@
 #ifndef MSGR_PROTO_CLUSTER_MAP_H_
 #define MSGR_PROTO_CLUSTER_MAP_H_
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "proto/placement.h"
 #include "proto/mon.pb.h"
@@ -12,11 +14,24 @@
 namespace msgr::placement {
 
 // OSD addresses for `ms_type` (rdma_addr for "rdma" when the OSD advertises one),
-// up/in, weight, incarnation, backends served, host, cluster address; the pool's size.
+// up/in, weight, incarnation, backends served, host, cluster address; the default pool's
+// placement.
 PlacementMap ToPlacementMap(const mon::v1::ClusterMap& map, const std::string& ms_type);
+// The same for `pool` (one of PoolsOf(map)).
+PlacementMap ToPlacementMap(const mon::v1::ClusterMap& map, const std::string& ms_type,
+                            const PoolInfo& pool);
 
 // The default pool's size and min_size as the map states them, defaults filled in.
 PoolSize PoolSizeOf(const mon::v1::ClusterMap& map);
+
+// Every pool of the map, the default pool (id 0) first, then by id; defaults filled in
+// (size >= 1, 1 <= min_size <= size, pg_num >= 1: a pool without one has the map's).
+std::vector<PoolInfo> PoolsOf(const mon::v1::ClusterMap& map);
+// The pool named `name` ("" means "default"), or nullopt.
+std::optional<PoolInfo> FindPool(const mon::v1::ClusterMap& map, const std::string& name);
+std::optional<PoolInfo> FindPoolById(const mon::v1::ClusterMap& map, uint32_t id);
+// "default, images, rbd": the pools' names, for errors.
+std::string PoolNames(const mon::v1::ClusterMap& map);
 
 }  // namespace msgr::placement
 

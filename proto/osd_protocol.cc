@@ -24,10 +24,11 @@ Message Encode(const ReadRequest& m) {
   WireWriter w(&out);
   w.Put(m.tid);
   w.PutString32(m.oid);
-  if (m.offset != 0 || m.length != kToEnd) {
+  if (m.offset != 0 || m.length != kToEnd || m.pool != 0) {
     w.Put(m.offset);
     w.Put(m.length);
   }
+  if (m.pool != 0) w.Put(m.pool);
   return Message{kRead, std::move(out)};
 }
 
@@ -36,6 +37,7 @@ Message Encode(const ObjectRequest& m) {
   WireWriter w(&out);
   w.Put(m.tid);
   w.PutString32(m.oid);
+  if (m.pool != 0) w.Put(m.pool);
   return Message{m.type, std::move(out)};
 }
 
@@ -46,6 +48,7 @@ Message Encode(const ListRequest& m) {
   w.PutString32(m.prefix);
   w.PutString32(m.after);
   w.Put(m.max);
+  if (m.pool != 0) w.Put(m.pool);
   return Message{kList, std::move(out)};
 }
 
@@ -85,6 +88,7 @@ absl::StatusOr<ReadRequest> DecodeReadRequest(const Message& m) {
     return Malformed("read");
   }
   if (r.remaining() != 0 && (!r.Get(&q.offset) || !r.Get(&q.length))) return Malformed("read");
+  if (r.remaining() != 0 && (!r.Get(&q.pool) || q.pool == 0)) return Malformed("read");
   if (r.remaining() != 0) return Malformed("read");
   return q;
 }
@@ -95,7 +99,7 @@ absl::StatusOr<ObjectRequest> DecodeObjectRequest(const Message& m) {
   ObjectRequest q;
   q.type = static_cast<MsgType>(m.type);
   if (!r.Get(&q.tid) || !r.GetString32(kMaxOidBytes, &q.oid) || q.oid.empty() ||
-      r.remaining() != 0) {
+      (r.remaining() != 0 && (!r.Get(&q.pool) || q.pool == 0)) || r.remaining() != 0) {
     return Malformed(m.type == kStat ? "stat" : "delete");
   }
   return q;
@@ -106,7 +110,8 @@ absl::StatusOr<ListRequest> DecodeListRequest(const Message& m) {
   WireReader r(m.payload);
   ListRequest q;
   if (!r.Get(&q.tid) || !r.GetString32(kMaxOidBytes, &q.prefix) ||
-      !r.GetString32(kMaxOidBytes, &q.after) || !r.Get(&q.max) || r.remaining() != 0) {
+      !r.GetString32(kMaxOidBytes, &q.after) || !r.Get(&q.max) ||
+      (r.remaining() != 0 && (!r.Get(&q.pool) || q.pool == 0)) || r.remaining() != 0) {
     return Malformed("list");
   }
   return q;

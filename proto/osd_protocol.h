@@ -32,6 +32,12 @@ enum MsgType : uint16_t {
 
 inline constexpr uint64_t kToEnd = UINT64_MAX;  // a read length: to the object's end
 
+// Pools: every request names its pool (proto/placement.h); the default pool is id 0. The
+// pool id is a trailing u32 written only when it is not 0, so a message of a build
+// before pools is a request on the default pool, and a default-pool request is encoded
+// as it always was. A read of another pool always carries the range fields before it.
+// Writes (ring records) name the pool in the record's oid: placement::PoolObjectName.
+
 // A read of bytes [offset, offset + length) of `oid`, cut at its end. The wire form of
 // a whole-object read (offset 0, kToEnd) is the one builds before ranges sent: tid and oid
 // only; the range fields follow otherwise.
@@ -40,6 +46,7 @@ struct ReadRequest {
   std::string oid;
   uint64_t offset = 0;
   uint64_t length = kToEnd;
+  uint32_t pool = 0;
 };
 
 // A stat or a delete of one object (`type` kStat or kDelete).
@@ -47,6 +54,7 @@ struct ObjectRequest {
   MsgType type = kStat;
   uint64_t tid = 0;
   std::string oid;
+  uint32_t pool = 0;
 };
 
 // Up to `max` objects whose id starts with `prefix`, after `after` in byte order.
@@ -55,6 +63,7 @@ struct ListRequest {
   std::string prefix;
   std::string after;
   uint32_t max = 1000;
+  uint32_t pool = 0;  // the listing covers this pool only
 };
 inline constexpr uint32_t kMaxListPage = 1000;  // the OSD caps `max` at this
 

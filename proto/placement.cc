@@ -24,9 +24,11 @@ uint64_t Mix64(uint64_t x) {
   return x;
 }
 
-// Straw2 score of `osd` for `pg`: ln(u) / weight, u uniform in (0, 1].
-double Straw2Score(uint32_t pg, const OsdEntry& osd) {
-  uint64_t h = Mix64(Mix64((uint64_t{pg} << 32) | osd.id) ^ 0x5eed5eed5eed5eedull);
+// Straw2 score of `osd` for pg (`pool_id`, `pg`): ln(u) / weight, u uniform in (0, 1].
+// Pool 0 draws as before pools existed, so existing clusters keep their placement.
+double Straw2Score(uint32_t pg, const OsdEntry& osd, uint32_t pool_id) {
+  const uint64_t pool_salt = pool_id == 0 ? 0 : Mix64(0x9001ull << 32 | pool_id);
+  uint64_t h = Mix64(Mix64((uint64_t{pg} << 32) | osd.id) ^ 0x5eed5eed5eed5eedull ^ pool_salt);
   // 53 random bits -> u in (0, 1]; never 0 so the log is finite.
   double u = (static_cast<double>(h >> 11) + 1.0) * (1.0 / 9007199254740992.0);
   return std::log(u) / osd.weight;
@@ -48,12 +50,12 @@ uint32_t ObjectToPg(std::string_view oid, uint32_t pg_num) {
   return static_cast<uint32_t>(StableHash64(oid) % pg_num);
 }
 
-int PgToOsd(uint32_t pg, const std::vector<OsdEntry>& osds) {
+int PgToOsd(uint32_t pg, const std::vector<OsdEntry>& osds, uint32_t pool_id) {
   int best = kNoOsd;
   double best_score = -std::numeric_limits<double>::infinity();
   for (const OsdEntry& o : osds) {
     if (!o.in || !(o.weight > 0)) continue;
-    double s = Straw2Score(pg, o);
+    double s = Straw2Score(pg, o, pool_id);
     // Ties (practically impossible) go to the lower id so the choice stays deterministic.
     if (best == kNoOsd || s > best_score ||
         (s == best_score && static_cast<int>(o.id) < best)) {
@@ -64,15 +66,16 @@ int PgToOsd(uint32_t pg, const std::vector<OsdEntry>& osds) {
   return best;
 }
 
-std::vector<int> PgToOsds(uint32_t pg, const std::vector<OsdEntry>& osds, uint32_t size) {
+std::vector<int> PgToOsds(uint32_t pg, const std::vector<OsdEntry>& osds, uint32_t size,
+                          uint32_t pool_id) {
   if (size <= 1) {
-    const int only = PgToOsd(pg, osds);
+    const int only = PgToOsd(pg, osds, pool_id);
     return only == kNoOsd ? std::vector<int>{} : std::vector<int>{only};
   }
   // Every candidate ranked by its straw2 score, best first (ties: lower id first).
   std::vector<std::pair<double, const OsdEntry*>> ranked;
   for (const OsdEntry& o : osds) {
-    if (o.in && o.weight > 0) ranked.emplace_back(Straw2Score(pg, o), &o);
+    if (o.in && o.weight > 0) ranked.emplace_back(Straw2Score(pg, o, pool_id), &o);
   }
   std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second->id < b.second->id;
@@ -93,19 +96,54 @@ std::vector<int> PgToOsds(uint32_t pg, const std::vector<OsdEntry>& osds, uint32
   return acting;
 }
 
+std::string PoolObjectName(uint32_t pool_id, std::string_view oid) {
+  if (pool_id == kDefaultPoolId) return std::string(oid);
+  std::string name;
+  name.reserve(oid.size() + 12);
+  name += kPoolNameMark;
+  name += std::to_string(pool_id);
+  name += kPoolNameMark;
+  name += oid;
+  return name;
+}
+
+size_t PoolNameOverhead(uint32_t pool_id) {
+  return pool_id == kDefaultPoolId ? 0 : std::to_string(pool_id).size() + 2;
+}
+
+bool SplitPoolObjectName(std::string_view name, uint32_t* pool_id, std::string_view* oid) {
+  if (name.empty() || name[0] != kPoolNameMark) {
+    *pool_id = kDefaultPoolId;
+    *oid = name;
+    return true;
+  }
+  const size_t end = name.find(kPoolNameMark, 1);
+  if (end == std::string_view::npos || end == 1 || end > 11) return false;
+  uint64_t id = 0;
+  for (size_t i = 1; i < end; ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    id = id * 10 + static_cast<uint64_t>(name[i] - '0');
+  }
+  if (id == 0 || id > UINT32_MAX) return false;
+  *pool_id = static_cast<uint32_t>(id);
+  *oid = name.substr(end + 1);
+  return true;
+}
+
 PlacementMap PlacementMap::Build(uint64_t epoch, uint32_t pg_num, std::vector<OsdEntry> osds,
-                                 PoolSize pool) {
+                                 PoolSize pool, uint32_t pool_id) {
   assert(pg_num > 0);
   assert(pool.min_size >= 1 && pool.min_size <= pool.size);
   PlacementMap m;
   m.epoch_ = epoch;
   m.pg_num_ = pg_num;
   m.pool_ = pool;
+  m.pool_id_ = pool_id;
   m.osds_ = std::move(osds);
   m.acting_.resize(pg_num);
   m.primary_.assign(pg_num, kNoOsd);
   for (uint32_t pg = 0; pg < pg_num; ++pg) {
-    m.acting_[pg] = PgToOsds(pg, m.osds_, pool.size);
+    m.acting_[pg] = PgToOsds(pg, m.osds_, pool.size, pool_id);
     const std::vector<int>& acting = m.acting_[pg];
     if (acting.empty()) continue;
     m.primary_[pg] = acting.front();

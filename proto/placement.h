@@ -8,6 +8,9 @@
 //               ln(u) / weight; the highest score wins. Taking an OSD out (or adding
 //               one) only moves the PGs that it held (or wins); every other PG stays put.
 //               An OSD that is down but still in keeps its PGs: writes to it wait.
+//   pools       a PG is (pool id, pg index): the pool id takes part in the straw2 draw, so
+//               pools spread differently (pool 0, the default pool, draws as it always
+//               did). Each pool has its own pg_num and size.
 //   pg  -> acting set  with a pool size N > 1: the N best-scoring OSDs, one per host while
 //               hosts remain (a host is a failure domain; an OSD without a host name is a
 //               host of its own), then the best of the rest. Rendezvous keeps it stable:
@@ -49,32 +52,56 @@ struct OsdEntry {
 };
 
 // pg -> osd id over `osds` (straw2 draw among those in with weight > 0), or kNoOsd.
-int PgToOsd(uint32_t pg, const std::vector<OsdEntry>& osds);
+int PgToOsd(uint32_t pg, const std::vector<OsdEntry>& osds, uint32_t pool_id = 0);
 
 // pg -> its acting set: up to `size` distinct OSD ids, best first (see above). Fewer
 // when fewer OSDs are in. PgToOsds(pg, osds, 1) == {PgToOsd(pg, osds)}.
-std::vector<int> PgToOsds(uint32_t pg, const std::vector<OsdEntry>& osds, uint32_t size);
+std::vector<int> PgToOsds(uint32_t pg, const std::vector<OsdEntry>& osds, uint32_t size,
+                          uint32_t pool_id = 0);
 
-// How many copies the (default) pool keeps, and how many must be written for a write to
-// be acknowledged (Ceph's size and min_size).
+// Objects of different pools are different objects. The name an OSD stores an object
+// under, which is also the oid of a write's ring records (msg/ring/ring_format.h): the
+// oid itself in the default pool (id 0: the names stores always had), else
+// "\x01" + decimal pool id + "\x01" + oid. An oid of the default pool may not start
+// with kPoolNameMark (the client refuses it).
+inline constexpr char kPoolNameMark = '\x01';
+inline constexpr uint32_t kDefaultPoolId = 0;
+inline constexpr char kDefaultPoolName[] = "default";
+std::string PoolObjectName(uint32_t pool_id, std::string_view oid);
+// The inverse: false if `name` is malformed (a mark, then no valid id and second mark).
+bool SplitPoolObjectName(std::string_view name, uint32_t* pool_id, std::string_view* oid);
+// Bytes PoolObjectName adds to an oid of `pool_id`.
+size_t PoolNameOverhead(uint32_t pool_id);
+
+// How many copies a pool keeps, and how many must be written for a write to be
+// acknowledged (Ceph's size and min_size).
 struct PoolSize {
   uint32_t size = 1;
   uint32_t min_size = 1;
 };
+
+// A pool as the map describes it.
+struct PoolInfo {
+  uint32_t id = kDefaultPoolId;
+  std::string name = kDefaultPoolName;
+  PoolSize size;
+  uint32_t pg_num = 1;
+};
 // min_size when none is given: a majority of the copies (Ceph's size - size / 2).
 constexpr uint32_t DefaultMinSize(uint32_t size) { return size - size / 2; }
 
-// A cluster map epoch with its pg -> acting set table precomputed.
+// A cluster map epoch with one pool's pg -> acting set table precomputed.
 class PlacementMap {
  public:
   PlacementMap() = default;
   // REQUIRES: pg_num > 0, 1 <= pool.min_size <= pool.size. OSD ids must be unique.
   static PlacementMap Build(uint64_t epoch, uint32_t pg_num, std::vector<OsdEntry> osds,
-                            PoolSize pool = {});
+                            PoolSize pool = {}, uint32_t pool_id = kDefaultPoolId);
 
   uint64_t epoch() const { return epoch_; }
   uint32_t pg_num() const { return pg_num_; }
   PoolSize pool() const { return pool_; }
+  uint32_t pool_id() const { return pool_id_; }
   const std::vector<OsdEntry>& osds() const { return osds_; }
 
   uint32_t PgOf(std::string_view oid) const { return ObjectToPg(oid, pg_num_); }
@@ -91,6 +118,7 @@ class PlacementMap {
   uint64_t epoch_ = 0;
   uint32_t pg_num_ = 0;
   PoolSize pool_;
+  uint32_t pool_id_ = kDefaultPoolId;
   std::vector<OsdEntry> osds_;
   std::vector<std::vector<int>> acting_;
   std::vector<int> primary_;

@@ -98,7 +98,7 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
         "--mon", "--ms-type", "-b", "-t", "--seconds", "--count", "--json", "--acked-log",
         "--auth", "--keyring", "--prefix", "--osd-pids", "--cluster-dir", "--oids", "--op-timeout",
         "--mon-timeout", "--rdma-device", "--ms-threads", "--spin-us", "--submit-threads", "--max-objects",
-        "--clients", "--mode", "--ms-mode", "--conf"};
+        "--clients", "--mode", "--ms-mode", "--conf", "--pool"};
     if (std::find(std::begin(kWithValue), std::end(kWithValue), flag) == std::end(kWithValue)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown argument '", in[i], "'"));
     }
@@ -130,6 +130,7 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
       auto n = ParseSize(value);
       if (!n.ok()) return Bad(flag, n.status().message());
       a.object_size = *n;
+      a.object_size_given = true;
     } else if (flag == "-t") {
       if (!absl::SimpleAtoi(value, &a.concurrency) || a.concurrency < 1 ||
           a.concurrency > kMaxConcurrency) {
@@ -193,7 +194,7 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
           {"--keyring", &a.keyring},    {"--prefix", &a.prefix},
           {"--cluster-dir", &a.cluster_dir}, {"--oids", &a.oids_file},
           {"--rdma-device", &a.rdma_device}, {"--ms-mode", &a.ms_mode},
-          {"--conf", &a.conf}};
+          {"--conf", &a.conf},          {"--pool", &a.pool}};
       *strings.at(flag) = value;
     }
   }
@@ -212,7 +213,8 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
     if (a.oids_file.empty()) return absl::InvalidArgumentError("verify: --oids FILE is required");
     if (a.verify || !a.acked_log.empty() || a.count > 0 || seconds_given) {
       return absl::InvalidArgumentError(
-          "verify takes --mon, --ms-type, --oids, --json, -t and connection flags only");
+          "verify takes --mon, --ms-type, --oids, -b, --pool, --json, -t and connection flags "
+          "only");
     }
   } else {
     if (!a.oids_file.empty()) return Bad("--oids", "only with the verify subcommand");
@@ -240,8 +242,9 @@ std::string BenchUsage() {
   bench.sh --mon HOST:PORT [--ms-type tcp|rdma] [-b SIZE] [-t CONCURRENCY] [--seconds S]
            [--count N] [--json FILE] [--acked-log FILE] [--verify] [--auth secret|none]
            [--keyring FILE] [--prefix P] [--osd-pids PID,...] [--cluster-dir DIR] [--spin-us US]
-           [--submit-threads N] [--max-objects N] [--clients N]
-  bench.sh verify --mon HOST:PORT [--ms-type tcp|rdma] --oids FILE [--json FILE] [-t N]
+           [--submit-threads N] [--max-objects N] [--clients N] [--pool NAME]
+  bench.sh verify --mon HOST:PORT [--ms-type tcp|rdma] --oids FILE [-b SIZE] [--pool NAME]
+           [--json FILE] [-t N]
   bench.sh --mode seq|rand --mon HOST:PORT [--prefix P] [-t N] [--seconds S] [--count N] ...
 
 Writes objects of SIZE bytes (4K, 64K, 4M ...; default 4M) for S seconds (default 10) or
@@ -249,6 +252,8 @@ until N objects, like `rados bench write`: one thread keeps CONCURRENCY asynchro
 in flight (default 16; reads for verify), timing each from submission to its callback.
 Every --flag takes --flag VALUE or --flag=VALUE.
   --ms-type        messenger backend (default tcp)
+  --pool NAME      the pool to write (or read, verify) (default: the pool 'default';
+                   monctl pool ls); an unknown pool is exit 2, naming the pools there are
   --json FILE      results with stable field names
   --acked-log FILE append each object id once it is acknowledged
   --verify         read back every written object afterwards and check its pattern
@@ -290,7 +295,8 @@ the OSDs' CPU-s per GiB by thread role (transport: ms-tcp-io, ms-rdma-cq, ms-rdm
 soft-hca; crc: the pollers' record crc32c check; poller: the rest of osd-poller-N, of it
 spin; store: store-io, store-flush; other: every other thread); payload copies per byte
 written (client sends, OSD wire receives, OSD store). JSON field names: README.md.
-verify reads back every object id listed in FILE (one per line) and checks its pattern.
+verify reads back every object id listed in FILE (one per line) and checks its pattern,
+and with -b SIZE its size too (an older version of another size counts as bad).
 Exit status: 0 ok, 1 failed ops, mismatches or setup errors, 2 bad arguments.
 )";
 }

@@ -36,6 +36,8 @@ struct BenchArgs {
   std::string ms_type = "tcp";
   std::string ms_mode;  // crc | secure; empty: --cluster-dir's MS_MODE, else crc
   uint64_t object_size = 4u << 20;   // -b
+  bool object_size_given = false;    // -b was given (verify then checks each object's size)
+  std::string pool;                  // --pool NAME ("": the default pool)
   int concurrency = 16;              // -t
   double seconds = 10;               // 0 = until --count objects
   uint64_t count = 0;                // 0 = no limit

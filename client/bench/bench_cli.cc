@@ -110,6 +110,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
   client::ClientOptions co;
   co.mon_addr = a.mon;
   co.ms_type = a.ms_type;
+  co.pool = a.pool;
   co.ms_mode = a.ms_mode;
   if (co.ms_mode.empty() && !a.cluster_dir.empty()) co.ms_mode = cli::ClusterConf(a.cluster_dir, "MS_MODE");
   if (co.ms_mode.empty()) co.ms_mode = "crc";
@@ -157,6 +158,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
 
   BenchReport report;
   report.ms_type = a.ms_type;
+  report.pool = a.pool.empty() ? "default" : a.pool;
   report.object_size = a.mode == BenchArgs::Mode::kWrite ? a.object_size : 0;
   report.concurrency = a.concurrency;
   report.auth = co.auth.mode == AuthConfig::Mode::kNone ? "none" : "secret";
@@ -182,7 +184,10 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     auto client = client::Client::Create(co);
     if (!client.ok()) {
       err << "bench: " << client.status().message() << "\n";
-      return absl::IsInvalidArgument(client.status()) ? kExitUsage : kExitFailed;
+      // A bad option, or a pool the map does not have ("no pool 'X' (pools: ...)").
+      return absl::IsInvalidArgument(client.status()) || absl::IsNotFound(client.status())
+                 ? kExitUsage
+                 : kExitFailed;
     }
     clients.push_back(std::move(*client));
   }
@@ -213,7 +218,8 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     report.mode = "verify";
     report.verify_enabled = true;
     report.verify = VerifyObjects(ops, oids.size(), [&](uint64_t i) { return oids[i]; },
-                                  a.concurrency, /*object_size=*/0, spin);
+                                  a.concurrency, a.object_size_given ? a.object_size : 0, spin,
+                                  /*expect_size=*/a.object_size_given ? a.object_size : 0);
   } else {
     std::vector<int> pids = a.osd_pids;
     if (!a.cluster_dir.empty()) {
@@ -354,7 +360,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
       acked.erase(std::unique(acked.begin(), acked.end()), acked.end());
       report.verify = VerifyObjects(
           ops, acked.size(), [&](uint64_t i) { return ObjectId(wo.prefix, acked[i]); },
-          a.concurrency, a.object_size, spin);
+          a.concurrency, a.object_size, spin, /*expect_size=*/a.object_size);
     }
   }
   std::move(shutdown).Invoke();

@@ -103,6 +103,7 @@ nlohmann::json ToJson(const BenchReport& r) {
   nlohmann::json j;
   j["mode"] = r.mode;
   j["ms_type"] = r.ms_type;
+  j["pool"] = r.pool;
   j["object_size"] = r.object_size;
   j["concurrency"] = r.concurrency;
   j["seconds"] = std::round(r.run.seconds * 1000) / 1000;
@@ -154,6 +155,7 @@ std::string SummaryText(const BenchReport& r) {
     const bool reads = r.mode != "write";
     line("Total time run (s)", absl::StrFormat("%.3f", r.run.seconds));
     line("ms_type", r.ms_type);
+    line("Pool", r.pool);
     line("Auth", r.auth);
     line("ms_mode", r.ms_mode);
     line("Object size", absl::StrCat(r.object_size));
@@ -189,6 +191,7 @@ std::string SummaryText(const BenchReport& r) {
     for (const auto& e : r.run.error_samples) absl::StrAppend(&s, "  error: ", e, "\n");
   } else {
     line("ms_type", r.ms_type);
+    line("Pool", r.pool);
     line("Auth", r.auth);
     line("ms_mode", r.ms_mode);
   }

@@ -38,6 +38,7 @@ namespace msgr::bench {
 struct BenchReport {
   std::string mode = "write";       // "write" | "verify"
   std::string ms_type;
+  std::string pool = "default";     // the pool the run wrote or read
   uint64_t object_size = 0;
   int concurrency = 0;
   std::string auth;                 // "none" | "secret"

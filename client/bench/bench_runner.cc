@@ -167,13 +167,15 @@ absl::StatusOr<WriteRunResult> RunWrites(const ObjectOps& ops, const WriteRunOpt
 
 VerifyResult VerifyObjects(client::Client& c, uint64_t n,
                            const std::function<std::string(uint64_t)>& oid_of, int concurrency,
-                           uint64_t object_size, std::chrono::nanoseconds spin) {
-  return VerifyObjects(OpsOf(c), n, oid_of, concurrency, object_size, spin);
+                           uint64_t object_size, std::chrono::nanoseconds spin,
+                           uint64_t expect_size) {
+  return VerifyObjects(OpsOf(c), n, oid_of, concurrency, object_size, spin, expect_size);
 }
 
 VerifyResult VerifyObjects(const ObjectOps& ops, uint64_t n,
                            const std::function<std::string(uint64_t)>& oid_of, int concurrency,
-                           uint64_t object_size, std::chrono::nanoseconds spin) {
+                           uint64_t object_size, std::chrono::nanoseconds spin,
+                           uint64_t expect_size) {
   VerifyResult r;
   if (n == 0) return r;
   if (object_size > 0) {
@@ -203,6 +205,10 @@ VerifyResult VerifyObjects(const ObjectOps& ops, uint64_t n,
   hooks.complete = [&](Completion& c) {
     ++r.checked;
     if (!c.status.ok()) return fail(c.status);
+    if (expect_size > 0 && c.data.size() != expect_size) {
+      return fail(absl::DataLossError(absl::StrCat(oid_of(c.n), ": ", c.data.size(),
+                                                   " bytes, expected ", expect_size)));
+    }
     absl::Status s = VerifyPattern(oid_of(c.n), c.data);
     if (!s.ok()) fail(s);
     std::string().swap(c.data);  // free the object now, not when the batch is reused

@@ -106,15 +106,17 @@ inline constexpr uint64_t kVerifyBytesInFlight = 32ull << 20;
 
 // Reads back objects oid_of(0 .. n-1) with up to `concurrency` reads in flight (fewer for
 // large objects: at most kVerifyBytesInFlight / object_size, at least 1) and checks them
-// against their pattern. `object_size` 0 means unknown (no cap).
+// against their pattern. `object_size` 0 means unknown (no cap). `expect_size` > 0: an
+// object of another size is bad too ("OID: N bytes, expected M"), so an older version of
+// a different size is caught (the pattern alone is the oid's at any length).
 VerifyResult VerifyObjects(const ObjectOps& ops, uint64_t n,
                            const std::function<std::string(uint64_t)>& oid_of, int concurrency,
                            uint64_t object_size = 0,
-                           std::chrono::nanoseconds spin = kDefaultSpin);
+                           std::chrono::nanoseconds spin = kDefaultSpin, uint64_t expect_size = 0);
 VerifyResult VerifyObjects(client::Client& c, uint64_t n,
                            const std::function<std::string(uint64_t)>& oid_of, int concurrency,
                            uint64_t object_size = 0,
-                           std::chrono::nanoseconds spin = kDefaultSpin);
+                           std::chrono::nanoseconds spin = kDefaultSpin, uint64_t expect_size = 0);
 
 // Object ids from a file, one per line (blank lines skipped).
 absl::StatusOr<std::vector<std::string>> ReadOidFile(const std::string& path);

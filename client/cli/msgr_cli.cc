@@ -50,7 +50,7 @@ ABSL_FLAG(std::string, ms_type, "",
           "messenger backend tcp|rdma (default: rdma for a cluster started --ms-type rdma, "
           "else tcp)");
 ABSL_FLAG(std::string, rdma_device, "", "soft|IBDEV for --ms-type rdma");
-ABSL_FLAG(std::string, pool, "", "pool name (only the default pool exists so far)");
+ABSL_FLAG(std::string, pool, "", "pool name (default: the pool 'default'; monctl pool ls)");
 ABSL_FLAG(std::string, prefix, "", "ls: only objects whose name starts with this");
 ABSL_FLAG(bool, long, false, "ls: print each object's size too");
 ABSL_FLAG(int, chunk_mb, 16, "get: bytes per read request, in MiB");
@@ -68,6 +68,7 @@ constexpr uint64_t kProgressMinBytes = 16ull << 20;
 const char kUsageText[] =
     "usage: msgr [--cluster-dir DIR | --mon HOST:PORT [--keyring FILE]] [--ms-type tcp|rdma]\n"
     "            [--conf FILE]   (settings from FILE, default DIR/msgr.conf; flags win)\n"
+    "            [--pool NAME]   (default: the pool 'default'; monctl pool ls)\n"
     "            put OID FILE|-     write FILE (- = stdin) as object OID, replacing it\n"
     "            get OID FILE|-     read object OID into FILE (- = stdout)\n"
     "            stat OID           print the object's size\n"
@@ -168,12 +169,6 @@ int Run(const std::vector<std::string>& args) {
                                                                                      : false)) {
     return Fail(kUsage, absl::StrCat("bad command line for '", cmd, "'\n", kUsageText));
   }
-  const std::string pool = absl::GetFlag(FLAGS_pool);
-  if (!pool.empty() && pool != "default") {
-    return Fail(kUsage, absl::StrCat("no pool '", pool,
-                                     "': this cluster has only the pool 'default' (pools with a "
-                                     "size come with replication)"));
-  }
 
   ClusterFlags cf;
   cf.cluster_dir = absl::GetFlag(FLAGS_cluster_dir);
@@ -190,9 +185,14 @@ int Run(const std::vector<std::string>& args) {
     return Fail(kUsage, std::string(options.status().message()));
   }
   client::ClientOptions co = *options;
+  co.pool = absl::GetFlag(FLAGS_pool);
   co.op_timeout = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_timeout)));
   co.mon_timeout = absl::Seconds(std::max(1, absl::GetFlag(FLAGS_mon_timeout)));
   auto client = client::Client::Create(co);
+  // A pool the map does not have is a bad argument (exit 2), named with those it has.
+  if (!client.ok() && absl::IsNotFound(client.status())) {
+    return Fail(kUsage, std::string(client.status().message()));
+  }
   if (!client.ok()) {
     return Fail(ExitFor(client.status()), absl::StrCat("cluster unreachable at ", co.mon_addr, ": ",
                                                        client.status().message()));

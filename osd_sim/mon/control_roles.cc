@@ -61,6 +61,8 @@ absl::Status AuthorizeControl(const std::string& entity, ControlOp op, uint32_t 
       return Denied(entity, "mark OSDs out", kAdminEntity);
     case ControlOp::kMarkIn:
       return Denied(entity, "mark OSDs in", kAdminEntity);
+    case ControlOp::kCreatePool:
+      return Denied(entity, "create pools", kAdminEntity);
   }
   return absl::PermissionDeniedError(absl::StrCat(entity, ": unknown operation"));
 }

@@ -1,7 +1,7 @@
 // Who may call what on the monitor, decided from the caller's entity name alone (the CN of
 // its verified client certificate), so the rules are unit tested without a socket:
 //
-//   client.admin   everything (MarkOut/MarkIn and every future admin call need it)
+//   client.admin   everything (MarkOut/MarkIn/CreatePool and every future admin call need it)
 //   osd.K          BootOsd / Heartbeat for id K only; GetMap / WatchMap
 //   client.NAME    GetMap / WatchMap
 //   mon            GetMap / WatchMap
@@ -22,7 +22,7 @@
 
 namespace msgr::mon {
 
-enum class ControlOp { kBootOsd, kHeartbeat, kGetMap, kWatchMap, kMarkOut, kMarkIn };
+enum class ControlOp { kBootOsd, kHeartbeat, kGetMap, kWatchMap, kMarkOut, kMarkIn, kCreatePool };
 
 // OK if `entity` may do `op` (`osd_id`: the OSD the call is about, for BootOsd, Heartbeat,
 // MarkOut, MarkIn). Otherwise PERMISSION_DENIED naming the entity, what it tried and what it

@@ -26,12 +26,21 @@ std::string MapToJson(const v1::ClusterMap& map) {
         {"host", o.host()},
     });
   }
+  nlohmann::json pools = nlohmann::json::array();
+  for (const placement::PoolInfo& p : placement::PoolsOf(map)) {
+    pools.push_back({{"id", p.id},
+                     {"name", p.name},
+                     {"size", p.size.size},
+                     {"min_size", p.size.min_size},
+                     {"pg_num", p.pg_num}});
+  }
   nlohmann::json j = {
       {"fsid", map.fsid()},
       {"epoch", map.epoch()},
       {"pg_num", map.pg_num()},
       {"pool_size", placement::PoolSizeOf(map).size},
       {"pool_min_size", placement::PoolSizeOf(map).min_size},
+      {"pools", pools},
       {"osds", osds},
   };
   return j.dump(2) + "\n";
@@ -46,6 +55,14 @@ std::string MapToTable(const v1::ClusterMap& map) {
   std::string out = absl::StrFormat(
       "cluster %s epoch %d pg_num %d pool size %d min_size %d\n", map.fsid(), map.epoch(),
       map.pg_num(), placement::PoolSizeOf(map).size, placement::PoolSizeOf(map).min_size);
+  if (map.pools_size() > 0) {
+    std::vector<std::string> pools;
+    for (const placement::PoolInfo& p : placement::PoolsOf(map)) {
+      pools.push_back(absl::StrFormat("%s (id %d, size %d/%d, pg_num %d)", p.name, p.id,
+                                      p.size.size, p.size.min_size, p.pg_num));
+    }
+    absl::StrAppendFormat(&out, "pools: %s\n", absl::StrJoin(pools, ", "));
+  }
   absl::StrAppendFormat(&out, "osds: %d total, %d up, %d in\n", map.osds_size(), up, in);
   if (map.osds_size() == 0) return out;
   absl::StrAppendFormat(&out, "%5s  %-12s %-21s %-4s %-3s %7s %8s  %s\n", "ID", "HOST", "ADDR",
@@ -55,6 +72,16 @@ std::string MapToTable(const v1::ClusterMap& map) {
                           o.host().empty() ? "-" : o.host(), o.addr(), o.up() ? "up" : "down",
                           o.in() ? "in" : "out", o.weight(), o.up_from(),
                           absl::StrJoin(o.ms_types(), ","));
+  }
+  return out;
+}
+
+std::string PoolsToTable(const v1::ClusterMap& map) {
+  std::string out = absl::StrFormat("%4s  %-20s %4s %8s %6s\n", "ID", "NAME", "SIZE", "MIN_SIZE",
+                                    "PG_NUM");
+  for (const placement::PoolInfo& p : placement::PoolsOf(map)) {
+    absl::StrAppendFormat(&out, "%4d  %-20s %4d %8d %6d\n", p.id, p.name, p.size.size,
+                          p.size.min_size, p.pg_num);
   }
   return out;
 }

@@ -15,6 +15,8 @@ namespace msgr::mon {
 
 std::string MapToJson(const v1::ClusterMap& map);
 std::string MapToTable(const v1::ClusterMap& map);
+// The pools as a table (`monctl pool ls`): ID NAME SIZE MIN_SIZE PG_NUM, default first.
+std::string PoolsToTable(const v1::ClusterMap& map);
 
 }  // namespace msgr::mon
 

@@ -188,6 +188,17 @@ absl::StatusOr<uint64_t> MonClient::Mark(uint32_t id, bool out) {
   return reply.epoch();
 }
 
+absl::StatusOr<v1::CreatePoolReply> MonClient::CreatePool(const v1::CreatePoolRequest& req) {
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
+  if (!Register(&ctx, timeout_)) return absl::CancelledError("mon client shutting down");
+  v1::CreatePoolReply reply;
+  grpc::Status s = stub_->CreatePool(&ctx, req, &reply);
+  Unregister(&ctx);
+  if (!s.ok()) return FromGrpc(s, "CreatePool");
+  return reply;
+}
+
 absl::StatusOr<uint64_t> MonClient::MarkOut(uint32_t id) { return Mark(id, true); }
 absl::StatusOr<uint64_t> MonClient::MarkIn(uint32_t id) { return Mark(id, false); }
 

@@ -64,6 +64,8 @@ class MonClient {
   // Marks an OSD out / in; returns the map epoch afterwards. NOT_FOUND for unknown ids.
   absl::StatusOr<uint64_t> MarkOut(uint32_t id);
   absl::StatusOr<uint64_t> MarkIn(uint32_t id);
+  // Creates a pool (MonitorService::CreatePool); the reply has the new pool and epoch.
+  absl::StatusOr<v1::CreatePoolReply> CreatePool(const v1::CreatePoolRequest& req);
 
   // Starts a thread that heartbeats for osd `boot.id()` every heartbeat interval and
   // boots it again (with `boot`) whenever the monitor does not know it as up: at the

@@ -2,6 +2,7 @@
 //
 //   monctl --mon HOST:PORT [--timeout-ms 5000] status | out ID | in ID | map-json
 //   monctl --mon HOST:PORT [--wait-s 30] wait ID up|down   (follows WatchMap)
+//   monctl --mon HOST:PORT pool create NAME [--size N] [--min-size M] [--pg-num P] | pool ls
 //   [--cluster-dir DIR] [--auth none|secret] [--entity client.admin] [--conf FILE] with any
 //   command
 //   (DIR: a tools/cluster.sh directory; its mon.addr and, when it has one, its PKI)
@@ -39,6 +40,11 @@ constexpr char kUsage[] =
     "  in ID       mark osd ID in\n"
     "  wait ID up|down   follow the map (WatchMap) until osd ID is up / down;\n"
     "              prints the epoch; exit 1 after --wait-s seconds (default 30)\n"
+    "  pool create NAME [--size N] [--min-size M] [--pg-num P]\n"
+    "              a new pool: N copies of each object (default 1), a write acknowledged\n"
+    "              with M copies (default N - N/2), P PGs (default the map's pg_num);\n"
+    "              needs client.admin\n"
+    "  pool ls     the pools: id, name, size, min_size, pg_num\n"
     "  --timeout-ms N   give up on an unreachable monitor after N ms (default 5000)\n"
     "  --cluster-dir DIR   a tools/cluster.sh directory: the monitor at DIR/mon.addr (unless\n"
     "                      --mon), and with --auth secret DIR/pki/ca.crt, ENTITY.crt, .key\n"
@@ -83,6 +89,51 @@ int WaitFor(msgr::mon::MonClient* client, uint32_t id, bool want_up, absl::Durat
   return 0;
 }
 
+// `pool create NAME [--size N] [--min-size M] [--pg-num P]` and `pool ls`.
+int PoolCommand(const msgr::mon::CliFlags& flags, const std::string& mon, absl::Duration timeout,
+                const msgr::mon::ControlAuth& auth) {
+  const std::vector<std::string>& args = flags.positional();
+  const bool create = args.size() == 3 && args[1] == "create";
+  const bool ls = args.size() == 2 && args[1] == "ls";
+  if (!create && !ls) return Usage("pool wants 'create NAME' or 'ls'");
+  msgr::mon::v1::CreatePoolRequest req;
+  if (create) {
+    req.set_name(args[2]);
+    for (const char* f : {"size", "min-size", "pg-num"}) {
+      auto v = flags.GetUint(f, 0);
+      if (!v.ok()) return Usage(std::string(v.status().message()));
+      if (*v > UINT32_MAX) return Usage(absl::StrCat("--", f, " is too large"));
+      if (std::string(f) == "size") {
+        if (flags.Has("size") && *v == 0) return Usage("--size must be at least 1");
+        req.set_size(static_cast<uint32_t>(*v));
+      } else if (std::string(f) == "min-size") {
+        if (flags.Has("min-size") && *v == 0) return Usage("--min-size must be at least 1");
+        req.set_min_size(static_cast<uint32_t>(*v));
+      } else {
+        if (flags.Has("pg-num") && *v == 0) return Usage("--pg-num must be at least 1");
+        req.set_pg_num(static_cast<uint32_t>(*v));
+      }
+    }
+  } else if (flags.Has("size") || flags.Has("min-size") || flags.Has("pg-num")) {
+    return Usage("pool ls takes no --size, --min-size or --pg-num");
+  }
+  auto client = msgr::mon::MonClient::Create(mon, timeout, auth);
+  if (!client.ok()) return Error(client.status());
+  if (ls) {
+    auto map = (*client)->GetMap();
+    if (!map.ok()) return Error(map.status());
+    std::cout << msgr::mon::PoolsToTable(*map);
+    return 0;
+  }
+  auto reply = (*client)->CreatePool(req);
+  if (!reply.ok()) return Error(reply.status());
+  const auto& p = reply->pool();
+  std::cout << "pool '" << p.name() << "' created: id " << p.id() << " size " << p.size()
+            << " min_size " << p.min_size() << " pg_num " << p.pg_num() << ", epoch "
+            << reply->epoch() << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,7 +141,7 @@ int main(int argc, char** argv) {
   const std::set<std::string> conf_keys = {"mon",  "timeout-ms", "wait-s",
                                            "auth", "cluster-dir", "entity"};
   std::set<std::string> known = conf_keys;
-  known.insert("conf");
+  known.insert({"conf", "size", "min-size", "pg-num"});
   auto flags = msgr::mon::CliFlags::Parse(argc, argv, known);
   if (!flags.ok()) return Usage(std::string(flags.status().message()));
   if (flags->Has("help")) {
@@ -143,6 +194,7 @@ int main(int argc, char** argv) {
     if (!client.ok()) return Error(client.status());
     return WaitFor(client->get(), id, args[2] == "up", absl::Seconds(*wait_s));
   }
+  if (cmd == "pool") return PoolCommand(*flags, mon, absl::Milliseconds(*timeout_ms), *auth);
   if (mark) {
     if (args.size() != 2 || !absl::SimpleAtoi(args[1], &id)) {
       return Usage(cmd + " wants one numeric OSD id");

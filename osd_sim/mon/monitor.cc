@@ -25,6 +25,9 @@ constexpr absl::Duration kMaxTick = absl::Milliseconds(250);
 constexpr double kDefaultWeight = 1.0;
 // Distinct refusals logged before the rest are only counted.
 constexpr size_t kMaxRefusalsLogged = 1024;
+constexpr size_t kMaxPoolNameBytes = 64;
+constexpr uint32_t kMaxPoolSize = 16;       // as the monitor's --pool-size
+constexpr uint32_t kMaxPoolPgNum = 1 << 16;
 
 std::string NewFsid() {
   std::random_device rd;
@@ -48,6 +51,19 @@ v1::OsdInfo* FindOsd(v1::ClusterMap* map, uint32_t id) {
 grpc::Status UnknownOsd(uint32_t id) {
   return grpc::Status(grpc::StatusCode::NOT_FOUND,
                       absl::StrCat("osd.", id, " does not exist (it never booted)"));
+}
+
+// A pool name: 1..64 of [A-Za-z0-9_.-] (it appears in commands, JSON and file names).
+bool ValidPoolName(const std::string& name) {
+  if (name.empty() || name.size() > kMaxPoolNameBytes) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '.' || c == '-';
+  });
+}
+
+grpc::Status Invalid(const std::string& why) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
 }
 
 }  // namespace
@@ -317,6 +333,59 @@ grpc::Status MonitorService::MarkIn(grpc::ServerContext* ctx, const v1::MarkRequ
   if (!s.ok()) ++counters_.rpc_errors;
   reply->set_epoch(CurrentMap().epoch());
   return s;
+}
+
+grpc::Status MonitorService::CreatePool(grpc::ServerContext* ctx,
+                                        const v1::CreatePoolRequest* req,
+                                        v1::CreatePoolReply* reply) {
+  if (grpc::Status a = Authorize(ctx, ControlOp::kCreatePool, 0); !a.ok()) return a;
+  grpc::Status s = DoCreatePool(*req, reply);
+  if (!s.ok()) ++counters_.rpc_errors;
+  return s;
+}
+
+grpc::Status MonitorService::DoCreatePool(const v1::CreatePoolRequest& req,
+                                          v1::CreatePoolReply* reply) {
+  const std::string& name = req.name();
+  if (!ValidPoolName(name)) {
+    return Invalid(absl::StrCat("bad pool name '", name, "': 1..", kMaxPoolNameBytes,
+                                " of letters, digits, '_', '.', '-'"));
+  }
+  const uint32_t size = req.size() == 0 ? 1 : req.size();
+  if (size > kMaxPoolSize) {
+    return Invalid(absl::StrCat("pool size ", size, " is above the limit of ", kMaxPoolSize));
+  }
+  const uint32_t min_size =
+      req.min_size() == 0 ? placement::DefaultMinSize(size) : req.min_size();
+  if (min_size > size) {
+    return Invalid(absl::StrCat("min_size ", min_size, " is more than the pool's size ", size,
+                                " (need 1 <= min_size <= size)"));
+  }
+  if (req.pg_num() > kMaxPoolPgNum) {
+    return Invalid(absl::StrCat("pg_num ", req.pg_num(), " is above the limit of ",
+                                kMaxPoolPgNum));
+  }
+  absl::MutexLock l(&mu_);
+  if (placement::FindPool(map_, name).has_value()) {
+    return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+                        absl::StrCat("pool '", name, "' already exists"));
+  }
+  v1::ClusterMap next = map_;
+  uint32_t id = 1;
+  for (const v1::Pool& p : next.pools()) id = std::max(id, p.id() + 1);
+  v1::Pool* pool = next.add_pools();
+  pool->set_id(id);
+  pool->set_name(name);
+  pool->set_size(size);
+  pool->set_min_size(min_size);
+  pool->set_pg_num(req.pg_num() == 0 ? std::max<uint32_t>(map_.pg_num(), 1) : req.pg_num());
+  *reply->mutable_pool() = *pool;
+  absl::Status c = CommitLocked(std::move(next));
+  if (!c.ok()) return ToGrpc(c);
+  reply->set_epoch(map_.epoch());
+  spdlog::info("pool '{}' created: id {} size {} min_size {} pg_num {}, epoch {}", name, id, size,
+               min_size, reply->pool().pg_num(), map_.epoch());
+  return grpc::Status::OK;
 }
 
 void MonitorService::CheckHeartbeatsLocked(absl::Time now) {

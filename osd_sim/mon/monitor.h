@@ -3,7 +3,7 @@
 // It keeps the versioned cluster map: OSDs boot (register or re-register under the same
 // id, possibly with a new address), heartbeat, and are marked down after `grace` without
 // a heartbeat; optionally marked out after `down_out_interval` down. Operators mark OSDs
-// out/in. Every change bumps the epoch, is persisted atomically to the data dir before it
+// out/in and create pools. Every change bumps the epoch, is persisted atomically to the data dir before it
 // becomes visible, and wakes every WatchMap stream. After a restart the map is reloaded,
 // every OSD starts down (it must boot again) and the epoch keeps increasing.
 //
@@ -88,6 +88,11 @@ class MonitorService final : public v1::Monitor::Service {
                        v1::MarkReply* reply) override;
   grpc::Status MarkIn(grpc::ServerContext* ctx, const v1::MarkRequest* req,
                       v1::MarkReply* reply) override;
+  // A new pool (client.admin): ALREADY_EXISTS for a taken name; INVALID_ARGUMENT for a
+  // bad name, a size above 16, min_size > size, pg_num above 65536. Size 0 means 1,
+  // min_size 0 size - size / 2, pg_num 0 the map's. Pool ids start at 1 (0 is "default").
+  grpc::Status CreatePool(grpc::ServerContext* ctx, const v1::CreatePoolRequest* req,
+                          v1::CreatePoolReply* reply) override;
 
  private:
   // Liveness bookkeeping that is not part of the map (not persisted).
@@ -102,6 +107,8 @@ class MonitorService final : public v1::Monitor::Service {
   // On a persistence error nothing changes and the error is returned.
   absl::Status CommitLocked(v1::ClusterMap next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   grpc::Status SetIn(uint32_t id, bool in);
+  grpc::Status DoCreatePool(const v1::CreatePoolRequest& req, v1::CreatePoolReply* reply)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // OK if roles are off or the caller may do `op` (on `osd_id`); else the refusal, counted
   // and logged (once per entity and refusal).
   grpc::Status Authorize(const grpc::ServerContext* ctx, ControlOp op, uint32_t osd_id)

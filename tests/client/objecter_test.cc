@@ -334,5 +334,27 @@ TEST_F(ObjecterTest, OsdThatDoesNotServeTheBackendFailsClearly) {
   EXPECT_EQ(o->Write("", Data(1, 'a')).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A map of another pool: writes go to that pool's placement with the pool-qualified name
+// as the record's oid; an oid that would alias another pool's name, or that is too long
+// once qualified, is refused before anything is sent.
+TEST_F(ObjecterTest, WritesOfAPoolCarryItsQualifiedNameToItsPlacement) {
+  auto o = Make();
+  const PlacementMap pool9 = PlacementMap::Build(++epoch_, 64, osds_, {1, 1}, 9);
+  o->HandleMap(pool9);
+  EXPECT_EQ(o->pool_id(), 9u);
+  const std::string oid = "obj_in_9";
+  auto data = Data(50, 'q');
+  ASSERT_TRUE(o->Write(oid, data).ok());
+  const std::string addr = Addr(pool9.OsdOf(oid));
+  EXPECT_EQ(FakeCluster::Get().Object(addr, placement::PoolObjectName(9, oid)), *data);
+  EXPECT_EQ(FakeCluster::Get().Object(addr, oid), "") << "stored under its pool's name only";
+  EXPECT_EQ(o->Write(std::string("\x01") + "9\x01x", data).code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::Status too_long = o->Write(std::string(kMaxOidBytes - 2, 'l'), data);
+  EXPECT_EQ(too_long.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(too_long.message().find("object id must be 1..253 bytes"), std::string::npos)
+      << too_long;
+}
+
 }  // namespace
 }  // namespace msgr::client

@@ -28,6 +28,7 @@
 #include "osd_sim/mon/mon_client.h"
 #include "osd_sim/mon/mon_server.h"
 #include "proto/osd_protocol.h"
+#include "proto/placement.h"
 #include "tests/osd_sim/ring_fakes.h"
 
 namespace msgr::osd {
@@ -338,6 +339,66 @@ TEST_P(OsdTest, ServesRangesStatDeleteAndPagedListings) {
   auto all = Ask(Encode(ListRequest{303, "", "", 1000}), 303);
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_EQ(DecodeListBody(*all)->entries.size(), 5u) << "big and four small";
+}
+
+// Pools on the wire: a write's record oid is the pool-qualified name, requests carry the
+// pool id. The same oid in two pools is two objects; a listing covers one pool (the
+// default pool's skips the other pools' names, across pages); a default-pool oid that
+// would alias another pool's object, and a malformed qualified name, are refused.
+TEST_P(OsdTest, PoolsKeepTheirObjectsApart) {
+  StartOsd();
+  ConnectClient();
+  uint64_t tid = 1;
+  for (const char* oid : {"a", "b", "c"}) ASSERT_TRUE(Write(oid, Pattern(oid, 100), tid++).ok());
+  for (int i = 0; i < 5; ++i) {
+    const std::string oid = i == 0 ? "a" : absl::StrCat("p5/", i);
+    ASSERT_TRUE(Write(placement::PoolObjectName(5, oid), Pattern(oid, 200), tid++).ok()) << oid;
+  }
+  auto a0 = Ask(Encode(ReadRequest{tid, "a"}), tid);
+  ++tid;
+  auto a5 = Ask(Encode(ReadRequest{tid, "a", 0, kToEnd, 5}), tid);
+  ++tid;
+  ASSERT_TRUE(a0.ok() && a5.ok()) << a0.status() << " / " << a5.status();
+  EXPECT_EQ(a0->size(), 100u);
+  EXPECT_EQ(a5->size(), 200u);
+  EXPECT_EQ(Ask(Encode(ObjectRequest{kStat, tid, "b", 5}), tid).status().code(),
+            absl::StatusCode::kNotFound);
+  ++tid;
+
+  auto list = [&](uint32_t pool) {
+    std::vector<std::string> names;
+    std::string after;
+    for (;; ++tid) {  // pages of two
+      auto body = Ask(Encode(ListRequest{tid, "", after, 2, pool}), tid);
+      EXPECT_TRUE(body.ok()) << body.status();
+      if (!body.ok()) break;
+      auto page = DecodeListBody(*body);
+      for (const ListEntry& e : page->entries) names.push_back(e.oid);
+      if (!page->more || page->entries.empty()) break;
+      after = names.back();
+    }
+    ++tid;
+    return names;
+  };
+  EXPECT_EQ(list(0), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(list(5), (std::vector<std::string>{"a", "p5/1", "p5/2", "p5/3", "p5/4"}));
+  EXPECT_TRUE(list(6).empty());
+  // A prefix that is an object's whole name lists it, in any pool.
+  auto exact = Ask(Encode(ListRequest{tid, "p5/1", "", 10, 5}), tid);
+  ++tid;
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  ASSERT_EQ(DecodeListBody(*exact)->entries.size(), 1u);
+  EXPECT_EQ(DecodeListBody(*exact)->entries[0].oid, "p5/1");
+
+  ASSERT_TRUE(Ask(Encode(ObjectRequest{kDelete, tid, "a", 5}), tid).ok());
+  ++tid;
+  EXPECT_TRUE(Read("a", tid++).ok()) << "the default pool's a is another object";
+
+  const std::string aliased = placement::PoolObjectName(5, "p5/1");
+  EXPECT_EQ(Ask(Encode(ObjectRequest{kStat, tid, aliased}), tid).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ++tid;
+  EXPECT_FALSE(Write(std::string("\x01x\x01y"), "z", tid++).ok()) << "malformed pool name";
 }
 
 TEST_P(OsdTest, WritesAreAckedDurableAndReadBack) {

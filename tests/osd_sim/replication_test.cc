@@ -2,7 +2,9 @@
 // client library. Writes land on every member of their PG's acting set; with one member
 // down every acknowledged object still reads back and writes go on; with two down a PG
 // below min_size refuses writes (the client retries until its op timeout).
+#include <map>
 #include <memory>
+#include <utility>
 #include <set>
 #include <string>
 #include <vector>
@@ -210,6 +212,120 @@ TEST_F(ReplicationTest, BelowMinSizeAWriteWaitsAndIsRefused) {
   auto got = client_->Read(blocked);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, std::string(4096, 'c'));
+}
+
+// Pools side by side with the size-3 default pool: a size-2 pool and a size-1 pool, each
+// object kept as many times as its pool says on the members of its pool's acting set; the
+// same oid in two pools is two objects (own contents, own listing).
+TEST_F(ReplicationTest, PoolsKeepTheirOwnSizesAndTheirOwnObjects) {
+  auto mc = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
+  ASSERT_TRUE(mc.ok()) << mc.status();
+  for (auto [name, size] : {std::pair<const char*, uint32_t>{"two", 2}, {"one", 1}}) {
+    mon::v1::CreatePoolRequest req;
+    req.set_name(name);
+    req.set_size(size);
+    req.set_pg_num(16);
+    auto r = (*mc)->CreatePool(req);
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  auto connect = [&](const std::string& pool) -> std::unique_ptr<client::Client> {
+    client::ClientOptions co;
+    co.mon_addr = mon_->addr();
+    co.auth = kAuth;
+    co.op_timeout = absl::Seconds(10);
+    co.max_record_payload = 64 << 10;
+    co.pool = pool;
+    auto c = client::Client::Create(co);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  };
+  auto two = connect("two");
+  auto one = connect("one");
+  ASSERT_NE(two, nullptr);
+  ASSERT_NE(one, nullptr);
+  EXPECT_EQ(two->pool_id(), 1u);
+  EXPECT_EQ(one->pool_id(), 2u);
+
+  constexpr int kObjects = 20;
+  for (int i = 0; i < kObjects; ++i) {
+    const std::string oid = absl::StrCat("p.", i);
+    const size_t size = i % 5 == 0 ? 300 << 10 : 4096 + i;
+    ASSERT_TRUE(two->Write(oid, Contents(i, 2, size)).ok()) << oid;
+    ASSERT_TRUE(one->Write(oid, Contents(i, 1, size)).ok()) << oid;
+  }
+  ASSERT_TRUE(client_->Write("p.0", Contents(0, 3, 1000)).ok());  // the default pool's p.0
+
+  // Copies per pool: each OSD holds exactly what the acting sets of the pools name.
+  auto map = (*mc)->GetMap();
+  ASSERT_TRUE(map.ok());
+  std::map<std::string, placement::PlacementMap> pools;
+  for (const placement::PoolInfo& p : placement::PoolsOf(*map)) {
+    pools[p.name] = placement::ToPlacementMap(*map, "tcp", p);
+  }
+  ASSERT_EQ(pools.size(), 3u);
+  EXPECT_EQ(pools["two"].pool().size, 2u);
+  EXPECT_EQ(pools["one"].pool().size, 1u);
+  uint64_t total = 0;
+  for (int id = 0; id < kOsds; ++id) {
+    uint64_t expected = 0;
+    for (const char* pool : {"two", "one"}) {
+      const placement::PlacementMap& m = pools[pool];
+      for (int i = 0; i < kObjects; ++i) {
+        const auto& acting = m.ActingOfPg(m.PgOf(absl::StrCat("p.", i)));
+        expected += std::count(acting.begin(), acting.end(), id);
+      }
+    }
+    const auto& dflt = pools["default"];
+    const auto& acting = dflt.ActingOfPg(dflt.PgOf("p.0"));
+    expected += std::count(acting.begin(), acting.end(), id);
+    EXPECT_EQ(Objects(id), expected) << "osd." << id;
+    total += Objects(id);
+    EXPECT_EQ(Perf(id)["replication"]["pool_size"].get<uint64_t>(), 3u) << "the largest pool";
+  }
+  EXPECT_EQ(total, 2u * kObjects + 1u * kObjects + 3u);
+
+  // Same oid, three pools, three objects.
+  for (int i = 0; i < kObjects; ++i) {
+    const std::string oid = absl::StrCat("p.", i);
+    const size_t size = i % 5 == 0 ? 300 << 10 : 4096 + i;
+    auto a = two->Read(oid);
+    auto b = one->Read(oid);
+    ASSERT_TRUE(a.ok() && b.ok()) << oid << ": " << a.status() << " / " << b.status();
+    EXPECT_TRUE(*a == Contents(i, 2, size)) << oid << " in pool two";
+    EXPECT_TRUE(*b == Contents(i, 1, size)) << oid << " in pool one";
+  }
+  auto d = client_->Read("p.0");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(*d == Contents(0, 3, 1000));
+  EXPECT_TRUE(absl::IsNotFound(client_->Stat("p.1").status()));
+  auto st = one->Stat("p.1");
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(*st, 4097u);
+
+  // Listings cover one pool, with the plain oids.
+  auto ls_two = two->List("");
+  auto ls_default = client_->List("");
+  ASSERT_TRUE(ls_two.ok() && ls_default.ok());
+  EXPECT_EQ(ls_two->size(), static_cast<size_t>(kObjects));
+  EXPECT_EQ(ls_two->front().oid, "p.0");
+  ASSERT_EQ(ls_default->size(), 1u);
+  EXPECT_EQ(ls_default->front().oid, "p.0");
+  EXPECT_EQ(ls_default->front().size, 1000u);
+
+  // A delete in one pool leaves the others alone.
+  ASSERT_TRUE(one->Delete("p.1").ok());
+  EXPECT_TRUE(absl::IsNotFound(one->Stat("p.1").status()));
+  EXPECT_TRUE(two->Stat("p.1").ok());
+
+  // An unknown pool is an error naming the pools there are.
+  client::ClientOptions co;
+  co.mon_addr = mon_->addr();
+  co.auth = kAuth;
+  co.pool = "nosuch";
+  auto bad = client::Client::Create(co);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(bad.status().message(), "no pool 'nosuch' (pools: default, two, one)");
 }
 
 }  // namespace

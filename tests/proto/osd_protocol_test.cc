@@ -89,6 +89,56 @@ TEST(OsdProtocolTest, StatDeleteAndListRoundTrip) {
   EXPECT_FALSE(DecodeReply(Encode(ReadRequest{1, "o"})).ok()) << "a request is no reply";
 }
 
+// The pool id is a trailing u32 written only for pools other than 0: a message without it
+// (every message of a build before pools) is a default-pool request, and a default-pool
+// request is encoded byte for byte as before.
+TEST(OsdProtocolTest, PoolIdRoundTripsAndTheOldEncodingMeansPoolZero) {
+  EXPECT_EQ(Encode(ReadRequest{5, "obj"}).payload.size(), 8u + 4u + 3u);
+  EXPECT_EQ(Encode(ObjectRequest{kStat, 5, "obj"}).payload.size(), 8u + 4u + 3u);
+  EXPECT_EQ(Encode(ListRequest{5, "p", "", 10}).payload.size(), 8u + 4u + 1u + 4u + 4u);
+
+  auto whole = DecodeReadRequest(Encode(ReadRequest{5, "obj", 0, kToEnd, 7}));
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->pool, 7u);
+  EXPECT_EQ(whole->offset, 0u);
+  EXPECT_EQ(whole->length, kToEnd);
+  auto ranged = DecodeReadRequest(Encode(ReadRequest{5, "obj", 10, 20, 3}));
+  ASSERT_TRUE(ranged.ok());
+  EXPECT_EQ(ranged->pool, 3u);
+  EXPECT_EQ(ranged->offset, 10u);
+  EXPECT_EQ(ranged->length, 20u);
+  auto old_ranged = DecodeReadRequest(Encode(ReadRequest{5, "obj", 10, 20}));
+  ASSERT_TRUE(old_ranged.ok());
+  EXPECT_EQ(old_ranged->pool, 0u);
+  for (MsgType t : {kStat, kDelete}) {
+    auto q = DecodeObjectRequest(Encode(ObjectRequest{t, 9, "o", 12}));
+    ASSERT_TRUE(q.ok());
+    EXPECT_EQ(q->pool, 12u);
+    auto old = DecodeObjectRequest(Encode(ObjectRequest{t, 9, "o"}));
+    ASSERT_TRUE(old.ok());
+    EXPECT_EQ(old->pool, 0u);
+  }
+  auto l = DecodeListRequest(Encode(ListRequest{3, "pre", "pre/7", 50, 4}));
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->pool, 4u);
+  EXPECT_EQ(l->max, 50u);
+  auto old_list = DecodeListRequest(Encode(ListRequest{3, "pre", "", 50}));
+  ASSERT_TRUE(old_list.ok());
+  EXPECT_EQ(old_list->pool, 0u);
+
+  // An explicit pool 0, or a pool field cut short, is malformed: one encoding per request.
+  Message stat = Encode(ObjectRequest{kStat, 9, "o", 1});
+  Message zero = stat;
+  zero.payload[zero.payload.size() - 4] = 0;
+  EXPECT_FALSE(DecodeObjectRequest(zero).ok());
+  Message cut = stat;
+  cut.payload.resize(cut.payload.size() - 1);
+  EXPECT_FALSE(DecodeObjectRequest(cut).ok());
+  Message list = Encode(ListRequest{3, "pre", "", 50, 2});
+  list.payload += "x";
+  EXPECT_FALSE(DecodeListRequest(list).ok());
+}
+
 TEST(OsdProtocolTest, WriteFailuresAreDescribedForUsers) {
   EXPECT_NE(DescribeWriteFailure(absl::StatusCode::kResourceExhausted).find("full"),
             std::string::npos);

@@ -36,6 +36,56 @@ TEST(StableHashTest, GoldenValuesNeverChange) {
   EXPECT_NE(StableHash64(std::string("\0", 1)), StableHash64(""));
 }
 
+TEST(PoolPlacementTest, ThePoolIdChangesPlacementAndPoolZeroKeepsIt) {
+  const std::vector<OsdEntry> osds = EqualOsds(8);
+  int moved = 0;
+  for (uint32_t pg = 0; pg < 128; ++pg) {
+    // Pool 0 draws as before pools: the default argument and an explicit 0 agree.
+    EXPECT_EQ(PgToOsds(pg, osds, 3), PgToOsds(pg, osds, 3, 0)) << pg;
+    EXPECT_EQ(PgToOsd(pg, osds), PgToOsd(pg, osds, 0)) << pg;
+    if (PgToOsds(pg, osds, 3, 0) != PgToOsds(pg, osds, 3, 1)) ++moved;
+    // Any pool: N distinct OSDs, and size 1 is the first of size N.
+    for (uint32_t pool : {1u, 2u, 77u}) {
+      const std::vector<int> acting = PgToOsds(pg, osds, 3, pool);
+      ASSERT_EQ(acting.size(), 3u);
+      EXPECT_EQ(std::set<int>(acting.begin(), acting.end()).size(), 3u);
+      EXPECT_EQ(PgToOsd(pg, osds, pool), acting.front());
+    }
+  }
+  // Pools spread differently: most PGs of pool 1 have another acting set than pool 0's.
+  EXPECT_GT(moved, 100) << moved << " of 128 PGs differ";
+}
+
+TEST(PoolPlacementTest, EachPoolMapHasItsOwnSizeAndPgNum) {
+  const PlacementMap two = PlacementMap::Build(1, 16, EqualOsds(5), PoolSize{2, 1}, 1);
+  const PlacementMap one = PlacementMap::Build(1, 8, EqualOsds(5), PoolSize{1, 1}, 2);
+  EXPECT_EQ(two.pool_id(), 1u);
+  EXPECT_EQ(two.pg_num(), 16u);
+  EXPECT_EQ(one.pg_num(), 8u);
+  for (uint32_t pg = 0; pg < 16; ++pg) EXPECT_EQ(two.ActingOfPg(pg).size(), 2u) << pg;
+  for (uint32_t pg = 0; pg < 8; ++pg) EXPECT_EQ(one.ActingOfPg(pg).size(), 1u) << pg;
+}
+
+TEST(PoolPlacementTest, PoolQualifiedNamesKeepTheDefaultPoolsNames) {
+  EXPECT_EQ(PoolObjectName(0, "obj"), "obj");
+  EXPECT_EQ(PoolObjectName(12, "obj"), "\x01" "12\x01obj");
+  EXPECT_EQ(PoolNameOverhead(0), 0u);
+  EXPECT_EQ(PoolNameOverhead(12), 4u);
+  uint32_t pool = 99;
+  std::string_view oid;
+  ASSERT_TRUE(SplitPoolObjectName("obj", &pool, &oid));
+  EXPECT_EQ(pool, 0u);
+  EXPECT_EQ(oid, "obj");
+  ASSERT_TRUE(SplitPoolObjectName(PoolObjectName(4000000000u, "a\x01b"), &pool, &oid));
+  EXPECT_EQ(pool, 4000000000u);
+  EXPECT_EQ(oid, "a\x01b");
+  for (std::string bad : {std::string("\x01"), std::string("\x01\x01x"), std::string("\x01" "0\x01x"),
+                          std::string("\x01" "12x"), std::string("\x01" "99999999999\x01x"),
+                          std::string("\x01" "1a\x01x")}) {
+    EXPECT_FALSE(SplitPoolObjectName(bad, &pool, &oid)) << bad;
+  }
+}
+
 TEST(PlacementTest, ObjectsBalanceWithinAFewPercentOverEqualOsds) {
   // Enough PGs that PG-count noise stays small: objects follow PGs, and PGs per OSD are
   // multinomial (as with Ceph, 128 PGs over 4 OSDs balance only to ~15% without a

@@ -38,7 +38,6 @@ expect_rc 4 "cluster unreachable at 127.0.0.1:1" \
   bash "$TOOLS/msgr.sh" --mon 127.0.0.1:1 --mon-timeout 1 stat x
 expect_rc 2 "unknown flag --no-such-flag" cli --no-such-flag ls
 expect_rc 2 "bad command line for 'put'" cli put only-an-oid
-expect_rc 2 "no pool 'other'" cli --pool other ls
 
 # Memory mode: a 1 GiB object must fit in an OSD's RAM cap (1/8 of RAM); 3 GiB is enough.
 bash "$TOOLS/cluster.sh" start --cluster-dir "$DIR" --osds 3 --ms-type "$MS_TYPE" \
@@ -70,6 +69,24 @@ expect_rc 3 "no such object: obj/piped" cli get obj/piped "$DIR/x"
 expect_rc 3 "no such object: obj/piped" cli stat obj/piped
 expect_rc 3 "no such object: obj/piped" cli rm obj/piped
 [[ "$(cli ls --prefix obj/ | tr '\n' ' ')" == "obj/empty obj/small " ]] || fail "ls after rm"
+
+# Pools: put/get/stat/ls/rm in a created pool; the same oid there is another object; an
+# unknown pool is bad usage naming the pools there are.
+"$RUNFILES/osd_sim/mon/monctl" --cluster-dir "$DIR" pool create two --size 2 >/dev/null \
+  || fail "monctl pool create"
+expect_rc 2 "no pool 'other' (pools: default, two)" cli --pool other ls
+printf 'in pool two\n' | cli --pool two put obj/small - || fail "put in pool two"
+[[ "$(cli --pool two get obj/small -)" == "in pool two" ]] || fail "get in pool two"
+cmp <(cli get obj/small -) "$DIR/small.bin" || fail "the default pool's obj/small changed"
+[[ "$(cli --pool two stat obj/small)" == "obj/small size 12" ]] || fail "stat in pool two"
+[[ "$(cli --pool two ls --long)" == "$(printf 'obj/small\t12')" ]] \
+  || fail "ls in pool two: $(cli --pool two ls --long)"
+[[ "$(cli --pool=default ls | tr '\n' ' ')" == "obj/empty obj/small other/x " ]] \
+  || fail "ls of the default pool: $(cli ls | tr '\n' ' ')"
+expect_rc 3 "no such object: other/x" cli --pool two stat other/x
+cli --pool two rm obj/small || fail "rm in pool two"
+expect_rc 3 "no such object: obj/small" cli --pool two get obj/small "$DIR/x"
+[[ "$(cli stat obj/small)" == "obj/small size 100000" ]] || fail "rm in pool two touched default"
 
 # A big object both ways (many records; ranged reads of 16 MiB), and its listing size.
 # Deterministic, incompressible-enough content without the cost of /dev/urandom.

@@ -9,6 +9,9 @@
 #     count the writes they acknowledged with two copies (degraded);
 #   * with a second OSD killed every acknowledged object still reads back (each had at
 #     least two copies, at most one more was lost).
+#   * pools: `monctl pool create` makes a size-2 pool beside the size-3 default; a bench
+#     run with --pool keeps two copies of each object there (the JSON names the pool);
+#     `bench.sh verify -b SIZE` checks sizes: the right size passes, a wrong one is bad.
 # Not yet here (README "Replication"): recovery of a returning OSD, backfill, scrub.
 #
 #   replication_test.sh [--ms-type tcp|rdma] [--seconds N]   (or env MS_TYPE / BENCH_SECONDS)
@@ -66,6 +69,32 @@ BENCH=(bash "$TOOLS/bench.sh" --cluster-dir "$DIR" --ms-type "$MS_TYPE" -b 16K -
 "${BENCH[@]}" --count 200 --prefix pre --acked-log "$DIR/pre.log" || fail "bench failed"
 copies=$(objects 0 1 2 3)
 [[ $copies == 600 ]] || fail "200 objects of size 3 make $copies copies, not 600"
+
+# A pool of size 2 beside the default pool: 50 objects there are 100 more copies.
+"${MONCTL[@]}" pool create two --size 2 || fail "pool create"
+"${MONCTL[@]}" pool ls | grep -Eq '^ +1 +two +2 +1 ' || fail "pool ls: $("${MONCTL[@]}" pool ls)"
+"${BENCH[@]}" --pool two --count 50 --prefix intwo --acked-log "$DIR/two.log" \
+  --json "$DIR/two.json" || fail "bench --pool two failed"
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["pool"] == "two" and j["errors"] == 0, j' \
+  "$DIR/two.json" || fail "bench JSON does not name pool two"
+copies=$(objects 0 1 2 3)
+[[ $copies == 700 ]] || fail "50 objects of size 2 after 600 copies make $copies, not 700"
+bash "$TOOLS/bench.sh" verify --cluster-dir "$DIR" --ms-type "$MS_TYPE" --pool two -b 16K \
+  --oids "$DIR/two.log" --json "$DIR/two-verify.json" || fail "verify --pool two -b 16K failed"
+rc=0
+out=$(bash "$TOOLS/bench.sh" verify --cluster-dir "$DIR" --ms-type "$MS_TYPE" --pool two \
+  -b 4K --oids "$DIR/two.log" 2>&1) || rc=$?
+[[ $rc == 1 && $out == *"verify: 0 ok, 50 bad"* && $out == *"16384 bytes, expected 4096"* ]] \
+  || fail "verify with a wrong -b: rc $rc: $out"
+# In the default pool these objects do not exist.
+rc=0
+bash "$TOOLS/bench.sh" verify --cluster-dir "$DIR" --ms-type "$MS_TYPE" --oids "$DIR/two.log" \
+  >/dev/null 2>&1 || rc=$?
+[[ $rc == 1 ]] || fail "pool two's objects verified in the default pool (rc $rc)"
+rc=0
+out=$(bash "$TOOLS/bench.sh" --cluster-dir "$DIR" --pool nosuch --count 1 2>&1) || rc=$?
+[[ $rc == 2 && $out == *"no pool 'nosuch' (pools: default, two)"* ]] \
+  || fail "bench --pool nosuch: rc $rc: $out"
 
 # kill -9 osd.1 a quarter into a run; it stays down.
 "${BENCH[@]}" --seconds "$BENCH_SECONDS" --prefix run --acked-log "$DIR/run.log" \

@@ -58,6 +58,20 @@ TEST(BenchArgsTest, ParsesTheDocumentedCommandLine) {
   EXPECT_EQ(v->mode, BenchArgs::Mode::kVerify);
   EXPECT_EQ(v->oids_file, "f");
   EXPECT_EQ(v->ms_type, "tcp");
+  EXPECT_FALSE(v->object_size_given);
+  EXPECT_EQ(v->pool, "");
+  EXPECT_FALSE(a->pool.size());
+
+  // verify -b SIZE (each object's size is checked) --pool NAME.
+  auto vb = ParseBenchArgs({"verify", "--mon", "h:1", "--oids", "f", "-b", "16K", "--pool=two"});
+  ASSERT_TRUE(vb.ok()) << vb.status();
+  EXPECT_TRUE(vb->object_size_given);
+  EXPECT_EQ(vb->object_size, 16384u);
+  EXPECT_EQ(vb->pool, "two");
+  auto wp = ParseBenchArgs({"--mon", "h:1", "--pool", "images"});
+  ASSERT_TRUE(wp.ok()) << wp.status();
+  EXPECT_EQ(wp->pool, "images");
+  EXPECT_FALSE(ParseBenchArgs({"--mon", "h:1", "--pool", ""}).ok()) << "an empty pool name";
 }
 
 TEST(BenchArgsTest, BadArgumentsAreErrorsNamingTheFlag) {

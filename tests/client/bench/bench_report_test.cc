@@ -104,9 +104,10 @@ TEST(BenchReportTest, JsonHasTheNewFieldsBesideTheOldOnes) {
   const nlohmann::json j = ToJson(Measured());
   for (const char* k : {"mode", "ms_type", "object_size", "concurrency", "seconds", "ops",
                         "bytes", "mb_per_s", "iops", "lat_us", "cpu_s_per_gb", "osd_processes",
-                        "verify", "auth", "errors", "lat_cdf"}) {
+                        "verify", "auth", "errors", "lat_cdf", "pool"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
+  EXPECT_EQ(j["pool"], "default");
   EXPECT_EQ(j["cpu_s_per_gb"]["client"], 1.25);
   EXPECT_EQ(j["cpu_s_per_gb"]["osds"], 5.0);
   EXPECT_EQ(j["cpu_us_per_op"], (nlohmann::json{{"client", 5.0}, {"osds", 20.0},

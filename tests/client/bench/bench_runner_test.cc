@@ -222,6 +222,26 @@ TEST(BenchRunnerTest, VerifyReadsBackAndFindsACorruptObject) {
   EXPECT_EQ(VerifyObjects(store.Ops(), 0, oid_of, 8).checked, 0u);
 }
 
+// verify -b SIZE: an object of another size (an older version, a different run) is bad and
+// named, though its bytes follow its pattern.
+TEST(BenchRunnerTest, VerifyWithASizeFlagsObjectsOfAnotherSize) {
+  FakeStore store(100us);
+  std::ostringstream out;
+  ASSERT_TRUE(RunWrites(store.Ops(), Counted("s", 4096, 4, 10), out).ok());
+  auto oid_of = [](uint64_t i) { return ObjectId("s", i); };
+  VerifyResult ok = VerifyObjects(store.Ops(), 10, oid_of, 4, 4096, 0us, /*expect_size=*/4096);
+  EXPECT_EQ(ok.checked, 10u);
+  EXPECT_EQ(ok.mismatches, 0u);
+  VerifyResult bad = VerifyObjects(store.Ops(), 10, oid_of, 4, 8192, 0us, /*expect_size=*/8192);
+  EXPECT_EQ(bad.checked, 10u);
+  EXPECT_EQ(bad.mismatches, 10u);
+  ASSERT_FALSE(bad.samples.empty());
+  EXPECT_NE(bad.samples[0].find(": 4096 bytes, expected 8192"), std::string::npos)
+      << bad.samples[0];
+  // Without a size only the pattern counts: the same objects pass.
+  EXPECT_EQ(VerifyObjects(store.Ops(), 10, oid_of, 4).mismatches, 0u);
+}
+
 TEST(BenchRunnerTest, SubmitThreadsWriteExactlyNWithinConcurrency) {
   FakeStore store(200us);
   WriteRunOptions o = Counted("p", 5000, 8, 400);

@@ -55,6 +55,36 @@ TEST(MapFormatTest, TableSummarisesAndListsOsds) {
   EXPECT_NE(t.find("down out"), std::string::npos) << t;
 }
 
+TEST(MapFormatTest, PoolsInJsonTableAndPoolList) {
+  v1::ClusterMap map = SampleMap();
+  map.set_pool_size(2);
+  v1::Pool* p = map.add_pools();
+  p->set_id(1);
+  p->set_name("images");
+  p->set_size(3);
+  p->set_min_size(2);
+  p->set_pg_num(16);
+  const nlohmann::json j = nlohmann::json::parse(MapToJson(map));
+  ASSERT_EQ(j["pools"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["pools"][0]["name"], "default");
+  EXPECT_EQ(j["pools"][0]["id"], 0);
+  EXPECT_EQ(j["pools"][0]["size"], 2);
+  EXPECT_EQ(j["pools"][0]["pg_num"], 128);
+  EXPECT_EQ(j["pools"][1]["name"], "images");
+  EXPECT_EQ(j["pools"][1]["size"], 3);
+  EXPECT_EQ(j["pools"][1]["min_size"], 2);
+  EXPECT_EQ(j["pools"][1]["pg_num"], 16);
+  EXPECT_EQ(j["pool_size"], 2);  // the default pool's fields keep their meaning
+  const std::string t = MapToTable(map);
+  EXPECT_NE(t.find("pools: default (id 0, size 2/1, pg_num 128), images (id 1, size 3/2, "
+                   "pg_num 16)"),
+            std::string::npos)
+      << t;
+  const std::string ls = PoolsToTable(map);
+  EXPECT_NE(ls.find("images"), std::string::npos) << ls;
+  EXPECT_NE(ls.find("default"), std::string::npos) << ls;
+}
+
 TEST(CliFlagsTest, ParsesBothFormsAndPositionals) {
   const char* argv[] = {"x", "--mon", "h:1", "--timeout-ms=20", "out", "3"};
   auto f = CliFlags::Parse(6, const_cast<char**>(argv), {"mon", "timeout-ms"});

@@ -89,6 +89,29 @@ TEST_F(MonAuthTest, BenchClientMayNotMarkOut) {
   EXPECT_EQ(mon_->service().Counters().auth_refused, refused + 1);
 }
 
+TEST_F(MonAuthTest, OnlyAdminCreatesPools) {
+  auto bench = Connect("client.bench");
+  ASSERT_NE(bench, nullptr);
+  v1::CreatePoolRequest req;
+  req.set_name("images");
+  req.set_size(2);
+  auto refused = bench->CreatePool(req);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                "client.bench may not create pools: needs client.admin"))
+      << refused.status();
+  auto admin = Connect("client.admin");
+  ASSERT_NE(admin, nullptr);
+  auto created = admin->CreatePool(req);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->pool().name(), "images");
+  auto map = bench->GetMap();
+  ASSERT_TRUE(map.ok()) << map.status();
+  ASSERT_EQ(map->pools_size(), 1);
+  EXPECT_EQ(map->pools(0).size(), 2u);
+}
+
 TEST_F(MonAuthTest, OsdBootsOnlyAsItself) {
   auto osd = Connect("osd.1");
   ASSERT_NE(osd, nullptr);

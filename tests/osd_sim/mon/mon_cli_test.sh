@@ -30,13 +30,35 @@ grep -q "osd.7 does not exist" "$TMP/err" || fail "unknown id message: $(cat "$T
 set +e; "$MONCTL" --mon "$ADDR" frobnicate 2>/dev/null; rc=$?; set -e
 [[ $rc -eq 2 ]] || fail "bad command exit $rc, want 2"
 
+# Pools: create (with its refusals), ls, status, map-json; kept across the restart below.
+out=$("$MONCTL" --mon "$ADDR" pool create images --size 3 --min-size 2 --pg-num 16) \
+  || fail "pool create: $out"
+[[ $out == *"pool 'images' created: id 1 size 3 min_size 2 pg_num 16"* ]] || fail "create: $out"
+expect_refusal() {  # RC WORDS ARGS...
+  local want=$1 words=$2 rc=0 out
+  shift 2
+  out=$("$MONCTL" --mon "$ADDR" "$@" 2>&1) || rc=$?
+  [[ $rc -eq $want && $out == *"$words"* ]] || fail "'$*': rc $rc (want $want): $out"
+}
+expect_refusal 1 "pool 'images' already exists" pool create images
+expect_refusal 1 "min_size 3 is more than the pool's size 2" pool create x --size 2 --min-size 3
+expect_refusal 2 "--size must be at least 1" pool create x --size 0
+expect_refusal 2 "pool wants 'create NAME' or 'ls'" pool create
+ls_out=$("$MONCTL" --mon "$ADDR" pool ls)
+grep -Eq '^ +0 +default +1 +1 +32$' <<<"$ls_out" || fail "pool ls default: $ls_out"
+grep -Eq '^ +1 +images +3 +2 +16$' <<<"$ls_out" || fail "pool ls images: $ls_out"
+"$MONCTL" --mon "$ADDR" status | grep -q "pools: default (id 0, size 1/1, pg_num 32), images (id 1, size 3/2, pg_num 16)" \
+  || fail "status pools: $("$MONCTL" --mon "$ADDR" status)"
+"$MONCTL" --mon "$ADDR" map-json | grep -q '"name": "images"' || fail "map-json pools"
+
 kill -TERM "$MON_PID"
 wait "$MON_PID" || fail "mon exited non-zero on SIGTERM"
 grep -q "signal 15: shutting down" "$TMP/mon.log" || fail "no shutdown log"
 
 # Restart: same cluster, later epoch.
 start_mon
-"$MONCTL" --mon "$ADDR" status | grep -q "epoch 2 pg_num 32" || fail "epoch after restart"
+"$MONCTL" --mon "$ADDR" status | grep -q "epoch 3 pg_num 32" || fail "epoch after restart"
+"$MONCTL" --mon "$ADDR" pool ls | grep -Eq '^ +1 +images +3 +2 +16$' || fail "pool lost on restart"
 kill -INT "$MON_PID"
 wait "$MON_PID" || fail "mon exited non-zero on SIGINT"
 

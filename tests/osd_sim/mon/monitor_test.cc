@@ -299,6 +299,57 @@ TEST_F(MonitorTest, ShutdownEndsWatchStreamsPromptly) {
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
+grpc::Status CreatePool(v1::Monitor::Stub* stub, const std::string& name, uint32_t size,
+                        uint32_t min_size, uint32_t pg_num, v1::CreatePoolReply* reply) {
+  grpc::ClientContext c;
+  v1::CreatePoolRequest req;
+  req.set_name(name);
+  req.set_size(size);
+  req.set_min_size(min_size);
+  req.set_pg_num(pg_num);
+  return stub->CreatePool(&c, req, reply);
+}
+
+TEST_F(MonitorTest, CreatePoolAddsPoolsWithNewIdsAndRefusesBadOnes) {
+  Start(FastOptions(dir_));
+  const uint64_t epoch = GetMap(stub_.get()).epoch();
+  v1::CreatePoolReply rep;
+  ASSERT_TRUE(CreatePool(stub_.get(), "two", 2, 0, 0, &rep).ok());
+  EXPECT_EQ(rep.epoch(), epoch + 1);
+  EXPECT_EQ(rep.pool().id(), 1u);
+  EXPECT_EQ(rep.pool().size(), 2u);
+  EXPECT_EQ(rep.pool().min_size(), 1u);  // 2 - 2/2
+  EXPECT_EQ(rep.pool().pg_num(), GetMap(stub_.get()).pg_num());
+  ASSERT_TRUE(CreatePool(stub_.get(), "three", 3, 3, 8, &rep).ok());
+  EXPECT_EQ(rep.pool().id(), 2u);
+  EXPECT_EQ(rep.pool().min_size(), 3u);
+  EXPECT_EQ(rep.pool().pg_num(), 8u);
+  v1::ClusterMap map = GetMap(stub_.get());
+  EXPECT_EQ(map.epoch(), epoch + 2);
+  ASSERT_EQ(map.pools_size(), 2);
+  EXPECT_EQ(map.pools(1).name(), "three");
+  EXPECT_EQ(map.pool_size(), 1u);  // the default pool is unchanged
+
+  struct Bad {
+    std::string name;
+    uint32_t size, min_size;
+    grpc::StatusCode code;
+    std::string says;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"two", 1, 0, grpc::StatusCode::ALREADY_EXISTS, "pool 'two' already exists"},
+           {"default", 1, 0, grpc::StatusCode::ALREADY_EXISTS, "pool 'default' already exists"},
+           {"x", 2, 3, grpc::StatusCode::INVALID_ARGUMENT, "min_size 3 is more than the pool's size 2"},
+           {"x", 17, 0, grpc::StatusCode::INVALID_ARGUMENT, "pool size 17 is above the limit"},
+           {"", 1, 0, grpc::StatusCode::INVALID_ARGUMENT, "bad pool name ''"},
+           {"a b", 1, 0, grpc::StatusCode::INVALID_ARGUMENT, "bad pool name 'a b'"}}) {
+    grpc::Status s = CreatePool(stub_.get(), b.name, b.size, b.min_size, 0, &rep);
+    EXPECT_EQ(s.error_code(), b.code) << b.name << ": " << s.error_message();
+    EXPECT_NE(s.error_message().find(b.says), std::string::npos) << s.error_message();
+  }
+  EXPECT_EQ(GetMap(stub_.get()).epoch(), epoch + 2);  // refusals change nothing
+}
+
 TEST(MonitorOptionsTest, BadOptionsAreRejected) {
   MonitorOptions o;
   EXPECT_EQ(MonitorService::Create(o).status().code(), absl::StatusCode::kInvalidArgument);

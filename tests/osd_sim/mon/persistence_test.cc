@@ -45,6 +45,12 @@ TEST(PersistenceTest, RestartKeepsMapAndEpochMovesForward) {
     req.set_id(1);
     v1::MarkReply rep;
     ASSERT_TRUE(stub->MarkOut(&c, req, &rep).ok());
+    grpc::ClientContext pc;
+    v1::CreatePoolRequest preq;
+    preq.set_name("images");
+    preq.set_size(2);
+    v1::CreatePoolReply prep;
+    ASSERT_TRUE(stub->CreatePool(&pc, preq, &prep).ok());
     v1::ClusterMap map = GetMap(stub.get());
     epoch_before = map.epoch();
     fsid = map.fsid();
@@ -70,6 +76,27 @@ TEST(PersistenceTest, RestartKeepsMapAndEpochMovesForward) {
   EXPECT_DOUBLE_EQ(o0->weight(), 2.0);
   EXPECT_DOUBLE_EQ(o1->weight(), 0.5);
   EXPECT_EQ(o0->addr(), "127.0.0.1:7000");
+  // Pools survive the restart, and a later pool takes a new id.
+  ASSERT_EQ(map.pools_size(), 1);
+  EXPECT_EQ(map.pools(0).name(), "images");
+  EXPECT_EQ(map.pools(0).id(), 1u);
+  EXPECT_EQ(map.pools(0).size(), 2u);
+  {
+    grpc::ClientContext pc;
+    v1::CreatePoolRequest preq;
+    preq.set_name("images");
+    v1::CreatePoolReply prep;
+    EXPECT_EQ(stub->CreatePool(&pc, preq, &prep).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  }
+  {
+    grpc::ClientContext pc;
+    v1::CreatePoolRequest preq;
+    preq.set_name("logs");
+    v1::CreatePoolReply prep;
+    ASSERT_TRUE(stub->CreatePool(&pc, preq, &prep).ok());
+    EXPECT_EQ(prep.pool().id(), 2u);
+    map = GetMap(stub.get());
+  }
 
   // A heartbeat from before the restart is refused; booting again brings it up.
   grpc::ClientContext c;
