@@ -85,11 +85,27 @@ Osd::Osd(const OsdOptions& options) : options_(options) {}
 
 Osd::~Osd() { Stop(); }
 
-absl::StatusOr<std::unique_ptr<Osd>> Osd::Start(const OsdOptions& options) {
-  if (options.ms_types.empty()) return absl::InvalidArgumentError("no messenger type to serve");
+absl::StatusOr<std::unique_ptr<Osd>> Osd::Start(const OsdOptions& given) {
+  if (given.ms_types.empty()) return absl::InvalidArgumentError("no messenger type to serve");
+  OsdOptions options = given;
+  const auto& types = options.ms_types;
+  if (options.cluster_ms_type.empty()) {
+    options.cluster_ms_type =
+        std::find(types.begin(), types.end(), "tcp") != types.end() ? "tcp" : types.front();
+  }
   if (absl::Status st = CheckAdvertisable("public", options.public_addr); !st.ok()) return st;
   if (!options.cluster_addr.empty()) {
     if (absl::Status st = CheckAdvertisable("cluster", options.cluster_addr); !st.ok()) return st;
+  }
+  if (options.cluster_ms_type != "tcp" && options.cluster_ms_type != "rdma") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--ms-cluster-type '", options.cluster_ms_type, "': want tcp or rdma"));
+  }
+  if (std::find(types.begin(), types.end(), options.cluster_ms_type) == types.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--ms-cluster-type ", options.cluster_ms_type, " needs the OSD to serve ",
+        options.cluster_ms_type, " to clients too (--ms-type ", options.cluster_ms_type,
+        " or both): the OSD-to-OSD sessions use that backend's device and rings"));
   }
   std::unique_ptr<Osd> osd(new Osd(options));
   absl::Status s = osd->Init();
@@ -200,25 +216,30 @@ absl::Status Osd::Init() {
   // The map carries one primary address: tcp's when served, and the rdma side channel.
   boot.set_addr(addrs_.count("tcp") ? addrs_["tcp"] : addrs_.begin()->second);
   if (addrs_.count("rdma")) boot.set_rdma_addr(addrs_["rdma"]);
-  if (options_.cluster_addr.empty()) {
-    boot.set_cluster_addr(boot.addr());  // no cluster network: peers use the public one
-  } else {
-    auto addr = serve("tcp", options_.cluster_addr, "messenger.cluster");
-    if (!addr.ok()) return addr.status();
-    spdlog::info("{}: cluster messenger listening on {}", me, *addr);
-    addrs_["cluster"] = *addr;
-    boot.set_cluster_addr(*addr);
-  }
-  boot.set_host(options_.host_name.empty() ? LocalHostName() : options_.host_name);
-
-  // Replication sessions go out on the cluster messenger, else the public tcp one (the
-  // map's cluster address is then the public address), else the first one served.
-  Messenger* peer_messenger = messengers_.back().get();
+  // OSD-to-OSD sessions (Ceph's ms_cluster_type) go out on, and come in to, a messenger of
+  // cluster_ms_type: on the cluster address when there is one, else the public one of that
+  // type (the map's cluster address is then the public address).
+  const std::string& cluster_type = options_.cluster_ms_type;  // resolved in Start()
+  boot.set_cluster_addr(boot.addr());  // tcp peers; replaced below by a tcp cluster messenger
+  Messenger* peer_messenger = nullptr;
   if (options_.cluster_addr.empty()) {
     for (size_t i = 0; i < options_.ms_types.size(); ++i) {
-      if (options_.ms_types[i] == "tcp") peer_messenger = messengers_[i].get();
+      if (options_.ms_types[i] == cluster_type) peer_messenger = messengers_[i].get();
     }
+  } else {
+    const HostPort cl = *ParseHostPort(options_.cluster_addr);  // checked in Start()
+    auto addr = serve(cluster_type, JoinHostPort(cl.host, cl.port), "messenger.cluster");
+    if (!addr.ok()) return addr.status();
+    spdlog::info("{}: cluster messenger ({}) listening on {}", me, cluster_type, *addr);
+    addrs_["cluster"] = *addr;
+    if (cluster_type == "rdma") {
+      boot.set_cluster_rdma_addr(*addr);
+    } else {
+      boot.set_cluster_addr(*addr);
+    }
+    peer_messenger = messengers_.back().get();
   }
+  boot.set_host(options_.host_name.empty() ? LocalHostName() : options_.host_name);
   replicator_ = std::make_unique<Replicator>(ReplicatorOptions{options_.id}, peer_messenger);
   registry_.Add({"replication", -1, [this] {
                    return std::vector{replicator_->counters().Group("replication")};
@@ -257,7 +278,7 @@ absl::Status Osd::Init() {
   absl::Status watch = mon_->Watch([this](const mon::v1::ClusterMap& map) {
     std::vector<placement::PlacementMap> pools;
     for (const placement::PoolInfo& p : placement::PoolsOf(map)) {
-      pools.push_back(placement::ToPlacementMap(map, "tcp", p));
+      pools.push_back(placement::ToPlacementMap(map, options_.cluster_ms_type, p));
     }
     replicator_->HandleMaps(std::move(pools));
   });

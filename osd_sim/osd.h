@@ -57,9 +57,15 @@ struct OsdOptions {
   // (the rdma side channel) take `rdma_port` on the same host (0: a free one).
   std::string public_addr = "127.0.0.1:0";
   uint16_t rdma_port = 0;
-  // Where other OSDs reach it (Ceph's cluster address): a tcp messenger listens there for
-  // OSD-to-OSD sessions and the map advertises it; empty: peers use the public address.
+  // Where other OSDs reach it (Ceph's cluster address): a messenger of `cluster_ms_type`
+  // listens there for OSD-to-OSD sessions and the map advertises it; empty: peers use the
+  // public address (the public messenger of that type).
   std::string cluster_addr;
+  // The backend of OSD-to-OSD (replication) sessions, Ceph's ms_cluster_type: "tcp" or
+  // "rdma" (then the primary writes replicas' rings one-sidedly, as clients do; the OSD
+  // must serve rdma publicly too, so the rdma device is set up once).
+  // Empty: tcp if the OSD serves it, else its first type.
+  std::string cluster_ms_type;
   // The host this OSD runs on, carried in the map as its failure domain; empty: the
   // machine's host name.
   std::string host_name;

@@ -43,7 +43,8 @@ constexpr const char* kUsage =
     "           [--op-complaint-time S]\n"
     "           [--public-addr HOST[:PORT] | --public-network CIDR] [--rdma-port PORT]\n"
     "           [--cluster-addr HOST[:PORT] | --cluster-network CIDR] [--host NAME]\n"
-    "           [--ms-mode crc|secure] [--log-level trace|debug|info|warn|error]\n"
+    "           [--ms-mode crc|secure] [--ms-cluster-type tcp|rdma]\n"
+    "           [--log-level trace|debug|info|warn|error]\n"
     "           [--conf FILE]\n"
     "  --conf FILE               settings from FILE's [global], [osd] and [osd.N] (default\n"
     "                            DIR/msgr.conf of --cluster-dir DIR, if there); flags win\n"
@@ -65,6 +66,8 @@ constexpr const char* kUsage =
     "  --rdma-port PORT          the rdma side channel's port on the public host (default free)\n"
     "  --cluster-addr HOST[:PORT], --cluster-network CIDR  where other OSDs reach it\n"
     "                            (advertised in the map; default the public address)\n"
+    "  --ms-cluster-type tcp|rdma  the backend of OSD-to-OSD (replication) sessions\n"
+    "                            (default tcp when served; rdma needs --ms-type rdma|both)\n"
     "  --host NAME               the host name in the map, the OSD's failure domain\n"
     "                            (default this machine's)\n"
     "  --metrics-addr HOST:PORT  serve Prometheus /metrics there (off by default; PORT or\n"
@@ -178,6 +181,11 @@ int main(int argc, char** argv) {
     o.ms_types = {ms};
   } else {
     return Fail("--ms-type must be tcp, rdma or both");
+  }
+  // OSD-to-OSD sessions' backend (default: tcp when served); Osd::Start checks the rest.
+  o.cluster_ms_type = flags->Get("ms-cluster-type");
+  if (!o.cluster_ms_type.empty() && o.cluster_ms_type != "tcp" && o.cluster_ms_type != "rdma") {
+    return Fail("--ms-cluster-type must be tcp or rdma");
   }
   o.ms_mode = flags->Get("ms-mode", "crc");
   if (o.ms_mode != "crc" && o.ms_mode != "secure") return Fail("--ms-mode must be crc or secure");

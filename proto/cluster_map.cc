@@ -24,7 +24,9 @@ PlacementMap ToPlacementMap(const mon::v1::ClusterMap& map, const std::string& m
     e.up_from = o.up_from();
     e.ms_types.assign(o.ms_types().begin(), o.ms_types().end());
     e.host = o.host();
-    e.cluster_addr = o.cluster_addr();
+    // Where OSD peers reach it over this backend: rdma's cluster side channel, else its
+    // public one (e.addr); tcp's cluster address, else e.addr.
+    e.cluster_addr = ms_type == "rdma" ? o.cluster_rdma_addr() : o.cluster_addr();
     osds.push_back(std::move(e));
   }
   return PlacementMap::Build(map.epoch(), std::max<uint32_t>(pool.pg_num, 1), std::move(osds),

@@ -9,7 +9,7 @@
 #                          [--ring-bytes BYTES] [--rdma-device soft|IBDEV] [--grace-ms MS]
 #                          [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB]
 #                          [--metrics] [--hosts] [--ms-mode crc|secure]
-#                          [--pool-size N [--pool-min-size M]]
+#                          [--pool-size N [--pool-min-size M]] [--ms-cluster-type tcp|rdma]
 #   tools/cluster.sh stop --cluster-dir DIR
 #   tools/cluster.sh status --cluster-dir DIR
 #   tools/cluster.sh start-osd --cluster-dir DIR --id K     (re)starts one OSD with its data
@@ -73,6 +73,7 @@ POLLER_SPIN_US="" POLLER_WAKEUP_US=""
 CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" RDMA_MAX_REG_MB="" RDMA_RING_MIN_KB="" GRACE_MS=3000 KILL=0
 POOL_SIZE=1 POOL_MIN_SIZE=0
 METRICS=0 HOSTS=0 MS_MODE=crc MON="" PUBLIC_ADDR="" PUBLIC_NETWORK="" HOST_NAME=""
+MS_CLUSTER_TYPE=""
 declare -A GIVEN=()  # the flags on the command line (join writes those into [osd.K])
 flags_begin "$@"
 while flags_next; do
@@ -100,6 +101,7 @@ while flags_next; do
     --metrics) METRICS=1 ;;
     --hosts) HOSTS=1 ;;
     --ms-mode) flag_value MS_MODE ;;
+    --ms-cluster-type) flag_value MS_CLUSTER_TYPE ;;
     --mon) flag_value MON ;;
     --public-addr) flag_value PUBLIC_ADDR ;;
     --public-network) flag_value PUBLIC_NETWORK ;;
@@ -114,6 +116,7 @@ case "$MS_TYPE" in tcp|rdma|both) ;; *) die "--ms-type must be tcp, rdma or both
 case "$DURABILITY" in durable|buffered|memory) ;; *) die "--durability must be durable, buffered or memory" ;; esac
 case "$AUTH" in secret|none) ;; *) die "--auth must be secret or none" ;; esac
 case "$MS_MODE" in crc|secure) ;; *) die "--ms-mode must be crc or secure" ;; esac
+case "$MS_CLUSTER_TYPE" in ""|tcp|rdma) ;; *) die "--ms-cluster-type must be tcp or rdma" ;; esac
 if [[ $HOSTS == 1 && $CMD == start ]]; then
   [[ $MS_TYPE == tcp ]] || die "--hosts runs on network namespaces, which are tcp-only test hosts (the soft RDMA provider's sockets are per namespace); RDMA between hosts needs the VMs of tools/rxe_vm.sh"
   [[ $(bash "$HOSTS_SH" status | wc -l) -ge 2 ]] || die "--hosts needs test hosts: tools/hosts.sh start N (N >= 2; e.g. 5 for a monitor, 3 OSDs and a client)"
@@ -189,6 +192,7 @@ PUBLIC_ADDR="$PUBLIC_ADDR"
 PUBLIC_NETWORK="$PUBLIC_NETWORK"
 HOST_NAME="$HOST_NAME"
 MS_MODE=$MS_MODE
+MS_CLUSTER_TYPE="$MS_CLUSTER_TYPE"
 EOF
 }
 
@@ -213,7 +217,7 @@ osd_settings() {
               "rdma-device=$RDMA_DEVICE" "rdma-max-registered-mb=$RDMA_MAX_REG_MB" \
               "rdma-ring-min-kb=${RDMA_RING_MIN_KB:-}" "ms-mode=$MS_MODE" "auth=$AUTH" \
               "public-addr=${PUBLIC_ADDR:-}" "public-network=${PUBLIC_NETWORK:-}" \
-              "host=${HOST_NAME:-}"; do
+              "host=${HOST_NAME:-}" "ms-cluster-type=${MS_CLUSTER_TYPE:-}"; do
     if [[ $# -gt 0 && " $* " != *" ${line%%=*} "* ]]; then continue; fi
     if [[ -n ${line#*=} ]]; then echo "${line%%=*} = ${line#*=}"; fi
   done
@@ -237,7 +241,7 @@ write_msgr_conf() {
     echo "[osd]"
     osd_settings ms-type durability pollers capacity poller-cpus poller-spin-us \
       poller-wakeup-us ring-bytes rdma-max-registered-mb rdma-ring-min-kb public-addr \
-      public-network host
+      public-network host ms-cluster-type
     echo
     echo "[client]"
     echo "ms-type = $client_ms"
@@ -255,7 +259,7 @@ set_osd_section() {
       --host) keys+=(host) ;;
       --ms-type|--durability|--pollers|--capacity|--poller-cpus|--poller-spin-us|\
       --poller-wakeup-us|--ring-bytes|--rdma-device|--rdma-ring-min-kb|--ms-mode|--auth|\
-      --public-addr|--public-network) keys+=("${flag#--}") ;;
+      --public-addr|--public-network|--ms-cluster-type) keys+=("${flag#--}") ;;
     esac
   done
   awk -v s="[osd.$1]" '/^[[:space:]]*\[/ { skip = ($1 == s) } !skip' "$DIR/msgr.conf" \

@@ -147,6 +147,7 @@ const std::set<std::string>& ConfKeysOf(absl::string_view type) {
       "keyring", "auth", "rdma-device", "weight", "rdma-max-registered-mb",
       "rdma-ring-min-kb", "metrics-addr", "metrics-addr-file", "op-complaint-time",
       "public-addr", "public-network", "rdma-port", "cluster-addr", "cluster-network", "host",
+      "ms-cluster-type",
       "cluster-dir", "log-level"};
   static const auto* const kMon = new std::set<std::string>{
       "data-dir", "addr", "addr-file", "grace-ms", "heartbeat-ms", "pg-num", "pool-size",

@@ -23,6 +23,7 @@ std::string MapToJson(const v1::ClusterMap& map) {
         {"up_from", o.up_from()},
         {"rdma_addr", o.rdma_addr()},
         {"cluster_addr", o.cluster_addr()},
+        {"cluster_rdma_addr", o.cluster_rdma_addr()},
         {"host", o.host()},
     });
   }

@@ -226,6 +226,7 @@ grpc::Status MonitorService::BootOsd(grpc::ServerContext* ctx, const v1::BootOsd
   osd->mutable_ms_types()->CopyFrom(req->ms_types());
   osd->set_rdma_addr(req->rdma_addr());
   osd->set_cluster_addr(req->cluster_addr());
+  osd->set_cluster_rdma_addr(req->cluster_rdma_addr());
   osd->set_host(req->host());
   if (req->weight() > 0) osd->set_weight(req->weight());
   osd->set_up(true);

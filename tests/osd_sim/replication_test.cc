@@ -82,6 +82,11 @@ class ReplicationTest : public ::testing::Test {
     o.ring_bytes = 1 << 20;
     o.host_name = "one-host";
     o.auth = kAuth;
+    if (cluster_type_ == "rdma") {
+      o.ms_types = {"tcp", "rdma"};  // clients over tcp, replicas over rdma
+      o.cluster_ms_type = "rdma";
+      o.backend_options["rdma_device"] = "soft";
+    }
     auto osd = Osd::Start(o);
     ASSERT_TRUE(osd.ok()) << osd.status();
     osds_[id] = std::move(*osd);
@@ -131,9 +136,28 @@ class ReplicationTest : public ::testing::Test {
     }
   }
 
+  // The OSD-to-OSD sessions' backend (OsdOptions::cluster_ms_type).
+  std::string cluster_type_ = "tcp";
   std::unique_ptr<mon::MonServer> mon_;
   std::vector<std::unique_ptr<Osd>> osds_;
   std::unique_ptr<client::Client> client_;
+};
+
+// The same cluster with OSD-to-OSD sessions over rdma (--ms-cluster-type rdma): clients
+// still write over tcp, primaries write their replicas' rings one-sidedly.
+class RdmaClusterReplicationTest : public ReplicationTest {
+ protected:
+  void SetUp() override {
+    cluster_type_ = "rdma";
+    ReplicationTest::SetUp();
+  }
+  uint64_t Sum(const char* backend, const char* counter) {
+    uint64_t n = 0;
+    for (int id = 0; id < kOsds; ++id) {
+      if (osds_[id] != nullptr) n += Perf(id)["messenger"][backend][counter].get<uint64_t>();
+    }
+    return n;
+  }
 };
 
 TEST_F(ReplicationTest, EveryWriteLandsOnEveryMemberOfItsActingSet) {
@@ -178,6 +202,44 @@ TEST_F(ReplicationTest, AcknowledgedObjectsReadBackWhileAMemberIsDown) {
     degraded += Perf(id)["replication"]["writes_degraded"].get<uint64_t>();
   }
   EXPECT_GT(degraded, 0u);
+}
+
+TEST_F(RdmaClusterReplicationTest, ReplicasAreWrittenOverRdmaAndReadBackWhileAMemberIsDown) {
+  WriteObjects(0, 40, 1);
+  uint64_t copies = 0, client_records = 0, replica_records = 0;
+  for (int id = 0; id < kOsds; ++id) {
+    copies += Objects(id);
+    client_records += Perf(id)["osd"]["ops"].get<uint64_t>();
+    replica_records += Perf(id)["osd"]["replica_ops"].get<uint64_t>();
+  }
+  EXPECT_EQ(copies, 3u * 40);
+  EXPECT_EQ(replica_records, 2 * client_records);
+  // Client records came over tcp, every replica record over rdma, none of them over tcp.
+  EXPECT_EQ(Sum("tcp", "records_received"), client_records);
+  EXPECT_EQ(Sum("rdma", "records_received"), replica_records);
+  ExpectObjects(0, 40, 1);
+  // A member killed: acknowledged objects read back from the others, writes go on degraded.
+  osds_[0].reset();
+  WaitUp(0, false);
+  ExpectObjects(0, 40, 1);
+  WriteObjects(20, 30, 2);
+  ExpectObjects(0, 20, 1);
+  ExpectObjects(20, 30, 2);
+}
+
+TEST_F(ReplicationTest, AnRdmaClusterTypeNeedsTheOsdToServeRdma) {
+  OsdOptions o;
+  o.id = 9;
+  o.mon_addr = mon_->addr();
+  o.durability = store::Durability::kMemory;
+  o.auth = kAuth;
+  o.cluster_ms_type = "rdma";  // ms_types is {"tcp"}
+  auto osd = Osd::Start(o);
+  ASSERT_FALSE(osd.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(osd.status()));
+  EXPECT_NE(osd.status().message().find("--ms-cluster-type rdma needs the OSD to serve rdma"),
+            std::string::npos)
+      << osd.status();
 }
 
 TEST_F(ReplicationTest, BelowMinSizeAWriteWaitsAndIsRefused) {
