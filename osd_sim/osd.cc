@@ -90,8 +90,10 @@ absl::StatusOr<std::unique_ptr<Osd>> Osd::Start(const OsdOptions& given) {
   OsdOptions options = given;
   const auto& types = options.ms_types;
   if (options.cluster_ms_type.empty()) {
-    options.cluster_ms_type =
-        std::find(types.begin(), types.end(), "tcp") != types.end() ? "tcp" : types.front();
+    // tcp, unless the OSD serves only rdma and has no cluster address of its own.
+    const bool tcp = !options.cluster_addr.empty() ||
+                     std::find(types.begin(), types.end(), "tcp") != types.end();
+    options.cluster_ms_type = tcp ? "tcp" : types.front();
   }
   if (absl::Status st = CheckAdvertisable("public", options.public_addr); !st.ok()) return st;
   if (!options.cluster_addr.empty()) {
@@ -101,11 +103,13 @@ absl::StatusOr<std::unique_ptr<Osd>> Osd::Start(const OsdOptions& given) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--ms-cluster-type '", options.cluster_ms_type, "': want tcp or rdma"));
   }
-  if (std::find(types.begin(), types.end(), options.cluster_ms_type) == types.end()) {
+  if (options.cluster_addr.empty() &&
+      std::find(types.begin(), types.end(), options.cluster_ms_type) == types.end()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--ms-cluster-type ", options.cluster_ms_type, " needs the OSD to serve ",
         options.cluster_ms_type, " to clients too (--ms-type ", options.cluster_ms_type,
-        " or both): the OSD-to-OSD sessions use that backend's device and rings"));
+        " or both), or a cluster address of its own (--cluster-addr): without one the "
+        "OSD-to-OSD sessions use the public messenger of that type"));
   }
   std::unique_ptr<Osd> osd(new Osd(options));
   absl::Status s = osd->Init();

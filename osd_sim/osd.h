@@ -62,9 +62,9 @@ struct OsdOptions {
   // public address (the public messenger of that type).
   std::string cluster_addr;
   // The backend of OSD-to-OSD (replication) sessions, Ceph's ms_cluster_type: "tcp" or
-  // "rdma" (then the primary writes replicas' rings one-sidedly, as clients do; the OSD
-  // must serve rdma publicly too, so the rdma device is set up once).
-  // Empty: tcp if the OSD serves it, else its first type.
+  // "rdma" (then the primary writes replicas' rings one-sidedly, as clients do). Without
+  // a cluster address the OSD must serve that type publicly (its messenger is used).
+  // Empty: tcp, unless the OSD serves only rdma and has no cluster address.
   std::string cluster_ms_type;
   // The host this OSD runs on, carried in the map as its failure domain; empty: the
   // machine's host name.

@@ -2,6 +2,7 @@
 // raw messenger client that writes ring records and reads objects back. Parameterized by
 // messenger backend so that every backend carries the same OSD traffic.
 #include "osd_sim/osd.h"
+#include "proto/cluster_map.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -879,6 +880,41 @@ TEST_P(OsdTest, PublicAndClusterAddressesAreServedAndInTheMap) {
   bool found = false;
   for (const auto& x : s["sessions"]) found |= x["peer"] == "osd.9" && x["state"] == "connected";
   EXPECT_TRUE(found) << s;
+  (*peer)->Shutdown();
+}
+
+// --ms-cluster-type rdma with a cluster address: an rdma messenger listens there, the map
+// advertises it as cluster_rdma_addr, and an OSD peer's rdma session lands on it.
+TEST_P(OsdTest, AnRdmaClusterMessengerOnTheClusterAddressIsInTheMap) {
+  options_.cluster_addr = "127.0.0.1:0";
+  options_.cluster_ms_type = "rdma";
+  StartOsd();
+  const std::string cluster = osd_->addrs().at("cluster");
+  auto mon = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
+  ASSERT_TRUE(mon.ok()) << mon.status();
+  auto map = (*mon)->GetMap();
+  ASSERT_TRUE(map.ok()) << map.status();
+  ASSERT_EQ(map->osds_size(), 1);
+  EXPECT_EQ(map->osds(0).cluster_rdma_addr(), cluster);
+  EXPECT_EQ(placement::ToPlacementMap(*map, "rdma").Find(0)->cluster_addr, cluster);
+
+  MessengerOptions po;
+  po.type = "rdma";
+  po.name = EntityName{EntityType::kOsd, 9};
+  po.auth = options_.auth;
+  po.backend_options["rdma_device"] = "soft";
+  ClientSide peer_dispatcher;
+  auto peer = Messenger::Create(po, &peer_dispatcher);
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  auto pc = (*peer)->Connect(cluster, ConnectOptions{Policy::Lossless(), true});
+  ASSERT_TRUE(pc.ok()) << pc.status();
+  auto peer_on_rdma = [](const nlohmann::json& j) {
+    for (const auto& x : j["sessions"]) {
+      if (x["peer"] == "osd.9" && x["backend"] == "rdma" && x["state"] == "connected") return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(peer_on_rdma(AdminWhen("dump_sessions", peer_on_rdma)));
   (*peer)->Shutdown();
 }
 
