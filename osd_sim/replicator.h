@@ -11,7 +11,9 @@
 //                                      replica store --ack (ring credit)----------'
 //
 // The payload is read from the primary's ring memory (it stays valid until `done` runs);
-// the tcp backend copies it into its send buffer, which its lossless resend needs.
+// the tcp backend copies it into its send buffer, which its lossless resend needs; the
+// rdma backend (OsdOptions::cluster_ms_type "rdma") into its registered staging, from
+// which it writes the replica's ring one-sidedly.
 // Pollers never block on a peer: each peer has a sender thread, so two OSDs forwarding to
 // each other cannot deadlock on each other's ring credit.
 //
@@ -21,7 +23,7 @@
 // the map says so: its records count as missing copies.
 //
 // Left for later (README "Replication"): recovery of a returning replica from a PG log,
-// backfill of a new member, OSD-to-OSD sessions over rdma.
+// backfill of a new member.
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef MSGR_OSD_SIM_REPLICATOR_H_
@@ -73,7 +75,7 @@ struct ReplicatorOptions {
 class Replicator {
  public:
   // Peer sessions are opened with `messenger` (the OSD's cluster messenger, or its
-  // public tcp one), whose Dispatcher passes OnRecordsAcked/OnReset here.
+  // public one of the cluster type), whose Dispatcher passes OnRecordsAcked/OnReset here.
   Replicator(const ReplicatorOptions& options, Messenger* messenger);
   ~Replicator();  // Stop()
   // Drops every peer session; forwards still queued count as lost. Idempotent.
