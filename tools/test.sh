@@ -4,7 +4,8 @@
 #
 #   tools/test.sh            setup + plain build/tests + ASan/UBSan build/tests + clang
 #                            thread-safety build + thrasher (tcp, rdma) + test hosts
-#                            (network namespaces) + RDMA VM suite
+#                            (network namespaces) + RDMA VM suite (with the test
+#                            hosts' netem case, in the VM)
 #   tools/test.sh --quick    plain tests only (for development)
 #
 # Steps: each prints its own "step NAME: N passed, N failed" line (Bazel steps add
@@ -103,7 +104,8 @@ if [[ $QUICK -eq 0 ]]; then
   TOTAL_PASS=$((TOTAL_PASS + tpass))
   TOTAL_FAIL=$((TOTAL_FAIL + tfail))
   # The cluster across test hosts (network namespaces, tcp): tests/tools/hosts_test.sh,
-  # one case per fault; a case the kernel cannot run (netem) is skipped with the reason.
+  # one case per fault; a case the kernel cannot run (netem) is skipped with the reason
+  # (this machine's kernel has no sch_netem: the rdma-vm step runs that case in its guest).
   echo "=== step hosts: tests/tools/hosts_test.sh (mon, 3 OSDs and a client on 5 test hosts)"
   if bazel build -c opt //client/bench:bench //osd_sim:osd //osd_sim/mon:mon //osd_sim/mon:monctl \
       //osd_sim/tools:msgr_admin >"$LOGDIR/hosts-build.log" 2>&1; then
@@ -122,10 +124,12 @@ if [[ $QUICK -eq 0 ]]; then
   TOTAL_FAIL=$((TOTAL_FAIL + hfail))
   if [[ -x tools/rxe_vm_suite.sh ]]; then
     log="$LOGDIR/rdma_vm.log"
-    # Phase 1 in one VM (rxe0 on lo), phase 2 in two VMs joined by one link (tools/rxe_vms.sh:
-    # rxe0 on each guest's NIC, the cluster on one, the client on the other); both counted
-    # in its one line. The bound (20 min, host build included) only stops a hung run.
-    echo "=== step rdma-vm: RDMA suite on real verbs (Soft-RoCE: one VM, then two VMs on one link)"
+    # Phase 1 in one VM (rxe0 on lo; its last entry is the hosts step's netem case, over
+    # tcp on namespaces inside the guest, whose kernel has sch_netem), phase 2 in two VMs
+    # joined by one link (tools/rxe_vms.sh: rxe0 on each guest's NIC, the cluster on one,
+    # the client on the other); all counted in its one line. The bound (20 min, host build
+    # included) only stops a hung run.
+    echo "=== step rdma-vm: RDMA suite on real verbs (Soft-RoCE: one VM, then two VMs on one link) + the netem case of the test hosts"
     rdma_vm_start=$SECONDS
     timeout --kill-after=30 1200 bash tools/rxe_vm_suite.sh 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
