@@ -146,6 +146,36 @@ absl::StatusOr<std::vector<Client::ObjectInfo>> Client::List(std::string prefix)
   return all;
 }
 
+absl::StatusOr<ScrubReport> Client::Scrub() {
+  const placement::PlacementMap map = objecter_->CurrentMap();
+  std::map<std::string, std::vector<ObjectCopy>> copies;
+  std::vector<int> scanned;
+  for (const placement::OsdEntry& e : map.osds()) {
+    if (!e.up) continue;  // it cannot answer; its copies are not checked (nor counted missing)
+    Request r;
+    r.kind = Request::Kind::kList;
+    r.digest = true;
+    r.osd = static_cast<int>(e.id);
+    r.max = osd::kMaxScrubPage;
+    for (;;) {
+      auto body = objecter_->Call(r);
+      if (!body.ok()) {
+        return absl::Status(body.status().code(), absl::StrCat("scrub of osd.", e.id, ": ",
+                                                               body.status().message()));
+      }
+      auto page = osd::DecodeListBody(*body, /*digest=*/true);
+      if (!page.ok()) return page.status();
+      for (auto& entry : page->entries) {
+        copies[entry.oid].push_back({static_cast<int>(e.id), entry.size, entry.crc32c});
+      }
+      if (!page->more || page->entries.empty()) break;
+      r.after = page->entries.back().oid;
+    }
+    scanned.push_back(static_cast<int>(e.id));
+  }
+  return CompareCopies(map, copies, scanned);
+}
+
 MessengerCounters Client::messenger_counters() const {
   return objecter_->messenger() ? objecter_->messenger()->counters() : MessengerCounters{};
 }

@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/objecter.h"
+#include "client/scrub.h"
 #include "msg/messenger.h"
 #include "proto/placement.h"
 
@@ -105,6 +106,11 @@ class Client {
   // holds PGs. Fails (naming the OSD) if one of them does not answer within op_timeout:
   // a listing is whole or an error.
   absl::StatusOr<std::vector<ObjectInfo>> List(std::string prefix);
+
+  // Compares the copies of every object of the client's pool on every up OSD (sizes and
+  // crc32c, read by each OSD) with the placement map: client/scrub.h. Fails if an up OSD
+  // does not answer. Meant for a quiet cluster (writes during it show as differences).
+  absl::StatusOr<ScrubReport> Scrub();
 
   // Polling mode (Objecter::Poll): one round of the messenger's completion work on this
   // thread; completions may run inside. For a caller that spins while it waits.

@@ -145,6 +145,11 @@ std::vector<int> Objecter::OsdsIn() const {
   return in;
 }
 
+PlacementMap Objecter::CurrentMap() const {
+  absl::MutexLock l(&mu_);
+  return map_;
+}
+
 const char* Request::KindName(Kind k) {
   switch (k) {
     case Kind::kWrite: return "write";
@@ -233,6 +238,7 @@ void Objecter::OnMessage(const ConnectionRef& conn, Message m) {
     case osd::kStatReply:
     case osd::kDeleteReply:
     case osd::kListReply:
+    case osd::kScrubReply:
       HandleReply(conn, m);
       break;
     default:

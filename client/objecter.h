@@ -94,6 +94,7 @@ struct Request {
   std::string after;         // list: the page starts after this id
   uint32_t max = 1000;       // list: page size (the OSD caps it)
   int osd = -1;              // list: which OSD (kNoOsd for others: placement decides)
+  bool digest = false;       // list: each entry's crc32c too (a scrub page, kScrub)
 
   static const char* KindName(Kind k);
 };
@@ -135,6 +136,8 @@ class Objecter : public Dispatcher {
 
   // OSDs that hold PGs in the current map (in, up or not): whom a full listing asks.
   std::vector<int> OsdsIn() const;
+  // A copy of the current map of the client's pool (empty before the first map).
+  PlacementMap CurrentMap() const;
 
   // Stops the messenger and fails every pending op with kCancelled. Idempotent.
   void Shutdown();

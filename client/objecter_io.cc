@@ -33,7 +33,7 @@ Message EncodeRequest(const Request& r, uint64_t tid, uint32_t pool) {
     case Request::Kind::kDelete:
       return osd::Encode(osd::ObjectRequest{osd::kDelete, tid, r.oid, pool});
     case Request::Kind::kList:
-      return osd::Encode(osd::ListRequest{tid, r.oid, r.after, r.max, pool});
+      return osd::Encode(osd::ListRequest{tid, r.oid, r.after, r.max, pool, r.digest});
     default:
       return osd::Encode(osd::ReadRequest{tid, r.oid, r.offset, r.length, pool});
   }

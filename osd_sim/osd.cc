@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "msg/base/crc32c.h"
 #include "msg/base/net_addr.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster_map.h"
@@ -39,6 +40,7 @@ const char* RequestName(uint16_t type) {
     case kStat: return "stat";
     case kDelete: return "delete";
     case kList: return "list";
+    case kScrub: return "scrub";
   }
   return "unknown";
 }
@@ -54,6 +56,7 @@ std::pair<uint64_t, std::string> RequestTarget(const Message& m) {
       if (auto r = DecodeObjectRequest(m); r.ok()) return {r->tid, r->oid};
       break;
     case kList:
+    case kScrub:
       if (auto r = DecodeListRequest(m); r.ok()) return {r->tid, r->prefix};
       break;
   }
@@ -429,17 +432,20 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
       if (s.ok()) ++deletes_;
       break;
     }
-    case kList: {
+    case kList:
+    case kScrub: {
       auto req = DecodeListRequest(m);
       if (!req.ok()) return IgnoreMalformed(conn, req.status());
       ++lists_;
       reply.tid = req->tid;
-      reply_type = kListReply;
-      step("store: list");
-      const size_t max = std::min(req->max, kMaxListPage);
+      reply_type = req->digest ? kScrubReply : kListReply;
+      step(req->digest ? "store: scrub (read every object)" : "store: list");
+      const size_t max = std::min(req->max, req->digest ? kMaxScrubPage : kMaxListPage);
       ListBody body;
       if (s = ListPool(*req, max, &body); !s.ok()) break;
-      reply.data = EncodeBody(body);
+      if (req->digest) s = DigestEntries(req->pool, &body);
+      if (!s.ok()) break;
+      reply.data = EncodeBody(body, req->digest);
       break;
     }
     default:
@@ -457,6 +463,19 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
   }
   step("reply: sending (flow control)");
   (void)conn->Send(Encode(reply, reply_type));
+}
+
+absl::Status Osd::DigestEntries(uint32_t pool, ListBody* body) const {
+  for (ListEntry& e : body->entries) {
+    std::string key;
+    if (absl::Status s = StoreKey(pool, e.oid, &key); !s.ok()) return s;
+    auto data = store_->Read(key);  // checks every record's crc on the way
+    if (absl::IsNotFound(data.status())) continue;  // deleted since the listing: crc 0
+    if (!data.ok()) return data.status();
+    e.size = data->size();
+    e.crc32c = Crc32c(0, data->data(), data->size());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Osd::StoreKey(uint32_t pool, const std::string& oid, std::string* key) const {
@@ -480,15 +499,19 @@ absl::Status Osd::ListPool(const ListRequest& req, size_t max, ListBody* body) c
     auto marked = [](const store::ObjectIndex::Listed& o) {
       return !o.oid.empty() && o.oid[0] == placement::kPoolNameMark;
     };
-    const size_t before = page.size();
-    page.erase(std::remove_if(page.begin(), page.end(), marked), page.end());
-    if (page.size() < before && page.size() < max + 1) {
+    if (std::any_of(page.begin(), page.end(), marked)) {
+      // The page is [ids below 0x01][the pools' block][ids after it]: keep the first part
+      // and list the rest again from after the block (not from the page's last id, which
+      // would list the third part twice).
       static const std::string kAfterPools = {placement::kPoolNameMark, '\xff'};
+      page.erase(std::remove_if(page.begin(), page.end(),
+                                [&](const store::ObjectIndex::Listed& o) {
+                                  return marked(o) || o.oid >= kAfterPools;
+                                }),
+                 page.end());
       auto rest = store_->List("", std::max<std::string>(after, kAfterPools),
                                max + 1 - page.size());
-      for (auto& o : rest) {
-        if (!marked(o)) page.push_back(std::move(o));
-      }
+      for (auto& o : rest) page.push_back(std::move(o));
     }
   }
   body->more = page.size() > max;

@@ -177,6 +177,8 @@ class Osd : public Dispatcher, public RecordSink {
   absl::Status StoreKey(uint32_t pool, const std::string& oid, std::string* key) const;
   // One page of `req`'s pool (names without the pool's qualifier).
   absl::Status ListPool(const ListRequest& req, size_t max, ListBody* body) const;
+  // A scrub page: each listed object's size and crc32c, read from the store.
+  absl::Status DigestEntries(uint32_t pool, ListBody* body) const;
 
   const OsdOptions options_;
   std::unique_ptr<store::ObjectStore> store_;

@@ -49,7 +49,7 @@ Message Encode(const ListRequest& m) {
   w.PutString32(m.after);
   w.Put(m.max);
   if (m.pool != 0) w.Put(m.pool);
-  return Message{kList, std::move(out)};
+  return Message{m.digest ? kScrub : kList, std::move(out)};
 }
 
 Message Encode(const Reply& m, MsgType type) {
@@ -68,13 +68,14 @@ std::string EncodeBody(const StatBody& b) {
   return out;
 }
 
-std::string EncodeBody(const ListBody& b) {
+std::string EncodeBody(const ListBody& b, bool digest) {
   std::string out;
   WireWriter w(&out);
   w.Put(static_cast<uint32_t>(b.entries.size()));
   for (const ListEntry& e : b.entries) {
     w.PutString32(e.oid);
     w.Put(e.size);
+    if (digest) w.Put(e.crc32c);
   }
   w.Put(static_cast<uint8_t>(b.more ? 1 : 0));
   return out;
@@ -106,9 +107,10 @@ absl::StatusOr<ObjectRequest> DecodeObjectRequest(const Message& m) {
 }
 
 absl::StatusOr<ListRequest> DecodeListRequest(const Message& m) {
-  if (m.type != kList) return Malformed("list");
+  if (m.type != kList && m.type != kScrub) return Malformed("list");
   WireReader r(m.payload);
   ListRequest q;
+  q.digest = m.type == kScrub;
   if (!r.Get(&q.tid) || !r.GetString32(kMaxOidBytes, &q.prefix) ||
       !r.GetString32(kMaxOidBytes, &q.after) || !r.Get(&q.max) ||
       (r.remaining() != 0 && (!r.Get(&q.pool) || q.pool == 0)) || r.remaining() != 0) {
@@ -119,7 +121,7 @@ absl::StatusOr<ListRequest> DecodeListRequest(const Message& m) {
 
 bool IsReply(uint16_t type) {
   return type == kReadReply || type == kStatReply || type == kDeleteReply ||
-         type == kListReply;
+         type == kListReply || type == kScrubReply;
 }
 
 absl::StatusOr<Reply> DecodeReply(const Message& m) {
@@ -150,7 +152,7 @@ absl::StatusOr<StatBody> DecodeStatBody(std::string_view data) {
   return b;
 }
 
-absl::StatusOr<ListBody> DecodeListBody(std::string_view data) {
+absl::StatusOr<ListBody> DecodeListBody(std::string_view data, bool digest) {
   WireReader r(data);
   ListBody b;
   uint32_t n;
@@ -159,7 +161,10 @@ absl::StatusOr<ListBody> DecodeListBody(std::string_view data) {
   if (!r.Get(&n) || n > r.remaining() / 12) return Malformed("list-reply");
   b.entries.resize(n);
   for (ListEntry& e : b.entries) {
-    if (!r.GetString32(kMaxOidBytes, &e.oid) || !r.Get(&e.size)) return Malformed("list-reply");
+    if (!r.GetString32(kMaxOidBytes, &e.oid) || !r.Get(&e.size) ||
+        (digest && !r.Get(&e.crc32c))) {
+      return Malformed("list-reply");
+    }
   }
   uint8_t more;
   if (!r.Get(&more) || more > 1 || r.remaining() != 0) return Malformed("list-reply");

@@ -28,6 +28,8 @@ enum MsgType : uint16_t {
   kDeleteReply = 0x106,
   kList = 0x107,  // one page of the objects an OSD holds
   kListReply = 0x108,
+  kScrub = 0x109,  // a list page whose entries carry each object's crc32c (a scrub)
+  kScrubReply = 0x10a,
 };
 
 inline constexpr uint64_t kToEnd = UINT64_MAX;  // a read length: to the object's end
@@ -58,14 +60,17 @@ struct ObjectRequest {
 };
 
 // Up to `max` objects whose id starts with `prefix`, after `after` in byte order.
+// `digest`: sent as kScrub, the OSD reads every listed object and adds its crc32c.
 struct ListRequest {
   uint64_t tid = 0;
   std::string prefix;
   std::string after;
   uint32_t max = 1000;
   uint32_t pool = 0;  // the listing covers this pool only
+  bool digest = false;
 };
 inline constexpr uint32_t kMaxListPage = 1000;  // the OSD caps `max` at this
+inline constexpr uint32_t kMaxScrubPage = 64;   // and a digest page's at this (it reads them)
 
 // Every reply: the request's tid, a status, and a body that depends on the request:
 // read: the bytes; stat: StatBody; delete: empty; list: ListBody.
@@ -84,6 +89,7 @@ struct StatBody {
 struct ListEntry {
   std::string oid;
   uint64_t size = 0;
+  uint32_t crc32c = 0;  // of the object's bytes; kScrubReply only
 };
 struct ListBody {
   std::vector<ListEntry> entries;  // in byte order of oid
@@ -96,7 +102,8 @@ Message Encode(const ListRequest& m);
 // `type`: the reply's message type (the request's type + 1).
 Message Encode(const Reply& m, MsgType type = kReadReply);
 std::string EncodeBody(const StatBody& b);
-std::string EncodeBody(const ListBody& b);
+// `digest`: the kScrubReply form (each entry's crc32c after its size).
+std::string EncodeBody(const ListBody& b, bool digest = false);
 
 absl::StatusOr<ReadRequest> DecodeReadRequest(const Message& m);
 absl::StatusOr<ObjectRequest> DecodeObjectRequest(const Message& m);
@@ -106,7 +113,7 @@ absl::StatusOr<Reply> DecodeReply(const Message& m);
 // A kReadReply only.
 absl::StatusOr<ReadReply> DecodeReadReply(const Message& m);
 absl::StatusOr<StatBody> DecodeStatBody(std::string_view data);
-absl::StatusOr<ListBody> DecodeListBody(std::string_view data);
+absl::StatusOr<ListBody> DecodeListBody(std::string_view data, bool digest = false);
 
 bool IsReply(uint16_t type);
 

@@ -3,6 +3,7 @@
 //   msgr [--cluster-dir DIR | --mon HOST:PORT [--keyring FILE]] [--ms-type tcp|rdma]
 //        [--ms-mode crc|secure] [--conf FILE]
 //        put OID FILE|-  |  get OID FILE|-  |  stat OID  |  rm OID  |  ls [--prefix P] [--long]
+//        |  scrub
 //
 // put reads FILE (or stdin) whole and writes it as one object (atomically: the old version
 // or the new one, never a mix); get reads it back in ranges of --chunk-mb (a reply is
@@ -10,7 +11,8 @@
 // terminal, objects of 16 MiB or more get a progress bar on stderr.
 //
 // Exit codes (for scripts): 0 ok; 1 any other failure; 2 bad usage; 3 no such object;
-// 4 cluster unreachable (the monitor did not answer, or an OSD did not within --timeout).
+// 4 cluster unreachable (the monitor did not answer, or an OSD did not within --timeout);
+// 5 scrub found copies that are missing or differ.
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,7 +63,14 @@ ABSL_FLAG(bool, progress, true, "a progress bar on a terminal for objects of 16 
 namespace msgr::cli {
 namespace {
 
-enum Exit { kOk = 0, kFailed = 1, kUsage = 2, kNoSuchObject = 3, kUnreachable = 4 };
+enum Exit {
+  kOk = 0,
+  kFailed = 1,
+  kUsage = 2,
+  kNoSuchObject = 3,
+  kUnreachable = 4,
+  kInconsistent = 5,
+};
 
 constexpr uint64_t kProgressMinBytes = 16ull << 20;
 
@@ -74,7 +83,10 @@ const char kUsageText[] =
     "            stat OID           print the object's size\n"
     "            rm OID             delete the object\n"
     "            ls [--prefix P] [--long]   list objects (sorted)\n"
-    "exit codes: 0 ok, 1 failed, 2 bad usage, 3 no such object, 4 cluster unreachable\n"
+    "            scrub              compare every object's copies (size, crc32c) on the up\n"
+    "                               OSDs with the placement map; on a quiet cluster\n"
+    "exit codes: 0 ok, 1 failed, 2 bad usage, 3 no such object, 4 cluster unreachable,\n"
+    "            5 scrub found missing or differing copies\n"
     "every flag: msgr --helpfull\n";
 
 int Fail(int code, const std::string& msg) {
@@ -165,7 +177,7 @@ int Run(const std::vector<std::string>& args) {
   const std::string& cmd = args[0];
   auto need = [&](size_t n) { return args.size() == n + 1; };
   if (!((cmd == "put" || cmd == "get") ? need(2) : (cmd == "stat" || cmd == "rm") ? need(1)
-                                                   : cmd == "ls"                     ? need(0)
+                                                   : cmd == "ls" || cmd == "scrub"   ? need(0)
                                                                                      : false)) {
     return Fail(kUsage, absl::StrCat("bad command line for '", cmd, "'\n", kUsageText));
   }
@@ -210,6 +222,16 @@ int Run(const std::vector<std::string>& args) {
   if (cmd == "rm") {
     absl::Status s = c.Delete(args[1]);
     return s.ok() ? kOk : FailOp(s, args[1]);
+  }
+  if (cmd == "scrub") {
+    auto r = c.Scrub();
+    if (!r.ok()) return Fail(ExitFor(r.status()), std::string(r.status().message()));
+    for (const std::string& p : r->problems) std::cout << p << "\n";
+    std::cout << "scrub: " << r->objects << " objects, " << r->copies << " copies, "
+              << r->missing << " missing, " << r->mismatched << " differing, " << r->stray
+              << " stray" << (r->clean() ? " (clean)" : "") << "\n";
+    std::cout.flush();
+    return r->clean() ? kOk : kInconsistent;
   }
   auto list = c.List(absl::GetFlag(FLAGS_prefix));
   if (!list.ok()) return Fail(ExitFor(list.status()), std::string(list.status().message()));

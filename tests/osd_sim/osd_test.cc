@@ -382,6 +382,17 @@ TEST_P(OsdTest, PoolsKeepTheirObjectsApart) {
     return names;
   };
   EXPECT_EQ(list(0), (std::vector<std::string>{"a", "b", "c"}));
+  // One page that reaches past pool 5's names into the default pool's lists each of
+  // those once (a scrub's pages of 64 found them twice).
+  auto whole = Ask(Encode(ListRequest{tid, "", "", 7, 0}), tid);
+  ++tid;
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  auto whole_page = DecodeListBody(*whole);
+  ASSERT_TRUE(whole_page.ok()) << whole_page.status();
+  std::vector<std::string> once;
+  for (const ListEntry& e : whole_page->entries) once.push_back(e.oid);
+  EXPECT_EQ(once, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_FALSE(whole_page->more);
   EXPECT_EQ(list(5), (std::vector<std::string>{"a", "p5/1", "p5/2", "p5/3", "p5/4"}));
   EXPECT_TRUE(list(6).empty());
   // A prefix that is an object's whole name lists it, in any pool.

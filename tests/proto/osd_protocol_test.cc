@@ -139,6 +139,37 @@ TEST(OsdProtocolTest, PoolIdRoundTripsAndTheOldEncodingMeansPoolZero) {
   EXPECT_FALSE(DecodeListRequest(list).ok());
 }
 
+TEST(OsdProtocolTest, ScrubPagesCarryEachObjectsCrcAndListsStayAsTheyWere) {
+  ListRequest q{9, "pre", "after", 64, 3, /*digest=*/true};
+  const Message m = Encode(q);
+  EXPECT_EQ(m.type, kScrub);
+  auto back = DecodeListRequest(m);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->digest);
+  EXPECT_EQ(back->prefix, "pre");
+  EXPECT_EQ(back->pool, 3u);
+  q.digest = false;
+  const Message plain = Encode(q);
+  EXPECT_EQ(plain.type, kList);
+  EXPECT_EQ(plain.payload, m.payload) << "a scrub page is a list page by another type";
+  EXPECT_FALSE(DecodeListRequest(plain)->digest);
+
+  ListBody b;
+  b.entries = {{"a", 4096, 0xdeadbeef}, {"b", 0, 7}};
+  b.more = true;
+  auto got = DecodeListBody(EncodeBody(b, /*digest=*/true), /*digest=*/true);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->entries.size(), 2u);
+  EXPECT_EQ(got->entries[0].crc32c, 0xdeadbeefu);
+  EXPECT_EQ(got->entries[1].crc32c, 7u);
+  EXPECT_TRUE(got->more);
+  // A list body has no crcs: read as a scrub page (or the other way round) it is malformed.
+  EXPECT_FALSE(DecodeListBody(EncodeBody(b), /*digest=*/true).ok());
+  EXPECT_FALSE(DecodeListBody(EncodeBody(b, /*digest=*/true)).ok());
+  EXPECT_EQ(DecodeListBody(EncodeBody(b))->entries[0].crc32c, 0u);
+  EXPECT_TRUE(IsReply(kScrubReply));
+}
+
 TEST(OsdProtocolTest, WriteFailuresAreDescribedForUsers) {
   EXPECT_NE(DescribeWriteFailure(absl::StatusCode::kResourceExhausted).find("full"),
             std::string::npos);
