@@ -194,6 +194,7 @@ absl::StatusOr<ConnectionRef> Objecter::ConnectionFor(int osd) {
   ConnectOptions copts;
   copts.policy = Policy::Lossless();
   copts.want_ring = true;
+  copts.peer = EntityName{EntityType::kOsd, static_cast<uint64_t>(osd)};  // not whoever is there now
   auto conn = messenger_->Connect(addr, copts);
   if (!conn.ok()) return conn.status();
   {

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "msg/base/errno_status.h"
+#include "msg/handshake.h"
 #include "msg/messenger.h"
 
 namespace msgr {
@@ -39,6 +40,13 @@ using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyDeleter>;
 using BioPtr = std::unique_ptr<BIO, BioDeleter>;
 using MdCtxPtr = std::unique_ptr<EVP_MD_CTX, MdCtxDeleter>;
 using StoreCtxPtr = std::unique_ptr<X509_STORE_CTX, StoreCtxDeleter>;
+
+// Leaves the thread's OpenSSL error queue empty however the function returns: failed
+// parses and checks queue errors that nothing here reads, and the messenger's threads
+// make other OpenSSL calls (secure mode) that must not find stale ones.
+struct ClearOpenSslErrors {
+  ~ClearOpenSslErrors() { ERR_clear_error(); }
+};
 
 BioPtr MemBio(std::string_view s) {
   return BioPtr(BIO_new_mem_buf(s.data(), static_cast<int>(s.size())));
@@ -119,6 +127,7 @@ EntityCredentials::~EntityCredentials() {
 absl::StatusOr<std::shared_ptr<const EntityCredentials>> EntityCredentials::FromPem(
     std::string ca_pem, std::string cert_pem, std::string key_pem, const std::string& ca_what,
     const std::string& cert_what, const std::string& key_what, const std::string& expect_entity) {
+  ClearOpenSslErrors clear_errors;
   X509Ptr ca = ParseCertPem(ca_pem);
   if (ca == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(ca_what, " is not a PEM certificate"));
@@ -152,9 +161,19 @@ absl::StatusOr<std::shared_ptr<const EntityCredentials>> EntityCredentials::From
           absl::StrCat(c == ca.get() ? ca_what : cert_what, " has expired"));
     }
   }
+  if (X509_cmp_current_time(X509_get0_notBefore(cert.get())) > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(cert_what, " is not valid yet (its start "
+                                                      "date is in the future: check the clock)"));
+  }
   unsigned char* der = nullptr;
   const int der_len = i2d_X509(cert.get(), &der);
   if (der_len <= 0) return absl::InternalError("cannot encode the certificate as DER");
+  if (static_cast<size_t>(der_len) > kMaxEntityCertBytes) {
+    OPENSSL_free(der);
+    return absl::FailedPreconditionError(absl::StrCat(
+        cert_what, " is ", der_len, " bytes (DER): the handshake carries at most ",
+        kMaxEntityCertBytes, "; issue an EC certificate (tools/lib/pki.sh)"));
+  }
 
   std::shared_ptr<EntityCredentials> c(new EntityCredentials());
   c->cert_der_.assign(reinterpret_cast<const char*>(der), static_cast<size_t>(der_len));
@@ -197,6 +216,7 @@ bool EntityCredentials::ClusterDirHasPki(const std::string& cluster_dir) {
 }
 
 absl::StatusOr<std::string> EntityCredentials::Sign(std::string_view data) const {
+  ClearOpenSslErrors clear_errors;
   MdCtxPtr ctx(EVP_MD_CTX_new());
   size_t len = 0;
   if (ctx == nullptr || EVP_DigestSignInit(ctx.get(), nullptr, EVP_sha256(), nullptr, key_) != 1 ||
@@ -217,6 +237,7 @@ absl::StatusOr<std::string> EntityCredentials::VerifyPeer(std::string_view cert_
                                                           const EntityName& claimed,
                                                           std::string_view data,
                                                           std::string_view sig) const {
+  ClearOpenSslErrors clear_errors;
   X509Ptr cert = ParseCertDer(cert_der);
   if (cert == nullptr) {
     return absl::UnauthenticatedError(
@@ -233,20 +254,20 @@ absl::StatusOr<std::string> EntityCredentials::VerifyPeer(std::string_view cert_
         X509_verify_cert_error_string(err), "): issue it from this cluster's CA"));
   }
   const std::string cn = CommonName(cert.get());
-  if (!CertNameAllows(cn, claimed)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "a peer with the certificate of '", cn, "' claimed to be ", claimed.ToString()));
-  }
+  // The signature first: a peer that does not hold the key learns nothing of the roles.
   MdCtxPtr md(EVP_MD_CTX_new());
   if (md == nullptr ||
       EVP_DigestVerifyInit(md.get(), nullptr, EVP_sha256(), nullptr,
                            X509_get0_pubkey(cert.get())) != 1 ||
       EVP_DigestVerify(md.get(), reinterpret_cast<const unsigned char*>(sig.data()), sig.size(),
                        reinterpret_cast<const unsigned char*>(data.data()), data.size()) != 1) {
-    ERR_clear_error();
     return absl::UnauthenticatedError(
         absl::StrCat(claimed.ToString(), " (certificate '", cn,
                      "') failed to prove it holds that certificate's key"));
+  }
+  if (!CertNameAllows(cn, claimed)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "a peer with the certificate of '", cn, "' claimed to be ", claimed.ToString()));
   }
   return cn;
 }

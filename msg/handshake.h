@@ -41,7 +41,9 @@ inline constexpr uint64_t kFeaturesSupported = kFeatureRing | kFeatureResume;
 // Offered (in HELLO / CHALLENGE) by a side that proves its entity with a certificate and
 // requires the peer to: both ends of a cluster run with certificates or both without.
 inline constexpr uint64_t kFeatureEntityProof = 1ull << 2;
-inline constexpr size_t kMaxEntityCertBytes = 8192;  // DER
+// A certificate and signature ride in CHALLENGE / AUTH, whose frames are bounded by
+// kMaxControlPayload (4096): EntityCredentials refuses a larger certificate at load time.
+inline constexpr size_t kMaxEntityCertBytes = 3072;  // DER
 inline constexpr size_t kMaxEntitySigBytes = 512;
 
 enum class AuthMode : uint8_t { kNone = 0, kSecret = 1 };

@@ -39,6 +39,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -330,6 +331,10 @@ struct SessionInfo {
 struct ConnectOptions {
   Policy policy = Policy::Lossless();
   bool want_ring = false;    // ask the peer for a receive ring for WriteRecord
+  // The entity the peer must be (the name its CHALLENGE gives, proven by its certificate
+  // when the cluster has a PKI): a peer that answers as anyone else is refused with
+  // PERMISSION_DENIED (a stale map, or another process on the address). Unset: any.
+  std::optional<EntityName> peer;
 };
 
 class Messenger {

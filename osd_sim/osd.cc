@@ -227,7 +227,8 @@ absl::Status Osd::Init() {
   // cluster_ms_type: on the cluster address when there is one, else the public one of that
   // type (the map's cluster address is then the public address).
   const std::string& cluster_type = options_.cluster_ms_type;  // resolved in Start()
-  boot.set_cluster_addr(boot.addr());  // tcp peers; replaced below by a tcp cluster messenger
+  // tcp peers reach it on its public tcp messenger (replaced below by a tcp cluster one).
+  if (addrs_.count("tcp")) boot.set_cluster_addr(addrs_["tcp"]);
   Messenger* peer_messenger = nullptr;
   if (options_.cluster_addr.empty()) {
     for (size_t i = 0; i < options_.ms_types.size(); ++i) {
@@ -247,7 +248,10 @@ absl::Status Osd::Init() {
     peer_messenger = messengers_.back().get();
   }
   boot.set_host(options_.host_name.empty() ? LocalHostName() : options_.host_name);
-  replicator_ = std::make_unique<Replicator>(ReplicatorOptions{options_.id}, peer_messenger);
+  ReplicatorOptions ro;
+  ro.self = options_.id;
+  ro.ms_type = cluster_type;
+  replicator_ = std::make_unique<Replicator>(ro, peer_messenger);
   registry_.Add({"replication", -1, [this] {
                    return std::vector{replicator_->counters().Group("replication")};
                  }});

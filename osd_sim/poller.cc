@@ -427,8 +427,12 @@ void Poller::Complete(RingState* r) {
   uint64_t now = 0;  // read once, when the first record is done
   while (!r->pending.empty() && r->pending.front().done.load(std::memory_order_acquire)) {
     const Pending& p = r->pending.front();
-    if (now == 0) now = NowNs();
-    op_latency_.Record(now > p.drained_ns ? now - p.drained_ns : 0);
+    // Client writes that succeeded: a replica's record is part of its primary's op, and a
+    // record refused at once never reached the store.
+    if (!r->from_osd && p.status.ok()) {
+      if (now == 0) now = NowNs();
+      op_latency_.Record(now > p.drained_ns ? now - p.drained_ns : 0);
+    }
     if (!p.status.ok()) {
       ++counters_.write_errors;
       spdlog::warn("osd poller {}: write tid {} from {} failed: {}", index_, p.tid,

@@ -139,10 +139,11 @@ struct InFlightWrite {
 
 MSGR_COUNTER_SNAPSHOT(PollerCounters, MSGR_POLLER_COUNTERS);
 
-// An OSD op's latency as the OSD sees it: from the pass that drained its record to the
-// ack that released it (stored, durable in durable mode, and on every replica).
+// An OSD op's latency as the OSD sees it: from the pass that drained a client's record to
+// the ack that released it (stored, durable in durable mode, and on every replica).
+// Replica records (part of their primary's op) and records refused at once are not timed.
 inline constexpr HistogramDesc kOpLatencyDesc{
-    "op_latency", "write records from drained to acknowledged (store, replicas)"};
+    "op_latency", "client write records from drained to acknowledged (store, replicas)"};
 
 class Poller {
  public:

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "msg/ring/ring_format.h"
 #include "spdlog/spdlog.h"
 
@@ -250,10 +251,19 @@ Replicator::Peer* Replicator::PeerLocked(int id) {
   if (it != peers_.end()) return it->second.get();
   const placement::OsdEntry* e = map_ == nullptr ? nullptr : map_->Find(id);
   if (e == nullptr) return nullptr;
+  const auto& types = e->ms_types;  // empty: a monitor that does not say (assume it serves it)
+  if (e->cluster_addr.empty() && !types.empty() &&
+      std::find(types.begin(), types.end(), options_.ms_type) == types.end()) {
+    spdlog::warn("osd.{}: osd.{} does not serve {} for OSD peers (it serves {}): run every OSD "
+                 "with the same --ms-cluster-type; its copies count as missing",
+                 options_.self, id, options_.ms_type, absl::StrJoin(types, ","));
+    return nullptr;
+  }
   const std::string& addr = e->cluster_addr.empty() ? e->addr : e->cluster_addr;
   ConnectOptions co;
   co.policy = Policy::Lossless();
   co.want_ring = true;
+  co.peer = EntityName{EntityType::kOsd, static_cast<uint64_t>(id)};  // not whoever is there now
   auto conn = messenger_->Connect(addr, co);
   if (!conn.ok()) {
     spdlog::warn("osd.{}: cannot open a replication session with osd.{} at {}: {}",

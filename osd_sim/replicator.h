@@ -67,6 +67,9 @@ MSGR_COUNTER_SNAPSHOT(ReplicationCounters, MSGR_REPLICATION_COUNTERS);
 
 struct ReplicatorOptions {
   uint32_t self = 0;  // this OSD's id
+  // The backend of the peer sessions (the messenger's type): a peer that serves neither it
+  // publicly nor on a cluster address of its own is not dialled (its copies count missing).
+  std::string ms_type = "tcp";
   // Longest a sender waits for a replica's ring credit before it counts the record as
   // lost on that replica (the map normally drops a dead peer well before).
   absl::Duration forward_timeout = absl::Seconds(30);

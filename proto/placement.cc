@@ -119,6 +119,7 @@ bool SplitPoolObjectName(std::string_view name, uint32_t* pool_id, std::string_v
   }
   const size_t end = name.find(kPoolNameMark, 1);
   if (end == std::string_view::npos || end == 1 || end > 11) return false;
+  if (name[1] == '0') return false;  // one spelling per pool: "\x017\x01", never "\x01007\x01"
   uint64_t id = 0;
   for (size_t i = 1; i < end; ++i) {
     if (name[i] < '0' || name[i] > '9') return false;

@@ -58,6 +58,7 @@ RdmaConnection::RdmaConnection(std::shared_ptr<RdmaShared> shared, std::string a
       addr_(std::move(addr)),
       lossless_(options.policy.lossless),
       want_ring_(options.want_ring),
+      expect_peer_(options.peer),
       cookie_(NewCookie()) {}
 
 RdmaConnection::RdmaConnection(std::shared_ptr<RdmaShared> shared, EntityName peer,

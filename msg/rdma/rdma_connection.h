@@ -256,6 +256,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   const std::string addr_;
   const bool lossless_;
   const bool want_ring_;
+  const std::optional<EntityName> expect_peer_;  // ConnectOptions::peer (outgoing only)
   const uint64_t cookie_;
 
   // Staging and posting of records (not the wait for credit); the mirror region only

@@ -51,7 +51,7 @@ absl::Status RdmaConnection::ClientHandshake() {
   if (!ch_or.ok()) return ch_or.status();
   std::unique_ptr<SideChannel> ch = std::move(*ch_or);
   // HELLO / CHALLENGE / AUTH / READY: msg/session's state machine, as on the TCP backend.
-  session::ClientHandshake hs(o.name, o.auth, addr_);
+  session::ClientHandshake hs(o.name, o.auth, addr_, WireMode::kCrc, expect_peer_);
   auto failed = [&](const absl::Status&) {
     const session::HandshakeError& e = hs.last_error();
     session::CountFailure(e, &shared_->counters);

@@ -261,8 +261,9 @@ absl::StatusOr<AuthReply> ServerHandshake::OnAuth(const FrameHeader& h,
 // ------------------------------------------------------------------------------ client
 
 ClientHandshake::ClientHandshake(EntityName me, AuthConfig auth, std::string peer_addr,
-                                 WireMode mode)
-    : HandshakeSide(me, std::move(auth), std::move(peer_addr), mode) {}
+                                 WireMode mode, std::optional<EntityName> expect_peer)
+    : HandshakeSide(me, std::move(auth), std::move(peer_addr), mode),
+      expect_peer_(std::move(expect_peer)) {}
 
 absl::Status ClientHandshake::OnReadError(const absl::Status& s) {
   return Fail(s, Blame::kNone, false);
@@ -302,6 +303,13 @@ absl::StatusOr<std::string> ClientHandshake::OnChallenge(const FrameHeader& h,
   auto c = DecodeChallenge(payload);
   if (!c.ok()) return Fail(c.status(), Blame::kProtocol, false);
   SetPeer(c->name);
+  if (expect_peer_.has_value() && !(c->name == *expect_peer_)) {
+    return Fail(absl::PermissionDeniedError(absl::StrCat(
+                    peer_addr_, " answered as ", c->name.ToString(), ", not ",
+                    expect_peer_->ToString(),
+                    ": the map is stale or another process took the address")),
+                Blame::kAuth, true);
+  }
   if (absl::Status s = CheckFeatures(c->features, who()); !s.ok()) {
     return Fail(s, Blame::kProtocol, true);
   }

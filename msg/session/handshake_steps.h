@@ -143,9 +143,11 @@ class ServerHandshake : public HandshakeSide {
 
 class ClientHandshake : public HandshakeSide {
  public:
-  // `peer_addr` is where we connect: it names the peer until CHALLENGE does.
+  // `peer_addr` is where we connect: it names the peer until CHALLENGE does. With
+  // `expect_peer`, a CHALLENGE from any other entity is refused (PERMISSION_DENIED).
   ClientHandshake(EntityName me, AuthConfig auth, std::string peer_addr,
-                  WireMode mode = WireMode::kCrc);
+                  WireMode mode = WireMode::kCrc,
+                  std::optional<EntityName> expect_peer = std::nullopt);
 
   // The HELLO frame to write first (a fresh nonce).
   std::string HelloFrame();
@@ -160,6 +162,9 @@ class ClientHandshake : public HandshakeSide {
 
   // The server's name (from CHALLENGE); empty before.
   const EntityName& peer() const { return peer_; }
+
+ private:
+  const std::optional<EntityName> expect_peer_;
 };
 
 }  // namespace msgr::session

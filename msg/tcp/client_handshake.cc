@@ -53,7 +53,7 @@ void TcpConnection::DoConnect() {
 
 void TcpConnection::SendHello(uint64_t gen) {
   hs_.emplace(shared_->options.name, shared_->options.auth, peer_addr(),
-              WireModeOf(shared_->options));
+              WireModeOf(shared_->options), expect_peer_);
   AsyncWriteBytes(socket_, strand_, hs_->HelloFrame(),
                   [self = shared_from_this(), gen](absl::Status s) {
                     if (gen != self->gen_) return;

@@ -103,6 +103,8 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   TcpConnection(TcpMessenger* msgr, Side side, Policy policy, std::string addr, bool want_ring,
                 uint64_t cookie, EntityName peer = {});
   ~TcpConnection() override;
+  // Client side, before StartConnect: the entity the server must be (ConnectOptions::peer).
+  void set_expected_peer(std::optional<EntityName> peer) { expect_peer_ = std::move(peer); }
 
   // --- Connection ---
   EntityName peer_name() const override;
@@ -257,6 +259,8 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   const Side side_;
   const Policy policy_;
   const bool want_ring_;
+  // ConnectOptions::peer (client side): set before StartConnect, read on the strand.
+  std::optional<EntityName> expect_peer_;
   const uint64_t cookie_;
   Strand strand_;
 

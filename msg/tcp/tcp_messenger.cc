@@ -66,6 +66,7 @@ absl::StatusOr<ConnectionRef> TcpMessenger::Connect(const std::string& addr,
     if (it != outgoing_.end()) return ConnectionRef(it->second);
     conn = std::make_shared<TcpConnection>(this, TcpConnection::Side::kClient, options.policy, addr,
                                            options.want_ring, NewCookie());
+    conn->set_expected_peer(options.peer);
     outgoing_[addr] = conn;
     all_.Add(conn);
   }

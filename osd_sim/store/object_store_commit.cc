@@ -4,6 +4,7 @@
 // kBuffered / kMemory mode, or (b) an fdatasync that *started after* its pwritev
 // returned has succeeded, in kDurable mode. The flusher only takes writes already
 // in unsynced_ (i.e. completed) into a round, so (b) holds by construction.
+#include <chrono>
 #include <pthread.h>
 
 #include <algorithm>
@@ -107,13 +108,14 @@ void ObjectStore::Impl::FlusherLoop(int index) {
     for (const Unsynced& u : batch) segs.insert(u.seg);
 
     mu_.Unlock();
-    const absl::Time t0 = absl::Now();
+    // Monotonic: a wall-clock step must not make a flush negative (or the sum go back).
+    const auto t0 = std::chrono::steady_clock::now();
     absl::Status status;
     for (SegmentFile* seg : segs) {
       absl::Status s = seg->Sync(/*stream=*/index);
       if (!s.ok() && status.ok()) status = std::move(s);
     }
-    const absl::Duration took = absl::Now() - t0;
+    const absl::Duration took = absl::FromChrono(std::chrono::steady_clock::now() - t0);
     const uint64_t us = static_cast<uint64_t>(absl::ToInt64Microseconds(took));
     flush_latency_.Record(static_cast<uint64_t>(absl::ToInt64Nanoseconds(took)));
     mu_.Lock();

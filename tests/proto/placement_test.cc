@@ -81,7 +81,9 @@ TEST(PoolPlacementTest, PoolQualifiedNamesKeepTheDefaultPoolsNames) {
   EXPECT_EQ(oid, "a\x01b");
   for (std::string bad : {std::string("\x01"), std::string("\x01\x01x"), std::string("\x01" "0\x01x"),
                           std::string("\x01" "12x"), std::string("\x01" "99999999999\x01x"),
-                          std::string("\x01" "1a\x01x")}) {
+                          std::string("\x01" "1a\x01x"),
+                          // another spelling of pool 7's "x" would be a second, hidden object
+                          std::string("\x01" "007\x01x"), std::string("\x01" "07\x01x")}) {
     EXPECT_FALSE(SplitPoolObjectName(bad, &pool, &oid)) << bad;
   }
 }

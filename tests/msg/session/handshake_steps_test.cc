@@ -350,6 +350,26 @@ TEST(HandshakeStepsTest, ASignatureFromAnotherHandshakeIsRefused) {
             "osd.1 (certificate 'osd.1') failed to prove it holds that certificate's key");
 }
 
+TEST(HandshakeStepsTest, AClientThatExpectsOneOsdRefusesAnother) {
+  testing::TestPki pki;
+  // The map says osd.3 is at this address; osd.2 answers (with its own valid certificate).
+  ClientHandshake client(kClientName, pki.Auth("k", "client.bench"), "10.0.0.2:6800",
+                         WireMode::kCrc, EntityName{EntityType::kOsd, 3});
+  ServerHandshake server(kOsdName, pki.Auth("k", "osd.2"), "10.0.0.1:40000");
+  Attempt a = RunAttempt(client, server);
+  ASSERT_TRUE(a.challenge.ok());
+  ASSERT_FALSE(a.auth.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(a.auth.status())) << a.auth.status();
+  EXPECT_EQ(std::string(a.auth.status().message()),
+            "10.0.0.2:6800 answered as osd.2, not osd.3: the map is stale or another process "
+            "took the address");
+  EXPECT_EQ(client.last_error().blame, Blame::kAuth);
+  // The expected one completes, with or without certificates.
+  ClientHandshake right(kClientName, Key("k"), "10.0.0.2:6800", WireMode::kCrc, kOsdName);
+  ServerHandshake osd2(kOsdName, Key("k"), "10.0.0.1:40001");
+  EXPECT_TRUE(RunAttempt(right, osd2).reply.ok());
+}
+
 TEST(HandshakeStepsTest, BothEndsProveTheirEntityOrNeitherAndTheRefusalSaysWhich) {
   testing::TestPki pki;
   {
