@@ -1,5 +1,7 @@
 #include "osd_sim/mon/cli_flags.h"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -36,8 +38,23 @@ absl::StatusOr<CliFlags> CliFlags::Parse(int argc, char** argv,
   return f;
 }
 
+const std::vector<std::string>& AlternativeFlags(const std::string& name) {
+  static const auto* const kGroups = new std::vector<std::vector<std::string>>{
+      {"public-addr", "public-network"}, {"cluster-addr", "cluster-network"}};
+  static const auto* const kNone = new std::vector<std::string>();
+  for (const auto& g : *kGroups) {
+    if (std::find(g.begin(), g.end(), name) != g.end()) return g;
+  }
+  return *kNone;
+}
+
 void CliFlags::SetDefaults(const std::map<std::string, std::string>& defaults) {
-  for (const auto& [name, value] : defaults) values_.try_emplace(name, value);
+  for (const auto& [name, value] : defaults) {
+    const auto& group = AlternativeFlags(name);
+    const bool given = std::any_of(group.begin(), group.end(),
+                                   [&](const std::string& g) { return values_.count(g) != 0; });
+    if (!given) values_.try_emplace(name, value);
+  }
 }
 
 std::string CliFlags::Get(const std::string& name, const std::string& def) const {

@@ -24,6 +24,12 @@
 
 namespace msgr::mon {
 
+// Flags that say one thing two ways (an address or the network to pick it from): a layer
+// of settings (command line over [osd.K] over [osd] over [global]) that gives one of a
+// group overrides a lower layer's other member too, instead of the process getting both.
+// Empty for a flag in no group.
+const std::vector<std::string>& AlternativeFlags(const std::string& name);
+
 class CliFlags {
  public:
   // Parses argv[1..]; every flag must be in `known` (names without the leading dashes).
@@ -32,7 +38,8 @@ class CliFlags {
                                         const std::set<std::string>& known);
 
   // Each of `defaults` (flag name -> value, as ClusterConf::SettingsFor gives them) that
-  // the command line did not give: a config file's settings under the command line's.
+  // the command line did not give, nor an alternative of (AlternativeFlags): a config
+  // file's settings under the command line's.
   void SetDefaults(const std::map<std::string, std::string>& defaults);
 
   bool Has(const std::string& name) const { return values_.count(name) != 0; }

@@ -1,5 +1,7 @@
 #include "osd_sim/mon/cluster_conf.h"
 
+#include "osd_sim/mon/cli_flags.h"
+
 #include <unistd.h>
 
 #include <cstdint>
@@ -120,6 +122,8 @@ absl::StatusOr<std::map<std::string, std::string>> ClusterConf::SettingsFor(
     if (s == sections_.end()) continue;
     for (const auto& [key, e] : s->second) {
       if (own_keys.count(key) != 0) {
+        // A more specific section's address overrides a wider one's network, and back.
+        for (const std::string& alt : AlternativeFlags(key)) out.erase(alt);
         out[key] = e.value;
         continue;
       }

@@ -3,6 +3,8 @@
 // --conf / --cluster-dir put under the command line.
 #include "osd_sim/mon/cluster_conf.h"
 
+#include "osd_sim/mon/cli_flags.h"
+
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -66,6 +68,32 @@ TEST(ClusterConfTest, OsdKSectionOverOsdOverGlobal) {
                              {"ms-type", "rdma"},
                              {"durability", "buffered"},
                              {"pollers", "2"}}));
+}
+
+// An address and the network to pick it from say one thing two ways: the more specific
+// layer's wins whichever of the two it gives (join writes [osd.K] public-addr under a
+// cluster-wide [osd] public-network), on the command line too.
+TEST(ClusterConfTest, AnAddressOverridesAWiderLayersNetworkAndBack) {
+  const std::set<std::string> keys = {"public-addr", "public-network", "cluster-addr",
+                                      "cluster-network"};
+  auto conf = ClusterConf::Parse(
+      "[osd]\npublic-network = 198.18.0.0/24\ncluster-addr = 10.0.0.9\n"
+      "[osd.3]\npublic-addr = 198.18.0.13\ncluster-network = 10.1.0.0/16\n",
+      "msgr.conf");
+  ASSERT_TRUE(conf.ok()) << conf.status();
+  auto osd3 = conf->SettingsFor("osd", "3", keys);
+  ASSERT_TRUE(osd3.ok()) << osd3.status();
+  EXPECT_EQ(*osd3, (Settings{{"public-addr", "198.18.0.13"}, {"cluster-network", "10.1.0.0/16"}}));
+  auto osd4 = conf->SettingsFor("osd", "4", keys);
+  EXPECT_EQ(*osd4, (Settings{{"public-network", "198.18.0.0/24"}, {"cluster-addr", "10.0.0.9"}}));
+
+  const char* argv[] = {"osd", "--public-addr", "198.18.0.20"};
+  auto flags = CliFlags::Parse(3, const_cast<char**>(argv), keys);
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  flags->SetDefaults(*osd4);
+  EXPECT_EQ(flags->Get("public-addr"), "198.18.0.20");
+  EXPECT_FALSE(flags->Has("public-network")) << "the command line's address replaces it";
+  EXPECT_EQ(flags->Get("cluster-addr"), "10.0.0.9");
 }
 
 TEST(ClusterConfTest, AClientSeesGlobalAndClientOnly) {
