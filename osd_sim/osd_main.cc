@@ -140,8 +140,11 @@ int main(int argc, char** argv) {
   const std::string conf_path =
       msgr::mon::ConfPathFor(flags->Get("conf"), flags->Get("cluster-dir"));
   {
+    // [osd.K] by the id's number: --id 07 reads [osd.7] (the bad id itself is refused below).
+    std::string id = flags->Get("id");
+    if (uint32_t n = 0; absl::SimpleAtoi(id, &n)) id = std::to_string(n);
     auto conf = msgr::mon::LoadSettings(flags->Get("conf"), flags->Get("cluster-dir"), "osd",
-                                        flags->Get("id"), conf_keys);
+                                        id, conf_keys);
     if (!conf.ok()) {
       std::fprintf(stderr, "osd: %s\n", std::string(conf.status().message()).c_str());
       return 2;

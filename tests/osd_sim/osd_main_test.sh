@@ -61,6 +61,8 @@ expect_exit2 "--weight takes a number" --id 0 "${BASE[@]}" --conf "$CONF" --ring
   --weight x
 # [osd.1] over [osd]
 expect_exit2 "--weight takes a number" --id 1 "${BASE[@]}" --conf "$CONF" --weight x
+# ... found by the id's number: --id 01 is osd.1
+expect_exit2 "--weight takes a number" --id 01 "${BASE[@]}" --conf "$CONF" --weight x
 # the command line over [global]
 expect_exit2 "--durability must be durable" --id 1 "${BASE[@]}" --conf "$CONF" --durability x
 # --cluster-dir DIR reads DIR/msgr.conf
