@@ -76,7 +76,8 @@ TEST(PoolPlacementTest, PoolQualifiedNamesKeepTheDefaultPoolsNames) {
   ASSERT_TRUE(SplitPoolObjectName("obj", &pool, &oid));
   EXPECT_EQ(pool, 0u);
   EXPECT_EQ(oid, "obj");
-  ASSERT_TRUE(SplitPoolObjectName(PoolObjectName(4000000000u, "a\x01b"), &pool, &oid));
+  const std::string qualified = PoolObjectName(4000000000u, "a\x01b");  // oid points into it
+  ASSERT_TRUE(SplitPoolObjectName(qualified, &pool, &oid));
   EXPECT_EQ(pool, 4000000000u);
   EXPECT_EQ(oid, "a\x01b");
   for (std::string bad : {std::string("\x01"), std::string("\x01\x01x"), std::string("\x01" "0\x01x"),
