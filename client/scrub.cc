@@ -15,7 +15,10 @@ ScrubReport CompareCopies(const placement::PlacementMap& map,
   auto was_scanned = [&](int osd) {
     return std::find(scanned.begin(), scanned.end(), osd) != scanned.end();
   };
-  for (const auto& [oid, list] : copies) {
+  for (const auto& object : copies) {
+    // Named references, not a structured binding: C++17 lambdas cannot capture those.
+    const std::string& oid = object.first;
+    const std::vector<ObjectCopy>& list = object.second;
     ++r.objects;
     r.copies += list.size();
     const std::vector<int>& acting = map.ActingOfPg(map.PgOf(oid));
