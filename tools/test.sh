@@ -2,7 +2,9 @@
 # Runs every msgr test for real (no cached results) and ends with one line
 # "N passed, N failed" counted from the actual results; exits non-zero on any failure.
 #
-#   tools/test.sh            setup + plain build/tests + ASan/UBSan build/tests + clang
+#   tools/test.sh            setup + plain build/tests (-c opt: the thrash, hosts and rdma-vm
+#                            steps run the same binaries, so the tree is built once for
+#                            them; the ASan step keeps asserts on) + ASan/UBSan build/tests + clang
 #                            thread-safety build + thrasher (tcp, rdma) + test hosts
 #                            (network namespaces) + RDMA VM suite (with the test
 #                            hosts' netem case, in the VM)
@@ -39,6 +41,7 @@ LOGDIR=$(mktemp -d /tmp/msgr-test.XXXXXX)
 run_bazel_step() {
   local name=$1; shift
   local log="$LOGDIR/$name.log" bep="$LOGDIR/$name.bep.json" rc counts pass fail skip
+  local start=$SECONDS
   echo "=== step $name: bazel test $* //..."
   bazel test --nocache_test_results --test_summary=short --build_event_json_file="$bep" \
     "$@" //... 2>&1 | tee "$log"
@@ -54,20 +57,23 @@ run_bazel_step() {
   fi
   # A failure that leaves no test result (bazel itself failed): it cannot look green.
   if [[ $rc -ne 0 && $fail -eq 0 ]]; then fail=1; fi
+  echo "$name step took $((SECONDS - start)) s"
   echo "step $name: $pass passed, $fail failed, $skip skipped"
   TOTAL_PASS=$((TOTAL_PASS + pass))
   TOTAL_FAIL=$((TOTAL_FAIL + fail))
 }
 
-run_bazel_step plain
+run_bazel_step plain -c opt
 if [[ $QUICK -eq 0 ]]; then
   run_bazel_step asan --config=asan
   # clang's thread-safety analysis over every ABSL_GUARDED_BY (gcc ignores them): one case.
   echo "=== step tsa: bazel build --config=tsa (clang -Wthread-safety -Werror=thread-safety)"
+  step_start=$SECONDS
   bazel build --config=tsa //msg/... //osd_sim/... //client/... //proto/... >"$LOGDIR/tsa.log" 2>&1
   rc=$?
   grep -E 'error:|ERROR:' "$LOGDIR/tsa.log" | head -20
   if [[ $rc -eq 0 ]]; then
+    echo "tsa step took $((SECONDS - step_start)) s"
     echo "step tsa: 1 passed, 0 failed"
     TOTAL_PASS=$((TOTAL_PASS + 1))
   else
@@ -77,6 +83,7 @@ if [[ $QUICK -eq 0 ]]; then
   # The thrasher (tools/thrash.sh): a short run per backend with a fixed seed, each one
   # case: it passes when the checker finds no violation ("violations: 0").
   echo "=== step thrash: tools/thrash.sh, 2.5 min per backend, fixed seeds"
+  step_start=$SECONDS
   tpass=0 tfail=0
   if bazel build -c opt //client/thrash:workload //osd_sim:osd //osd_sim/mon:mon \
       //osd_sim/mon:monctl //osd_sim/tools:msgr_admin >"$LOGDIR/thrash-build.log" 2>&1; then
@@ -100,6 +107,7 @@ if [[ $QUICK -eq 0 ]]; then
     tail -20 "$LOGDIR/thrash-build.log"
     tfail=2
   fi
+  echo "thrash step took $((SECONDS - step_start)) s"
   echo "step thrash: $tpass passed, $tfail failed"
   TOTAL_PASS=$((TOTAL_PASS + tpass))
   TOTAL_FAIL=$((TOTAL_FAIL + tfail))
@@ -107,6 +115,7 @@ if [[ $QUICK -eq 0 ]]; then
   # one case per fault; a case the kernel cannot run (netem) is skipped with the reason
   # (this machine's kernel has no sch_netem: the rdma-vm step runs that case in its guest).
   echo "=== step hosts: tests/tools/hosts_test.sh (mon, 3 OSDs and a client on 5 test hosts)"
+  step_start=$SECONDS
   if bazel build -c opt //client/bench:bench //osd_sim:osd //osd_sim/mon:mon //osd_sim/mon:monctl \
       //osd_sim/tools:msgr_admin >"$LOGDIR/hosts-build.log" 2>&1; then
     timeout 600 bash tests/tools/hosts_test.sh 2>&1 | tee "$LOGDIR/hosts.log" | grep -E '^hosts_test: |^hosts: '
@@ -119,6 +128,7 @@ if [[ $QUICK -eq 0 ]]; then
     tail -20 "$LOGDIR/hosts-build.log"
     hpass=0 hfail=1 hskip=0
   fi
+  echo "hosts step took $((SECONDS - step_start)) s"
   echo "step hosts: $hpass passed, $hfail failed, $hskip skipped"
   TOTAL_PASS=$((TOTAL_PASS + hpass))
   TOTAL_FAIL=$((TOTAL_FAIL + hfail))
@@ -145,6 +155,6 @@ if [[ $QUICK -eq 0 ]]; then
   fi
 fi
 
-echo "logs: $LOGDIR"
+echo "logs: $LOGDIR (whole run: $SECONDS s)"
 echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
 [[ $TOTAL_FAIL -eq 0 ]]
