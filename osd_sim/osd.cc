@@ -17,6 +17,11 @@
 #include "spdlog/spdlog.h"
 
 namespace msgr::osd {
+
+// Longest a primary waits for its replicas to confirm a delete (the client's op timeout
+// is longer, so an unconfirmed delete is answered UNAVAILABLE and the client retries).
+constexpr absl::Duration kReplicaDeleteTimeout = absl::Seconds(10);
+
 namespace {
 
 const char* DurabilityName(store::Durability d) {
@@ -175,12 +180,14 @@ absl::Status Osd::Init() {
                  }});
 
   const int read_threads = std::max(1, options_.read_threads);
-  read_slots_ = std::make_unique<ReadSlot[]>(static_cast<size_t>(read_threads));
-  read_slot_count_ = static_cast<size_t>(read_threads);
-  for (int i = 0; i < read_threads; ++i) {
-    ReadSlot* slot = &read_slots_[static_cast<size_t>(i)];
-    read_threads_.emplace_back([this, slot] { ReadLoop(slot); });
-    pthread_setname_np(read_threads_.back().native_handle(), "osd-read");
+  read_slot_count_ = static_cast<size_t>(read_threads) + 1;  // + the peer thread's
+  read_slots_ = std::make_unique<ReadSlot[]>(read_slot_count_);
+  for (size_t i = 0; i < read_slot_count_; ++i) {
+    ReadSlot* slot = &read_slots_[i];
+    const bool peer = i + 1 == read_slot_count_;
+    RequestQueue* queue = peer ? &peer_queue_ : &read_queue_;
+    read_threads_.emplace_back([this, slot, queue] { ReadLoop(slot, queue); });
+    pthread_setname_np(read_threads_.back().native_handle(), peer ? "osd-peer-req" : "osd-read");
   }
 
   mon::v1::BootOsdRequest boot;
@@ -310,9 +317,11 @@ void Osd::Stop() {
   {
     absl::MutexLock l(&read_mu_);
     read_stop_ = true;
-    read_queue_.clear();
+    read_queue_.requests.clear();
+    peer_queue_.requests.clear();
+    read_queue_.cv.SignalAll();
+    peer_queue_.cv.SignalAll();
   }
-  read_cv_.SignalAll();
   for (auto& t : read_threads_) t.join();
   read_threads_.clear();
   admin_.reset();
@@ -354,15 +363,19 @@ void Osd::OnRingAttached(const ConnectionRef& conn, std::shared_ptr<RecvRing> ri
 }
 
 void Osd::OnMessage(const ConnectionRef& conn, Message m) {
+  const bool from_osd = conn->peer_name().type == EntityType::kOsd;
+  // A replica's answer to a request this OSD sent as a primary.
+  if (from_osd && replicator_ && replicator_->OnReply(conn, m)) return;
+  RequestQueue* queue = from_osd ? &peer_queue_ : &read_queue_;
   {
     absl::MutexLock l(&read_mu_);
     if (read_stop_) return;
-    read_queue_.push_back(QueuedRequest{conn, std::move(m), MonoNowNs()});
+    queue->requests.push_back(QueuedRequest{conn, std::move(m), MonoNowNs()});
   }
-  read_cv_.Signal();
+  queue->cv.Signal();
 }
 
-void Osd::ReadLoop(ReadSlot* slot) {
+void Osd::ReadLoop(ReadSlot* slot, RequestQueue* queue) {
   for (;;) {
     // The last request's references, dropped after read_mu_ (declared before its lock).
     QueuedRequest finished;
@@ -370,10 +383,10 @@ void Osd::ReadLoop(ReadSlot* slot) {
       absl::MutexLock l(&read_mu_);
       finished = std::move(slot->req);
       slot->busy = false;
-      while (!read_stop_ && read_queue_.empty()) read_cv_.Wait(&read_mu_);
+      while (!read_stop_ && queue->requests.empty()) queue->cv.Wait(&read_mu_);
       if (read_stop_) return;
-      slot->req = std::move(read_queue_.front());
-      read_queue_.pop_front();
+      slot->req = std::move(queue->requests.front());
+      queue->requests.pop_front();
       slot->waiting_for.store("started", std::memory_order_relaxed);
       slot->busy = true;
     }
@@ -428,12 +441,32 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
       reply.tid = req->tid;
       reply_type = kDeleteReply;
       // Replied once durable, as a write is acked; this read thread waits for the flush.
-      step("store: durable delete");
+      // A client's delete in a replicated pool reaches the PG's replicas too (after the
+      // local copy is gone), with a write's min_size rule.
       std::string key;
       if (s = StoreKey(req->pool, req->oid, &key); !s.ok()) break;
+      std::vector<int> replicas;
+      const bool replicate = conn->peer_name().type != EntityType::kOsd && replicator_ &&
+                             replicator_->replicating();
+      if (replicate) {
+        auto targets = replicator_->DeleteTargets(req->pool, req->oid);
+        if (!targets.ok()) {
+          s = targets.status();
+          break;
+        }
+        replicas = std::move(*targets);
+      }
+      step("store: durable delete");
       auto ticket = store_->Delete(key);
       s = ticket.ok() ? store_->WaitDurable(*ticket) : ticket.status();
       if (s.ok()) ++deletes_;
+      if (replicate && !replicas.empty() && (s.ok() || absl::IsNotFound(s))) {
+        step("replicas: delete");
+        // A replica may hold a copy the primary lost (NOT_FOUND here): delete it too.
+        absl::Status r = replicator_->ReplicateDelete(req->pool, req->oid, replicas,
+                                                      /*local_ok=*/true, kReplicaDeleteTimeout);
+        if (!r.ok()) s = r;
+      }
       break;
     }
     case kList:
@@ -642,11 +675,14 @@ void Osd::CountRequests(uint64_t now_ns, uint64_t* in_flight, uint64_t* slow) co
   const uint64_t complaint_ns =
       static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.op_complaint_time));
   absl::MutexLock l(&read_mu_);
-  *in_flight = read_queue_.size();
+  *in_flight = 0;
   *slow = 0;
-  for (const QueuedRequest& q : read_queue_) {  // in arrival order: the slow ones first
-    if (q.arrived_ns + complaint_ns > now_ns) break;
-    ++*slow;
+  for (const RequestQueue* queue : {&read_queue_, &peer_queue_}) {
+    *in_flight += queue->requests.size();
+    for (const QueuedRequest& q : queue->requests) {  // in arrival order: the slow ones first
+      if (q.arrived_ns + complaint_ns > now_ns) break;
+      ++*slow;
+    }
   }
   for (size_t i = 0; i < read_slot_count_; ++i) {
     const ReadSlot& s = read_slots_[i];
@@ -733,7 +769,8 @@ std::string Osd::DumpOpsInFlightJson() const {
       const ReadSlot& s = read_slots_[i];
       if (s.busy) reqs.push_back({s.req, s.waiting_for.load(std::memory_order_relaxed)});
     }
-    for (const QueuedRequest& q : read_queue_) reqs.push_back({q, "queued: a read thread"});
+    for (const QueuedRequest& q : read_queue_.requests) reqs.push_back({q, "queued: a read thread"});
+    for (const QueuedRequest& q : peer_queue_.requests) reqs.push_back({q, "queued: the peer thread"});
   }
   const uint64_t now = MonoNowNs();
   for (Req& r : reqs) {

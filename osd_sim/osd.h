@@ -165,7 +165,8 @@ class Osd : public Dispatcher, public RecordSink {
   // Reads run on their own threads: a reply may block on the connection's flow control,
   // which must never happen on a messenger worker (it would stop the acks that free it).
   struct ReadSlot;
-  void ReadLoop(ReadSlot* slot);
+  struct RequestQueue;
+  void ReadLoop(ReadSlot* slot, RequestQueue* queue);
   // Reads, stats, deletes and listings (proto/osd_protocol.h); one reply each. `slot`
   // says what the op waits for (dump_ops_in_flight).
   void ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* slot);
@@ -210,11 +211,21 @@ class Osd : public Dispatcher, public RecordSink {
     QueuedRequest req;
     std::atomic<const char*> waiting_for{""};
   };
+  // Requests waiting for a thread (under read_mu_), and the condition their threads wait on.
+  struct RequestQueue {
+    std::deque<QueuedRequest> requests;
+    absl::CondVar cv;
+  };
   mutable absl::Mutex read_mu_;
-  absl::CondVar read_cv_;
-  std::deque<QueuedRequest> read_queue_ ABSL_GUARDED_BY(read_mu_);
+  // Clients' requests, served by the read threads.
+  RequestQueue read_queue_ ABSL_GUARDED_BY(read_mu_);
+  // Peer OSDs' requests (a primary's forwarded deletes), served by their own thread: a
+  // read thread serving a client's delete waits for the replicas, so two primaries whose
+  // read threads all waited on each other would stall if they shared one queue.
+  RequestQueue peer_queue_ ABSL_GUARDED_BY(read_mu_);
   bool read_stop_ ABSL_GUARDED_BY(read_mu_) = false;
-  std::unique_ptr<ReadSlot[]> read_slots_;  // one per read thread, set before they start
+  // One per read thread, then the peer thread's; set before they start.
+  std::unique_ptr<ReadSlot[]> read_slots_;
   size_t read_slot_count_ = 0;
   std::vector<std::thread> read_threads_;
   absl::Time started_ = absl::Now();

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "msg/ring/ring_format.h"
+#include "proto/osd_protocol.h"
 #include "spdlog/spdlog.h"
 
 namespace msgr::osd {
@@ -151,6 +152,18 @@ absl::StatusOr<std::shared_ptr<Replicator::Write>> Replicator::Begin(const Recor
     return absl::InvalidArgumentError("malformed pool-qualified object id");
   }
   absl::MutexLock l(&mu_);
+  placement::PoolSize pool;
+  auto peers = UpReplicasLocked(pool_id, oid, &pool);
+  if (!peers.ok()) return peers.status();
+  ++counters_.writes_replicated;
+  const int outstanding = 1 + static_cast<int>(peers->size());
+  return std::make_shared<Write>(std::move(done), outstanding, pool.size, pool.min_size,
+                                 std::move(*peers), &degraded_);
+}
+
+absl::StatusOr<std::vector<int>> Replicator::UpReplicasLocked(uint32_t pool_id,
+                                                              std::string_view oid,
+                                                              placement::PoolSize* pool) {
   if (stopped_ || map_ == nullptr) return absl::UnavailableError("the OSD has no map yet");
   auto it = pools_.find(pool_id);
   if (it == pools_.end()) {
@@ -160,7 +173,7 @@ absl::StatusOr<std::shared_ptr<Replicator::Write>> Replicator::Begin(const Recor
   }
   const placement::PlacementMap& pmap = *it->second;
   const uint32_t pg = pmap.PgOf(oid);
-  const placement::PoolSize pool = pmap.pool();
+  *pool = pmap.pool();
   std::vector<int> peers;
   std::string down;
   for (int id : pmap.ActingOfPg(pg)) {
@@ -173,17 +186,114 @@ absl::StatusOr<std::shared_ptr<Replicator::Write>> Replicator::Begin(const Recor
     }
   }
   const uint32_t possible = 1 + static_cast<uint32_t>(peers.size());
-  if (possible < pool.min_size) {
+  if (possible < pool->min_size) {
     ++counters_.writes_below_min_size;
     return absl::UnavailableError(absl::StrCat(
-        "pg ", pool_id, ".", pg, " of '", std::string(oid), "': ", possible, " of ", pool.size,
-        " copies can be written, min_size is ", pool.min_size, " (down: ", down,
+        "pg ", pool_id, ".", pg, " of '", std::string(oid), "': ", possible, " of ", pool->size,
+        " copies can be written, min_size is ", pool->min_size, " (down: ", down,
         "); the write waits for them"));
   }
-  ++counters_.writes_replicated;
-  const int outstanding = 1 + static_cast<int>(peers.size());
-  return std::make_shared<Write>(std::move(done), outstanding, pool.size, pool.min_size,
-                                 std::move(peers), &degraded_);
+  return peers;
+}
+
+absl::StatusOr<std::vector<int>> Replicator::DeleteTargets(uint32_t pool, std::string_view oid) {
+  absl::MutexLock l(&mu_);
+  placement::PoolSize size;
+  return UpReplicasLocked(pool, oid, &size);
+}
+
+absl::Status Replicator::ReplicateDelete(uint32_t pool, const std::string& oid,
+                                         const std::vector<int>& peers, bool local_ok,
+                                         absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<std::pair<int, uint64_t>> sent;  // peer, tid
+  std::vector<std::pair<int, ConnectionRef>> conns;
+  uint32_t min_size = 1;
+  {
+    absl::MutexLock l(&mu_);
+    if (auto it = pools_.find(pool); it != pools_.end()) min_size = it->second->pool().min_size;
+    for (int id : peers) {
+      Peer* peer = stopped_ ? nullptr : PeerLocked(id);
+      if (peer == nullptr) continue;
+      const uint64_t tid = next_request_tid_++;
+      requests_[tid].peer = id;
+      sent.emplace_back(id, tid);
+      conns.emplace_back(id, peer->conn);
+    }
+    counters_.deletes_replicated += 1;
+  }
+  // Outside mu_: a send may wait for the session's flow control.
+  for (size_t i = 0; i < sent.size(); ++i) {
+    ObjectRequest req;
+    req.type = kDelete;
+    req.tid = sent[i].second;
+    req.oid = oid;
+    req.pool = pool;
+    if (absl::Status s = conns[i].second->Send(Encode(req)); !s.ok()) {
+      absl::MutexLock l(&mu_);
+      auto it = requests_.find(sent[i].second);
+      if (it != requests_.end() && !it->second.answered) {
+        it->second.answered = true;
+        it->second.status = s;
+      }
+    }
+  }
+  uint32_t copies_gone = local_ok ? 1 : 0;
+  std::string missing;
+  absl::MutexLock l(&mu_);
+  auto all_answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const auto& [id, tid] : sent) {
+      auto it = requests_.find(tid);
+      if (it != requests_.end() && !it->second.answered) return false;
+    }
+    return true;
+  };
+  while (!all_answered() && !requests_cv_.WaitWithDeadline(&mu_, deadline)) {
+  }
+  for (const auto& [id, tid] : sent) {
+    auto it = requests_.find(tid);
+    const bool ok = it != requests_.end() && it->second.answered &&
+                    (it->second.status.ok() || absl::IsNotFound(it->second.status));
+    if (ok) {
+      ++copies_gone;
+    } else {
+      ++counters_.replica_delete_failures;
+      absl::StrAppend(&missing, missing.empty() ? "" : ", ", "osd.", id, " (",
+                      it == requests_.end() || !it->second.answered
+                          ? "no answer"
+                          : std::string(it->second.status.message()),
+                      ")");
+    }
+    if (it != requests_.end()) requests_.erase(it);
+  }
+  const uint32_t not_sent = static_cast<uint32_t>(peers.size() - sent.size());
+  counters_.replica_delete_failures += not_sent;
+  if (not_sent > 0) absl::StrAppend(&missing, missing.empty() ? "" : ", ", not_sent, " without a session");
+  if (copies_gone >= min_size) {
+    if (!missing.empty()) {
+      spdlog::warn("osd.{}: delete of '{}' left copies on: {}", options_.self, oid, missing);
+    }
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(absl::StrCat("the delete reached ", copies_gone,
+                                             " copies, min_size is ", min_size, "; not confirmed: ",
+                                             missing));
+}
+
+bool Replicator::OnReply(const ConnectionRef& conn, const Message& m) {
+  if (m.type != kDeleteReply) return false;
+  auto reply = DecodeReply(m);
+  if (!reply.ok()) return false;
+  absl::MutexLock l(&mu_);
+  auto it = requests_.find(reply->tid);
+  if (it == requests_.end() || it->second.answered) return false;
+  // Only the peer the request went to may answer it.
+  auto peer = peers_.find(it->second.peer);
+  if (peer == peers_.end() || peer->second->conn.get() != conn.get()) return false;
+  it->second.answered = true;
+  it->second.status = absl::Status(reply->code, reply->error);
+  requests_cv_.SignalAll();
+  return true;
 }
 
 PersistCallback Replicator::LocalCallback(const std::shared_ptr<Write>& w) {
@@ -345,6 +455,12 @@ void Replicator::DropPeerLocked(int id, const std::string& why) {
     f = peer->in_flight.erase(f);
   }
   counters_.replica_failures += lost;
+  for (auto& [tid, req] : requests_) {
+    if (req.peer != id || req.answered) continue;
+    req.answered = true;
+    req.status = absl::UnavailableError(why);
+  }
+  requests_cv_.SignalAll();
   spdlog::info("osd.{}: replication session with osd.{} ended ({}): {} records not "
                "acknowledged count as missing copies",
                options_.self, id, why, lost);

@@ -22,6 +22,10 @@
 // its op timeout. A peer that goes down while it holds forwarded records is dropped when
 // the map says so: its records count as missing copies.
 //
+// Deletes: the primary deletes its copy, then sends the delete (a kDelete request) to the
+// PG's up replicas over the same sessions and answers the client once each has replied,
+// with the same min_size rule (ReplicateDelete).
+//
 // Left for later (README "Replication"): recovery of a returning replica from a PG log,
 // backfill of a new member.
 //
@@ -34,6 +38,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -61,6 +66,8 @@ namespace msgr::osd {
   X(writes_degraded, kCounter, kNone, "writes acknowledged with fewer copies than the size") \
   X(writes_below_min_size, kCounter, kNone, "writes refused: fewer than min_size copies up") \
   X(peers, kGauge, kNone, "replica peers this OSD has sessions with")                        \
+  X(deletes_replicated, kCounter, kNone, "client deletes this OSD sent to replicas as primary") \
+  X(replica_delete_failures, kCounter, kNone, "deletes a replica refused, lost or left unanswered") \
   X(forwards_in_flight, kGauge, kNone, "forwarded records not yet acknowledged")
 
 MSGR_COUNTER_SNAPSHOT(ReplicationCounters, MSGR_REPLICATION_COUNTERS);
@@ -110,6 +117,19 @@ class Replicator {
   // The store dropped an unfinished write of several records.
   void AbortWrite(uint32_t write_id);
 
+  // A client's delete of `oid` in pool `pool`, whose local copy the caller deletes: the PG's
+  // up replicas to send it to (after the local delete), or UNAVAILABLE at once below
+  // min_size (then the caller deletes nothing).
+  absl::StatusOr<std::vector<int>> DeleteTargets(uint32_t pool, std::string_view oid);
+  // Sends the delete to `peers` (DeleteTargets) and waits until each replied, its session
+  // ended or `timeout` passed. OK when at least min_size copies are gone (the local one,
+  // `local_ok`, included); UNAVAILABLE naming the replicas that did not confirm otherwise.
+  // A replica without the object counts as done. Blocks: not on a messenger thread.
+  absl::Status ReplicateDelete(uint32_t pool, const std::string& oid, const std::vector<int>& peers,
+                               bool local_ok, absl::Duration timeout);
+  // A reply from a peer (OnMessage): true when it answers one of our requests.
+  bool OnReply(const ConnectionRef& conn, const Message& m);
+
   // Dispatcher hooks: true when `conn` is one of our peer sessions.
   bool OnRecordsAcked(const ConnectionRef& conn, absl::Span<const RecordAck> acks);
   bool OnReset(const ConnectionRef& conn, const absl::Status& why);
@@ -126,6 +146,11 @@ class Replicator {
   void DropPeerLocked(int id, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The session with `id` (opened on first use), or null if the map has no address.
   Peer* PeerLocked(int id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The up members of `oid`'s PG in pool `pool_id` other than this OSD, or UNAVAILABLE
+  // (with why) when the pool is unknown or they are fewer than min_size - 1.
+  absl::StatusOr<std::vector<int>> UpReplicasLocked(uint32_t pool_id, std::string_view oid,
+                                                    placement::PoolSize* pool)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks down and joins the peers dropped so far (outside mu_: MarkDown calls back).
   void ReapRetired();
 
@@ -138,6 +163,15 @@ class Replicator {
   std::map<uint32_t, std::shared_ptr<const placement::PlacementMap>> pools_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Peer>> retired_ ABSL_GUARDED_BY(mu_);
+  // Requests sent to peers (deletes), by tid: the peer, and its answer once it came.
+  struct PeerRequest {
+    int peer = 0;
+    bool answered = false;
+    absl::Status status;
+  };
+  std::map<uint64_t, PeerRequest> requests_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_request_tid_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::CondVar requests_cv_;
   std::atomic<uint64_t> degraded_{0};  // writes acknowledged with fewer copies than size
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   ReplicationCounters counters_ ABSL_GUARDED_BY(mu_);

@@ -94,6 +94,22 @@ class ReplicationTest : public ::testing::Test {
 
   nlohmann::json Perf(int id) { return nlohmann::json::parse(osds_[id]->PerfDumpJson()); }
   uint64_t Objects(int id) { return Perf(id)["store"]["objects"].get<uint64_t>(); }
+  // Client and replica records stored, all OSDs. Pollers publish their counters after a
+  // pass, which may end after the ack went out: read until two dumps in a row agree.
+  void RecordCounts(uint64_t* client_records, uint64_t* replica_records) {
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      uint64_t c = 0, r = 0;
+      for (int id = 0; id < kOsds; ++id) {
+        if (osds_[id] == nullptr) continue;
+        c += Perf(id)["osd"]["ops"].get<uint64_t>();
+        r += Perf(id)["osd"]["replica_ops"].get<uint64_t>();
+      }
+      if (attempt > 0 && c == *client_records && r == *replica_records) return;
+      *client_records = c;
+      *replica_records = r;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  }
 
   // Waits until the monitor's map says osd `id` is up == `up`.
   void WaitUp(int id, bool up) {
@@ -167,10 +183,7 @@ TEST_F(ReplicationTest, EveryWriteLandsOnEveryMemberOfItsActingSet) {
   EXPECT_EQ(copies, 3u * 40);
   // Every client record (large objects are several) went to two replicas.
   uint64_t client_records = 0, replica_records = 0;
-  for (int id = 0; id < kOsds; ++id) {
-    client_records += Perf(id)["osd"]["ops"].get<uint64_t>();
-    replica_records += Perf(id)["osd"]["replica_ops"].get<uint64_t>();
-  }
+  RecordCounts(&client_records, &replica_records);
   EXPECT_GT(client_records, 40u);
   EXPECT_EQ(replica_records, 2 * client_records);
   // Each OSD holds exactly the objects whose acting set names it.
@@ -207,11 +220,8 @@ TEST_F(ReplicationTest, AcknowledgedObjectsReadBackWhileAMemberIsDown) {
 TEST_F(RdmaClusterReplicationTest, ReplicasAreWrittenOverRdmaAndReadBackWhileAMemberIsDown) {
   WriteObjects(0, 40, 1);
   uint64_t copies = 0, client_records = 0, replica_records = 0;
-  for (int id = 0; id < kOsds; ++id) {
-    copies += Objects(id);
-    client_records += Perf(id)["osd"]["ops"].get<uint64_t>();
-    replica_records += Perf(id)["osd"]["replica_ops"].get<uint64_t>();
-  }
+  RecordCounts(&client_records, &replica_records);
+  for (int id = 0; id < kOsds; ++id) copies += Objects(id);
   EXPECT_EQ(copies, 3u * 40);
   EXPECT_EQ(replica_records, 2 * client_records);
   // Client records came over tcp, every replica record over rdma, none of them over tcp.
@@ -240,6 +250,57 @@ TEST_F(ReplicationTest, AnRdmaClusterTypeNeedsTheOsdToServeRdma) {
   EXPECT_NE(osd.status().message().find("--ms-cluster-type rdma needs the OSD to serve rdma"),
             std::string::npos)
       << osd.status();
+}
+
+TEST_F(ReplicationTest, ADeleteRemovesEveryCopyAndStaysDeletedWhenThePrimaryDies) {
+  WriteObjects(0, 30, 1);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(client_->Delete(absl::StrCat("obj.", i)).ok()) << "obj." << i;
+  }
+  // 10 objects left, 3 copies each: the deleted ones are gone from the replicas too.
+  uint64_t copies = 0, replicated = 0;
+  for (int id = 0; id < kOsds; ++id) {
+    copies += Objects(id);
+    replicated += Perf(id)["replication"]["deletes_replicated"].get<uint64_t>();
+    EXPECT_EQ(Perf(id)["replication"]["replica_delete_failures"].get<uint64_t>(), 0u);
+  }
+  EXPECT_EQ(copies, 3u * 10);
+  EXPECT_EQ(replicated, 20u);
+  // With each OSD gone in turn, whoever serves a PG now says the deleted objects are gone.
+  osds_[0].reset();
+  WaitUp(0, false);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_TRUE(absl::IsNotFound(client_->Read(absl::StrCat("obj.", i)).status())) << "obj." << i;
+  }
+  ExpectObjects(20, 10, 1);
+  // A delete of an object that was never written says so, and changes nothing.
+  EXPECT_TRUE(absl::IsNotFound(client_->Delete("never.written")));
+}
+
+TEST_F(ReplicationTest, BelowMinSizeADeleteIsRefusedAndDeletesNothing) {
+  const placement::PlacementMap map = Map();
+  std::string oid;
+  for (int i = 0; i < 200 && oid.empty(); ++i) {
+    const std::string o = absl::StrCat("d.", i);
+    const auto& acting = map.ActingOfPg(map.PgOf(o));
+    if (std::count(acting.begin(), acting.end(), 1) && std::count(acting.begin(), acting.end(), 2) &&
+        acting[0] != 1 && acting[0] != 2) {
+      oid = o;
+    }
+  }
+  ASSERT_FALSE(oid.empty());
+  ASSERT_TRUE(client_->Write(oid, std::string(4096, 'd')).ok());
+  osds_[1].reset();
+  osds_[2].reset();
+  WaitUp(1, false);
+  WaitUp(2, false);
+  // One of three copies reachable: the primary refuses (the client retries to its timeout).
+  const absl::Status s = client_->Delete(oid);
+  EXPECT_FALSE(s.ok());
+  EXPECT_FALSE(absl::IsNotFound(s)) << s;
+  auto got = client_->Read(oid);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, std::string(4096, 'd'));
 }
 
 TEST_F(ReplicationTest, BelowMinSizeAWriteWaitsAndIsRefused) {
