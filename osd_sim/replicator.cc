@@ -202,73 +202,97 @@ absl::StatusOr<std::vector<int>> Replicator::DeleteTargets(uint32_t pool, std::s
   return UpReplicasLocked(pool, oid, &size);
 }
 
-absl::Status Replicator::ReplicateDelete(uint32_t pool, const std::string& oid,
-                                         const std::vector<int>& peers, bool local_ok,
-                                         absl::Duration timeout) {
+std::vector<absl::StatusOr<Reply>> Replicator::CallAll(
+    const std::vector<int>& peers, const std::function<Message(uint64_t)>& make,
+    absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  std::vector<std::pair<int, uint64_t>> sent;  // peer, tid
-  std::vector<std::pair<int, ConnectionRef>> conns;
-  uint32_t min_size = 1;
+  std::vector<uint64_t> tids(peers.size(), 0);  // 0: not sent
+  std::vector<ConnectionRef> conns(peers.size());
   {
     absl::MutexLock l(&mu_);
-    if (auto it = pools_.find(pool); it != pools_.end()) min_size = it->second->pool().min_size;
-    for (int id : peers) {
-      Peer* peer = stopped_ ? nullptr : PeerLocked(id);
+    for (size_t i = 0; i < peers.size(); ++i) {
+      Peer* peer = stopped_ ? nullptr : PeerLocked(peers[i]);
       if (peer == nullptr) continue;
-      const uint64_t tid = next_request_tid_++;
-      requests_[tid].peer = id;
-      sent.emplace_back(id, tid);
-      conns.emplace_back(id, peer->conn);
+      tids[i] = next_request_tid_++;
+      requests_[tids[i]].peer = peers[i];
+      conns[i] = peer->conn;
     }
-    counters_.deletes_replicated += 1;
   }
   // Outside mu_: a send may wait for the session's flow control.
-  for (size_t i = 0; i < sent.size(); ++i) {
-    ObjectRequest req;
-    req.type = kDelete;
-    req.tid = sent[i].second;
-    req.oid = oid;
-    req.pool = pool;
-    if (absl::Status s = conns[i].second->Send(Encode(req)); !s.ok()) {
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (tids[i] == 0) continue;
+    if (absl::Status s = conns[i]->Send(make(tids[i])); !s.ok()) {
       absl::MutexLock l(&mu_);
-      auto it = requests_.find(sent[i].second);
+      auto it = requests_.find(tids[i]);
       if (it != requests_.end() && !it->second.answered) {
         it->second.answered = true;
-        it->second.status = s;
+        it->second.reply = s;
       }
     }
   }
-  uint32_t copies_gone = local_ok ? 1 : 0;
-  std::string missing;
+  std::vector<absl::StatusOr<Reply>> out;
   absl::MutexLock l(&mu_);
   auto all_answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (const auto& [id, tid] : sent) {
+    for (uint64_t tid : tids) {
       auto it = requests_.find(tid);
-      if (it != requests_.end() && !it->second.answered) return false;
+      if (tid != 0 && it != requests_.end() && !it->second.answered) return false;
     }
     return true;
   };
   while (!all_answered() && !requests_cv_.WaitWithDeadline(&mu_, deadline)) {
   }
-  for (const auto& [id, tid] : sent) {
-    auto it = requests_.find(tid);
-    const bool ok = it != requests_.end() && it->second.answered &&
-                    (it->second.status.ok() || absl::IsNotFound(it->second.status));
-    if (ok) {
-      ++copies_gone;
-    } else {
-      ++counters_.replica_delete_failures;
-      absl::StrAppend(&missing, missing.empty() ? "" : ", ", "osd.", id, " (",
-                      it == requests_.end() || !it->second.answered
-                          ? "no answer"
-                          : std::string(it->second.status.message()),
-                      ")");
+  for (size_t i = 0; i < peers.size(); ++i) {
+    auto it = requests_.find(tids[i]);
+    if (tids[i] == 0 || it == requests_.end()) {
+      out.push_back(absl::UnavailableError(absl::StrCat("no session with osd.", peers[i])));
+      continue;
     }
-    if (it != requests_.end()) requests_.erase(it);
+    out.push_back(it->second.answered
+                      ? std::move(it->second.reply)
+                      : absl::UnavailableError(absl::StrCat("osd.", peers[i], " did not answer within ",
+                                                            absl::FormatDuration(timeout))));
+    requests_.erase(it);
   }
-  const uint32_t not_sent = static_cast<uint32_t>(peers.size() - sent.size());
-  counters_.replica_delete_failures += not_sent;
-  if (not_sent > 0) absl::StrAppend(&missing, missing.empty() ? "" : ", ", not_sent, " without a session");
+  return out;
+}
+
+absl::Status Replicator::ReplicateDelete(uint32_t pool, const std::string& oid,
+                                         const std::vector<int>& peers, bool local_ok,
+                                         absl::Duration timeout) {
+  uint32_t min_size = 1;
+  {
+    absl::MutexLock l(&mu_);
+    if (auto it = pools_.find(pool); it != pools_.end()) min_size = it->second->pool().min_size;
+    ++counters_.deletes_replicated;
+  }
+  auto replies = CallAll(
+      peers,
+      [&](uint64_t tid) {
+        ObjectRequest req;
+        req.type = kDelete;
+        req.tid = tid;
+        req.oid = oid;
+        req.pool = pool;
+        return Encode(req);
+      },
+      timeout);
+  uint32_t copies_gone = local_ok ? 1 : 0;
+  std::string missing;
+  uint64_t failures = 0;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    absl::Status s = replies[i].ok() ? absl::Status(replies[i]->code, replies[i]->error)
+                                     : replies[i].status();
+    if (s.ok() || absl::IsNotFound(s)) {  // a replica without the object is done too
+      ++copies_gone;
+      continue;
+    }
+    ++failures;
+    absl::StrAppend(&missing, missing.empty() ? "" : ", ", "osd.", peers[i], " (", s.message(), ")");
+  }
+  {
+    absl::MutexLock l(&mu_);
+    counters_.replica_delete_failures += failures;
+  }
   if (copies_gone >= min_size) {
     if (!missing.empty()) {
       spdlog::warn("osd.{}: delete of '{}' left copies on: {}", options_.self, oid, missing);
@@ -281,7 +305,7 @@ absl::Status Replicator::ReplicateDelete(uint32_t pool, const std::string& oid,
 }
 
 bool Replicator::OnReply(const ConnectionRef& conn, const Message& m) {
-  if (m.type != kDeleteReply) return false;
+  if (!IsReply(m.type)) return false;
   auto reply = DecodeReply(m);
   if (!reply.ok()) return false;
   absl::MutexLock l(&mu_);
@@ -291,7 +315,7 @@ bool Replicator::OnReply(const ConnectionRef& conn, const Message& m) {
   auto peer = peers_.find(it->second.peer);
   if (peer == peers_.end() || peer->second->conn.get() != conn.get()) return false;
   it->second.answered = true;
-  it->second.status = absl::Status(reply->code, reply->error);
+  it->second.reply = std::move(*reply);
   requests_cv_.SignalAll();
   return true;
 }
@@ -360,7 +384,9 @@ Replicator::Peer* Replicator::PeerLocked(int id) {
   auto it = peers_.find(id);
   if (it != peers_.end()) return it->second.get();
   const placement::OsdEntry* e = map_ == nullptr ? nullptr : map_->Find(id);
-  if (e == nullptr) return nullptr;
+  // Down in the map: no session (a write that chose its replicas before the map said so
+  // counts this copy as missing at once, instead of waiting on a peer that is gone).
+  if (e == nullptr || !e->up) return nullptr;
   const auto& types = e->ms_types;  // empty: a monitor that does not say (assume it serves it)
   if (e->cluster_addr.empty() && !types.empty() &&
       std::find(types.begin(), types.end(), options_.ms_type) == types.end()) {
@@ -458,7 +484,7 @@ void Replicator::DropPeerLocked(int id, const std::string& why) {
   for (auto& [tid, req] : requests_) {
     if (req.peer != id || req.answered) continue;
     req.answered = true;
-    req.status = absl::UnavailableError(why);
+    req.reply = absl::UnavailableError(absl::StrCat("the session with osd.", id, " ended: ", why));
   }
   requests_cv_.SignalAll();
   spdlog::info("osd.{}: replication session with osd.{} ended ({}): {} records not "

@@ -35,6 +35,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -52,6 +53,7 @@
 #include "msg/messenger.h"
 #include "msg/ring/ring.h"
 #include "osd_sim/poller.h"
+#include "proto/osd_protocol.h"
 #include "proto/placement.h"
 
 namespace msgr::osd {
@@ -127,6 +129,13 @@ class Replicator {
   // A replica without the object counts as done. Blocks: not on a messenger thread.
   absl::Status ReplicateDelete(uint32_t pool, const std::string& oid, const std::vector<int>& peers,
                                bool local_ok, absl::Duration timeout);
+  // Sends the request `make(tid)` returns to each of `peers` (opening sessions as needed)
+  // and waits until each replied, its session ended or `timeout` passed: one result per
+  // peer, in order (UNAVAILABLE when there was no answer; the reply otherwise, whose own
+  // code says how the peer served it). Blocks: not on a messenger thread.
+  std::vector<absl::StatusOr<Reply>> CallAll(const std::vector<int>& peers,
+                                             const std::function<Message(uint64_t)>& make,
+                                             absl::Duration timeout);
   // A reply from a peer (OnMessage): true when it answers one of our requests.
   bool OnReply(const ConnectionRef& conn, const Message& m);
 
@@ -167,7 +176,7 @@ class Replicator {
   struct PeerRequest {
     int peer = 0;
     bool answered = false;
-    absl::Status status;
+    absl::StatusOr<Reply> reply = absl::UnavailableError("no answer");
   };
   std::map<uint64_t, PeerRequest> requests_ ABSL_GUARDED_BY(mu_);
   uint64_t next_request_tid_ ABSL_GUARDED_BY(mu_) = 1;
