@@ -52,6 +52,55 @@ Message Encode(const ListRequest& m) {
   return Message{m.digest ? kScrub : kList, std::move(out)};
 }
 
+Message Encode(const PgRequest& m) {
+  std::string out;
+  WireWriter w(&out);
+  w.Put(m.tid);
+  w.Put(m.pool);
+  w.Put(m.pg);
+  w.Put(m.pg_num);
+  w.Put(m.epoch);
+  w.PutString32(m.oid);
+  w.PutString32(m.data);
+  return Message{m.type, std::move(out)};
+}
+
+bool IsPgRequest(uint16_t type) {
+  return type == kPgQuery || type == kPgList || type == kPgPush || type == kPgActivate;
+}
+
+absl::StatusOr<PgRequest> DecodePgRequest(const Message& m) {
+  if (!IsPgRequest(m.type)) return Malformed("peering");
+  WireReader r(m.payload);
+  PgRequest p;
+  p.type = static_cast<MsgType>(m.type);
+  if (!r.Get(&p.tid) || !r.Get(&p.pool) || !r.Get(&p.pg) || !r.Get(&p.pg_num) ||
+      !r.Get(&p.epoch) || !r.GetString32(kMaxOidBytes, &p.oid) ||
+      !r.GetString32(m.payload.size(), &p.data) || r.remaining() != 0) {
+    return Malformed("peering");
+  }
+  return p;
+}
+
+std::string EncodeBody(const PgInfoBody& b) {
+  std::string out;
+  WireWriter w(&out);
+  w.Put(static_cast<uint8_t>(b.complete ? 1 : 0));
+  w.Put(b.as_of_epoch);
+  return out;
+}
+
+absl::StatusOr<PgInfoBody> DecodePgInfoBody(std::string_view data) {
+  WireReader r(data);
+  PgInfoBody b;
+  uint8_t complete;
+  if (!r.Get(&complete) || complete > 1 || !r.Get(&b.as_of_epoch) || r.remaining() != 0) {
+    return Malformed("pg-query-reply");
+  }
+  b.complete = complete == 1;
+  return b;
+}
+
 Message Encode(const Reply& m, MsgType type) {
   std::string out;
   WireWriter w(&out);
@@ -121,7 +170,8 @@ absl::StatusOr<ListRequest> DecodeListRequest(const Message& m) {
 
 bool IsReply(uint16_t type) {
   return type == kReadReply || type == kStatReply || type == kDeleteReply ||
-         type == kListReply || type == kScrubReply;
+         type == kListReply || type == kScrubReply || type == kPgQueryReply ||
+         type == kPgListReply || type == kPgPushReply || type == kPgActivateReply;
 }
 
 absl::StatusOr<Reply> DecodeReply(const Message& m) {

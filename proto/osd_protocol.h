@@ -30,6 +30,15 @@ enum MsgType : uint16_t {
   kListReply = 0x108,
   kScrub = 0x109,  // a list page whose entries carry each object's crc32c (a scrub)
   kScrubReply = 0x10a,
+  // OSD to OSD only (peering and recovery, osd_sim/peering.h); PgRequest.
+  kPgQuery = 0x10b,  // is your copy of a PG complete, and as of which map epoch?
+  kPgQueryReply = 0x10c,
+  kPgList = 0x10d,  // a page of a PG's objects with size and crc32c
+  kPgListReply = 0x10e,
+  kPgPush = 0x10f,  // store this whole object (replacing any copy)
+  kPgPushReply = 0x110,
+  kPgActivate = 0x111,  // your copy of the PG is now complete (the primary synced it)
+  kPgActivateReply = 0x112,
 };
 
 inline constexpr uint64_t kToEnd = UINT64_MAX;  // a read length: to the object's end
@@ -72,6 +81,25 @@ struct ListRequest {
 inline constexpr uint32_t kMaxListPage = 1000;  // the OSD caps `max` at this
 inline constexpr uint32_t kMaxScrubPage = 64;   // and a digest page's at this (it reads them)
 
+// A peering request (kPg*), from one OSD to another. Fields a type does not use are 0 or
+// empty: kPgQuery pool+pg; kPgList pool+pg+pg_num+after (a page of kMaxScrubPage);
+// kPgPush pool+oid+data; kPgActivate pool+pg+epoch.
+struct PgRequest {
+  MsgType type = kPgQuery;
+  uint64_t tid = 0;
+  uint32_t pool = 0;
+  uint32_t pg = 0;
+  uint32_t pg_num = 0;
+  uint64_t epoch = 0;
+  std::string oid;   // kPgList: list after this oid; kPgPush: the object
+  std::string data;  // kPgPush: the object's bytes
+};
+// kPgQueryReply's body.
+struct PgInfoBody {
+  bool complete = false;   // the copy has every acknowledged write of the PG
+  uint64_t as_of_epoch = 0;  // the last map epoch in which that was known
+};
+
 // Every reply: the request's tid, a status, and a body that depends on the request:
 // read: the bytes; stat: StatBody; delete: empty; list: ListBody.
 struct Reply {
@@ -99,15 +127,20 @@ struct ListBody {
 Message Encode(const ReadRequest& m);
 Message Encode(const ObjectRequest& m);
 Message Encode(const ListRequest& m);
+Message Encode(const PgRequest& m);
 // `type`: the reply's message type (the request's type + 1).
 Message Encode(const Reply& m, MsgType type = kReadReply);
 std::string EncodeBody(const StatBody& b);
+std::string EncodeBody(const PgInfoBody& b);
 // `digest`: the kScrubReply form (each entry's crc32c after its size).
 std::string EncodeBody(const ListBody& b, bool digest = false);
 
 absl::StatusOr<ReadRequest> DecodeReadRequest(const Message& m);
 absl::StatusOr<ObjectRequest> DecodeObjectRequest(const Message& m);
 absl::StatusOr<ListRequest> DecodeListRequest(const Message& m);
+absl::StatusOr<PgRequest> DecodePgRequest(const Message& m);
+absl::StatusOr<PgInfoBody> DecodePgInfoBody(std::string_view data);
+bool IsPgRequest(uint16_t type);
 // A reply of any of the reply types.
 absl::StatusOr<Reply> DecodeReply(const Message& m);
 // A kReadReply only.
