@@ -262,6 +262,12 @@ absl::Status Osd::Init() {
   registry_.Add({"replication", -1, [this] {
                    return std::vector{replicator_->counters().Group("replication")};
                  }});
+  PeeringOptions peering;
+  peering.self = options_.id;
+  peering_ = std::make_unique<Peering>(peering, store_.get(), replicator_.get());
+  registry_.Add({"peering", -1, [this] {
+                   return std::vector{peering_->counters().Group("peering")};
+                 }});
 
   if (!options_.run_dir.empty()) {
     auto admin = AdminSocket::Create(absl::StrCat(options_.run_dir, "/", me, ".asok"));
@@ -298,7 +304,8 @@ absl::Status Osd::Init() {
     for (const placement::PoolInfo& p : placement::PoolsOf(map)) {
       pools.push_back(placement::ToPlacementMap(map, options_.cluster_ms_type, p));
     }
-    replicator_->HandleMaps(std::move(pools));
+    replicator_->HandleMaps(pools);
+    peering_->HandleMaps(pools);
   });
   if (!watch.ok()) return watch;
   return mon_->StartHeartbeats(boot, [me](const mon::v1::BootOsdReply& r) {
@@ -309,6 +316,7 @@ absl::Status Osd::Init() {
 void Osd::Stop() {
   if (stopped_.exchange(true)) return;
   mon_.reset();  // stop heartbeats first: the monitor marks us down after its grace
+  if (peering_) peering_->Stop();
   if (replicator_) replicator_->Stop();  // forwards not yet acknowledged fail their writes
   for (auto& m : messengers_) m->Shutdown();
   // The pollers stop (after in-flight records, bounded); the store then flushes and fires
@@ -399,6 +407,28 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
   Reply reply;
   MsgType reply_type;
   absl::Status s;
+  // A client's op on one object waits while its PG is peering here (or this OSD is not its
+  // primary); a peer OSD's requests are part of peering and replication and always served.
+  const bool from_osd = conn->peer_name().type == EntityType::kOsd;
+  auto check_active = [&](uint32_t pool, const std::string& oid) {
+    return from_osd ? absl::OkStatus() : peering_->CheckActive(pool, oid);
+  };
+  if (IsPgRequest(m.type)) {
+    auto req = DecodePgRequest(m);
+    if (!req.ok()) return IgnoreMalformed(conn, req.status());
+    if (!from_osd) {
+      spdlog::warn("osd.{}: peering request from {} ({}), not an OSD; refused", options_.id,
+                   conn->peer_name().ToString(), conn->peer_addr());
+      reply.tid = req->tid;
+      reply.code = absl::StatusCode::kPermissionDenied;
+      reply.error = "peering requests are for OSDs";
+    } else {
+      step("peering");
+      reply = peering_->Serve(*req);
+    }
+    (void)conn->Send(Encode(reply, static_cast<MsgType>(m.type + 1)));
+    return;
+  }
   switch (m.type) {
     case kRead: {
       auto req = DecodeReadRequest(m);
@@ -409,6 +439,7 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
       step("store: read");
       std::string key;
       if (s = StoreKey(req->pool, req->oid, &key); !s.ok()) break;
+      if (s = check_active(req->pool, req->oid); !s.ok()) break;
       auto data = store_->Read(key, req->offset, req->length);
       if (data.ok()) {
         reply.data = std::move(*data);
@@ -427,6 +458,7 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
       step("store: stat");
       std::string key;
       if (s = StoreKey(req->pool, req->oid, &key); !s.ok()) break;
+      if (s = check_active(req->pool, req->oid); !s.ok()) break;
       auto size = store_->Stat(key);
       if (size.ok()) {
         reply.data = EncodeBody(StatBody{*size});
@@ -445,9 +477,9 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
       // local copy is gone), with a write's min_size rule.
       std::string key;
       if (s = StoreKey(req->pool, req->oid, &key); !s.ok()) break;
+      if (s = check_active(req->pool, req->oid); !s.ok()) break;
       std::vector<int> replicas;
-      const bool replicate = conn->peer_name().type != EntityType::kOsd && replicator_ &&
-                             replicator_->replicating();
+      const bool replicate = !from_osd && replicator_ && replicator_->replicating();
       if (replicate) {
         auto targets = replicator_->DeleteTargets(req->pool, req->oid);
         if (!targets.ok()) {
@@ -593,6 +625,12 @@ absl::StatusOr<uint32_t> Osd::Persist(const RecordView& rec, const WritePart& pa
     std::string_view plain;
     if (!placement::SplitPoolObjectName(oid, &pool, &plain) || plain.empty()) {
       return absl::InvalidArgumentError("malformed pool-qualified object id");
+    }
+    // A client's write waits while its PG is peering here (the client retries UNAVAILABLE);
+    // the later parts of a write admitted before go on (as records already drained do).
+    const bool starts = part.kind == WritePart::Kind::kWhole || part.kind == WritePart::Kind::kFirst;
+    if (!part.from_osd && starts) {
+      if (absl::Status s = peering_->CheckActive(pool, plain); !s.ok()) return s;
     }
   }
   iovec iov{const_cast<uint8_t*>(rec.payload), h.payload_len};

@@ -39,6 +39,7 @@
 #include "osd_sim/admin_socket.h"
 #include "osd_sim/mon/control_auth.h"
 #include "osd_sim/mon/mon_client.h"
+#include "osd_sim/peering.h"
 #include "osd_sim/poller.h"
 #include "osd_sim/replicator.h"
 #include "osd_sim/store/object_store.h"
@@ -189,6 +190,8 @@ class Osd : public Dispatcher, public RecordSink {
   std::unique_ptr<mon::MonClient> mon_;
   // Forwards client writes to the PG's other members (pool size > 1); set in Init().
   std::unique_ptr<Replicator> replicator_;
+  // Makes each PG's copies complete before this OSD serves it as primary; set in Init().
+  std::unique_ptr<Peering> peering_;
   std::unique_ptr<AdminSocket> admin_;
   std::atomic<uint64_t> next_poller_{0};
   std::atomic<uint64_t> reads_{0}, read_errors_{0}, rings_attached_{0}, resets_{0};

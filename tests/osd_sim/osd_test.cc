@@ -175,6 +175,38 @@ class OsdTest : public ::testing::TestWithParam<std::string> {
     auto osd = Osd::Start(options_);
     ASSERT_TRUE(osd.ok()) << osd.status();
     osd_ = std::move(*osd);
+    WaitActive();
+  }
+
+  // Waits (bounded) until the OSD leads at least `pgs` active PGs (0: any) and none is
+  // peering: before that its client ops get UNAVAILABLE, which the raw client here does
+  // not retry.
+  void WaitActive(uint64_t pgs = 0) {
+    for (int i = 0; i < 500; ++i) {
+      auto d = nlohmann::json::parse(osd_->PerfDumpJson());
+      const uint64_t active = d["peering"]["pgs_active"], peering = d["peering"]["pgs_peering"];
+      if (peering == 0 && active > 0 && active >= pgs) return;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    FAIL() << "the OSD's PGs did not become active: " << osd_->PerfDumpJson();
+  }
+
+  // Creates pools until pool id `last` exists (ids are given in order); waits until the
+  // OSD serves all of them.
+  void CreatePoolsUpTo(uint32_t last) {
+    auto mc = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
+    ASSERT_TRUE(mc.ok()) << mc.status();
+    uint32_t id = 0;
+    while (id < last) {
+      mon::v1::CreatePoolRequest req;
+      req.set_name(absl::StrCat("pool", id + 1));
+      auto reply = (*mc)->CreatePool(req);
+      ASSERT_TRUE(reply.ok()) << reply.status();
+      id = reply->pool().id();
+    }
+    auto map = (*mc)->GetMap();
+    ASSERT_TRUE(map.ok()) << map.status();
+    WaitActive(uint64_t{map->pg_num()} * (last + 1));
   }
 
   void ConnectClient() {
@@ -348,6 +380,7 @@ TEST_P(OsdTest, ServesRangesStatDeleteAndPagedListings) {
 // would alias another pool's object, and a malformed qualified name, are refused.
 TEST_P(OsdTest, PoolsKeepTheirObjectsApart) {
   StartOsd();
+  CreatePoolsUpTo(5);
   ConnectClient();
   uint64_t tid = 1;
   for (const char* oid : {"a", "b", "c"}) ASSERT_TRUE(Write(oid, Pattern(oid, 100), tid++).ok());

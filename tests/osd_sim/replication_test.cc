@@ -56,6 +56,7 @@ class ReplicationTest : public ::testing::Test {
     mon_ = std::move(*mon);
     osds_.resize(kOsds);
     for (int i = 0; i < kOsds; ++i) StartOsd(i);
+    WaitActive(32);
     client::ClientOptions co;
     co.mon_addr = mon_->addr();
     co.auth = kAuth;
@@ -76,8 +77,15 @@ class ReplicationTest : public ::testing::Test {
     OsdOptions o;
     o.id = static_cast<uint32_t>(id);
     o.mon_addr = mon_->addr();
-    o.data_dir = TempDir(absl::StrCat("osd", id));
-    o.durability = store::Durability::kMemory;
+    // A durable OSD keeps its directory across restarts (its copies go stale while down).
+    if (durable_.count(id) != 0) {
+      if (data_dirs_[id].empty()) data_dirs_[id] = TempDir(absl::StrCat("osd", id));
+      o.data_dir = data_dirs_[id];
+      o.durability = store::Durability::kDurable;
+    } else {
+      o.data_dir = TempDir(absl::StrCat("osd", id));
+      o.durability = store::Durability::kMemory;
+    }
     o.capacity_bytes = 256 << 20;
     o.ring_bytes = 1 << 20;
     o.host_name = "one-host";
@@ -93,6 +101,22 @@ class ReplicationTest : public ::testing::Test {
   }
 
   nlohmann::json Perf(int id) { return nlohmann::json::parse(osds_[id]->PerfDumpJson()); }
+  // Waits (bounded) until the running OSDs lead `pgs` active PGs between them and none is
+  // peering (until then clients' ops are refused and retried, which counts them twice).
+  void WaitActive(uint64_t pgs) {
+    uint64_t active = 0, peering = 0;
+    for (int i = 0; i < 500; ++i) {
+      active = peering = 0;
+      for (int id = 0; id < kOsds; ++id) {
+        if (osds_[id] == nullptr) continue;
+        active += Perf(id)["peering"]["pgs_active"].get<uint64_t>();
+        peering += Perf(id)["peering"]["pgs_peering"].get<uint64_t>();
+      }
+      if (active == pgs && peering == 0) return;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    FAIL() << active << " PGs active, " << peering << " peering; expected " << pgs << " active";
+  }
   uint64_t Objects(int id) { return Perf(id)["store"]["objects"].get<uint64_t>(); }
   // Client and replica records stored, all OSDs. Pollers publish their counters after a
   // pass, which may end after the ack went out: read until two dumps in a row agree.
@@ -154,6 +178,19 @@ class ReplicationTest : public ::testing::Test {
 
   // The OSD-to-OSD sessions' backend (OsdOptions::cluster_ms_type).
   std::string cluster_type_ = "tcp";
+  std::set<int> durable_;                 // OSDs with a durable store (others: memory)
+  std::map<int, std::string> data_dirs_;  // their directories
+  // Deletes objects [first, first + n).
+  void DeleteObjects(int first, int n) {
+    for (int i = first; i < first + n; ++i) {
+      ASSERT_TRUE(client_->Delete(absl::StrCat("obj.", i)).ok()) << "obj." << i;
+    }
+  }
+  void ExpectDeleted(int first, int n) {
+    for (int i = first; i < first + n; ++i) {
+      EXPECT_TRUE(absl::IsNotFound(client_->Read(absl::StrCat("obj.", i)).status())) << "obj." << i;
+    }
+  }
   std::unique_ptr<mon::MonServer> mon_;
   std::vector<std::unique_ptr<Osd>> osds_;
   std::unique_ptr<client::Client> client_;
@@ -301,6 +338,100 @@ TEST_F(ReplicationTest, BelowMinSizeADeleteIsRefusedAndDeletesNothing) {
   auto got = client_->Read(oid);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, std::string(4096, 'd'));
+}
+
+// Recovery: an OSD with a durable store is stopped, the others take overwrites and
+// deletes, and it comes back with its old copies. Before it serves anything, the PGs it
+// leads pull the newest copies and the PGs it is a replica of push them to it; then, with
+// two other OSDs gone, every read (many served from its copies) returns the newest
+// version and no deleted object comes back.
+TEST_F(ReplicationTest, ARestartedOsdIsRecoveredBeforeItServesItsStaleCopies) {
+  durable_ = {0};
+  osds_[0].reset();
+  StartOsd(0);
+  WaitUp(0, true);
+  WaitActive(32);
+  WriteObjects(0, 40, 1);
+  osds_[0].reset();
+  WaitUp(0, false);
+  WriteObjects(0, 20, 2);
+  DeleteObjects(20, 10);
+  StartOsd(0);  // its store still has version 1 of all 40
+  WaitUp(0, true);
+  WaitActive(32);
+  uint64_t recovered = 0;
+  for (int id = 0; id < kOsds; ++id) {
+    recovered += Perf(id)["peering"]["objects_recovered"].get<uint64_t>();
+  }
+  EXPECT_GT(recovered, 0u);
+  // Each OSD holds exactly the objects whose acting set names it, osd.0 included.
+  const placement::PlacementMap map = Map();
+  for (int id = 0; id < kOsds; ++id) {
+    uint64_t expected = 0;
+    for (int i = 0; i < 40; ++i) {
+      if (i >= 20 && i < 30) continue;
+      const auto& acting = map.ActingOfPg(map.PgOf(absl::StrCat("obj.", i)));
+      expected += std::count(acting.begin(), acting.end(), id);
+    }
+    EXPECT_EQ(Objects(id), expected) << "osd." << id;
+  }
+  osds_[1].reset();
+  osds_[2].reset();
+  WaitUp(1, false);
+  WaitUp(2, false);
+  ExpectObjects(0, 20, 2);
+  ExpectDeleted(20, 10);
+  ExpectObjects(30, 10, 1);
+}
+
+// Backfill at size 1 (the README's old stale read): objects move off an OSD marked out
+// and are copied to their new holders before those serve them; overwritten there, they
+// move back when it is marked in, and it serves the new versions, not its old copies.
+TEST_F(ReplicationTest, OutAndInMoveObjectsWithoutStaleReadsAtSizeOne) {
+  auto mc = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
+  ASSERT_TRUE(mc.ok()) << mc.status();
+  mon::v1::CreatePoolRequest req;
+  req.set_name("single");
+  req.set_size(1);
+  req.set_pg_num(16);
+  ASSERT_TRUE((*mc)->CreatePool(req).ok());
+  WaitActive(32 + 16);
+  client::ClientOptions co;
+  co.mon_addr = mon_->addr();
+  co.auth = kAuth;
+  co.op_timeout = absl::Seconds(10);
+  co.pool = "single";
+  auto one = client::Client::Create(co);
+  ASSERT_TRUE(one.ok()) << one.status();
+  constexpr int kObjects = 40;
+  for (int i = 0; i < kObjects; ++i) {
+    ASSERT_TRUE((*one)->Write(absl::StrCat("s.", i), Contents(i, 1, 4096 + i)).ok());
+  }
+  ASSERT_TRUE((*mc)->MarkOut(1).ok());
+  absl::SleepFor(absl::Milliseconds(300));  // the OSDs and the client follow the map
+  WaitActive(32 + 16);
+  for (int i = 0; i < kObjects; ++i) {
+    auto got = (*one)->Read(absl::StrCat("s.", i));
+    ASSERT_TRUE(got.ok()) << "s." << i << " after out: " << got.status();
+    EXPECT_TRUE(*got == Contents(i, 1, 4096 + i)) << "s." << i;
+  }
+  for (int i = 0; i < kObjects; i += 2) {
+    ASSERT_TRUE((*one)->Write(absl::StrCat("s.", i), Contents(i, 2, 5000 + i)).ok());
+  }
+  ASSERT_TRUE((*one)->Delete("s.1").ok());
+  ASSERT_TRUE((*mc)->MarkIn(1).ok());
+  absl::SleepFor(absl::Milliseconds(300));
+  WaitActive(32 + 16);
+  for (int i = 0; i < kObjects; ++i) {
+    auto got = (*one)->Read(absl::StrCat("s.", i));
+    if (i == 1) {
+      EXPECT_TRUE(absl::IsNotFound(got.status())) << "s.1 was deleted while osd.1 was out";
+      continue;
+    }
+    ASSERT_TRUE(got.ok()) << "s." << i << " after in: " << got.status();
+    EXPECT_TRUE(*got == (i % 2 == 0 ? Contents(i, 2, 5000 + i) : Contents(i, 1, 4096 + i)))
+        << "s." << i << " is an old version";
+  }
 }
 
 TEST_F(ReplicationTest, BelowMinSizeAWriteWaitsAndIsRefused) {

@@ -1,0 +1,469 @@
+#include "osd_sim/peering.h"
+
+#include <pthread.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "msg/base/crc32c.h"
+#include "osd_sim/store/record.h"
+#include "spdlog/spdlog.h"
+
+namespace msgr::osd {
+namespace {
+
+// A peer that does not answer a query this fast is retried (the monitor marks a dead one
+// down within its grace; the PG waits meanwhile).
+constexpr absl::Duration kQueryTimeout = absl::Seconds(2);
+constexpr size_t kNamesPage = 1000;
+
+absl::Status ReplyStatus(const absl::StatusOr<Reply>& r) {
+  if (!r.ok()) return r.status();
+  return absl::Status(r->code, r->error);
+}
+
+std::string PgName(uint32_t pool, uint32_t pg) { return absl::StrCat(pool, ".", absl::Hex(pg)); }
+
+}  // namespace
+
+Peering::Peering(const PeeringOptions& options, store::ObjectStore* store, Replicator* replicator)
+    : options_(options), store_(store), replicator_(replicator) {
+  thread_ = std::thread([this] { Loop(); });
+  pthread_setname_np(thread_.native_handle(), "osd-peering");
+}
+
+Peering::~Peering() { Stop(); }
+
+void Peering::Stop() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+    cv_.SignalAll();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void Peering::HandleMaps(const std::vector<placement::PlacementMap>& pools) {
+  if (pools.empty()) return;
+  const int self = static_cast<int>(options_.self);
+  absl::MutexLock l(&mu_);
+  epoch_ = pools.front().epoch();
+  for (const placement::PlacementMap& pm : pools) {
+    auto shared = std::make_shared<const placement::PlacementMap>(pm);
+    pools_[pm.pool_id()] = shared;
+    for (uint32_t pg = 0; pg < pm.pg_num(); ++pg) {
+      std::vector<int> up;
+      std::vector<uint64_t> up_from;
+      for (int id : pm.ActingOfPg(pg)) {
+        const placement::OsdEntry* e = pm.Find(id);
+        if (e != nullptr && e->up) {
+          up.push_back(id);
+          up_from.push_back(e->up_from);
+        }
+      }
+      PgState& st = pgs_[PgKey{pm.pool_id(), pg}];
+      const bool changed = up != st.up_members || up_from != st.up_from;
+      auto member = [self](const std::vector<int>& m, const std::vector<uint64_t>& f,
+                           uint64_t* incarnation) {
+        for (size_t i = 0; i < m.size(); ++i) {
+          if (m[i] == self) {
+            *incarnation = f[i];
+            return true;
+          }
+        }
+        return false;
+      };
+      uint64_t now_from = 0, before_from = 0;
+      const bool member_now = member(up, up_from, &now_from);
+      const bool member_before = member(st.up_members, st.up_from, &before_from);
+      if (member_now) {
+        // Stays complete only as the same incarnation, a member without a gap, or when the
+        // primary already synced it for this epoch (its kPgActivate came before the map).
+        if (st.complete && ((member_before && now_from == before_from) || st.as_of >= epoch_)) {
+          st.as_of = epoch_;
+        } else {
+          st.complete = false;
+        }
+      }  // else: a stray copy keeps its flag, as of the epoch it left
+      const bool primary = pm.OsdOfPg(pg) == self && member_now;
+      if (!primary) {
+        st.primary = false;
+        st.active = false;
+      } else if (changed || !st.primary) {
+        st.primary = true;
+        st.active = false;
+        ++st.interval;
+        if (!st.queued) {
+          st.queued = true;
+          queue_.push_back(PgKey{pm.pool_id(), pg});
+        }
+      }
+      st.up_members = std::move(up);
+      st.up_from = std::move(up_from);
+    }
+  }
+  cv_.SignalAll();
+}
+
+absl::Status Peering::CheckActive(uint32_t pool, std::string_view oid) const {
+  absl::ReaderMutexLock l(&mu_);
+  auto p = pools_.find(pool);
+  if (p == pools_.end()) {
+    return absl::UnavailableError(pools_.empty() ? std::string("the OSD has no map yet")
+                                                 : absl::StrCat("no pool ", pool, " in this OSD's map epoch ", epoch_));
+  }
+  const uint32_t pg = p->second->PgOf(oid);
+  auto it = pgs_.find(PgKey{pool, pg});
+  if (it != pgs_.end() && it->second.active) return absl::OkStatus();
+  if (it == pgs_.end() || !it->second.primary) {
+    return absl::UnavailableError(absl::StrCat("osd.", options_.self, " is not the primary of pg ",
+                                               PgName(pool, pg), " in map epoch ", epoch_,
+                                               " (osd.", p->second->OsdOfPg(pg), " is)"));
+  }
+  return absl::UnavailableError(absl::StrCat("pg ", PgName(pool, pg),
+                                             " is peering (its copies are being made complete); "
+                                             "the op waits"));
+}
+
+void Peering::Loop() {
+  for (;;) {
+    PgKey key{};
+    {
+      absl::MutexLock l(&mu_);
+      while (!stop_ && queue_.empty()) cv_.Wait(&mu_);
+      if (stop_) return;
+      key = queue_.front();
+      queue_.pop_front();
+      pgs_[key].queued = false;
+    }
+    absl::Status s = Peer(key);
+    if (s.ok()) continue;
+    absl::MutexLock l(&mu_);
+    ++counters_.peering_errors;
+    spdlog::warn("osd.{}: peering pg {}: {}; retrying", options_.self, PgName(key.pool, key.pg),
+                 s.ToString());
+    PgState& st = pgs_[key];
+    if (st.primary && !st.active && !st.queued) {
+      st.queued = true;
+      queue_.push_back(key);
+    }
+    // Let the map move (a silent peer marked down) before the next attempt.
+    cv_.WaitWithTimeout(&mu_, options_.retry_delay);
+  }
+}
+
+absl::Status Peering::Peer(const PgKey& key) {
+  const int self = static_cast<int>(options_.self);
+  std::shared_ptr<const placement::PlacementMap> pm;
+  uint64_t epoch, interval, self_as_of;
+  bool self_complete;
+  std::vector<int> members;
+  {
+    absl::MutexLock l(&mu_);
+    PgState& st = pgs_[key];
+    if (!st.primary || st.active) return absl::OkStatus();
+    pm = pools_[key.pool];
+    epoch = epoch_;
+    interval = st.interval;
+    self_complete = st.complete;
+    self_as_of = st.as_of;
+    members = st.up_members;
+    ++counters_.peerings;
+  }
+  const uint32_t pg_num = pm->pg_num();
+  // 1. Who has a complete copy, as of when?
+  std::vector<int> others;
+  for (const placement::OsdEntry& e : pm->osds()) {
+    if (e.up && e.id != self) others.push_back(e.id);
+  }
+  auto replies = replicator_->CallAll(
+      others,
+      [&](uint64_t tid) {
+        PgRequest q;
+        q.type = kPgQuery;
+        q.tid = tid;
+        q.pool = key.pool;
+        q.pg = key.pg;
+        return Encode(q);
+      },
+      kQueryTimeout);
+  int best = self_complete ? self : -1;
+  uint64_t best_as_of = self_complete ? self_as_of : 0;
+  std::map<int, bool> complete;  // of the others that answered
+  std::string silent;
+  for (size_t i = 0; i < others.size(); ++i) {
+    absl::Status s = ReplyStatus(replies[i]);
+    auto info = s.ok() ? DecodePgInfoBody(replies[i]->data) : absl::StatusOr<PgInfoBody>(s);
+    if (!info.ok()) {
+      absl::StrAppend(&silent, silent.empty() ? "" : ", ", "osd.", others[i], " (",
+                      info.status().message(), ")");
+      continue;
+    }
+    complete[others[i]] = info->complete;
+    if (info->complete && (best < 0 || info->as_of_epoch > best_as_of)) {
+      best = others[i];
+      best_as_of = info->as_of_epoch;
+    }
+  }
+  // A copy complete as of this very epoch cannot be beaten; otherwise a silent OSD might
+  // hold a newer one.
+  if (!silent.empty() && !(best == self && best_as_of >= epoch)) {
+    return absl::UnavailableError(absl::StrCat("no answer from ", silent));
+  }
+  // 2. Fill this OSD's copy from the best one.
+  if (best < 0) {
+    spdlog::warn("osd.{}: pg {}: no up OSD has a complete copy (a new cluster, or every "
+                 "holder is gone): taking this OSD's copy as it is",
+                 options_.self, PgName(key.pool, key.pg));
+  } else if (best != self) {
+    spdlog::info("osd.{}: pg {}: pulling from osd.{} (complete as of epoch {})", options_.self,
+                 PgName(key.pool, key.pg), best, best_as_of);
+    if (absl::Status s = PullFrom(best, key, pg_num); !s.ok()) return s;
+  }
+  // 3. Make every up member that is not complete equal to this copy.
+  absl::StatusOr<Listing> local;
+  for (int id : members) {
+    if (id == self) continue;
+    auto c = complete.find(id);
+    if (c != complete.end() && c->second) continue;
+    if (!local.ok()) local = LocalListing(key, pg_num);
+    if (!local.ok()) return local.status();
+    if (absl::Status s = PushTo(id, key, pg_num, *local); !s.ok()) return s;
+    PgRequest a;
+    a.type = kPgActivate;
+    a.pool = key.pool;
+    a.pg = key.pg;
+    a.epoch = epoch;
+    if (absl::Status s = ReplyStatus(Call(id, a)); !s.ok()) return s;
+  }
+  // 4. Active, unless the interval moved on meanwhile (then it is queued again).
+  absl::MutexLock l(&mu_);
+  PgState& st = pgs_[key];
+  if (st.interval != interval || !st.primary) return absl::OkStatus();
+  st.complete = true;
+  st.as_of = std::max(st.as_of, epoch);
+  st.active = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Reply> Peering::Call(int osd, const PgRequest& req) {
+  auto replies = replicator_->CallAll(
+      {osd},
+      [&](uint64_t tid) {
+        PgRequest r = req;
+        r.tid = tid;
+        return Encode(r);
+      },
+      options_.call_timeout);
+  return std::move(replies.front());
+}
+
+absl::StatusOr<Peering::Listing> Peering::LocalListing(const PgKey& key, uint32_t pg_num) const {
+  Listing out;
+  const std::string prefix = placement::PoolObjectName(key.pool, "");
+  std::string after;
+  for (;;) {
+    auto page = store_->List(prefix, after, kNamesPage);
+    for (const auto& o : page) {
+      uint32_t pool;
+      std::string_view oid;
+      if (!placement::SplitPoolObjectName(o.oid, &pool, &oid) || pool != key.pool) continue;
+      if (placement::ObjectToPg(oid, pg_num) != key.pg) continue;
+      auto data = store_->Read(o.oid);
+      if (absl::IsNotFound(data.status())) continue;  // deleted since the listing
+      if (!data.ok()) return data.status();
+      out[std::string(oid)] = Entry{data->size(), Crc32c(0, data->data(), data->size())};
+    }
+    if (page.size() < kNamesPage) break;
+    after = page.back().oid;
+  }
+  return out;
+}
+
+absl::StatusOr<Peering::Listing> Peering::RemoteListing(int osd, const PgKey& key,
+                                                        uint32_t pg_num) {
+  Listing out;
+  PgRequest req;
+  req.type = kPgList;
+  req.pool = key.pool;
+  req.pg = key.pg;
+  req.pg_num = pg_num;
+  for (;;) {
+    auto reply = Call(osd, req);
+    if (absl::Status s = ReplyStatus(reply); !s.ok()) return s;
+    auto body = DecodeListBody(reply->data, /*digest=*/true);
+    if (!body.ok()) return body.status();
+    for (ListEntry& e : body->entries) out[e.oid] = Entry{e.size, e.crc32c};
+    if (!body->more || body->entries.empty()) break;
+    req.oid = body->entries.back().oid;
+  }
+  return out;
+}
+
+absl::Status Peering::PullFrom(int osd, const PgKey& key, uint32_t pg_num) {
+  auto remote = RemoteListing(osd, key, pg_num);
+  if (!remote.ok()) return remote.status();
+  auto local = LocalListing(key, pg_num);
+  if (!local.ok()) return local.status();
+  uint64_t objects = 0, bytes = 0;
+  for (const auto& [oid, e] : *remote) {
+    auto mine = local->find(oid);
+    if (mine != local->end() && mine->second.size == e.size && mine->second.crc == e.crc) continue;
+    auto replies = replicator_->CallAll(
+        {osd},
+        [&](uint64_t tid) {
+          ReadRequest r;
+          r.tid = tid;
+          r.oid = oid;
+          r.pool = key.pool;
+          return Encode(r);
+        },
+        options_.call_timeout);
+    absl::Status s = ReplyStatus(replies.front());
+    if (absl::IsNotFound(s)) continue;  // deleted there since its listing
+    if (!s.ok()) return s;
+    const std::string& data = replies.front()->data;
+    const std::string name = placement::PoolObjectName(key.pool, oid);
+    iovec iov{const_cast<char*>(data.data()), data.size()};
+    auto ticket = store_->Append(name, 0, &iov, 1, store::PayloadCrc(name, data.data(), data.size()),
+                                 store::kTruncate);
+    if (!ticket.ok()) return ticket.status();
+    if (s = store_->WaitDurable(*ticket); !s.ok()) return s;
+    ++objects;
+    bytes += data.size();
+  }
+  for (const auto& [oid, e] : *local) {
+    if (remote->count(oid) != 0) continue;
+    auto ticket = store_->Delete(placement::PoolObjectName(key.pool, oid));
+    if (absl::IsNotFound(ticket.status())) continue;
+    if (!ticket.ok()) return ticket.status();
+    if (absl::Status s = store_->WaitDurable(*ticket); !s.ok()) return s;
+    ++objects;
+  }
+  absl::MutexLock l(&mu_);
+  ++counters_.pulls;
+  counters_.objects_recovered += objects;
+  counters_.bytes_recovered += bytes;
+  return absl::OkStatus();
+}
+
+absl::Status Peering::PushTo(int osd, const PgKey& key, uint32_t pg_num, const Listing& local) {
+  auto remote = RemoteListing(osd, key, pg_num);
+  if (!remote.ok()) return remote.status();
+  uint64_t objects = 0, bytes = 0;
+  for (const auto& [oid, e] : local) {
+    auto theirs = remote->find(oid);
+    if (theirs != remote->end() && theirs->second.size == e.size && theirs->second.crc == e.crc) {
+      continue;
+    }
+    auto data = store_->Read(placement::PoolObjectName(key.pool, oid));
+    if (absl::IsNotFound(data.status())) continue;
+    if (!data.ok()) return data.status();
+    PgRequest push;
+    push.type = kPgPush;
+    push.pool = key.pool;
+    push.oid = oid;
+    push.data = std::move(*data);
+    bytes += push.data.size();
+    if (absl::Status s = ReplyStatus(Call(osd, push)); !s.ok()) return s;
+    ++objects;
+  }
+  for (const auto& [oid, e] : *remote) {
+    if (local.count(oid) != 0) continue;
+    auto replies = replicator_->CallAll(
+        {osd},
+        [&](uint64_t tid) {
+          ObjectRequest r;
+          r.type = kDelete;
+          r.tid = tid;
+          r.oid = oid;
+          r.pool = key.pool;
+          return Encode(r);
+        },
+        options_.call_timeout);
+    absl::Status s = ReplyStatus(replies.front());
+    if (!s.ok() && !absl::IsNotFound(s)) return s;
+    ++objects;
+  }
+  spdlog::info("osd.{}: pg {}: osd.{} synced ({} objects copied or deleted, {} bytes)",
+               options_.self, PgName(key.pool, key.pg), osd, objects, bytes);
+  absl::MutexLock l(&mu_);
+  ++counters_.pushes;
+  counters_.objects_recovered += objects;
+  counters_.bytes_recovered += bytes;
+  return absl::OkStatus();
+}
+
+Reply Peering::Serve(const PgRequest& req) {
+  Reply reply;
+  reply.tid = req.tid;
+  auto fail = [&](const absl::Status& s) {
+    reply.code = s.code();
+    reply.error = std::string(s.message());
+    return reply;
+  };
+  switch (req.type) {
+    case kPgQuery: {
+      PgInfoBody b;
+      absl::MutexLock l(&mu_);
+      auto it = pgs_.find(PgKey{req.pool, req.pg});
+      if (it != pgs_.end()) {
+        b.complete = it->second.complete;
+        b.as_of_epoch = it->second.as_of;
+      }
+      reply.data = EncodeBody(b);
+      return reply;
+    }
+    case kPgList: {
+      if (req.pg_num == 0 || req.pg >= req.pg_num) {
+        return fail(absl::InvalidArgumentError("pg list: pg out of range"));
+      }
+      auto all = LocalListing(PgKey{req.pool, req.pg}, req.pg_num);
+      if (!all.ok()) return fail(all.status());
+      ListBody body;
+      for (auto it = all->upper_bound(req.oid); it != all->end(); ++it) {
+        if (body.entries.size() == kMaxScrubPage) {
+          body.more = true;
+          break;
+        }
+        body.entries.push_back(ListEntry{it->first, it->second.size, it->second.crc});
+      }
+      reply.data = EncodeBody(body, /*digest=*/true);
+      return reply;
+    }
+    case kPgPush: {
+      if (req.oid.empty()) return fail(absl::InvalidArgumentError("pg push: no object id"));
+      const std::string name = placement::PoolObjectName(req.pool, req.oid);
+      iovec iov{const_cast<char*>(req.data.data()), req.data.size()};
+      auto ticket = store_->Append(name, 0, &iov, 1,
+                                   store::PayloadCrc(name, req.data.data(), req.data.size()),
+                                   store::kTruncate);
+      absl::Status s = ticket.ok() ? store_->WaitDurable(*ticket) : ticket.status();
+      if (!s.ok()) return fail(s);
+      return reply;
+    }
+    case kPgActivate: {
+      absl::MutexLock l(&mu_);
+      PgState& st = pgs_[PgKey{req.pool, req.pg}];
+      st.complete = true;
+      st.as_of = std::max(st.as_of, req.epoch);
+      return reply;
+    }
+    default:
+      return fail(absl::InvalidArgumentError("not a peering request"));
+  }
+}
+
+PeeringCounters Peering::counters() const {
+  absl::ReaderMutexLock l(&mu_);
+  PeeringCounters c = counters_;
+  for (const auto& [key, st] : pgs_) {
+    if (!st.primary) continue;
+    ++(st.active ? c.pgs_active : c.pgs_peering);
+  }
+  return c;
+}
+
+}  // namespace msgr::osd

@@ -1,0 +1,147 @@
+// Peering and recovery: before a PG's primary serves client ops in a new interval (its set
+// of up members changed, or its primary), it makes sure that it, and every member it
+// writes to, holds every write and delete acknowledged so far.
+//
+// Each OSD keeps, per PG, whether its copy is *complete* (has every acknowledged write and
+// delete) and as of which map epoch that was known:
+//  * a member that stays up in the PG's up set from one map to the next, in the same
+//    incarnation (up_from), stays complete, as of the new epoch (writes reach every up
+//    member before they are acknowledged);
+//  * a member that is new to the up set (added, back in, restarted, or marked down and up
+//    again) is not complete until synced;
+//  * an OSD that leaves the up set keeps its flag with its epoch frozen: a stray copy,
+//    complete as of the last epoch it was a member (the source when a PG moves away and
+//    its new members must be filled from it: backfill).
+//
+// When the primary starts a new interval of a PG (the PG is *peering*: client ops get
+// UNAVAILABLE, which clients retry):
+//  1. it asks every up OSD about its copy (kPgQuery) and picks the complete copy known as
+//     of the newest epoch (its own on a tie);
+//  2. if that is another OSD's, it pulls: lists that PG there and here with each object's
+//     size and crc32c (kPgList), reads what differs (kRead), stores it, and deletes what
+//     the source does not have;
+//  3. it pushes to every up member that said it is not complete: what differs (kPgPush),
+//     deleting what the primary does not have, then tells it it is complete (kPgActivate);
+//  4. the PG is active: client ops flow.
+// If no up OSD has a complete copy (a new cluster, or every holder gone), the primary's
+// own copy is taken as it is, and the log says so. While any up OSD does not answer the
+// query, the PG stays peering and is retried.
+//
+// Limits (README "Replication"): every object of a PG being synced is read and crc'd on
+// both sides (no PG log: the sync costs the PG's data, not the writes missed); a primary
+// that has not yet seen a map removing it may still take writes until it does.
+//
+// Thread-safety: every method may be called from any thread.
+#ifndef MSGR_OSD_SIM_PEERING_H_
+#define MSGR_OSD_SIM_PEERING_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "msg/base/perf_counters.h"
+#include "osd_sim/replicator.h"
+#include "osd_sim/store/object_store.h"
+#include "proto/osd_protocol.h"
+#include "proto/placement.h"
+
+namespace msgr::osd {
+
+#define MSGR_PEERING_COUNTERS(X)                                                               \
+  X(pgs_peering, kGauge, kNone, "PGs this OSD leads that are not active yet (ops wait)")      \
+  X(pgs_active, kGauge, kNone, "PGs this OSD leads that are active")                           \
+  X(peerings, kCounter, kNone, "PG intervals this OSD started as primary")                    \
+  X(pulls, kCounter, kNone, "PGs this OSD filled from another OSD's complete copy")            \
+  X(pushes, kCounter, kNone, "PG copies this OSD synced on a member (recovery, backfill)")      \
+  X(objects_recovered, kCounter, kNone, "objects copied or deleted by those syncs")           \
+  X(bytes_recovered, kCounter, kBytes, "bytes those copies moved")                             \
+  X(peering_errors, kCounter, kNone, "peering attempts that failed and were retried")
+
+MSGR_COUNTER_SNAPSHOT(PeeringCounters, MSGR_PEERING_COUNTERS);
+
+struct PeeringOptions {
+  uint32_t self = 0;
+  absl::Duration call_timeout = absl::Seconds(10);  // one request to a peer
+  absl::Duration retry_delay = absl::Milliseconds(300);
+};
+
+class Peering {
+ public:
+  // `store` and `replicator` (whose sessions carry the requests) outlive this object.
+  Peering(const PeeringOptions& options, store::ObjectStore* store, Replicator* replicator);
+  ~Peering();  // Stop()
+  void Stop();
+
+  // A new map, one PlacementMap per pool, all of one epoch (in epoch order).
+  void HandleMaps(const std::vector<placement::PlacementMap>& pools);
+
+  // OK when this OSD may serve a client's op on `oid` of `pool`: it is the PG's primary in
+  // its map and the PG is active. UNAVAILABLE otherwise, saying why (the client retries).
+  absl::Status CheckActive(uint32_t pool, std::string_view oid) const;
+
+  // A peer's peering request (kPgQuery, kPgList, kPgPush, kPgActivate): the reply.
+  Reply Serve(const PgRequest& req);
+
+  PeeringCounters counters() const;
+
+ private:
+  struct PgKey {
+    uint32_t pool;
+    uint32_t pg;
+    bool operator<(const PgKey& o) const { return pool != o.pool ? pool < o.pool : pg < o.pg; }
+  };
+  struct PgState {
+    bool complete = false;
+    uint64_t as_of = 0;           // complete as of this epoch
+    bool primary = false;         // this OSD leads the PG in its map
+    bool active = false;          // primary only: client ops flow
+    bool queued = false;          // in queue_
+    uint64_t interval = 0;        // bumped whenever the primary starts a new interval
+    std::vector<int> up_members;  // the interval: up members in order (primary first)
+    std::vector<uint64_t> up_from;
+  };
+  struct Entry {
+    uint64_t size = 0;
+    uint32_t crc = 0;
+  };
+  using Listing = std::map<std::string, Entry>;  // plain oid -> digest
+
+  void Loop();
+  // One PG's peering as primary; OK when it is active.
+  absl::Status Peer(const PgKey& key);
+  // This OSD's objects of the PG, with digests (reads each one).
+  absl::StatusOr<Listing> LocalListing(const PgKey& key, uint32_t pg_num) const;
+  absl::StatusOr<Listing> RemoteListing(int osd, const PgKey& key, uint32_t pg_num);
+  // Makes `osd`'s copy equal to this OSD's (`local`).
+  absl::Status PushTo(int osd, const PgKey& key, uint32_t pg_num, const Listing& local);
+  absl::Status PullFrom(int osd, const PgKey& key, uint32_t pg_num);
+  absl::StatusOr<Reply> Call(int osd, const PgRequest& req);
+
+  const PeeringOptions options_;
+  store::ObjectStore* const store_;
+  Replicator* const replicator_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::map<uint32_t, std::shared_ptr<const placement::PlacementMap>> pools_ ABSL_GUARDED_BY(mu_);
+  std::map<PgKey, PgState> pgs_ ABSL_GUARDED_BY(mu_);
+  std::deque<PgKey> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  PeeringCounters counters_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace msgr::osd
+
+#endif  // MSGR_OSD_SIM_PEERING_H_
