@@ -264,6 +264,9 @@ absl::Status Osd::Init() {
                  }});
   PeeringOptions peering;
   peering.self = options_.id;
+  if (options_.durability != store::Durability::kMemory) {
+    peering.state_path = absl::StrCat(options_.data_dir, "/pg_states");
+  }
   peering_ = std::make_unique<Peering>(peering, store_.get(), replicator_.get());
   registry_.Add({"peering", -1, [this] {
                    return std::vector{peering_->counters().Group("peering")};

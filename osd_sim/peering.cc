@@ -4,6 +4,9 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -30,6 +33,7 @@ std::string PgName(uint32_t pool, uint32_t pg) { return absl::StrCat(pool, ".", 
 
 Peering::Peering(const PeeringOptions& options, store::ObjectStore* store, Replicator* replicator)
     : options_(options), store_(store), replicator_(replicator) {
+  LoadState();
   thread_ = std::thread([this] { Loop(); });
   pthread_setname_np(thread_.native_handle(), "osd-peering");
 }
@@ -104,7 +108,42 @@ void Peering::HandleMaps(const std::vector<placement::PlacementMap>& pools) {
       st.up_from = std::move(up_from);
     }
   }
+  save_pending_ = true;
   cv_.SignalAll();
+}
+
+// The state file: one line "POOL PG EPOCH" per PG this OSD's copy was complete in, as of
+// that epoch. Written (tmp + rename) after changes; read at start.
+std::string Peering::StateLocked() const {
+  std::string out;
+  for (const auto& [key, st] : pgs_) {
+    if (st.as_of > 0) absl::StrAppend(&out, key.pool, " ", key.pg, " ", st.as_of, "\n");
+  }
+  return out.empty() ? "\n" : out;
+}
+
+void Peering::SaveState(const std::string& state) {
+  if (options_.state_path.empty()) return;
+  const std::string tmp = options_.state_path + ".tmp";
+  FILE* f = fopen(tmp.c_str(), "w");
+  if (f == nullptr || fwrite(state.data(), 1, state.size(), f) != state.size() || fclose(f) != 0 ||
+      rename(tmp.c_str(), options_.state_path.c_str()) != 0) {
+    spdlog::warn("osd.{}: cannot write {}: {} (a restart will recover its PGs from peers)",
+                 options_.self, options_.state_path, strerror(errno));
+  }
+}
+
+void Peering::LoadState() {
+  if (options_.state_path.empty()) return;
+  FILE* f = fopen(options_.state_path.c_str(), "r");
+  if (f == nullptr) return;  // a new OSD
+  unsigned pool, pg;
+  unsigned long long as_of;
+  absl::MutexLock l(&mu_);
+  while (fscanf(f, "%u %u %llu", &pool, &pg, &as_of) == 3) {
+    pgs_[PgKey{pool, pg}].as_of = as_of;  // complete as of then, not now
+  }
+  fclose(f);
 }
 
 absl::Status Peering::CheckActive(uint32_t pool, std::string_view oid) const {
@@ -130,14 +169,28 @@ absl::Status Peering::CheckActive(uint32_t pool, std::string_view oid) const {
 void Peering::Loop() {
   for (;;) {
     PgKey key{};
+    bool have_key = false;
+    std::string state;
     {
       absl::MutexLock l(&mu_);
-      while (!stop_ && queue_.empty()) cv_.Wait(&mu_);
-      if (stop_) return;
-      key = queue_.front();
-      queue_.pop_front();
-      pgs_[key].queued = false;
+      while (!stop_ && queue_.empty() && !save_pending_) cv_.Wait(&mu_);
+      if (save_pending_) {
+        state = StateLocked();
+        save_pending_ = false;
+      }
+      if (stop_) {
+        if (!state.empty()) SaveState(state);
+        return;
+      }
+      if (!queue_.empty()) {
+        key = queue_.front();
+        queue_.pop_front();
+        pgs_[key].queued = false;
+        have_key = true;
+      }
     }
+    if (!state.empty()) SaveState(state);
+    if (!have_key) continue;
     absl::Status s = Peer(key);
     if (s.ok()) continue;
     absl::MutexLock l(&mu_);
@@ -189,8 +242,10 @@ absl::Status Peering::Peer(const PgKey& key) {
         return Encode(q);
       },
       kQueryTimeout);
-  int best = self_complete ? self : -1;
-  uint64_t best_as_of = self_complete ? self_as_of : 0;
+  // The newest copy known complete, as of when: a current member's as of this epoch; an
+  // OSD that left the PG or restarted, as of the last epoch it was a complete member.
+  int best = self_as_of > 0 ? self : -1;
+  uint64_t best_as_of = self_as_of;
   std::map<int, bool> complete;  // of the others that answered
   std::string silent;
   for (size_t i = 0; i < others.size(); ++i) {
@@ -202,7 +257,7 @@ absl::Status Peering::Peer(const PgKey& key) {
       continue;
     }
     complete[others[i]] = info->complete;
-    if (info->complete && (best < 0 || info->as_of_epoch > best_as_of)) {
+    if (info->as_of_epoch > 0 && (best < 0 || info->as_of_epoch > best_as_of)) {
       best = others[i];
       best_as_of = info->as_of_epoch;
     }
@@ -214,13 +269,27 @@ absl::Status Peering::Peer(const PgKey& key) {
   }
   // 2. Fill this OSD's copy from the best one.
   if (best < 0) {
-    spdlog::warn("osd.{}: pg {}: no up OSD has a complete copy (a new cluster, or every "
-                 "holder is gone): taking this OSD's copy as it is",
-                 options_.self, PgName(key.pool, key.pg));
+    // No up OSD knows its copy complete (a new cluster, a whole cluster restarted, or the
+    // holders restarted): a down OSD may hold the newest copy, so wait for it; with every
+    // OSD up, merge what they all have (each object this OSD lacks, from the first OSD
+    // that has it; nothing is deleted).
+    std::string down;
+    for (const placement::OsdEntry& e : pm->osds()) {
+      if (!e.up) absl::StrAppend(&down, down.empty() ? "" : ", ", "osd.", e.id);
+    }
+    if (!down.empty()) {
+      return absl::UnavailableError(absl::StrCat(
+          "no up OSD has a complete copy; waiting for ", down,
+          " (down), which may hold the newest one"));
+    }
+    for (int id : others) {
+      if (absl::Status s = PullFrom(id, key, pg_num, /*authoritative=*/false); !s.ok()) return s;
+    }
   } else if (best != self) {
-    spdlog::info("osd.{}: pg {}: pulling from osd.{} (complete as of epoch {})", options_.self,
-                 PgName(key.pool, key.pg), best, best_as_of);
-    if (absl::Status s = PullFrom(best, key, pg_num); !s.ok()) return s;
+    spdlog::info("osd.{}: pg {}: pulling from osd.{} (complete as of epoch {}; this OSD's "
+                 "copy as of {})", options_.self, PgName(key.pool, key.pg), best, best_as_of,
+                 self_as_of);
+    if (absl::Status s = PullFrom(best, key, pg_num, /*authoritative=*/true); !s.ok()) return s;
   }
   // 3. Make every up member that is not complete equal to this copy.
   absl::StatusOr<Listing> local;
@@ -245,6 +314,7 @@ absl::Status Peering::Peer(const PgKey& key) {
   st.complete = true;
   st.as_of = std::max(st.as_of, epoch);
   st.active = true;
+  save_pending_ = true;
   return absl::OkStatus();
 }
 
@@ -302,7 +372,7 @@ absl::StatusOr<Peering::Listing> Peering::RemoteListing(int osd, const PgKey& ke
   return out;
 }
 
-absl::Status Peering::PullFrom(int osd, const PgKey& key, uint32_t pg_num) {
+absl::Status Peering::PullFrom(int osd, const PgKey& key, uint32_t pg_num, bool authoritative) {
   auto remote = RemoteListing(osd, key, pg_num);
   if (!remote.ok()) return remote.status();
   auto local = LocalListing(key, pg_num);
@@ -310,7 +380,10 @@ absl::Status Peering::PullFrom(int osd, const PgKey& key, uint32_t pg_num) {
   uint64_t objects = 0, bytes = 0;
   for (const auto& [oid, e] : *remote) {
     auto mine = local->find(oid);
-    if (mine != local->end() && mine->second.size == e.size && mine->second.crc == e.crc) continue;
+    if (mine != local->end() &&
+        (!authoritative || (mine->second.size == e.size && mine->second.crc == e.crc))) {
+      continue;
+    }
     auto replies = replicator_->CallAll(
         {osd},
         [&](uint64_t tid) {
@@ -335,7 +408,7 @@ absl::Status Peering::PullFrom(int osd, const PgKey& key, uint32_t pg_num) {
     bytes += data.size();
   }
   for (const auto& [oid, e] : *local) {
-    if (remote->count(oid) != 0) continue;
+    if (!authoritative || remote->count(oid) != 0) continue;
     auto ticket = store_->Delete(placement::PoolObjectName(key.pool, oid));
     if (absl::IsNotFound(ticket.status())) continue;
     if (!ticket.ok()) return ticket.status();
@@ -343,7 +416,7 @@ absl::Status Peering::PullFrom(int osd, const PgKey& key, uint32_t pg_num) {
     ++objects;
   }
   absl::MutexLock l(&mu_);
-  ++counters_.pulls;
+  if (objects > 0) ++counters_.pulls;
   counters_.objects_recovered += objects;
   counters_.bytes_recovered += bytes;
   return absl::OkStatus();
@@ -449,6 +522,7 @@ Reply Peering::Serve(const PgRequest& req) {
       PgState& st = pgs_[PgKey{req.pool, req.pg}];
       st.complete = true;
       st.as_of = std::max(st.as_of, req.epoch);
+      save_pending_ = true;
       return reply;
     }
     default:

@@ -3,7 +3,8 @@
 // writes to, holds every write and delete acknowledged so far.
 //
 // Each OSD keeps, per PG, whether its copy is *complete* (has every acknowledged write and
-// delete) and as of which map epoch that was known:
+// delete) and the last map epoch that was known (kept in a file of its store's directory,
+// so a restarted OSD still says how recent its copies are):
 //  * a member that stays up in the PG's up set from one map to the next, in the same
 //    incarnation (up_from), stays complete, as of the new epoch (writes reach every up
 //    member before they are acknowledged);
@@ -15,7 +16,7 @@
 //
 // When the primary starts a new interval of a PG (the PG is *peering*: client ops get
 // UNAVAILABLE, which clients retry):
-//  1. it asks every up OSD about its copy (kPgQuery) and picks the complete copy known as
+//  1. it asks every up OSD about its copy (kPgQuery) and picks the copy known complete as
 //     of the newest epoch (its own on a tie);
 //  2. if that is another OSD's, it pulls: lists that PG there and here with each object's
 //     size and crc32c (kPgList), reads what differs (kRead), stores it, and deletes what
@@ -23,9 +24,11 @@
 //  3. it pushes to every up member that said it is not complete: what differs (kPgPush),
 //     deleting what the primary does not have, then tells it it is complete (kPgActivate);
 //  4. the PG is active: client ops flow.
-// If no up OSD has a complete copy (a new cluster, or every holder gone), the primary's
-// own copy is taken as it is, and the log says so. While any up OSD does not answer the
-// query, the PG stays peering and is retried.
+// If no up OSD has a complete copy (a new cluster, a whole cluster restarted, the holders
+// restarted), the PG waits while any OSD of the map is down (it may hold the newest copy);
+// with all up, the primary merges: every object it lacks, from the first OSD that has one
+// (nothing deleted; where copies of an object differ its own wins). While any up OSD does
+// not answer the query, the PG stays peering and is retried.
 //
 // Limits (README "Replication"): every object of a PG being synced is read and crc'd on
 // both sides (no PG log: the sync costs the PG's data, not the writes missed); a primary
@@ -61,7 +64,7 @@ namespace msgr::osd {
   X(pgs_peering, kGauge, kNone, "PGs this OSD leads that are not active yet (ops wait)")      \
   X(pgs_active, kGauge, kNone, "PGs this OSD leads that are active")                           \
   X(peerings, kCounter, kNone, "PG intervals this OSD started as primary")                    \
-  X(pulls, kCounter, kNone, "PGs this OSD filled from another OSD's complete copy")            \
+  X(pulls, kCounter, kNone, "PGs this OSD filled from another OSD's copy")                      \
   X(pushes, kCounter, kNone, "PG copies this OSD synced on a member (recovery, backfill)")      \
   X(objects_recovered, kCounter, kNone, "objects copied or deleted by those syncs")           \
   X(bytes_recovered, kCounter, kBytes, "bytes those copies moved")                             \
@@ -73,6 +76,9 @@ struct PeeringOptions {
   uint32_t self = 0;
   absl::Duration call_timeout = absl::Seconds(10);  // one request to a peer
   absl::Duration retry_delay = absl::Milliseconds(300);
+  // Where each PG's "complete as of epoch" survives a restart (a file in the store's
+  // directory); empty: nowhere (memory mode: the copies do not survive either).
+  std::string state_path;
 };
 
 class Peering {
@@ -101,8 +107,8 @@ class Peering {
     bool operator<(const PgKey& o) const { return pool != o.pool ? pool < o.pool : pg < o.pg; }
   };
   struct PgState {
-    bool complete = false;
-    uint64_t as_of = 0;           // complete as of this epoch
+    bool complete = false;        // complete now (a member since as_of, or synced)
+    uint64_t as_of = 0;           // last epoch the copy was known complete (0: never)
     bool primary = false;         // this OSD leads the PG in its map
     bool active = false;          // primary only: client ops flow
     bool queued = false;          // in queue_
@@ -117,6 +123,9 @@ class Peering {
   using Listing = std::map<std::string, Entry>;  // plain oid -> digest
 
   void Loop();
+  std::string StateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SaveState(const std::string& state);
+  void LoadState();
   // One PG's peering as primary; OK when it is active.
   absl::Status Peer(const PgKey& key);
   // This OSD's objects of the PG, with digests (reads each one).
@@ -124,7 +133,9 @@ class Peering {
   absl::StatusOr<Listing> RemoteListing(int osd, const PgKey& key, uint32_t pg_num);
   // Makes `osd`'s copy equal to this OSD's (`local`).
   absl::Status PushTo(int osd, const PgKey& key, uint32_t pg_num, const Listing& local);
-  absl::Status PullFrom(int osd, const PgKey& key, uint32_t pg_num);
+  // Makes this OSD's copy equal to `osd`'s (`authoritative`: its copy is complete), or
+  // adds the objects `osd` has and this OSD lacks (a merge when no copy is complete).
+  absl::Status PullFrom(int osd, const PgKey& key, uint32_t pg_num, bool authoritative);
   absl::StatusOr<Reply> Call(int osd, const PgRequest& req);
 
   const PeeringOptions options_;
@@ -138,6 +149,7 @@ class Peering {
   std::deque<PgKey> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool save_pending_ ABSL_GUARDED_BY(mu_) = false;
   PeeringCounters counters_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };

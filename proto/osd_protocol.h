@@ -96,8 +96,8 @@ struct PgRequest {
 };
 // kPgQueryReply's body.
 struct PgInfoBody {
-  bool complete = false;   // the copy has every acknowledged write of the PG
-  uint64_t as_of_epoch = 0;  // the last map epoch in which that was known
+  bool complete = false;     // the copy has every acknowledged write of the PG now
+  uint64_t as_of_epoch = 0;  // the last map epoch it was known to (0: never)
 };
 
 // Every reply: the request's tid, a status, and a body that depends on the request:
