@@ -11,8 +11,22 @@ targets, hold and gap times). At the end every fault is healed, the workloads st
 object is read once more, and tools/thrash/check.py checks the history; its last line,
 `violations: N`, is the run's last line. Everything runs on 127.0.0.1; every process it
 started is stopped by pid.
+
+--hosts: the run makes five test hosts (tools/hosts.sh: network namespaces msgr-h0..h4 on
+one bridge; tcp only) and puts the monitor on host 0, osd.K on host 1+K and every workload
+on host 4 (tools/cluster.sh --hosts). The schedule then also draws host faults: an OSD
+host's link cut (eth0 down, then up), a partition (an OSD and the monitor, or an OSD and the
+client host, drop what they send each other: blackhole routes) and netem delay/loss on one
+host's link. netem needs sch_netem: where `tc qdisc add ... netem` fails, those events are
+skipped with the reason printed (the schedule stays the seed's). The hosts, their links and
+routes are the run's own and are removed at the end, also on an error, Ctrl-C or SIGTERM.
+Without root (or with no `ip`) --hosts says why and runs on 127.0.0.1 without host faults.
+
+--dry-run prints the schedule for --minutes (each fault taking exactly its hold time) and
+starts nothing.
 """
 import argparse
+import collections
 import json
 import os
 import random
@@ -25,8 +39,17 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = os.path.join(ROOT, "tools")
+HOSTS_SH = os.path.join(TOOLS, "hosts.sh")
 
 FAULT_KINDS = ["kill_osd", "stop_osd", "kill_mon", "kill_client"]
+HOST_FAULT_KINDS = ["link_cut", "partition", "netem"]  # --hosts only
+
+# The test hosts of --hosts (tools/hosts.sh, tools/cluster.sh --hosts with five hosts).
+N_HOSTS = 5
+MON_HOST = 0
+CLIENT_HOST = 4
+NETEM_DELAYS_MS = [1, 5, 20, 50]
+NETEM_LOSS_PCT = [0, 0.5, 2, 5]
 
 
 def log(msg):
@@ -34,27 +57,165 @@ def log(msg):
 
 
 def schedule(seed, kinds, osds, writers, count=100000):
-    """The seeded fault schedule: (kind, target, hold_s, gap_s) tuples."""
+    """The seeded fault schedule: (kind, target, hold_s, gap_s, extra) tuples. extra is None
+    but for host faults: partition {"from": "mon"|"clients"}, netem {"host": "osd"|"mon"|
+    "clients", "delay_ms", "loss_pct"} (netem's target is an OSD when host is "osd").
+    Draws for the kinds without --hosts are the same as before host faults existed, so a
+    seed's schedule without --hosts did not change."""
     rng = random.Random(seed)
     events = []
     for _ in range(count):
         kind = rng.choice(kinds)
-        target = rng.randrange(writers if kind == "kill_client" else osds)
-        events.append((kind, target, round(rng.uniform(0.5, 4.0), 2), round(rng.uniform(1.0, 4.0), 2)))
+        extra = None
+        if kind == "kill_client":
+            target = rng.randrange(writers)
+        elif kind == "netem":
+            t = rng.randrange(osds + 2)  # an OSD's host, the monitor's or the clients'
+            target = t if t < osds else 0
+            extra = {"host": "osd" if t < osds else ("mon" if t == osds else "clients"),
+                     "delay_ms": rng.choice(NETEM_DELAYS_MS),
+                     "loss_pct": rng.choice(NETEM_LOSS_PCT)}
+        else:
+            target = rng.randrange(osds)
+            if kind == "partition":
+                extra = {"from": rng.choice(["mon", "clients"])}
+        if kind in HOST_FAULT_KINDS:  # long enough, some of them, for the grace (2 s) to pass
+            hold = round(rng.uniform(1.0, 6.0), 2)
+        else:
+            hold = round(rng.uniform(0.5, 4.0), 2)
+        events.append((kind, target, hold, round(rng.uniform(1.0, 4.0), 2), extra))
     return events
+
+
+def host_name(k):
+    return f"msgr-h{k}"
+
+
+def osd_host(k):
+    """The test host of osd.K (tools/cluster.sh --hosts with N_HOSTS hosts: 1 + K mod 3)."""
+    return 1 + k % (N_HOSTS - 2)
+
+
+def netem_host(target, extra):
+    return {"osd": osd_host(target), "mon": MON_HOST, "clients": CLIENT_HOST}[extra["host"]]
+
+
+def describe(kind, target, hold, extra):
+    """What the fault does, as logged (and as --dry-run prints it)."""
+    if kind == "kill_osd":
+        return f"kill -9 osd.{target}, restart after {hold} s"
+    if kind == "stop_osd":
+        return f"SIGSTOP osd.{target} for {hold} s"
+    if kind == "kill_mon":
+        return f"kill -9 the monitor, restart after {hold} s"
+    if kind == "kill_client":
+        return f"kill -9 workload {target} (mid-op), restart after {hold} s"
+    if kind == "out_in":
+        return f"monctl out {target}, in after {hold} s"
+    h = osd_host(target)
+    if kind == "link_cut":
+        return (f"link cut: osd.{target}'s host {host_name(h)} loses its link (eth0 down) "
+                f"for {hold} s")
+    if kind == "partition":
+        if extra["from"] == "mon":
+            return (f"partition: osd.{target} ({host_name(h)}) and the monitor "
+                    f"({host_name(MON_HOST)}) drop what they send each other for {hold} s; "
+                    f"the clients still reach both")
+        return (f"partition: osd.{target} ({host_name(h)}) and the client host "
+                f"({host_name(CLIENT_HOST)}) drop what they send each other for {hold} s; "
+                f"the monitor still reaches both")
+    if kind == "netem":
+        who = {"osd": f"osd.{target}'s host", "mon": "the monitor's host",
+               "clients": "the client host"}[extra["host"]]
+        loss = f"{extra['loss_pct']}% loss" if extra["loss_pct"] else "no loss"
+        return (f"netem: {who} {host_name(netem_host(target, extra))} sends with "
+                f"{extra['delay_ms']} ms delay, {loss} for {hold} s")
+    raise ValueError(kind)
 
 
 class Run:
     def __init__(self, a):
         self.a = a
         self.bin = os.environ.get("MSGR_BIN", os.path.join(ROOT, "bazel-bin"))
-        self.env = dict(os.environ, MSGR_BIN=self.bin, MSGR_REBUILD="0")
+        # MSGR_HOSTS_PREFIX=msgr: tools/cluster.sh --hosts runs daemons in msgr-hK.
+        self.env = dict(os.environ, MSGR_BIN=self.bin, MSGR_REBUILD="0",
+                        MSGR_HOSTS_PREFIX="msgr")
         self.dir = a.cluster_dir
         self.out = a.out
         self.writers = {}  # k -> Popen
         self.faults = open(os.path.join(self.out, "faults.jsonl"), "a")
         self.t_start = time.monotonic()
         self.mon_addr = None
+        self.hosts = False        # on test hosts (set by setup_hosts)
+        self.hosts_made = False   # this run made them: it removes them
+        self.addrs = {}           # test host -> its address
+        self.netem_why = None     # why netem events are skipped (None: netem works)
+        self.net_undo = []        # tools/hosts.sh commands undoing the network fault in place
+        self.injected = collections.Counter()
+        self.skipped = collections.Counter()
+
+    # --- test hosts --------------------------------------------------------------------
+    def hosts_sh(self, *args, check=True):
+        r = subprocess.run(["bash", HOSTS_SH, *map(str, args)], env=self.env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"tools/hosts.sh {' '.join(map(str, args))} failed:\n{r.stdout}")
+        return r
+
+    def setup_hosts(self):
+        """Makes the run's test hosts. Returns why there are none (the run then stays on
+        127.0.0.1), or None."""
+        if os.geteuid() != 0:
+            return "needs root (network namespaces)"
+        if shutil.which("ip") is None:
+            return "needs iproute2's ip"
+        there = self.hosts_sh("status").stdout.split("\n")
+        there = [line.split()[0] for line in there if line.strip()]
+        if there:
+            raise RuntimeError(f"test hosts exist already ({' '.join(there)}): another run or "
+                               "tests/tools/hosts_test.sh uses them; tools/hosts.sh stop removes "
+                               "them if they are left over")
+        r = self.hosts_sh("start", N_HOSTS, check=False)
+        if r.returncode != 0:  # (hosts.sh removed what it had made)
+            raise RuntimeError(f"tools/hosts.sh start {N_HOSTS} failed:\n{r.stdout}")
+        self.hosts_made = True
+        self.hosts = True
+        self.addrs = {k: self.hosts_sh("addr", k).stdout.strip() for k in range(N_HOSTS)}
+        # netem: tried once on the monitor's host, removed at once.
+        r = subprocess.run(["ip", "netns", "exec", host_name(MON_HOST), "tc", "qdisc", "add",
+                            "dev", "eth0", "root", "netem", "delay", "1ms"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if r.returncode == 0:
+            self.hosts_sh("exec", MON_HOST, "tc", "qdisc", "del", "dev", "eth0", "root")
+        else:
+            first = (r.stdout.strip().split("\n") or [""])[0]
+            self.netem_why = (f"this kernel ({os.uname().release}) has no sch_netem: "
+                              f"`tc qdisc add ... netem` says: {first}")
+            log(f"netem events are skipped: {self.netem_why}")
+        return None
+
+    def on_client_host(self, argv):
+        return ["ip", "netns", "exec", host_name(CLIENT_HOST), *argv] if self.hosts else argv
+
+    def net_fault(self, do, undo):
+        """Applies the tools/hosts.sh commands `do`; `undo` (run by net_heal) reverses them."""
+        self.net_undo.extend(undo)  # first: a fault applied in part is undone too
+        for cmd in do:
+            self.hosts_sh(*cmd)
+
+    def net_heal(self):
+        """Undoes the network fault in place (an undo of what was never applied fails
+        harmlessly)."""
+        undo, self.net_undo = self.net_undo, []
+        for cmd in undo:
+            self.hosts_sh(*cmd, check=False)
+
+    def remove_hosts(self):
+        if self.hosts_made:
+            r = self.hosts_sh("stop", check=False)
+            if r.returncode != 0 or r.stdout.strip():
+                log(f"tools/hosts.sh stop: {r.stdout.strip()}")
+            self.hosts_made = False
 
     # --- cluster -----------------------------------------------------------------------
     def cluster(self, *args, check=True):
@@ -76,10 +237,18 @@ class Run:
 
     def start_cluster(self):
         self.cluster("start", "--osds", "3", "--ms-type", self.a.ms_type,
-                     "--durability", "durable", "--grace-ms", "2000")
+                     "--durability", "durable", "--grace-ms", "2000",
+                     *(["--hosts"] if self.hosts else []))
         with open(os.path.join(self.dir, "mon.addr")) as fh:
             self.mon_addr = fh.read().strip()
-        log(f"cluster up in {self.dir} (monitor {self.mon_addr}, 3 OSDs, ms-type {self.a.ms_type})")
+        where = ""
+        if self.hosts:
+            where = (f" on test hosts: the monitor on {host_name(MON_HOST)}, "
+                     + ", ".join(f"osd.{k} on {host_name(osd_host(k))} ({self.addrs[osd_host(k)]})"
+                                 for k in range(3))
+                     + f", the workloads on {host_name(CLIENT_HOST)} ({self.addrs[CLIENT_HOST]})")
+        log(f"cluster up in {self.dir} (monitor {self.mon_addr}, 3 OSDs, ms-type "
+            f"{self.a.ms_type}){where}")
 
     def restart_mon(self):
         # On the same address, with the cluster's settings: daemons and clients keep it.
@@ -95,8 +264,9 @@ class Run:
                 "--seed", str(self.a.seed), "--history",
                 os.path.join(self.out, f"history.{k}.jsonl"), "--max-size", str(self.a.max_size),
                 "--rate", str(self.a.rate)]
+        # On the client host `ip netns exec` execs the workload: the pid is the workload's.
         self.writers[k] = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+            self.on_client_host(args), stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
             stderr=open(os.path.join(self.out, f"workload.{k}.log"), "a"))
 
     def stop_writers(self):
@@ -113,45 +283,70 @@ class Run:
                 p.wait()
 
     # --- faults ------------------------------------------------------------------------
-    def fault(self, kind, target, hold):
+    def fault(self, kind, target, hold, extra=None):
+        what = describe(kind, target, hold, extra)
+        stamp = f"+{time.monotonic() - self.t_start:6.1f}s"
+        if kind == "netem" and self.netem_why:
+            log(f"{stamp} {what}: skipped (no sch_netem)")
+            self.skipped[kind] += 1
+            return
         t0 = time.monotonic_ns()
+        log(f"{stamp} {what}")
         if kind == "kill_osd":
-            what = f"kill -9 osd.{target}, restart after {hold} s"
-            log(f"+{time.monotonic() - self.t_start:6.1f}s {what}")
             self.cluster("stop-osd", "--id", str(target), "--kill")
             time.sleep(hold)
             self.cluster("start-osd", "--id", str(target))
         elif kind == "stop_osd":
-            what = f"SIGSTOP osd.{target} for {hold} s"
-            log(f"+{time.monotonic() - self.t_start:6.1f}s {what}")
             pid = self.pid(f"osd.{target}")
             os.kill(pid, signal.SIGSTOP)
             time.sleep(hold)
             os.kill(pid, signal.SIGCONT)
         elif kind == "kill_mon":
-            what = f"kill -9 the monitor, restart after {hold} s"
-            log(f"+{time.monotonic() - self.t_start:6.1f}s {what}")
             os.kill(self.pid("mon"), signal.SIGKILL)
             time.sleep(hold)
             self.restart_mon()
         elif kind == "kill_client":
-            what = f"kill -9 workload {target} (mid-op), restart after {hold} s"
-            log(f"+{time.monotonic() - self.t_start:6.1f}s {what}")
             self.writers[target].kill()
             self.writers[target].wait()
             time.sleep(hold)
             self.start_writer(target)
         elif kind == "out_in":
-            what = f"monctl out {target}, in after {hold} s"
-            log(f"+{time.monotonic() - self.t_start:6.1f}s {what}")
             self.monctl("out", str(target))
             time.sleep(hold)
             self.monctl("in", str(target))
-        self.faults.write(json.dumps({"t0": t0, "t1": time.monotonic_ns(), "what": what}) + "\n")
+        elif kind == "link_cut":
+            h = osd_host(target)
+            self.net_fault([("link", h, "down")], [("link", h, "up")])
+            time.sleep(hold)
+            self.net_heal()
+        elif kind == "partition":
+            a = osd_host(target)
+            b = MON_HOST if extra["from"] == "mon" else CLIENT_HOST
+            self.net_fault([("block", a, self.addrs[b]), ("block", b, self.addrs[a])],
+                           [("unblock", a, self.addrs[b]), ("unblock", b, self.addrs[a])])
+            time.sleep(hold)
+            self.net_heal()
+        elif kind == "netem":
+            h = netem_host(target, extra)
+            netem = ["netem", "delay", f"{extra['delay_ms']}ms"]
+            if extra["loss_pct"]:
+                netem += ["loss", f"{extra['loss_pct']}%"]
+            self.net_fault([("exec", h, "tc", "qdisc", "add", "dev", "eth0", "root", *netem)],
+                           [("exec", h, "tc", "qdisc", "del", "dev", "eth0", "root")])
+            time.sleep(hold)
+            self.net_heal()
+        self.injected[kind] += 1
+        self.faults.write(json.dumps({"t0": t0, "t1": time.monotonic_ns(), "what": what,
+                                      "kind": kind}) + "\n")
         self.faults.flush()
 
     def heal(self):
-        """Every OSD running, up and in; the monitor running."""
+        """Every link up with no blackhole route or netem left; every OSD running, up and in;
+        the monitor running."""
+        self.net_heal()
+        if self.hosts:
+            for k in range(N_HOSTS):
+                self.hosts_sh("link", k, "up", check=False)
         for k in range(3):
             try:
                 os.kill(self.pid(f"osd.{k}"), signal.SIGCONT)
@@ -160,10 +355,15 @@ class Run:
         for k in range(3):
             self.monctl("in", str(k))
             if self.monctl("wait", str(k), "up", timeout=60).returncode != 0:
+                log(f"osd.{k} not up after the heal (monctl wait): cluster.sh start-osd --id {k}")
                 self.cluster("start-osd", "--id", str(k))
 
+    def kinds(self):
+        return (FAULT_KINDS + (["out_in"] if self.a.out_in else [])
+                + (HOST_FAULT_KINDS if self.hosts else []))
+
     def run(self):
-        kinds = FAULT_KINDS + (["out_in"] if self.a.out_in else [])
+        kinds = self.kinds()
         events = schedule(self.a.seed, kinds, 3, self.a.writers)
         log(f"seed {self.a.seed}: {self.a.minutes} min, {self.a.writers} workload processes, "
             f"faults: {', '.join(kinds)}; results in {self.out}")
@@ -172,26 +372,48 @@ class Run:
             self.start_writer(k)
         end = self.t_start + self.a.minutes * 60
         time.sleep(2)  # the workloads' first ops before the first fault
-        n = 0
-        for kind, target, hold, gap in events:
+        for kind, target, hold, gap, extra in events:
             if time.monotonic() + hold >= end:
                 break
-            self.fault(kind, target, hold)
-            n += 1
+            self.fault(kind, target, hold, extra)
             time.sleep(min(gap, max(0, end - time.monotonic())))
-        log(f"{n} faults injected; healing, stopping the workloads, reading every object")
+        per_kind = ", ".join(
+            f"{k} {self.injected[k]}"
+            + (f" ({self.skipped[k]} skipped: no sch_netem)" if self.skipped[k] else "")
+            for k in kinds)
+        log(f"{sum(self.injected.values())} faults injected ({per_kind}); healing, stopping the "
+            "workloads, reading every object")
         self.heal()
         self.stop_writers()
-        final = subprocess.run(
+        final = subprocess.run(self.on_client_host(
             [os.path.join(self.bin, "client/thrash/workload"), "--cluster-dir", self.dir,
              "--ms-type", "tcp" if self.a.ms_type == "both" else self.a.ms_type,
              "--final-read", "--id", "0", "--writers", str(self.a.writers),
              "--objects", str(self.a.objects), "--seconds", "120",
-             "--history", os.path.join(self.out, "history.final.jsonl")],
+             "--history", os.path.join(self.out, "history.final.jsonl")]),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if final.returncode != 0:
             log(f"the final read failed: {final.stdout.strip()}")
         self.faults.close()
+
+
+def dry_run(a):
+    """Prints the schedule of a run of --minutes, each fault taking exactly its hold time
+    (a real run's restarts take longer, so it reaches fewer of them)."""
+    kinds = (FAULT_KINDS + (["out_in"] if a.out_in else [])
+             + (HOST_FAULT_KINDS if a.hosts else []))
+    print(f"thrash: seed {a.seed}: the schedule of {a.minutes} min (dry run: nothing started), "
+          f"faults: {', '.join(kinds)}")
+    t, n, end = 2.0, collections.Counter(), a.minutes * 60
+    for kind, target, hold, gap, extra in schedule(a.seed, kinds, 3, a.writers):
+        if t + hold >= end:
+            break
+        print(f"thrash: +{t:6.1f}s {describe(kind, target, hold, extra)}"
+              + (" (skipped where there is no sch_netem)" if kind == "netem" else ""))
+        n[kind] += 1
+        t += hold + gap
+    print(f"thrash: {sum(n.values())} faults in the schedule ("
+          + ", ".join(f"{k} {n[k]}" for k in kinds) + ")")
 
 
 def main():
@@ -201,7 +423,9 @@ def main():
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--ms-type", choices=["tcp", "rdma", "both"], default="tcp")
     p.add_argument("--pool-size", type=int, default=1)
-    p.add_argument("--hosts", action="store_true")
+    p.add_argument("--hosts", action="store_true",
+                   help="on five test hosts (network namespaces, tcp only) with host faults: "
+                        "link cuts, partitions, netem delay/loss (where sch_netem exists)")
     p.add_argument("--writers", type=int, default=3, help="workload processes (default 3)")
     p.add_argument("--objects", type=int, default=8, help="objects per workload (default 8)")
     p.add_argument("--max-size", type=int, default=8 << 20,
@@ -216,20 +440,39 @@ def main():
     p.add_argument("--out", help="results folder (default: a new one under /tmp)")
     p.add_argument("--cluster-dir", help="the cluster's directory (default: a new one)")
     p.add_argument("--keep", action="store_true", help="keep the cluster directory")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the seed's fault schedule for --minutes and start nothing")
     a = p.parse_args()
     if a.minutes <= 0:
         p.error("--minutes must be positive")
     if a.pool_size != 1:
         p.error("--pool-size: only 1 until pools with a size exist (the replication issue)")
-    if a.hosts:
-        p.error("--hosts: test hosts are not supported yet (the many-hosts issue)")
+    if a.writers < 1:
+        p.error("--writers must be at least 1")
+    if a.dry_run:
+        dry_run(a)
+        return 0
+    if a.hosts and a.ms_type != "tcp":
+        log(f"--hosts: test hosts are tcp-only (the soft RDMA provider's sockets are per "
+            f"namespace): --ms-type {a.ms_type} becomes tcp")
+        a.ms_type = "tcp"
     a.out = a.out or tempfile.mkdtemp(prefix="msgr-thrash.")
     os.makedirs(a.out, exist_ok=True)
     own_dir = a.cluster_dir is None
     a.cluster_dir = a.cluster_dir or tempfile.mkdtemp(prefix="msgr-thrash-cluster.", dir="/tmp")
     run = Run(a)
+
+    def on_signal(signum, _frame):
+        raise SystemExit(128 + signum)  # the finally below stops everything
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
     rc = 1
     try:
+        if a.hosts:
+            why = run.setup_hosts()
+            if why:
+                log(f"--hosts: no test hosts here ({why}): running on 127.0.0.1 without host "
+                    "faults")
         run.run()
         check = subprocess.run([sys.executable, os.path.join(TOOLS, "thrash", "check.py"), a.out],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -238,14 +481,32 @@ def main():
         print("\n".join(out[:-1]))
         log(f"seed {a.seed}, results in {a.out}")
         print(out[-1])  # violations: N
+    except RuntimeError as e:  # a tool that failed: say which, then clean up
+        log(f"error: {e}")
+        rc = 1
+    except KeyboardInterrupt:
+        log("interrupted: healing the network, stopping every process, removing the test hosts")
+        rc = 130
     finally:
+        # Stop handling SIGINT/SIGTERM while tearing down: a second Ctrl-C must not leave the
+        # test hosts behind.
+        for s_ in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s_, signal.SIG_IGN)
         for p_ in run.writers.values():
             if p_.poll() is None:
                 p_.kill()
+                p_.wait()
+        run.net_heal()
+        for k in range(3):  # an OSD held in SIGSTOP would not stop on SIGTERM
+            try:
+                os.kill(run.pid(f"osd.{k}"), signal.SIGCONT)
+            except (OSError, ValueError):
+                pass
         run.cluster("stop", check=False)
         if os.path.isdir(os.path.join(a.cluster_dir, "log")):
             shutil.copytree(os.path.join(a.cluster_dir, "log"), os.path.join(a.out, "cluster-log"),
                             dirs_exist_ok=True)
+        run.remove_hosts()
         if own_dir and not a.keep:
             shutil.rmtree(a.cluster_dir, ignore_errors=True)
     return rc
