@@ -354,6 +354,24 @@ Poller* Osd::PickPoller() {
 
 void Osd::OnRingAttached(const ConnectionRef& conn, std::shared_ptr<RecvRing> ring) {
   ++rings_attached_;
+  ConnectionRef superseded;
+  {
+    absl::MutexLock l(&sessions_mu_);
+    std::weak_ptr<Connection>& slot = ring_sessions_[conn->peer_name().ToString()];
+    ConnectionRef old = slot.lock();
+    if (old != nullptr && old.get() != conn.get()) superseded = std::move(old);
+    slot = conn;
+  }
+  if (superseded != nullptr) {
+    ++superseded_;
+    spdlog::info("osd.{}: {} opened a new session from {}: closing its older one from {} "
+                 "(what is still in flight on it is dropped, never applied after the new "
+                 "session's writes)",
+                 options_.id, conn->peer_name().ToString(), conn->peer_addr(),
+                 superseded->peer_addr());
+    for (auto& p : pollers_) p->RemoveRings(superseded.get());
+    superseded->MarkDown();
+  }
   // A ring that goes on with its session's records (resized) stays on the poller that
   // drains the old one: that poller holds the session's unfinished writes.
   Poller* p = nullptr;
@@ -709,6 +727,7 @@ OsdCounters Osd::Counters() const {
   c.lists = lists_.load();
   c.rings_attached = rings_attached_.load();
   c.connection_resets = resets_.load();
+  c.sessions_superseded = superseded_.load();
   return c;
 }
 

@@ -114,6 +114,8 @@ struct OsdOptions {
   X(lists, kCounter, kNone, "listing pages served")                                           \
   X(rings_attached, kCounter, kNone, "receive rings attached to pollers")                    \
   X(connection_resets, kCounter, kNone, "client sessions that ended")                         \
+  X(sessions_superseded, kCounter, kNone, "older sessions of a peer closed when it opened a "    \
+    "new one (nothing in flight on them is applied after the new one's writes)")               \
   X(ops_in_flight, kGauge, kNone, "ops not yet answered: writes not acked, requests queued "  \
     "or being served")                                                                         \
   X(slow_ops, kGauge, kNone, "of those, older than the op complaint time (30 s by default)")
@@ -195,7 +197,14 @@ class Osd : public Dispatcher, public RecordSink {
   std::unique_ptr<AdminSocket> admin_;
   std::atomic<uint64_t> next_poller_{0};
   std::atomic<uint64_t> reads_{0}, read_errors_{0}, rings_attached_{0}, resets_{0};
-  std::atomic<uint64_t> stats_served_{0}, deletes_{0}, lists_{0};
+  std::atomic<uint64_t> stats_served_{0}, deletes_{0}, lists_{0}, superseded_{0};
+  // The session each peer (by name) writes through now. When a client opens a new session
+  // (after it gave up on the old one: a restart of this OSD it saw in the map, a reconnect
+  // with a new cookie), records may still be in flight on the old one (a socket in TCP
+  // retransmission): the old session is closed as the new one's ring attaches, so that an
+  // old write is never applied after a newer one. Weak: a reset session is simply gone.
+  absl::Mutex sessions_mu_;
+  std::map<std::string, std::weak_ptr<Connection>> ring_sessions_ ABSL_GUARDED_BY(sessions_mu_);
   std::atomic<bool> stopped_{false};
   CounterRegistry registry_;
 

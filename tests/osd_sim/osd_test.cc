@@ -802,6 +802,35 @@ TEST_P(OsdTest, ReplacedRingLeavesThePollerThatHadIt) {
 // that does not fit, a full ring), on a reconnect with nothing in flight; the new ring goes
 // on with the session's seqs, so a write of several records split across the two rings is
 // applied whole; an idle client's ring shrinks back (PROTOCOL.md "Ring sizes").
+// A client that opens a new session (it gave up on the old one) supersedes it: the old
+// session is closed and its ring leaves the pollers, so a record still in flight on it
+// (a socket in TCP retransmission) can never be applied after the new session's writes.
+// Another client's session is untouched.
+TEST_P(OsdTest, ANewSessionOfAClientClosesItsOlderOne) {
+  StartOsd();
+  auto old_conn = std::make_shared<fakes::FakeConnection>(/*client_id=*/5);
+  auto other = std::make_shared<fakes::FakeConnection>(/*client_id=*/6);
+  osd_->OnRingAttached(old_conn, std::make_shared<fakes::TestRing>());
+  osd_->OnRingAttached(other, std::make_shared<fakes::TestRing>());
+  osd_->OnRingAttached(old_conn, std::make_shared<fakes::TestRing>());  // a resize: same session
+  EXPECT_FALSE(old_conn->marked_down);
+  auto new_conn = std::make_shared<fakes::FakeConnection>(/*client_id=*/5);
+  osd_->OnRingAttached(new_conn, std::make_shared<fakes::TestRing>());
+  EXPECT_TRUE(old_conn->marked_down) << "the superseded session is still open";
+  EXPECT_FALSE(new_conn->marked_down);
+  EXPECT_FALSE(other->marked_down) << "another client's session was closed";
+  EXPECT_EQ(nlohmann::json::parse(osd_->PerfDumpJson())["osd"]["sessions_superseded"], 1);
+  uint64_t rings = 0;
+  for (int i = 0; i < 250; ++i) {  // poller ring counts are published every 10 ms
+    rings = 0;
+    const nlohmann::json dump = nlohmann::json::parse(osd_->PerfDumpJson());
+    for (const auto& p : dump["pollers"]) rings += p["rings"].get<uint64_t>();
+    if (rings == 2) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(rings, 2u) << "the new session's and the other client's";
+}
+
 TEST_P(OsdTest, RdmaRingGrowsWithTheLoadAndShrinksWhenIdle) {
   if (GetParam() != std::string("rdma")) {
     GTEST_SKIP() << "ring resizing is the rdma backend's (tcp rings are plain OSD memory)";

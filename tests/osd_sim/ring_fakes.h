@@ -49,7 +49,8 @@ class TestRing : public RecvRing {
 // Records what the poller does to the connection.
 class FakeConnection : public Connection {
  public:
-  EntityName peer_name() const override { return {EntityType::kClient, 1}; }
+  explicit FakeConnection(uint64_t client_id = 1) : client_id_(client_id) {}
+  EntityName peer_name() const override { return {EntityType::kClient, client_id_}; }
   std::string peer_addr() const override { return "127.0.0.1:1"; }
   bool is_connected() const override { return true; }
   absl::Status Send(Message m) override { return TrySend(std::move(m)); }
@@ -85,6 +86,9 @@ class FakeConnection : public Connection {
   std::map<uint64_t, absl::StatusCode> acked;
   uint64_t released = 0;
   std::atomic<bool> marked_down{false};
+
+ private:
+  const uint64_t client_id_;
 };
 
 }  // namespace msgr::osd::fakes
