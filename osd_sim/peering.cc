@@ -378,7 +378,10 @@ absl::Status Peering::PullFrom(int osd, const PgKey& key, uint32_t pg_num, bool 
   auto local = LocalListing(key, pg_num);
   if (!local.ok()) return local.status();
   uint64_t objects = 0, bytes = 0;
-  for (const auto& [oid, e] : *remote) {
+  for (const auto& entry : *remote) {
+    // Named, not a structured binding: clang's C++17 cannot capture one in the lambda.
+    const std::string& oid = entry.first;
+    const Entry& e = entry.second;
     auto mine = local->find(oid);
     if (mine != local->end() &&
         (!authoritative || (mine->second.size == e.size && mine->second.crc == e.crc))) {
@@ -443,7 +446,8 @@ absl::Status Peering::PushTo(int osd, const PgKey& key, uint32_t pg_num, const L
     if (absl::Status s = ReplyStatus(Call(osd, push)); !s.ok()) return s;
     ++objects;
   }
-  for (const auto& [oid, e] : *remote) {
+  for (const auto& entry : *remote) {
+    const std::string& oid = entry.first;  // captured below (see PullFrom)
     if (local.count(oid) != 0) continue;
     auto replies = replicator_->CallAll(
         {osd},
