@@ -396,6 +396,20 @@ case "$CMD" in
     [[ -f "$DIR/mon.addr" ]] || die "no cluster in $DIR (no mon.addr)"
     alive "$DIR/mon.pid" || die "monitor of $DIR is not running"
     "$BIN/osd_sim/mon/monctl" --cluster-dir "$DIR" status
+    # Peering and recovery, from the admin sockets of this host's OSDs (perf dump 'peering').
+    for asok in "$DIR"/run/osd.*.asok; do
+      [[ -S "$asok" ]] || continue
+      osd=$(basename "$asok" .asok)
+      "$BIN/osd_sim/tools/msgr_admin" "$asok" perf dump 2>/dev/null | python3 -c '
+import json, sys
+p = json.load(sys.stdin).get("peering")
+if p:
+    state = "peering (ops on those PGs wait)" if p["pgs_peering"] else "all active"
+    print("%s: %d PGs led, %d peering: %s; recovered %d objects (%.1f MiB) in %d pulls, %d pushes"
+          % (sys.argv[1], p["pgs_active"] + p["pgs_peering"], p["pgs_peering"], state,
+             p["objects_recovered"], p["bytes_recovered"] / 1048576.0, p["pulls"], p["pushes"]))
+' "$osd" || true
+    done
     ;;
   start-osd)
     [[ -n "$ID" ]] || die "start-osd needs --id K"

@@ -82,6 +82,8 @@ fi
 status=$(bash "$TOOLS/cluster.sh" status --cluster-dir "$DIR")
 echo "$status"
 grep -q "3 up, 3 in" <<<"$status" || fail "status does not show 3 OSDs up and in"
+grep -Eq "^osd\.0: [0-9]+ PGs led, 0 peering: all active" <<<"$status" \
+  || fail "status does not show osd.0's PGs active (peering)"
 # --dir: the old spelling, in both forms.
 # (no process substitution: the rdma VM's initramfs has no /dev/fd)
 status=$(bash "$TOOLS/cluster.sh" status --dir "$DIR")
