@@ -311,6 +311,12 @@ absl::Status Osd::Init() {
     peering_->HandleMaps(pools);
   });
   if (!watch.ok()) return watch;
+  mon_->SetHeartbeatStats([this](mon::v1::PgStats* s) {
+    const PeeringCounters c = peering_->counters();
+    s->set_pgs_active(static_cast<uint32_t>(c.pgs_active));
+    s->set_pgs_peering(static_cast<uint32_t>(c.pgs_peering));
+    s->set_objects_recovered(c.objects_recovered);
+  });
   return mon_->StartHeartbeats(boot, [me](const mon::v1::BootOsdReply& r) {
     spdlog::info("{}: re-booted with the monitor at epoch {}", me, r.epoch());
   });

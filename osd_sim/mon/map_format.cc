@@ -1,5 +1,6 @@
 #include "osd_sim/mon/map_format.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -65,6 +66,22 @@ std::string MapToTable(const v1::ClusterMap& map) {
     absl::StrAppendFormat(&out, "pools: %s\n", absl::StrJoin(pools, ", "));
   }
   absl::StrAppendFormat(&out, "osds: %d total, %d up, %d in\n", map.osds_size(), up, in);
+  if (!map.osd_pg_stats().empty()) {  // live, from GetMap
+    uint64_t active = 0, peering = 0, recovered = 0;
+    std::vector<std::string> waiting;
+    for (const auto& [id, s] : map.osd_pg_stats()) {
+      active += s.pgs_active();
+      peering += s.pgs_peering();
+      recovered += s.objects_recovered();
+      if (s.pgs_peering() > 0) waiting.push_back(absl::StrCat("osd.", id, " ", s.pgs_peering()));
+    }
+    std::sort(waiting.begin(), waiting.end());
+    absl::StrAppendFormat(&out, "pgs: %d active, %d peering%s; %d objects recovered\n", active,
+                          peering,
+                          waiting.empty() ? ""
+                                          : absl::StrCat(" (ops wait; ", absl::StrJoin(waiting, ", "), ")"),
+                          recovered);
+  }
   if (map.osds_size() == 0) return out;
   absl::StrAppendFormat(&out, "%5s  %-12s %-21s %-4s %-3s %7s %8s  %s\n", "ID", "HOST", "ADDR",
                         "UP", "IN", "WEIGHT", "UP_FROM", "MS_TYPES");

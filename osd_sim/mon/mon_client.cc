@@ -225,6 +225,12 @@ void MonClient::HeartbeatLoop(v1::BootOsdRequest boot, BootCallback on_boot) {
   v1::HeartbeatRequest req;
   req.set_id(boot.id());
   do {
+    std::function<void(v1::PgStats*)> stats;
+    {
+      absl::MutexLock l(&mu_);
+      stats = heartbeat_stats_;
+    }
+    if (stats) stats(req.mutable_pg_stats());
     const absl::Duration interval = absl::Milliseconds(heartbeat_ms_.load());
     grpc::ClientContext ctx;
     // Wait (up to the deadline) for a connection rather than failing fast: the blocked

@@ -72,6 +72,12 @@ class MonClient {
   // start if it never booted, after being marked down, after a monitor restart.
   // `on_boot` (optional) runs after each such boot. FAILED_PRECONDITION if already started.
   absl::Status StartHeartbeats(const v1::BootOsdRequest& boot, BootCallback on_boot = nullptr);
+  // What each heartbeat reports of the OSD's PGs (shown by `monctl status`), filled in on
+  // the heartbeat thread before each call. Optional.
+  void SetHeartbeatStats(std::function<void(v1::PgStats*)> fill) {
+    absl::MutexLock l(&mu_);
+    heartbeat_stats_ = std::move(fill);
+  }
 
   // Starts a thread that follows WatchMap and calls `cb` with each map newer than the last
   // one delivered (or from a different fsid), reconnecting with backoff when the monitor
@@ -111,6 +117,7 @@ class MonClient {
   std::set<grpc::ClientContext*> active_ ABSL_GUARDED_BY(mu_);
   std::thread heartbeat_thread_ ABSL_GUARDED_BY(mu_);
   std::thread watch_thread_ ABSL_GUARDED_BY(mu_);
+  std::function<void(v1::PgStats*)> heartbeat_stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace msgr::mon

@@ -261,6 +261,7 @@ grpc::Status MonitorService::Heartbeat(grpc::ServerContext* ctx,
     return grpc::Status::OK;
   }
   runtime_[req->id()].last_heartbeat = absl::Now();
+  runtime_[req->id()].pg_stats = req->pg_stats();
   reply->set_known(true);
   return grpc::Status::OK;
 }
@@ -269,7 +270,12 @@ grpc::Status MonitorService::GetMap(grpc::ServerContext* ctx, const v1::GetMapRe
                                     v1::ClusterMap* reply) {
   if (grpc::Status a = Authorize(ctx, ControlOp::kGetMap, 0); !a.ok()) return a;
   ++counters_.get_map_rpcs;
-  *reply = CurrentMap();
+  absl::MutexLock l(&mu_);
+  *reply = map_;
+  for (const v1::OsdInfo& o : map_.osds()) {
+    auto it = runtime_.find(o.id());
+    if (o.up() && it != runtime_.end()) (*reply->mutable_osd_pg_stats())[o.id()] = it->second.pg_stats;
+  }
   return grpc::Status::OK;
 }
 

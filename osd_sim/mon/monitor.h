@@ -99,6 +99,7 @@ class MonitorService final : public v1::Monitor::Service {
   struct OsdRuntime {
     absl::Time last_heartbeat = absl::InfinitePast();
     absl::Time down_since = absl::InfinitePast();
+    v1::PgStats pg_stats;  // from the last heartbeat
   };
 
   MonitorService(MonitorOptions options, v1::ClusterMap map);

@@ -55,6 +55,26 @@ TEST(MapFormatTest, TableSummarisesAndListsOsds) {
   EXPECT_NE(t.find("down out"), std::string::npos) << t;
 }
 
+// GetMap's live peering state: a summary line, naming the OSDs whose PGs wait; none in a
+// map without it (a stored or watched one).
+TEST(MapFormatTest, TableSummarisesPeeringFromHeartbeats) {
+  v1::ClusterMap map = SampleMap();
+  EXPECT_EQ(MapToTable(map).find("pgs:"), std::string::npos);
+  v1::PgStats s;
+  s.set_pgs_active(60);
+  s.set_pgs_peering(0);
+  s.set_objects_recovered(7);
+  (*map.mutable_osd_pg_stats())[0] = s;
+  s.set_pgs_active(66);
+  s.set_pgs_peering(2);
+  s.set_objects_recovered(5);
+  (*map.mutable_osd_pg_stats())[1] = s;
+  const std::string t = MapToTable(map);
+  EXPECT_NE(t.find("pgs: 126 active, 2 peering (ops wait; osd.1 2); 12 objects recovered"),
+            std::string::npos)
+      << t;
+}
+
 TEST(MapFormatTest, PoolsInJsonTableAndPoolList) {
   v1::ClusterMap map = SampleMap();
   map.set_pool_size(2);
