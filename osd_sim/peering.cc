@@ -318,16 +318,25 @@ absl::Status Peering::Peer(const PgKey& key) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Reply> Peering::Call(int osd, const PgRequest& req) {
-  auto replies = replicator_->CallAll(
-      {osd},
-      [&](uint64_t tid) {
-        PgRequest r = req;
-        r.tid = tid;
-        return Encode(r);
-      },
-      options_.call_timeout);
+absl::StatusOr<Reply> Peering::CallOne(int osd, const std::function<Message(uint64_t)>& make) {
+  auto replies = replicator_->CallAll({osd}, make, options_.call_timeout);
   return std::move(replies.front());
+}
+
+absl::StatusOr<Reply> Peering::Call(int osd, const PgRequest& req) {
+  return CallOne(osd, [&](uint64_t tid) {
+    PgRequest r = req;
+    r.tid = tid;
+    return Encode(r);
+  });
+}
+
+absl::Status Peering::StoreWhole(uint32_t pool, const std::string& oid, const std::string& data) {
+  const std::string name = placement::PoolObjectName(pool, oid);
+  iovec iov{const_cast<char*>(data.data()), data.size()};
+  auto ticket = store_->Append(name, 0, &iov, 1, store::PayloadCrc(name, data.data(), data.size()),
+                               store::kTruncate);
+  return ticket.ok() ? store_->WaitDurable(*ticket) : ticket.status();
 }
 
 absl::StatusOr<Peering::Listing> Peering::LocalListing(const PgKey& key, uint32_t pg_num) const {
@@ -387,26 +396,18 @@ absl::Status Peering::PullFrom(int osd, const PgKey& key, uint32_t pg_num, bool 
         (!authoritative || (mine->second.size == e.size && mine->second.crc == e.crc))) {
       continue;
     }
-    auto replies = replicator_->CallAll(
-        {osd},
-        [&](uint64_t tid) {
-          ReadRequest r;
-          r.tid = tid;
-          r.oid = oid;
-          r.pool = key.pool;
-          return Encode(r);
-        },
-        options_.call_timeout);
-    absl::Status s = ReplyStatus(replies.front());
+    auto reply = CallOne(osd, [&](uint64_t tid) {
+      ReadRequest r;
+      r.tid = tid;
+      r.oid = oid;
+      r.pool = key.pool;
+      return Encode(r);
+    });
+    absl::Status s = ReplyStatus(reply);
     if (absl::IsNotFound(s)) continue;  // deleted there since its listing
     if (!s.ok()) return s;
-    const std::string& data = replies.front()->data;
-    const std::string name = placement::PoolObjectName(key.pool, oid);
-    iovec iov{const_cast<char*>(data.data()), data.size()};
-    auto ticket = store_->Append(name, 0, &iov, 1, store::PayloadCrc(name, data.data(), data.size()),
-                                 store::kTruncate);
-    if (!ticket.ok()) return ticket.status();
-    if (s = store_->WaitDurable(*ticket); !s.ok()) return s;
+    const std::string& data = reply->data;
+    if (s = StoreWhole(key.pool, oid, data); !s.ok()) return s;
     ++objects;
     bytes += data.size();
   }
@@ -449,18 +450,14 @@ absl::Status Peering::PushTo(int osd, const PgKey& key, uint32_t pg_num, const L
   for (const auto& entry : *remote) {
     const std::string& oid = entry.first;  // captured below (see PullFrom)
     if (local.count(oid) != 0) continue;
-    auto replies = replicator_->CallAll(
-        {osd},
-        [&](uint64_t tid) {
-          ObjectRequest r;
-          r.type = kDelete;
-          r.tid = tid;
-          r.oid = oid;
-          r.pool = key.pool;
-          return Encode(r);
-        },
-        options_.call_timeout);
-    absl::Status s = ReplyStatus(replies.front());
+    absl::Status s = ReplyStatus(CallOne(osd, [&](uint64_t tid) {
+      ObjectRequest r;
+      r.type = kDelete;
+      r.tid = tid;
+      r.oid = oid;
+      r.pool = key.pool;
+      return Encode(r);
+    }));
     if (!s.ok() && !absl::IsNotFound(s)) return s;
     ++objects;
   }
@@ -512,13 +509,7 @@ Reply Peering::Serve(const PgRequest& req) {
     }
     case kPgPush: {
       if (req.oid.empty()) return fail(absl::InvalidArgumentError("pg push: no object id"));
-      const std::string name = placement::PoolObjectName(req.pool, req.oid);
-      iovec iov{const_cast<char*>(req.data.data()), req.data.size()};
-      auto ticket = store_->Append(name, 0, &iov, 1,
-                                   store::PayloadCrc(name, req.data.data(), req.data.size()),
-                                   store::kTruncate);
-      absl::Status s = ticket.ok() ? store_->WaitDurable(*ticket) : ticket.status();
-      if (!s.ok()) return fail(s);
+      if (absl::Status s = StoreWhole(req.pool, req.oid, req.data); !s.ok()) return fail(s);
       return reply;
     }
     case kPgActivate: {

@@ -41,6 +41,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -136,7 +137,11 @@ class Peering {
   // Makes this OSD's copy equal to `osd`'s (`authoritative`: its copy is complete), or
   // adds the objects `osd` has and this OSD lacks (a merge when no copy is complete).
   absl::Status PullFrom(int osd, const PgKey& key, uint32_t pg_num, bool authoritative);
+  // One request to `osd` (`make` encodes it with its tid), and its reply.
+  absl::StatusOr<Reply> CallOne(int osd, const std::function<Message(uint64_t)>& make);
   absl::StatusOr<Reply> Call(int osd, const PgRequest& req);
+  // Stores `data` as the whole of `oid` in `pool`, durably.
+  absl::Status StoreWhole(uint32_t pool, const std::string& oid, const std::string& data);
 
   const PeeringOptions options_;
   store::ObjectStore* const store_;
