@@ -451,7 +451,7 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
       reply.error = "peering requests are for OSDs";
     } else {
       step("peering");
-      reply = peering_->Serve(*req);
+      reply = peering_->Serve(*req, conn->peer_name().id);
     }
     (void)conn->Send(Encode(reply, static_cast<MsgType>(m.type + 1)));
     return;
@@ -505,6 +505,10 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
       std::string key;
       if (s = StoreKey(req->pool, req->oid, &key); !s.ok()) break;
       if (s = check_active(req->pool, req->oid); !s.ok()) break;
+      // A replica deletes only at the word of the PG's primary in its map.
+      if (from_osd) {
+        if (s = peering_->CheckPrimary(req->pool, req->oid, conn->peer_name().id); !s.ok()) break;
+      }
       std::vector<int> replicas;
       const bool replicate = !from_osd && replicator_ && replicator_->replicating();
       if (replicate) {
@@ -658,6 +662,11 @@ absl::StatusOr<uint32_t> Osd::Persist(const RecordView& rec, const WritePart& pa
     const bool starts = part.kind == WritePart::Kind::kWhole || part.kind == WritePart::Kind::kFirst;
     if (!part.from_osd && starts) {
       if (absl::Status s = peering_->CheckActive(pool, plain); !s.ok()) return s;
+    }
+    // A replica takes a write only from the PG's primary in its map (a paused OSD still
+    // acting on an older map must not overwrite what the new primary wrote).
+    if (part.from_osd && starts) {
+      if (absl::Status s = peering_->CheckPrimary(pool, plain, part.sender); !s.ok()) return s;
     }
   }
   iovec iov{const_cast<uint8_t*>(rec.payload), h.payload_len};

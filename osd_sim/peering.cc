@@ -166,6 +166,34 @@ absl::Status Peering::CheckActive(uint32_t pool, std::string_view oid) const {
                                              "the op waits"));
 }
 
+absl::Status Peering::CheckPrimary(uint32_t pool, std::string_view oid, uint64_t sender) const {
+  uint32_t pg;
+  {
+    absl::ReaderMutexLock l(&mu_);
+    auto p = pools_.find(pool);
+    if (p == pools_.end()) {
+      return absl::UnavailableError(absl::StrCat("no pool ", pool, " in osd.", options_.self,
+                                                 "'s map epoch ", epoch_));
+    }
+    pg = p->second->PgOf(oid);
+  }
+  return CheckPrimaryOfPg(pool, pg, sender);
+}
+
+absl::Status Peering::CheckPrimaryOfPg(uint32_t pool, uint32_t pg, uint64_t sender) const {
+  absl::ReaderMutexLock l(&mu_);
+  auto p = pools_.find(pool);
+  if (p == pools_.end() || pg >= p->second->pg_num()) {
+    return absl::UnavailableError(absl::StrCat("no pg ", PgName(pool, pg), " in osd.",
+                                               options_.self, "'s map epoch ", epoch_));
+  }
+  const int primary = p->second->OsdOfPg(pg);
+  if (primary >= 0 && static_cast<uint64_t>(primary) == sender) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("osd.", sender, " is not the primary of pg ",
+                                             PgName(pool, pg), " in osd.", options_.self,
+                                             "'s map epoch ", epoch_, " (osd.", primary, " is)"));
+}
+
 void Peering::Loop() {
   for (;;) {
     PgKey key{};
@@ -267,21 +295,27 @@ absl::Status Peering::Peer(const PgKey& key) {
   if (!silent.empty() && !(best == self && best_as_of >= epoch)) {
     return absl::UnavailableError(absl::StrCat("no answer from ", silent));
   }
-  // 2. Fill this OSD's copy from the best one.
-  if (best < 0) {
-    // No up OSD knows its copy complete (a new cluster, a whole cluster restarted, or the
-    // holders restarted): a down OSD may hold the newest copy, so wait for it; with every
-    // OSD up, merge what they all have (each object this OSD lacks, from the first OSD
-    // that has it; nothing is deleted).
+  // No up OSD's copy is complete *now* (every holder restarted or was marked down, or the
+  // monitor restarted and marked them all down): the newest copy known may be older than
+  // one on an OSD that is down but in, which may have taken writes after it. Wait for it.
+  bool current = self_complete;
+  for (const auto& [id, c] : complete) current = current || c;
+  if (!current) {
     std::string down;
     for (const placement::OsdEntry& e : pm->osds()) {
-      if (!e.up) absl::StrAppend(&down, down.empty() ? "" : ", ", "osd.", e.id);
+      if (!e.up && e.in) absl::StrAppend(&down, down.empty() ? "" : ", ", "osd.", e.id);
     }
     if (!down.empty()) {
       return absl::UnavailableError(absl::StrCat(
-          "no up OSD has a complete copy; waiting for ", down,
-          " (down), which may hold the newest one"));
+          "no up OSD's copy is complete now; waiting for ", down,
+          " (down), which may hold a newer one"));
     }
+  }
+  // 2. Fill this OSD's copy from the best one.
+  if (best < 0) {
+    // No OSD ever knew its copy complete (a new cluster, every OSD that is in now up, as
+    // checked above): merge what they all have (each object this OSD lacks, from the
+    // first OSD that has it; nothing is deleted).
     for (int id : others) {
       if (absl::Status s = PullFrom(id, key, pg_num, /*authoritative=*/false); !s.ok()) return s;
     }
@@ -470,7 +504,7 @@ absl::Status Peering::PushTo(int osd, const PgKey& key, uint32_t pg_num, const L
   return absl::OkStatus();
 }
 
-Reply Peering::Serve(const PgRequest& req) {
+Reply Peering::Serve(const PgRequest& req, uint64_t sender) {
   Reply reply;
   reply.tid = req.tid;
   auto fail = [&](const absl::Status& s) {
@@ -509,10 +543,12 @@ Reply Peering::Serve(const PgRequest& req) {
     }
     case kPgPush: {
       if (req.oid.empty()) return fail(absl::InvalidArgumentError("pg push: no object id"));
+      if (absl::Status s = CheckPrimary(req.pool, req.oid, sender); !s.ok()) return fail(s);
       if (absl::Status s = StoreWhole(req.pool, req.oid, req.data); !s.ok()) return fail(s);
       return reply;
     }
     case kPgActivate: {
+      if (absl::Status s = CheckPrimaryOfPg(req.pool, req.pg, sender); !s.ok()) return fail(s);
       absl::MutexLock l(&mu_);
       PgState& st = pgs_[PgKey{req.pool, req.pg}];
       st.complete = true;

@@ -95,9 +95,16 @@ class Peering {
   // OK when this OSD may serve a client's op on `oid` of `pool`: it is the PG's primary in
   // its map and the PG is active. UNAVAILABLE otherwise, saying why (the client retries).
   absl::Status CheckActive(uint32_t pool, std::string_view oid) const;
+  // OK when `sender` is the primary of `oid`'s PG (or of PG `pg`) in this OSD's map: a
+  // replica takes writes, deletes and syncs of a PG only from its primary, so an OSD that
+  // was paused and still acts on an older map cannot overwrite what the new primary wrote.
+  // UNAVAILABLE otherwise (the sender's write counts as a missing copy; its sync retries).
+  absl::Status CheckPrimary(uint32_t pool, std::string_view oid, uint64_t sender) const;
+  absl::Status CheckPrimaryOfPg(uint32_t pool, uint32_t pg, uint64_t sender) const;
 
-  // A peer's peering request (kPgQuery, kPgList, kPgPush, kPgActivate): the reply.
-  Reply Serve(const PgRequest& req);
+  // A peer's peering request (kPgQuery, kPgList, kPgPush, kPgActivate) from osd.`sender`:
+  // the reply. Pushes and activations are taken from the PG's primary only.
+  Reply Serve(const PgRequest& req, uint64_t sender);
 
   PeeringCounters counters() const;
 

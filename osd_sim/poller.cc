@@ -45,7 +45,8 @@ struct Poller::RingState {
       : conn(std::move(c)),
         ring(std::move(r)),
         consumer(ring->base(), ring->bytes(), ring->first_seq()),
-        from_osd(conn->peer_name().type == EntityType::kOsd) {}
+        from_osd(conn->peer_name().type == EntityType::kOsd),
+        sender(conn->peer_name().id) {}
   ConnectionRef conn;
   std::shared_ptr<RecvRing> ring;
   RingConsumer consumer;
@@ -54,6 +55,7 @@ struct Poller::RingState {
   std::deque<Pending> pending;
   std::vector<OpenWrite> open_writes;            // few: one per large write in flight
   const bool from_osd;    // the producer is a peer OSD (WritePart::from_osd)
+  const uint64_t sender;  // its id
   bool removing = false;  // no more polling; erased once pending is empty
 };
 
@@ -329,6 +331,7 @@ bool Poller::PollRing(RingState* r, uint64_t now_ns) {
     p->oid_len = rec.header->oid_len;
     WritePart part;
     part.from_osd = r->from_osd;
+    part.sender = r->sender;
     std::string why;
     if (!ClassifyPart(r, rec, &part, &why)) {
       ++counters_.orphan_parts;

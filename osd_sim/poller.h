@@ -51,6 +51,7 @@ struct WritePart {
   // The record came from another OSD (a primary forwarding it to this replica), not from
   // a client: it is stored, never forwarded again.
   bool from_osd = false;
+  uint64_t sender = 0;  // from_osd: the sending OSD's id
 };
 
 // Told once whether a record is durable (OK) or why it never will be. The same type as

@@ -209,12 +209,13 @@ class OsdTest : public ::testing::TestWithParam<std::string> {
     WaitActive(uint64_t{map->pg_num()} * (last + 1));
   }
 
+  EntityName client_name_{EntityType::kClient, 77};  // who ConnectClient() connects as
   void ConnectClient() {
     if (client_) client_->Shutdown();
     conn_.reset();
     MessengerOptions mo;
     mo.type = GetParam();
-    mo.name = EntityName{EntityType::kClient, 77};
+    mo.name = client_name_;
     mo.auth = options_.auth;
     mo.backend_options = client_backend_options_;
     mo.backend_options["rdma_device"] = "soft";
@@ -829,6 +830,35 @@ TEST_P(OsdTest, ANewSessionOfAClientClosesItsOlderOne) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   EXPECT_EQ(rings, 2u) << "the new session's and the other client's";
+}
+
+// A replica takes writes, deletes and pushes of a PG only from the PG's primary in its map:
+// an OSD that was paused and still acts on an older map is refused (here osd.7, which
+// leads nothing: osd.0 is the only OSD).
+TEST_P(OsdTest, WritesDeletesAndPushesFromAnOsdThatIsNotThePrimaryAreRefused) {
+  StartOsd();
+  ConnectClient();
+  ASSERT_TRUE(Write("kept", Pattern("kept", 100), 1).ok());
+  client_name_ = EntityName{EntityType::kOsd, 7};
+  ConnectClient();
+  const absl::Status w = Write("from-osd7", Pattern("x", 100), 2);
+  EXPECT_EQ(w.code(), absl::StatusCode::kUnavailable) << w;
+  auto del = Ask(Encode(ObjectRequest{kDelete, 3, "kept"}), 3);
+  EXPECT_EQ(del.status().code(), absl::StatusCode::kUnavailable) << del.status();
+  PgRequest push;
+  push.type = kPgPush;
+  push.tid = 4;
+  push.oid = "kept";
+  push.data = "overwritten";
+  auto pushed = Ask(Encode(push), 4);
+  EXPECT_EQ(pushed.status().code(), absl::StatusCode::kUnavailable) << pushed.status();
+  EXPECT_NE(pushed.status().message().find("not the primary"), std::string::npos)
+      << pushed.status();
+  // Reads are served to peers (a sync reads), and nothing was changed.
+  auto got = Read("kept", 5);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, Pattern("kept", 100));
+  EXPECT_EQ(Read("from-osd7", 6).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_P(OsdTest, RdmaRingGrowsWithTheLoadAndShrinksWhenIdle) {

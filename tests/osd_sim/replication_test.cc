@@ -384,6 +384,47 @@ TEST_F(ReplicationTest, ARestartedOsdIsRecoveredBeforeItServesItsStaleCopies) {
   ExpectObjects(30, 10, 1);
 }
 
+// A stale copy never goes active alone: every OSD is stopped (as a monitor restart marks
+// them all down), the one that missed writes and deletes comes back first and is the only
+// up member of its PGs. It must not serve its old copies, nor spread them to the others
+// once they return (the thrasher found both); with all back, the newest versions win.
+TEST_F(ReplicationTest, AStaleCopyAloneWaitsForTheOsdsThatMayHoldNewerOnes) {
+  durable_ = {0, 1, 2, 3};
+  for (int id = 0; id < kOsds; ++id) {
+    osds_[id].reset();
+    StartOsd(id);
+  }
+  for (int id = 0; id < kOsds; ++id) WaitUp(id, true);
+  WaitActive(32);
+  WriteObjects(0, 40, 1);
+  osds_[0].reset();
+  WaitUp(0, false);
+  WriteObjects(0, 20, 2);
+  DeleteObjects(20, 10);
+  for (int id = 1; id < kOsds; ++id) osds_[id].reset();
+  for (int id = 1; id < kOsds; ++id) WaitUp(id, false);
+  StartOsd(0);  // version 1 of all 40, and nobody else up
+  WaitUp(0, true);
+  // An object osd.0 holds, overwritten while it was away: not served from its old copy.
+  const placement::PlacementMap map = Map();
+  int probe = -1;
+  for (int i = 0; i < 20 && probe < 0; ++i) {
+    const auto& acting = map.ActingOfPg(map.PgOf(absl::StrCat("obj.", i)));
+    if (std::count(acting.begin(), acting.end(), 0)) probe = i;
+  }
+  ASSERT_GE(probe, 0);
+  auto stale = client_->Read(absl::StrCat("obj.", probe));
+  EXPECT_FALSE(stale.ok() && *stale == Contents(probe, 1, probe % 5 == 0 ? 300 << 10 : 4096 + probe))
+      << "obj." << probe << ": osd.0 served its old copy alone";
+  EXPECT_GT(Perf(0)["peering"]["pgs_peering"].get<uint64_t>(), 0u);
+  for (int id = 1; id < kOsds; ++id) StartOsd(id);
+  for (int id = 1; id < kOsds; ++id) WaitUp(id, true);
+  WaitActive(32);
+  ExpectObjects(0, 20, 2);
+  ExpectDeleted(20, 10);
+  ExpectObjects(30, 10, 1);
+}
+
 // Backfill at size 1 (the README's old stale read): objects move off an OSD marked out
 // and are copied to their new holders before those serve them; overwritten there, they
 // move back when it is marked in, and it serves the new versions, not its old copies.
