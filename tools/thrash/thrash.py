@@ -258,6 +258,7 @@ class Run:
         self.fault_error = None       # the first fault thread's error: the run stops on it
         self.scrub_problems = 0       # missing + differing copies (or 1: no scrub result)
         self.threads = []             # the fault threads (joined before the teardown)
+        self.restart_retries = 0      # OSD restarts tried again (start_osd)
 
     # --- test hosts --------------------------------------------------------------------
     def hosts_sh(self, *args, check=True):
@@ -403,7 +404,7 @@ class Run:
         if kind == "kill_osd":
             self.cluster("stop-osd", "--id", str(target), "--kill")
             time.sleep(hold)
-            self.cluster("start-osd", "--id", str(target))
+            self.start_osd(target)
         elif kind == "stop_osd":
             pid = self.pid(f"osd.{target}")
             os.kill(pid, signal.SIGSTOP)
@@ -451,6 +452,30 @@ class Run:
                                           "kind": kind}) + "\n")
             self.faults.flush()
 
+    def start_osd(self, k, tries=3):
+        """cluster.sh start-osd, tried again when it fails: at --pool-size N > 1 the monitor
+        may be killed while an OSD restarts, and an OSD that cannot boot with the monitor
+        within 10 s exits. One still running that comes up later is fine."""
+        for attempt in range(1, tries + 1):
+            r = self.cluster("start-osd", "--id", str(k), check=False)
+            if r.returncode == 0:
+                return
+            why = (r.stdout.strip().split("\n") or [""])[-1] or f"exit {r.returncode}"
+            try:
+                os.kill(self.pid(f"osd.{k}"), 0)
+                running = True
+            except (OSError, ValueError):
+                running = False
+            if running and self.wait_up(k):
+                log(f"osd.{k}: {why}; it came up later")
+                return
+            log(f"osd.{k} did not restart ({why}; attempt {attempt} of {tries})")
+            with self.lock:
+                self.restart_retries += 1
+            self.cluster("stop-osd", "--id", str(k), "--kill", check=False)
+        raise RuntimeError(f"osd.{k} did not restart in {tries} attempts: see "
+                           f"{self.dir}/log/osd.{k}.log")
+
     def wait_up(self, k, timeout=60):
         """Waits (bounded) until the map has osd.K up; False if it did not come up."""
         try:
@@ -474,7 +499,7 @@ class Run:
             self.monctl("in", str(k))
             if not self.wait_up(k):
                 log(f"osd.{k} not up after the heal (monctl wait): cluster.sh start-osd --id {k}")
-                self.cluster("start-osd", "--id", str(k))
+                self.start_osd(k)
 
     def kinds(self):
         return (FAULT_KINDS + (["out_in"] if self.a.out_in else [])
@@ -538,8 +563,10 @@ class Run:
             f"{k} {self.injected[k]}"
             + (f" ({self.skipped[k]} skipped: no sch_netem)" if self.skipped[k] else "")
             for k in kinds)
-        log(f"{sum(self.injected.values())} faults injected ({per_kind}); healing, stopping the "
-            "workloads, reading every object")
+        retried = (f"; {self.restart_retries} OSD restarts had to be tried again"
+                   if self.restart_retries else "")
+        log(f"{sum(self.injected.values())} faults injected ({per_kind}){retried}; healing, "
+            "stopping the workloads, reading every object")
         self.heal()
         self.stop_writers()
         final = subprocess.run(self.on_client_host(
