@@ -2,10 +2,15 @@
 # The thrasher: workloads under continuous faults, with a checker that proves nothing
 # acknowledged was lost (tools/thrash/thrash.py; the checker is tools/thrash/check.py).
 #
-#   tools/thrash.sh --minutes M --seed S [--ms-type tcp|rdma|both] [--hosts] [--writers N]
-#                   [--objects N] [--max-size BYTES] [--rate OPS_PER_S] [--out-in]
-#                   [--out DIR] [--keep] [--dry-run]
+#   tools/thrash.sh --minutes M --seed S [--ms-type tcp|rdma|both] [--pool-size N] [--hosts]
+#                   [--writers N] [--objects N] [--max-size BYTES] [--rate OPS_PER_S]
+#                   [--out-in] [--out DIR] [--keep] [--dry-run]
 #
+# --pool-size N (1..4, default 1): every object on N OSDs, 4 OSDs when N > 1. Faults then
+# overlap, but never more than N - 1 OSDs are killed, stopped or out at once (one OSD at a
+# time at N = 1, as before); after the final read-back every PG is waited for to be active
+# and `msgr scrub` runs: each missing or differing copy is a violation, added into the last
+# line (the line before it splits the count: history check, scrub).
 # --hosts (root): the run makes five test hosts (tools/hosts.sh: network namespaces, tcp
 # only, so rdma/both become tcp with a note), the monitor on msgr-h0, osd.K on msgr-h(1+K),
 # the workloads on msgr-h4, and the seed's schedule adds host faults: an OSD host's link cut,

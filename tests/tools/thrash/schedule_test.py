@@ -1,6 +1,8 @@
 """tools/thrash/thrash.py's fault schedule: the same seed gives the same schedule (host faults
 included), seeds differ, the schedules of runs without --hosts are those from before host
-faults existed, and --dry-run prints it without starting anything."""
+faults existed, --pool-size N > 1 overlaps faults but never takes more than N - 1 OSDs away
+at once (--pool-size 1 keeps the old one-at-a-time timeline), and --dry-run prints it without
+starting anything."""
 import os
 import subprocess
 import sys
@@ -94,6 +96,85 @@ class ScheduleTest(unittest.TestCase):
         self.assertNotIn("link cut", plain)
         self.assertNotIn("partition", plain)
         self.assertIn("kill -9 workload 0 (mid-op), restart after 0.83 s", plain.split("\n")[3])
+
+
+    def test_pool_size_1_keeps_the_one_at_a_time_timeline(self):
+        events = thrash.schedule(1, thrash.FAULT_KINDS, 3, 3, count=200)
+        t, want = 2.0, []
+        for ev in events:  # the timeline thrash.py had before --pool-size
+            if t + ev[2] >= 180:
+                break
+            want.append((t, ev))
+            t += ev[2] + ev[3]
+        got = thrash.plan(events, 1, 3, 3)
+        self.assertEqual([(t, ev) for t, ev, _ in got], want)
+        self.assertEqual(thrash.n_osds(1), 3)
+
+    def test_replicated_schedule_is_pinned_and_the_same_for_the_same_seed(self):
+        self.assertEqual(thrash.n_osds(3), 4)
+        a = thrash.schedule(1, thrash.FAULT_KINDS, 4, 3, count=2000)
+        self.assertEqual(a, thrash.schedule(1, thrash.FAULT_KINDS, 4, 3, count=2000))
+        self.assertEqual([e[:4] for e in a[:4]], [
+            ("stop_osd", 0, 1.39, 2.49), ("kill_client", 1, 2.78, 3.37),
+            ("kill_osd", 3, 0.6, 3.51), ("kill_client", 2, 3.17, 1.01)])
+        self.assertEqual(thrash.plan(a, 3, 4, 10), thrash.plan(a, 3, 4, 10))
+
+    def check_limit(self, events, size, osds, minutes, kinds):
+        """Replays plan(): at every start at most size - 1 OSDs are taken away (none twice),
+        the monitor, a workload and the network have one fault at a time, faults start in
+        order, each at least its gap after the previous one started. Returns how many
+        starts had size - 1 OSDs away."""
+        timeline = thrash.plan(events, size, osds, minutes)
+        self.assertTrue(timeline)
+        self.assertEqual([ev for _, ev, _ in timeline], events[:len(timeline)])  # in order
+        running, full, prev = [], 0, None  # (end, osds, holds)
+        for t, ev, down in timeline:
+            kind, target, hold, gap, _ = ev
+            self.assertIn(kind, kinds)
+            if prev is not None:
+                self.assertGreaterEqual(t, prev[0] + prev[1][3] - 1e-9)
+            running = [r for r in running if r[0] > t]
+            mine = thrash.fault_osds(kind, target, osds)
+            taken = frozenset().union(*(r[1] for r in running))
+            self.assertFalse(mine & taken, (t, ev, taken))
+            self.assertNotIn(thrash.fault_holds(kind, target), [r[2] for r in running])
+            self.assertEqual(down, taken | mine)
+            self.assertLessEqual(len(down), size - 1, (t, ev, down))
+            full += len(down) == size - 1
+            running.append((t + hold, mine, thrash.fault_holds(kind, target)))
+            prev = (t, ev)
+        return full
+
+    def test_replicated_schedule_takes_at_most_size_minus_1_osds_away(self):
+        kinds = thrash.FAULT_KINDS + ["out_in"]
+        for seed in range(1, 6):
+            for size in (2, 3, 4):
+                events = thrash.schedule(seed, kinds, 4, 3, count=3000)
+                full = self.check_limit(events, size, 4, 30, kinds)
+                if size == 3:  # two OSDs away at once happens (faults overlap)
+                    self.assertGreater(full, 0, seed)
+        # host faults: a link cut or partition takes every OSD of its host away (osd.0 and
+        # osd.3 share msgr-h1 with four OSDs on three OSD hosts).
+        self.assertEqual(thrash.fault_osds("link_cut", 3, 4), frozenset([0, 3]))
+        self.assertEqual(thrash.fault_osds("netem", 3, 4), frozenset())
+        events = thrash.schedule(2, HOST_KINDS, 4, 3, count=3000)
+        self.check_limit(events, 3, 4, 30, HOST_KINDS)
+
+    def test_dry_run_with_pool_size(self):
+        one = dry_run("--minutes", "3", "--seed", "1", "--pool-size", "3")
+        self.assertEqual(one, dry_run("--minutes", "3", "--seed", "1", "--pool-size", "3"))
+        lines = one.strip().split("\n")
+        self.assertIn("pool size 3 (4 OSDs, at most 2 taken away at once, faults overlap)",
+                      lines[0])
+        self.assertIn("SIGSTOP osd.0 for 1.39 s [taken away now: osd.0]", lines[1])
+        self.assertRegex(one, r"\[taken away now: osd\.\d, osd\.\d\]")
+        self.assertNotRegex(one, r"\[taken away now: osd\.\d, osd\.\d, ")
+        self.assertRegex(lines[-1], rf"^thrash: {len(lines) - 2} faults in the schedule \(")
+        r = subprocess.run([sys.executable, os.path.join(THRASH_DIR, "thrash.py"), "--dry-run",
+                            "--minutes", "1", "--seed", "1", "--pool-size", "5"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--pool-size takes 1..4", r.stdout)
 
 
 if __name__ == "__main__":
