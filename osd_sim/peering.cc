@@ -90,7 +90,11 @@ void Peering::HandleMaps(const std::vector<placement::PlacementMap>& pools) {
         } else {
           st.complete = false;
         }
-      }  // else: a stray copy keeps its flag, as of the epoch it left
+      } else if (st.as_of < epoch_) {
+        // Not a member: a stray copy, complete as of the epoch it left (kept), not now (it
+        // gets no writes). Unless the primary already synced it for a newer epoch.
+        st.complete = false;
+      }
       const bool primary = pm.OsdOfPg(pg) == self && member_now;
       if (!primary) {
         st.primary = false;
