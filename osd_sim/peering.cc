@@ -21,6 +21,21 @@ namespace {
 // down within its grace; the PG waits meanwhile).
 constexpr absl::Duration kQueryTimeout = absl::Seconds(2);
 constexpr size_t kNamesPage = 1000;
+// A sync keeps up to this many objects (and bytes) in flight to or from one peer.
+constexpr size_t kBatchObjects = 32;
+constexpr uint64_t kBatchBytes = 32ull << 20;
+
+// How many of the objects from `first` on (their `sizes`) go in one batch: at least one.
+size_t BatchOf(const std::vector<uint64_t>& sizes, size_t first) {
+  size_t n = 0;
+  uint64_t bytes = 0;
+  while (first + n < sizes.size() && n < kBatchObjects &&
+         (n == 0 || bytes + sizes[first + n] <= kBatchBytes)) {
+    bytes += sizes[first + n];
+    ++n;
+  }
+  return n;
+}
 
 absl::Status ReplyStatus(const absl::StatusOr<Reply>& r) {
   if (!r.ok()) return r.status();
@@ -425,29 +440,39 @@ absl::Status Peering::PullFrom(int osd, const PgKey& key, uint32_t pg_num, bool 
   auto local = LocalListing(key, pg_num);
   if (!local.ok()) return local.status();
   uint64_t objects = 0, bytes = 0;
-  for (const auto& entry : *remote) {
-    // Named, not a structured binding: clang's C++17 cannot capture one in the lambda.
-    const std::string& oid = entry.first;
-    const Entry& e = entry.second;
+  std::vector<std::string> wanted;
+  std::vector<uint64_t> sizes;
+  for (const auto& [oid, e] : *remote) {
     auto mine = local->find(oid);
     if (mine != local->end() &&
         (!authoritative || (mine->second.size == e.size && mine->second.crc == e.crc))) {
       continue;
     }
-    auto reply = CallOne(osd, [&](uint64_t tid) {
-      ReadRequest r;
-      r.tid = tid;
-      r.oid = oid;
-      r.pool = key.pool;
-      return Encode(r);
-    });
-    absl::Status s = ReplyStatus(reply);
-    if (absl::IsNotFound(s)) continue;  // deleted there since its listing
-    if (!s.ok()) return s;
-    const std::string& data = reply->data;
-    if (s = StoreWhole(key.pool, oid, data); !s.ok()) return s;
-    ++objects;
-    bytes += data.size();
+    wanted.push_back(oid);
+    sizes.push_back(e.size);
+  }
+  // Reads in flight together (a round trip each would bound a sync by the latency).
+  for (size_t first = 0; first < wanted.size();) {
+    const size_t n = BatchOf(sizes, first);
+    auto replies = replicator_->CallEach(
+        std::vector<int>(n, osd),
+        [&](size_t i, uint64_t tid) {
+          ReadRequest r;
+          r.tid = tid;
+          r.oid = wanted[first + i];
+          r.pool = key.pool;
+          return Encode(r);
+        },
+        options_.call_timeout);
+    for (size_t i = 0; i < n; ++i) {
+      absl::Status s = ReplyStatus(replies[i]);
+      if (absl::IsNotFound(s)) continue;  // deleted there since its listing
+      if (!s.ok()) return s;
+      if (s = StoreWhole(key.pool, wanted[first + i], replies[i]->data); !s.ok()) return s;
+      ++objects;
+      bytes += replies[i]->data.size();
+    }
+    first += n;
   }
   for (const auto& [oid, e] : *local) {
     if (!authoritative || remote->count(oid) != 0) continue;
@@ -468,36 +493,66 @@ absl::Status Peering::PushTo(int osd, const PgKey& key, uint32_t pg_num, const L
   auto remote = RemoteListing(osd, key, pg_num);
   if (!remote.ok()) return remote.status();
   uint64_t objects = 0, bytes = 0;
+  std::vector<std::string> differ, extra;
+  std::vector<uint64_t> sizes;
   for (const auto& [oid, e] : local) {
     auto theirs = remote->find(oid);
     if (theirs != remote->end() && theirs->second.size == e.size && theirs->second.crc == e.crc) {
       continue;
     }
-    auto data = store_->Read(placement::PoolObjectName(key.pool, oid));
-    if (absl::IsNotFound(data.status())) continue;
-    if (!data.ok()) return data.status();
-    PgRequest push;
-    push.type = kPgPush;
-    push.pool = key.pool;
-    push.oid = oid;
-    push.data = std::move(*data);
-    bytes += push.data.size();
-    if (absl::Status s = ReplyStatus(Call(osd, push)); !s.ok()) return s;
-    ++objects;
+    differ.push_back(oid);
+    sizes.push_back(e.size);
   }
-  for (const auto& entry : *remote) {
-    const std::string& oid = entry.first;  // captured below (see PullFrom)
-    if (local.count(oid) != 0) continue;
-    absl::Status s = ReplyStatus(CallOne(osd, [&](uint64_t tid) {
-      ObjectRequest r;
-      r.type = kDelete;
-      r.tid = tid;
-      r.oid = oid;
-      r.pool = key.pool;
-      return Encode(r);
-    }));
-    if (!s.ok() && !absl::IsNotFound(s)) return s;
-    ++objects;
+  for (const auto& [oid, e] : *remote) {
+    if (local.count(oid) == 0) extra.push_back(oid);
+  }
+  // Pushes in flight together, each read from the store just before its batch goes.
+  for (size_t first = 0; first < differ.size();) {
+    const size_t n = BatchOf(sizes, first);
+    std::vector<PgRequest> batch;
+    for (size_t i = 0; i < n; ++i) {
+      auto data = store_->Read(placement::PoolObjectName(key.pool, differ[first + i]));
+      if (absl::IsNotFound(data.status())) continue;  // deleted since the listing
+      if (!data.ok()) return data.status();
+      PgRequest& push = batch.emplace_back();
+      push.type = kPgPush;
+      push.pool = key.pool;
+      push.oid = differ[first + i];
+      push.data = std::move(*data);
+      bytes += push.data.size();
+    }
+    auto replies = replicator_->CallEach(
+        std::vector<int>(batch.size(), osd),
+        [&](size_t i, uint64_t tid) {
+          batch[i].tid = tid;
+          return Encode(batch[i]);
+        },
+        options_.call_timeout);
+    for (auto& r : replies) {
+      if (absl::Status s = ReplyStatus(r); !s.ok()) return s;
+    }
+    objects += batch.size();
+    first += n;
+  }
+  for (size_t first = 0; first < extra.size();) {
+    const size_t n = std::min(extra.size() - first, kBatchObjects);
+    auto replies = replicator_->CallEach(
+        std::vector<int>(n, osd),
+        [&](size_t i, uint64_t tid) {
+          ObjectRequest r;
+          r.type = kDelete;
+          r.tid = tid;
+          r.oid = extra[first + i];
+          r.pool = key.pool;
+          return Encode(r);
+        },
+        options_.call_timeout);
+    for (auto& r : replies) {
+      absl::Status s = ReplyStatus(r);
+      if (!s.ok() && !absl::IsNotFound(s)) return s;
+    }
+    objects += n;
+    first += n;
   }
   spdlog::info("osd.{}: pg {}: osd.{} synced ({} objects copied or deleted, {} bytes)",
                options_.self, PgName(key.pool, key.pg), osd, objects, bytes);

@@ -205,6 +205,12 @@ absl::StatusOr<std::vector<int>> Replicator::DeleteTargets(uint32_t pool, std::s
 std::vector<absl::StatusOr<Reply>> Replicator::CallAll(
     const std::vector<int>& peers, const std::function<Message(uint64_t)>& make,
     absl::Duration timeout) {
+  return CallEach(peers, [&](size_t, uint64_t tid) { return make(tid); }, timeout);
+}
+
+std::vector<absl::StatusOr<Reply>> Replicator::CallEach(
+    const std::vector<int>& peers, const std::function<Message(size_t, uint64_t)>& make,
+    absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<uint64_t> tids(peers.size(), 0);  // 0: not sent
   std::vector<ConnectionRef> conns(peers.size());
@@ -221,7 +227,7 @@ std::vector<absl::StatusOr<Reply>> Replicator::CallAll(
   // Outside mu_: a send may wait for the session's flow control.
   for (size_t i = 0; i < peers.size(); ++i) {
     if (tids[i] == 0) continue;
-    if (absl::Status s = conns[i]->Send(make(tids[i])); !s.ok()) {
+    if (absl::Status s = conns[i]->Send(make(i, tids[i])); !s.ok()) {
       absl::MutexLock l(&mu_);
       auto it = requests_.find(tids[i]);
       if (it != requests_.end() && !it->second.answered) {

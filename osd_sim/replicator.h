@@ -136,6 +136,11 @@ class Replicator {
   std::vector<absl::StatusOr<Reply>> CallAll(const std::vector<int>& peers,
                                              const std::function<Message(uint64_t)>& make,
                                              absl::Duration timeout);
+  // The same with a request per entry: `make(i, tid)` encodes the one for peers[i] (a peer
+  // may appear several times: its requests are in flight together).
+  std::vector<absl::StatusOr<Reply>> CallEach(
+      const std::vector<int>& peers, const std::function<Message(size_t, uint64_t)>& make,
+      absl::Duration timeout);
   // A reply from a peer (OnMessage): true when it answers one of our requests.
   bool OnReply(const ConnectionRef& conn, const Message& m);
 

@@ -157,11 +157,12 @@ peering() {
   done
   echo "$total"
 }
-for _ in $(seq 1 120); do
+recovery_start=$SECONDS
+for _ in $(seq 1 240); do
   [[ $(peering) == 0 ]] && break
   sleep 0.5
 done
-[[ $(peering) == 0 ]] || fail "PGs still peering 60 s after osd.1 and osd.2 came back"
+[[ $(peering) == 0 ]] || fail "PGs still peering 120 s after osd.1 and osd.2 came back"
 recovered=$("$RUNFILES/osd_sim/tools/msgr_admin" "$DIR/run/osd.1.asok" perf dump |
             python3 -c 'import json,sys; print(json.load(sys.stdin)["peering"]["objects_recovered"])')
 verify "after osd.1 and osd.2 came back empty and were recovered"
@@ -170,5 +171,5 @@ out=$(scrub) || rc=$?
 summary=$(tail -n 1 <<<"$out")
 [[ $rc == 0 && $summary == *" 0 missing, 0 differing"* ]] \
   || fail "scrub after osd.1 and osd.2 were recovered: rc $rc: $summary"
-echo "scrub with osd.1 and osd.2 recovered ($recovered objects pulled by osd.1): $summary"
+echo "scrub with osd.1 and osd.2 recovered in $((SECONDS - recovery_start)) s ($recovered objects pulled by osd.1): $summary"
 echo "PASS: replication ($MS_TYPE): $acked acknowledged objects read back with one and with two of four OSDs killed ($degraded degraded writes)"
