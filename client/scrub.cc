@@ -25,18 +25,28 @@ ScrubReport CompareCopies(const placement::PlacementMap& map,
     auto held_by = [&](int osd) {
       return std::any_of(list.begin(), list.end(), [&](const ObjectCopy& c) { return c.osd == osd; });
     };
+    auto is_member = [&](int osd) { return std::find(acting.begin(), acting.end(), osd) != acting.end(); };
+    // Copies outside the acting set are strays (left where a PG was: peering does not
+    // remove them); only the members' copies are compared, and an object no member holds
+    // (deleted since it moved) is a stray, not missing.
+    const bool on_members = std::any_of(acting.begin(), acting.end(), held_by);
     for (int member : acting) {
+      if (!on_members) break;
       const placement::OsdEntry* e = map.Find(member);
       if (e == nullptr || !e->up || !was_scanned(member) || held_by(member)) continue;
       ++r.missing;
       r.problems.push_back(absl::StrCat(oid, ": missing on osd.", member));
     }
+    const ObjectCopy* first = nullptr;
+    bool differ = false;
     for (const ObjectCopy& c : list) {
-      if (std::find(acting.begin(), acting.end(), c.osd) == acting.end()) ++r.stray;
+      if (!is_member(c.osd)) {
+        ++r.stray;
+        continue;
+      }
+      if (first == nullptr) first = &c;
+      differ = differ || c.size != first->size || c.crc32c != first->crc32c;
     }
-    const bool differ = std::any_of(list.begin(), list.end(), [&](const ObjectCopy& c) {
-      return c.size != list.front().size || c.crc32c != list.front().crc32c;
-    });
     if (differ) {
       ++r.mismatched;
       r.problems.push_back(absl::StrCat(

@@ -1,9 +1,11 @@
 // Scrub: do the copies of every object agree? (issue 19, item 6). The client lists each
 // OSD's objects of a pool with their sizes and crc32c (kScrub pages, proto/osd_protocol.h)
 // and CompareCopies checks them against the placement map:
-//   * missing:    an up member of the object's acting set does not hold it;
+//   * missing:    another member holds it and an up member of its acting set does not;
 //   * mismatched: members hold copies of different sizes or crc32c;
-//   * stray:      an OSD outside the acting set holds a copy (a PG moved; no backfill yet).
+//   * stray:      an OSD outside the acting set holds a copy (a PG moved away: peering
+//                 copies to the new members but leaves the old copy; strays are not
+//                 compared, and an object only strays hold was deleted since it moved).
 // A scrub compares a quiet cluster: a write that lands between two OSDs' pages shows as a
 // difference. Pure functions: thread-safe.
 #ifndef MSGR_CLIENT_SCRUB_H_

@@ -176,9 +176,14 @@ absl::Status Peering::CheckActive(uint32_t pool, std::string_view oid) const {
   auto it = pgs_.find(PgKey{pool, pg});
   if (it != pgs_.end() && it->second.active) return absl::OkStatus();
   if (it == pgs_.end() || !it->second.primary) {
+    const int primary = p->second->OsdOfPg(pg);
+    if (primary == static_cast<int>(options_.self)) {  // the map has this OSD down
+      return absl::UnavailableError(absl::StrCat("osd.", options_.self, " is down in its map epoch ",
+                                                 epoch_, " (it boots again with the monitor)"));
+    }
     return absl::UnavailableError(absl::StrCat("osd.", options_.self, " is not the primary of pg ",
                                                PgName(pool, pg), " in map epoch ", epoch_,
-                                               " (osd.", p->second->OsdOfPg(pg), " is)"));
+                                               " (osd.", primary, " is)"));
   }
   return absl::UnavailableError(absl::StrCat("pg ", PgName(pool, pg),
                                              " is peering (its copies are being made complete); "
@@ -316,13 +321,15 @@ absl::Status Peering::Peer(const PgKey& key) {
   }
   // No up OSD's copy is complete *now* (every holder restarted or was marked down, or the
   // monitor restarted and marked them all down): the newest copy known may be older than
-  // one on an OSD that is down but in, which may have taken writes after it. Wait for it.
+  // one on a member that is down (down members stay in the acting set until marked out),
+  // which may have taken writes after it. Wait for those.
   bool current = self_complete;
   for (const auto& [id, c] : complete) current = current || c;
   if (!current) {
     std::string down;
-    for (const placement::OsdEntry& e : pm->osds()) {
-      if (!e.up && e.in) absl::StrAppend(&down, down.empty() ? "" : ", ", "osd.", e.id);
+    for (int id : pm->ActingOfPg(key.pg)) {
+      const placement::OsdEntry* e = pm->Find(id);
+      if (e != nullptr && !e->up) absl::StrAppend(&down, down.empty() ? "" : ", ", "osd.", id);
     }
     if (!down.empty()) {
       return absl::UnavailableError(absl::StrCat(
