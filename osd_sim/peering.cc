@@ -101,7 +101,7 @@ void Peering::HandleMaps(const std::vector<placement::PlacementMap>& pools) {
         // Stays complete only as the same incarnation, a member without a gap, or when the
         // primary already synced it for this epoch (its kPgActivate came before the map).
         if (st.complete && ((member_before && now_from == before_from) || st.as_of >= epoch_)) {
-          st.as_of = epoch_;
+          st.as_of = std::max(st.as_of, epoch_);
         } else {
           st.complete = false;
         }
