@@ -22,7 +22,11 @@ DIR=$(mktemp -d /tmp/msgr-cli-test.XXXXXX)
 fail() { echo "FAIL: $*" >&2; tail -n 20 "$DIR"/log/*.log >&2 || true; exit 1; }
 cleanup() { bash "$TOOLS/cluster.sh" stop --cluster-dir "$DIR" >/dev/null 2>&1 || true; rm -rf "$DIR"; }
 trap cleanup EXIT
-cli() { bash "$TOOLS/msgr.sh" --cluster-dir "$DIR" "$@"; }
+# Under ASan the CLI runs without the leak check: a gRPC thread that exits with the process
+# leaves 904 bytes of libcrypto's own state (CRYPTO_zalloc, no frame of ours: libcrypto has
+# no frame pointers), now and then, as cluster_test's monctl did. The client library's
+# leaks are checked by its own tests (client_test, client_e2e_test).
+cli() { ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" bash "$TOOLS/msgr.sh" --cluster-dir "$DIR" "$@"; }
 # expect_rc RC WORD CMD...: CMD exits RC with WORD in its stderr.
 expect_rc() {
   local want=$1 word=$2 rc=0 err
