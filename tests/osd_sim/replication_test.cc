@@ -186,6 +186,15 @@ class ReplicationTest : public ::testing::Test {
       ASSERT_TRUE(client_->Delete(absl::StrCat("obj.", i)).ok()) << "obj." << i;
     }
   }
+  // Version 1 of objects 0..39 everywhere, then osd.0 stopped (a durable one keeps its
+  // copies) while 0..19 get version 2 and 20..29 are deleted.
+  void MissWritesOnOsd0() {
+    WriteObjects(0, 40, 1);
+    osds_[0].reset();
+    WaitUp(0, false);
+    WriteObjects(0, 20, 2);
+    DeleteObjects(20, 10);
+  }
   void ExpectDeleted(int first, int n) {
     for (int i = first; i < first + n; ++i) {
       EXPECT_TRUE(absl::IsNotFound(client_->Read(absl::StrCat("obj.", i)).status())) << "obj." << i;
@@ -351,11 +360,7 @@ TEST_F(ReplicationTest, ARestartedOsdIsRecoveredBeforeItServesItsStaleCopies) {
   StartOsd(0);
   WaitUp(0, true);
   WaitActive(32);
-  WriteObjects(0, 40, 1);
-  osds_[0].reset();
-  WaitUp(0, false);
-  WriteObjects(0, 20, 2);
-  DeleteObjects(20, 10);
+  MissWritesOnOsd0();
   StartOsd(0);  // its store still has version 1 of all 40
   WaitUp(0, true);
   WaitActive(32);
@@ -396,11 +401,7 @@ TEST_F(ReplicationTest, AStaleCopyAloneWaitsForTheOsdsThatMayHoldNewerOnes) {
   }
   for (int id = 0; id < kOsds; ++id) WaitUp(id, true);
   WaitActive(32);
-  WriteObjects(0, 40, 1);
-  osds_[0].reset();
-  WaitUp(0, false);
-  WriteObjects(0, 20, 2);
-  DeleteObjects(20, 10);
+  MissWritesOnOsd0();
   for (int id = 1; id < kOsds; ++id) osds_[id].reset();
   for (int id = 1; id < kOsds; ++id) WaitUp(id, false);
   StartOsd(0);  // version 1 of all 40, and nobody else up

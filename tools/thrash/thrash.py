@@ -703,12 +703,13 @@ def main():
     p.add_argument("--max-size", type=int, default=8 << 20,
                    help="largest object version in bytes (default 8 MiB)")
     p.add_argument("--rate", type=float, default=10,
-                   help="ops per second per workload process (default 10). The store does "
-                        "not reclaim overwritten space yet: a run writes about writers x rate "
-                        "x 0.6 x the mean size (max-size / ln(max-size / 4 KiB)) per second")
+                   help="ops per second per workload process (default 10): a run writes "
+                        "about writers x rate x 0.6 x the mean size (max-size / ln(max-size / "
+                        "4 KiB)) per second, which the store's compaction reclaims as it is "
+                        "overwritten")
     p.add_argument("--out-in", action="store_true",
-                   help="also mark OSDs out and in (reads then find stale copies until "
-                        "backfill exists: the checker reports them)")
+                   help="also mark OSDs out and in (the PGs that move are backfilled "
+                        "before their new holders serve them)")
     p.add_argument("--out", help="results folder (default: a new one under /tmp)")
     p.add_argument("--cluster-dir", help="the cluster's directory (default: a new one)")
     p.add_argument("--keep", action="store_true", help="keep the cluster directory")
