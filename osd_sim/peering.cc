@@ -391,34 +391,54 @@ absl::StatusOr<Reply> Peering::Call(int osd, const PgRequest& req) {
   });
 }
 
-absl::Status Peering::StoreWhole(uint32_t pool, const std::string& oid, const std::string& data) {
+absl::StatusOr<uint64_t> Peering::AppendWhole(uint32_t pool, const std::string& oid,
+                                               const std::string& data) {
   const std::string name = placement::PoolObjectName(pool, oid);
   iovec iov{const_cast<char*>(data.data()), data.size()};
-  auto ticket = store_->Append(name, 0, &iov, 1, store::PayloadCrc(name, data.data(), data.size()),
-                               store::kTruncate);
+  return store_->Append(name, 0, &iov, 1, store::PayloadCrc(name, data.data(), data.size()),
+                        store::kTruncate);
+}
+
+absl::Status Peering::StoreWhole(uint32_t pool, const std::string& oid, const std::string& data) {
+  auto ticket = AppendWhole(pool, oid, data);
   return ticket.ok() ? store_->WaitDurable(*ticket) : ticket.status();
 }
 
-absl::StatusOr<Peering::Listing> Peering::LocalListing(const PgKey& key, uint32_t pg_num) const {
-  Listing out;
+std::vector<std::string> Peering::LocalNames(const PgKey& key, uint32_t pg_num,
+                                            std::string_view after, size_t max) const {
+  std::vector<std::string> out;
   const std::string prefix = placement::PoolObjectName(key.pool, "");
-  std::string after;
-  for (;;) {
-    auto page = store_->List(prefix, after, kNamesPage);
-    for (const auto& o : page) {
+  std::string from = placement::PoolObjectName(key.pool, after);
+  while (out.size() < max) {
+    auto page = store_->List(prefix, from, kNamesPage);
+    for (auto& o : page) {
       uint32_t pool;
       std::string_view oid;
       if (!placement::SplitPoolObjectName(o.oid, &pool, &oid) || pool != key.pool) continue;
       if (placement::ObjectToPg(oid, pg_num) != key.pg) continue;
-      auto data = store_->Read(o.oid);
-      if (absl::IsNotFound(data.status())) continue;  // deleted since the listing
-      if (!data.ok()) return data.status();
-      out[std::string(oid)] = Entry{data->size(), Crc32c(0, data->data(), data->size())};
+      out.emplace_back(oid);
+      if (out.size() == max) break;
     }
     if (page.size() < kNamesPage) break;
-    after = page.back().oid;
+    from = std::move(page.back().oid);
   }
   return out;
+}
+
+absl::StatusOr<Peering::Listing> Peering::Digests(uint32_t pool,
+                                                  const std::vector<std::string>& oids) const {
+  Listing out;
+  for (const std::string& oid : oids) {
+    auto data = store_->Read(placement::PoolObjectName(pool, oid));
+    if (absl::IsNotFound(data.status())) continue;  // deleted since the listing
+    if (!data.ok()) return data.status();
+    out[oid] = Entry{data->size(), Crc32c(0, data->data(), data->size())};
+  }
+  return out;
+}
+
+absl::StatusOr<Peering::Listing> Peering::LocalListing(const PgKey& key, uint32_t pg_num) const {
+  return Digests(key.pool, LocalNames(key, pg_num, "", SIZE_MAX));
 }
 
 absl::StatusOr<Peering::Listing> Peering::RemoteListing(int osd, const PgKey& key,
@@ -471,13 +491,20 @@ absl::Status Peering::PullFrom(int osd, const PgKey& key, uint32_t pg_num, bool 
           return Encode(r);
         },
         options_.call_timeout);
+    // A batch's writes share the store's flushes: all appended, then waited for.
+    std::vector<uint64_t> tickets;
     for (size_t i = 0; i < n; ++i) {
       absl::Status s = ReplyStatus(replies[i]);
       if (absl::IsNotFound(s)) continue;  // deleted there since its listing
       if (!s.ok()) return s;
-      if (s = StoreWhole(key.pool, wanted[first + i], replies[i]->data); !s.ok()) return s;
+      auto ticket = AppendWhole(key.pool, wanted[first + i], replies[i]->data);
+      if (!ticket.ok()) return ticket.status();
+      tickets.push_back(*ticket);
       ++objects;
       bytes += replies[i]->data.size();
+    }
+    for (uint64_t t : tickets) {
+      if (absl::Status s = store_->WaitDurable(t); !s.ok()) return s;
     }
     first += n;
   }
@@ -594,16 +621,20 @@ Reply Peering::Serve(const PgRequest& req, uint64_t sender) {
       if (req.pg_num == 0 || req.pg >= req.pg_num) {
         return fail(absl::InvalidArgumentError("pg list: pg out of range"));
       }
-      auto all = LocalListing(PgKey{req.pool, req.pg}, req.pg_num);
-      if (!all.ok()) return fail(all.status());
+      // Only this page's objects are read (a PG's listing takes several pages). The
+      // requester continues after the last entry, so a page whose every object was
+      // deleted meanwhile is skipped, not sent empty.
       ListBody body;
-      for (auto it = all->upper_bound(req.oid); it != all->end(); ++it) {
-        if (body.entries.size() == kMaxScrubPage) {
-          body.more = true;
-          break;
-        }
-        body.entries.push_back(ListEntry{it->first, it->second.size, it->second.crc});
-      }
+      std::string after = req.oid;
+      do {
+        auto names = LocalNames(PgKey{req.pool, req.pg}, req.pg_num, after, kMaxScrubPage + 1);
+        body.more = names.size() > kMaxScrubPage;
+        if (body.more) names.pop_back();
+        auto page = Digests(req.pool, names);
+        if (!page.ok()) return fail(page.status());
+        for (auto& [oid, e] : *page) body.entries.push_back(ListEntry{oid, e.size, e.crc});
+        if (!names.empty()) after = names.back();
+      } while (body.entries.empty() && body.more);
       reply.data = EncodeBody(body, /*digest=*/true);
       return reply;
     }

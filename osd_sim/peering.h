@@ -137,6 +137,11 @@ class Peering {
   // One PG's peering as primary; OK when it is active.
   absl::Status Peer(const PgKey& key);
   // This OSD's objects of the PG, with digests (reads each one).
+  // Up to `max` ids of this OSD's objects in a PG that sort after `after`, in order.
+  std::vector<std::string> LocalNames(const PgKey& key, uint32_t pg_num, std::string_view after,
+                                      size_t max) const;
+  // Size and crc32c of each object (read whole); one deleted meanwhile is left out.
+  absl::StatusOr<Listing> Digests(uint32_t pool, const std::vector<std::string>& oids) const;
   absl::StatusOr<Listing> LocalListing(const PgKey& key, uint32_t pg_num) const;
   absl::StatusOr<Listing> RemoteListing(int osd, const PgKey& key, uint32_t pg_num);
   // Makes `osd`'s copy equal to this OSD's (`local`).
@@ -147,7 +152,10 @@ class Peering {
   // One request to `osd` (`make` encodes it with its tid), and its reply.
   absl::StatusOr<Reply> CallOne(int osd, const std::function<Message(uint64_t)>& make);
   absl::StatusOr<Reply> Call(int osd, const PgRequest& req);
-  // Stores `data` as the whole of `oid` in `pool`, durably.
+  // Writes an object whole (replacing any older copy): AppendWhole returns the store's
+  // ticket, StoreWhole waits until it is durable.
+  absl::StatusOr<uint64_t> AppendWhole(uint32_t pool, const std::string& oid,
+                                       const std::string& data);
   absl::Status StoreWhole(uint32_t pool, const std::string& oid, const std::string& data);
 
   const PeeringOptions options_;

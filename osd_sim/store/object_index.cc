@@ -87,8 +87,14 @@ uint64_t ObjectEntry::Size() const {
   return size;
 }
 
+ObjectEntry& ObjectIndex::Entry(std::string_view oid) {
+  auto [it, inserted] = objects_.try_emplace(std::string(oid));
+  if (inserted) names_.emplace(it->first, &it->second);  // nodes never move
+  return it->second;
+}
+
 uint64_t ObjectIndex::Apply(std::string_view oid, Extent e, bool truncate) {
-  ObjectEntry& obj = objects_[std::string(oid)];
+  ObjectEntry& obj = Entry(oid);
   if (e.seq < obj.trunc_seq) return e.len;  // an older write already replaced by a truncate
   if (obj.deleted) {  // a write newer than the delete: the object exists again
     obj.deleted = false;
@@ -150,10 +156,10 @@ uint64_t ObjectIndex::Delete(std::string_view oid, uint64_t seq) {
   if (it == objects_.end()) {
     // Recovery may meet a delete whose writes were in segments since lost to damage;
     // remember it all the same, so an older write met later cannot bring the object back.
-    it = objects_.emplace(std::string(oid), ObjectEntry{}).first;
-    it->second.deleted = true;
-    it->second.trunc_seq = seq;
-    it->second.trunc_first_seq = seq;
+    ObjectEntry& fresh = Entry(oid);
+    fresh.deleted = true;
+    fresh.trunc_seq = seq;
+    fresh.trunc_first_seq = seq;
     ++deleted_;
     return 0;
   }
@@ -292,17 +298,11 @@ bool ObjectIndex::Relocate(std::string_view oid, const Extent& from, uint64_t se
 std::vector<ObjectIndex::Listed> ObjectIndex::List(std::string_view prefix,
                                                    std::string_view after, size_t max) const {
   std::vector<Listed> out;
-  if (max == 0) return out;
-  for (const auto& [oid, obj] : objects_) {
-    if (obj.deleted || oid.compare(0, prefix.size(), prefix) != 0 || oid <= after) continue;
-    out.push_back({oid, obj.Size()});
+  auto it = after < prefix ? names_.lower_bound(prefix) : names_.upper_bound(after);
+  for (; it != names_.end() && out.size() < max; ++it) {
+    if (it->first.compare(0, prefix.size(), prefix) != 0) break;  // past the prefix's range
+    if (!it->second->deleted) out.push_back({std::string(it->first), it->second->Size()});
   }
-  auto by_oid = [](const Listed& a, const Listed& b) { return a.oid < b.oid; };
-  if (out.size() > max) {
-    std::nth_element(out.begin(), out.begin() + max, out.end(), by_oid);
-    out.resize(max);
-  }
-  std::sort(out.begin(), out.end(), by_oid);
   return out;
 }
 

@@ -67,6 +67,9 @@ struct ObjectEntry {
 
 class ObjectIndex {
  public:
+  ObjectIndex() = default;
+  ObjectIndex(const ObjectIndex&) = delete;  // names_ points into objects_
+  ObjectIndex& operator=(const ObjectIndex&) = delete;
   // Applies a write to `oid`. If `truncate`, the write replaces every older write.
   // Returns the payload bytes no longer referenced (replaced extents, or `e` itself if a
   // newer write already covers it): memory mode frees them.
@@ -122,7 +125,8 @@ class ObjectIndex {
     uint64_t size = 0;
   };
   // Up to `max` existing objects whose id starts with `prefix` and sorts after `after`
-  // (byte order), in that order: one page of a listing. O(objects) per call.
+  // (byte order), in that order: one page of a listing. O(log objects + the page's
+  // length + deleted entries skipped).
   std::vector<Listed> List(std::string_view prefix, std::string_view after, size_t max) const;
 
   // Objects that exist (deleted ones not counted).
@@ -137,11 +141,16 @@ class ObjectIndex {
   using WriteKey = std::pair<std::string, uint32_t>;
   // Erases an open write; returns its parts' payload bytes.
   uint64_t Drop(std::map<WriteKey, OpenWrite>::iterator it);
+  // The entry of `oid`, made (empty) if there is none.
+  ObjectEntry& Entry(std::string_view oid);
   void AddLive(const Extent& e);
   void RemoveLive(const Extent& e);
   void AddOpenPart(const Extent& e) { ++open_parts_[e.segment_id]; }
   void RemoveOpenPart(const Extent& e);
   std::unordered_map<std::string, ObjectEntry> objects_;
+  // Every entry of objects_ (never erased; an unordered_map's nodes stay put), by id,
+  // for List.
+  std::map<std::string_view, const ObjectEntry*> names_;
   size_t deleted_ = 0;  // entries of objects_ with `deleted` set
   std::map<WriteKey, OpenWrite> open_;
   std::unordered_map<uint64_t, uint64_t> live_;  // segment id -> record bytes referenced

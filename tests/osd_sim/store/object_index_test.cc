@@ -1,6 +1,9 @@
 // The index applies writes by seq, whatever order they arrive in.
 #include "osd_sim/store/object_index.h"
 
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "osd_sim/store/record.h"
 
@@ -66,6 +69,33 @@ TEST(ObjectIndexTest, DeleteAppliesBySeqWhateverTheArrivalOrder) {
   EXPECT_FALSE(b.Lookup("never").has_value());
   EXPECT_EQ(b.object_count(), 1u);
   EXPECT_EQ(b.List("", "", 10).size(), 1u);
+}
+
+TEST(ObjectIndexTest, ListPagesThroughOnePrefixInOrderSkippingDeleted) {
+  ObjectIndex ix;
+  // Inserted out of order, around the prefix's range on both sides.
+  for (const char* oid : {"b/3", "a/9", "b/1", "c/1", "b/2", "b/5", "b", "b/4", "b0"}) {
+    ix.Apply(oid, E(1, 0, 10), false);
+  }
+  ix.Delete("b/4", 2);
+  std::vector<std::string> seen;
+  std::string after;
+  for (;;) {
+    auto page = ix.List("b/", after, 2);
+    ASSERT_LE(page.size(), 2u);
+    for (const auto& o : page) {
+      seen.push_back(o.oid);
+      EXPECT_EQ(o.size, 10u);
+    }
+    if (page.size() < 2) break;
+    after = page.back().oid;
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"b/1", "b/2", "b/3", "b/5"}));
+  EXPECT_EQ(ix.List("b/", "b/2", 10).size(), 2u) << "after an id in the range";
+  EXPECT_EQ(ix.List("b/", "a", 10).size(), 4u) << "after an id before the range";
+  EXPECT_TRUE(ix.List("b/", "b/9", 10).empty()) << "after the range";
+  EXPECT_EQ(ix.List("", "", 100).size(), 8u);
+  EXPECT_TRUE(ix.List("", "", 0).empty());
 }
 
 TEST(ObjectIndexTest, PartialOverlapsKeepBothAndZeroLengthSetsSize) {
