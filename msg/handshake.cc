@@ -166,8 +166,9 @@ std::string EncodeAuth(const AuthReply& m) {
   w.PutString16(m.proof);
   w.Put<uint64_t>(m.cookie);
   w.Put<uint64_t>(m.in_seq);
-  w.Put<uint8_t>(m.flags);
+  w.Put<uint8_t>(m.instance != 0 ? (m.flags | kAuthInstance) : (m.flags & ~kAuthInstance));
   w.Put<uint64_t>(m.ring_bytes);
+  if (m.instance != 0) w.Put<uint64_t>(m.instance);
   if (!m.entity_cert.empty()) {
     w.PutString16(m.entity_cert);
     w.PutString16(m.entity_sig);
@@ -180,7 +181,8 @@ absl::StatusOr<AuthReply> DecodeAuth(std::string_view b) {
   AuthReply m;
   if (!r.GetString16(kProofBytes, &m.proof) || !r.Get(&m.cookie) || !r.Get(&m.in_seq) ||
       !r.Get(&m.flags) || !r.Get(&m.ring_bytes) ||
-      (m.flags & ~(kAuthWantRing | kAuthLossless | kAuthHadSession)) != 0) {
+      (m.flags & ~(kAuthWantRing | kAuthLossless | kAuthHadSession | kAuthInstance)) != 0 ||
+      ((m.flags & kAuthInstance) != 0 && (!r.Get(&m.instance) || m.instance == 0))) {
     return Bad("AUTH");
   }
   if (r.remaining() != 0 && (!r.GetString16(kMaxEntityCertBytes, &m.entity_cert) ||

@@ -83,6 +83,7 @@ struct Challenge {
 inline constexpr uint8_t kAuthWantRing = 1u << 0;
 inline constexpr uint8_t kAuthLossless = 1u << 1;
 inline constexpr uint8_t kAuthHadSession = 1u << 2;  // the client was connected before
+inline constexpr uint8_t kAuthInstance = 1u << 3;    // an instance follows ring_bytes
 
 struct AuthReply {
   std::string proof;
@@ -92,6 +93,9 @@ struct AuthReply {
   // The ring size the client asks for (kAuthWantRing; 0: the server's initial size). A
   // server that resizes rings (rdma) clamps it to its limits; READY says what it chose.
   uint64_t ring_bytes = 0;
+  // The client messenger's incarnation (MessengerOptions::instance), what the cluster
+  // fences (Messenger::SetFenced); sent when not 0 (kAuthInstance, set by EncodeAuth).
+  uint64_t instance = 0;
   // The client's certificate (DER) and its signature of EntityProofInput(false, ...):
   // trailing, present only when the client offered kFeatureEntityProof.
   std::string entity_cert;

@@ -3,6 +3,7 @@
 #include "msg/messenger.h"
 
 #include <mutex>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 
@@ -83,7 +84,10 @@ absl::StatusOr<std::unique_ptr<Messenger>> Messenger::Create(const MessengerOpti
   }
   // After the lookup: an unknown backend is the first thing to fix.
   if (absl::Status s = ValidateAuth(options.auth); !s.ok()) return s;
-  return f(options, dispatcher);
+  MessengerOptions o = options;
+  std::random_device random;
+  while (o.instance == 0) o.instance = (uint64_t{random()} << 32) | random();
+  return f(o, dispatcher);
 }
 
 }  // namespace msgr

@@ -104,6 +104,9 @@ struct AuthConfig {
 struct MessengerOptions {
   std::string type = "tcp";          // backend: "tcp" or "rdma"
   EntityName name;                   // who we are
+  // This messenger's incarnation, sent in every handshake it starts: what the cluster
+  // fences (SetFenced). 0: Create draws a random one (a restarted process gets another).
+  uint64_t instance = 0;
   AuthConfig auth;
   int worker_threads = 2;
 
@@ -170,6 +173,8 @@ struct MessengerOptions {
   X(crc_errors, kCounter, kNone, "frames refused for a bad header or payload crc32c")     \
   X(protocol_errors, kCounter, kNone, "connections closed for malformed input")           \
   X(auth_failures, kCounter, kNone, "handshakes refused: wrong key, name or session")     \
+  X(fenced_refusals, kCounter, kNone, "handshakes of a fenced (blocklisted) peer refused") \
+  X(fenced_sessions_closed, kCounter, kNone, "sessions closed because their peer was fenced") \
   X(secure_auth_failures, kCounter, kNone,                                                \
     "secure mode: frames that failed AES-GCM authentication (tampered, truncated, "       \
     "replayed, reordered); each closed its connection")                                    \
@@ -314,6 +319,9 @@ struct SessionInfo {
   // This incarnation of the session: its cookie, a new one each time the connecting
   // messenger starts a session (a restarted peer comes back with another instance).
   uint64_t instance = 0;
+  // The peer messenger's incarnation (MessengerOptions::instance) for a session it
+  // opened to us; 0 when unknown (our own sessions, a peer that sent none).
+  uint64_t peer_instance = 0;
   std::string backend;          // "tcp" | "rdma"
   std::string peer_addr;
   bool outgoing = false;        // we connected (true) or accepted it (false)
@@ -326,6 +334,14 @@ struct SessionInfo {
   uint64_t ring_used_bytes = 0;  // of it, records published and not released yet
   uint64_t records_received = 0;  // ring records received on this session so far
   absl::Duration age;             // since the session began
+};
+
+// A peer the cluster fenced (Ceph's blocklist): `name`'s messenger incarnation `instance`
+// (MessengerOptions::instance, sent in the handshake), or every incarnation when 0.
+struct FencedPeer {
+  EntityName name;
+  uint64_t instance = 0;
+  std::string why;  // says who fenced it and when, for the refusal ("blocklisted at epoch 9")
 };
 
 struct ConnectOptions {
@@ -377,6 +393,13 @@ class Messenger {
   // one after the other; the data path pays nothing for it. (rdma: finding the records
   // published in a ring reads their headers, O(records in the ring).)
   virtual std::vector<SessionInfo> DumpSessions() const { return {}; }
+
+  // Replaces the set of fenced peers (the cluster map's blocklist). Every session of a
+  // fenced peer that this messenger accepted is closed before this returns (OnReset with
+  // PERMISSION_DENIED), its ring's key revoked: a one-sided writer's later writes fail
+  // and never land, and the ring's memory is never given to another session. A fenced
+  // peer's handshakes are refused with PERMISSION_DENIED naming `why`. Thread-safe.
+  virtual void SetFenced(std::vector<FencedPeer> fenced) = 0;
 
   // Closes every connection and stops the workers; no callbacks after it returns.
   // Says goodbye first: each open lossless session this messenger opened (Connect) is

@@ -91,6 +91,7 @@ bool RdmaConnection::is_connected() const {
 SessionInfo RdmaConnection::Info() const {
   SessionInfo info;
   info.instance = cookie_;
+  info.peer_instance = peer_instance_.load();
   info.backend = "rdma";
   info.peer_addr = addr_;
   info.outgoing = outgoing_;

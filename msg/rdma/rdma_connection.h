@@ -114,6 +114,9 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // Accepting side: the rest of the handshake for a peer whose AUTH passed. `resumed`
   // tells whether this is an existing session.
   void ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthReply& auth, bool resumed);
+  // The client messenger's incarnation (its AUTH), for fencing; 0 on the client side.
+  uint64_t peer_instance() const { return peer_instance_.load(); }
+  void set_peer_instance(uint64_t instance) { peer_instance_.store(instance); }
   // Ends the session for good: OnReset(why) (unless the messenger is stopping).
   void Reset(const absl::Status& why, bool send_close);
   // Server side of a lossless session: ends it (Reset) if its peer has been gone for
@@ -258,6 +261,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   const bool want_ring_;
   const std::optional<EntityName> expect_peer_;  // ConnectOptions::peer (outgoing only)
   const uint64_t cookie_;
+  std::atomic<uint64_t> peer_instance_{0};
 
   // Staging and posting of records (not the wait for credit); the mirror region only
   // changes under it.

@@ -71,6 +71,7 @@ absl::Status RdmaConnection::ClientHandshake() {
   if (absl::Status s = read(&f); !s.ok()) return failed(s);
   AuthReply resume;
   resume.cookie = cookie_;
+  resume.instance = shared_->options.instance;
   {
     absl::MutexLock l(&mu_);
     resume.in_seq = in_seq_;

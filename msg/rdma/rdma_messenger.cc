@@ -60,6 +60,10 @@ absl::StatusOr<Authenticated> ServerAuthenticate(RdmaShared& shared, SideChannel
   if (absl::Status s = read(&f); !s.ok()) return fail(s);
   auto auth = hs.OnAuth(f.header, f.payload);
   if (!auth.ok()) return fail(auth.status());
+  if (absl::Status fenced = shared.fence.Check(hs.hello().name, auth->instance); !fenced.ok()) {
+    shared.counters.fenced_refusals++;
+    return fail(hs.Refuse(fenced, session::Blame::kNone, /*send_close=*/true));
+  }
   // A peer recently cut off for an RDMA access outside its memory is not served yet.
   if (const absl::Time until = shared.BannedUntil(hs.hello().name); until > absl::Now()) {
     shared.counters.cutoff_refusals++;
@@ -237,14 +241,42 @@ void RdmaMessenger::HandleAccepted(std::unique_ptr<SideChannel> ch) {
       if (it != sessions_.end()) replaced = it->second;
       conn = std::make_shared<RdmaConnection>(shared_, peer, ch->peer(), lossless, want_ring,
                                               a->auth.cookie);
+      conn->set_peer_instance(a->auth.instance);
       sessions_[key] = conn;
     }
+  }
+  // Fenced after its handshake was checked and before SetFenced's sweep could see it.
+  if (absl::Status fenced = shared_->fence.Check(peer, a->auth.instance); !fenced.ok()) {
+    shared_->counters.fenced_refusals++;
+    (void)ch->WriteClose(fenced, absl::Now() + absl::Milliseconds(200));
+    conn->Reset(fenced, /*send_close=*/false);
+    if (replaced) replaced->Reset(fenced, /*send_close=*/false);
+    return;
   }
   if (replaced) {
     replaced->Reset(absl::AbortedError(absl::StrCat(peer.ToString(), " started a new session")),
                     /*send_close=*/false);
   }
   conn->ServeAccepted(std::move(ch), a->auth, resumed);
+}
+
+void RdmaMessenger::SetFenced(std::vector<FencedPeer> fenced) {
+  shared_->fence.Set(std::move(fenced));
+  std::vector<std::shared_ptr<RdmaConnection>> accepted;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [key, c] : sessions_) accepted.push_back(c);
+  }
+  for (const auto& c : accepted) {
+    absl::Status fenced = shared_->fence.Check(c->peer_name(), c->peer_instance());
+    if (fenced.ok()) continue;
+    spdlog::warn("msgr rdma: closing the session of {}: {}", c->peer_name().ToString(),
+                 std::string(fenced.message()));
+    shared_->counters.fenced_sessions_closed++;
+    // Revokes the ring's key at once: the peer's HCA (or the soft provider's key check)
+    // refuses its next one-sided write into it.
+    c->Reset(fenced, /*send_close=*/true);
+  }
 }
 
 void RdmaMessenger::ForgetSession(const RdmaConnection* conn) {

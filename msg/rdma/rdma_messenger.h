@@ -56,6 +56,7 @@ class RdmaMessenger : public Messenger {
   }
   const MessengerOptions& options() const override { return shared_->options; }
   std::vector<SessionInfo> DumpSessions() const override;
+  void SetFenced(std::vector<FencedPeer> fenced) override;
   void Shutdown() override;
 
   RdmaStats stats() const { return shared_->Stats(); }

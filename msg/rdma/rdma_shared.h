@@ -24,6 +24,7 @@
 #include "msg/messenger_counters.h"
 #include "msg/rdma/rdma_stats.h"
 #include "msg/rdma/registered_budget.h"
+#include "msg/session/fence.h"
 #include "msg/rdma/transport.h"
 
 namespace msgr::rdma {
@@ -66,6 +67,7 @@ class Workers {
 
 struct RdmaShared {
   MessengerOptions options;
+  session::FenceSet fence;  // peers whose handshakes are refused (SetFenced)
   Dispatcher* dispatcher = nullptr;
   RdmaCounters counters;
   std::shared_ptr<DeviceContext> ctx;

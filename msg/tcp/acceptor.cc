@@ -119,6 +119,12 @@ class ServerHandshake : public std::enable_shared_from_this<ServerHandshake> {
   void OnAuth(const FrameHeader& fh, const std::string& payload) {
     auto auth = hs_.OnAuth(fh, payload);
     if (!auth.ok()) return Fail();
+    if (absl::Status fenced = shared_->fence.Check(hs_.hello().name, auth->instance);
+        !fenced.ok()) {
+      shared_->counters.fenced_refusals++;
+      (void)hs_.Refuse(fenced, session::Blame::kNone, /*send_close=*/true);
+      return Fail();
+    }
     if (absl::Status st = msgr_->AttachAccepted(socket_, PeerOf(*socket_), hs_.hello(), *auth,
                                                  hs_.secure_keys());
         !st.ok()) {

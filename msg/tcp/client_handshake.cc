@@ -80,6 +80,7 @@ bool TcpConnection::HandshakeFailed() {
 void TcpConnection::OnChallenge(uint64_t gen, const FrameHeader& fh, const std::string& payload) {
   AuthReply resume;
   resume.cookie = cookie_;
+  resume.instance = shared_->options.instance;
   resume.in_seq = in_seq_.load();
   resume.flags = (want_ring_ ? kAuthWantRing : 0) | (policy_.lossless ? kAuthLossless : 0) |
                  (had_session_ ? kAuthHadSession : 0);

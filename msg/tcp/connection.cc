@@ -5,6 +5,7 @@
 #include <boost/asio/post.hpp>
 
 #include <cstring>
+#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -49,6 +50,7 @@ std::string TcpConnection::peer_addr() const {
 SessionInfo TcpConnection::Info() const {
   SessionInfo info;
   info.instance = cookie_;
+  info.peer_instance = peer_instance_.load();
   info.backend = "tcp";
   info.outgoing = side_ == Side::kClient;
   info.lossless = policy_.lossless;
@@ -236,6 +238,17 @@ void TcpConnection::MarkDown() {
 void TcpConnection::ResetAsync(absl::Status why) {
   if (shared_->stopping) return;
   asio::post(strand_, [self = shared_from_this(), why] { self->Reset(why, /*send_close=*/true); });
+}
+
+void TcpConnection::ResetAndWait(absl::Status why) {
+  if (shared_->stopping) return;
+  std::promise<void> done;
+  std::future<void> reset = done.get_future();
+  asio::post(strand_, [self = shared_from_this(), why, &done] {
+    self->Reset(why, /*send_close=*/true);
+    done.set_value();
+  });
+  reset.wait();
 }
 
 void TcpConnection::SayGoodbye() {

@@ -140,6 +140,12 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   bool standby() const { return !connected_.load(); }
   // Resets the session from another thread (e.g. its client restarted).
   void ResetAsync(absl::Status why);
+  // Resets it and returns once the strand did (nothing read after that is delivered).
+  // REQUIRES: not called on a thread that runs the messenger's io_context.
+  void ResetAndWait(absl::Status why);
+  // The client messenger's incarnation (AUTH), for fencing; 0 on the client side.
+  uint64_t peer_instance() const { return peer_instance_.load(); }
+  void set_peer_instance(uint64_t instance) { peer_instance_.store(instance); }
   // Messenger shutdown, step 0 (client side, any thread, after `stopping` is set): ends the
   // session with a CLOSE written by the strand; no callback. is_connected() turns false
   // once the socket is closed behind it.
@@ -262,6 +268,7 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   // ConnectOptions::peer (client side): set before StartConnect, read on the strand.
   std::optional<EntityName> expect_peer_;
   const uint64_t cookie_;
+  std::atomic<uint64_t> peer_instance_{0};
   Strand strand_;
 
   mutable absl::Mutex mu_;

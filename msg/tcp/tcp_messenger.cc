@@ -134,8 +134,33 @@ absl::Status TcpMessenger::AttachAccepted(std::shared_ptr<asio::ip::tcp::socket>
     s->ResetAsync(absl::UnavailableError(
         absl::StrCat(hello.name.ToString(), " restarted (new session from ", peer_addr, ")")));
   }
+  if (new_session) conn->set_peer_instance(auth.instance);
+  // Fenced after the acceptor checked and before SetFenced's sweep could see the session.
+  if (absl::Status fenced = shared_->fence.Check(hello.name, auth.instance); !fenced.ok()) {
+    shared_->counters.fenced_refusals++;
+    conn->ResetAsync(fenced);
+    return fenced;
+  }
   conn->Attach(std::move(socket), peer_addr, hello, auth, new_session, keys);
   return absl::OkStatus();
+}
+
+void TcpMessenger::SetFenced(std::vector<FencedPeer> fenced) {
+  shared_->fence.Set(std::move(fenced));
+  std::vector<std::shared_ptr<TcpConnection>> accepted;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [cookie, c] : sessions_) accepted.push_back(c);
+    for (const auto& [ptr, c] : lossy_) accepted.push_back(c);
+  }
+  for (const auto& c : accepted) {
+    absl::Status fenced = shared_->fence.Check(c->peer_name(), c->peer_instance());
+    if (fenced.ok()) continue;
+    spdlog::warn("msgr tcp: closing the session of {}: {}", c->peer_name().ToString(),
+                 std::string(fenced.message()));
+    shared_->counters.fenced_sessions_closed++;
+    c->ResetAndWait(fenced);
+  }
 }
 
 void TcpMessenger::Forget(const TcpConnection* conn) {

@@ -32,6 +32,7 @@
 #include "msg/handshake.h"
 #include "msg/messenger_counters.h"
 #include "msg/messenger.h"
+#include "msg/session/fence.h"
 #include "msg/session/secure_mode.h"
 
 namespace msgr::tcp {
@@ -51,6 +52,7 @@ struct TcpShared {
   TcpCounters counters;
   std::atomic<uint64_t> bytes_in_flight{0};  // over all connections (flow control)
   std::atomic<bool> stopping{false};
+  session::FenceSet fence;  // peers whose handshakes are refused (SetFenced)
 };
 
 class TcpMessenger : public Messenger {
@@ -66,6 +68,7 @@ class TcpMessenger : public Messenger {
   MessengerCounters counters() const override { return shared_->counters.Snapshot(); }
   const MessengerOptions& options() const override { return shared_->options; }
   std::vector<SessionInfo> DumpSessions() const override;
+  void SetFenced(std::vector<FencedPeer> fenced) override;
   void Shutdown() override;
 
   // --- backend internals (acceptor, handshake, connections) ---

@@ -234,6 +234,7 @@ class FakeMessenger : public Messenger {
   void SetPolicy(EntityType, Policy) override {}
   MessengerCounters counters() const override { return {}; }
   const MessengerOptions& options() const override { return options_; }
+  void SetFenced(std::vector<FencedPeer>) override {}  // the fake serves no one
   void Shutdown() override {
     std::vector<std::shared_ptr<FakeConnection>> conns;
     {

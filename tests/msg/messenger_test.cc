@@ -563,6 +563,95 @@ TEST_P(MessengerTest, DumpSessionsShowsPeerInstanceAndRingFill) {
       << server->DumpSessions().size() << " session(s) left after the client went";
 }
 
+// Fencing (the cluster's blocklist): a fenced client's session is closed and its ring's
+// key revoked before SetFenced returns, so nothing it writes afterwards lands; its next
+// handshakes are refused naming why; another client, and another incarnation of the
+// same name when only one instance is fenced, go on.
+TEST_P(MessengerTest, FencedPeerIsCutOffAndRefusedOthersGoOn) {
+  RecordingDispatcher sd, cd, od, nd;
+  auto server = MakeServer(&sd);
+  auto client = Make(Options(EntityType::kClient, 21), &cd);
+  auto other = Make(Options(EntityType::kClient, 22), &od);
+  ASSERT_NE(client->options().instance, 0u) << "Create draws an instance";
+  ASSERT_NE(client->options().instance, other->options().instance);
+  auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossless(), /*want_ring=*/true});
+  auto oconn = other->Connect(addr_, ConnectOptions{Policy::Lossless(), /*want_ring=*/true});
+  ASSERT_TRUE(conn.ok() && oconn.ok());
+  const std::string payload = Pattern(4000, 21);
+  ASSERT_TRUE((*conn)->WriteRecord(RecordDesc{"before", 1, 0, 0}, payload, absl::Seconds(10)).ok());
+  ASSERT_TRUE((*oconn)->WriteRecord(RecordDesc{"o1", 1, 0, 0}, payload, absl::Seconds(10)).ok());
+  ASSERT_TRUE(cd.WaitFor([&] { return cd.record_acks.size() == 1; }));
+  ASSERT_TRUE(od.WaitFor([&] { return od.record_acks.size() == 1; }));
+  auto sessions_of = [&](uint64_t id) {
+    size_t n = 0;
+    for (const SessionInfo& i : server->DumpSessions()) {
+      if (i.peer == EntityName{EntityType::kClient, id} && i.state != "closed") ++n;
+    }
+    return n;
+  };
+  ASSERT_TRUE(Eventually([&] { return sessions_of(21) == 1 && sessions_of(22) == 1; }));
+  for (const SessionInfo& i : server->DumpSessions()) {
+    if (i.peer.id == 21) {
+      EXPECT_EQ(i.peer_instance, client->options().instance);
+    }
+  }
+
+  // Fencing another incarnation of client.21 leaves this one alone.
+  server->SetFenced({FencedPeer{EntityName{EntityType::kClient, 21},
+                                client->options().instance + 1, "an older client.21"}});
+  EXPECT_EQ(sessions_of(21), 1u);
+  EXPECT_EQ(server->counters().fenced_sessions_closed, 0u);
+
+  server->SetFenced({FencedPeer{EntityName{EntityType::kClient, 21},
+                                client->options().instance, "blocklisted at epoch 9"}});
+  EXPECT_EQ(server->counters().fenced_sessions_closed, 1u);
+  ASSERT_TRUE(sd.WaitFor([&] { return !sd.resets.empty(); }));
+  sd.Locked([&] {
+    EXPECT_EQ(sd.resets[0].code(), absl::StatusCode::kPermissionDenied) << sd.resets[0];
+    EXPECT_NE(sd.resets[0].message().find("blocklisted at epoch 9"), std::string::npos)
+        << sd.resets[0];
+  });
+  const uint64_t received = server->counters().records_received;
+  // The client learns why its session ended; connecting again is refused with the reason,
+  // and nothing it writes reaches the server.
+  ASSERT_TRUE(cd.WaitFor([&] { return !cd.resets.empty(); }));
+  absl::Status why = cd.Locked([&] { return cd.resets[0]; });
+  EXPECT_NE(why.message().find("blocklisted at epoch 9"), std::string::npos) << why;
+  EXPECT_FALSE(
+      (*conn)->WriteRecord(RecordDesc{"after", 2, 0, 0}, payload, absl::Milliseconds(300)).ok());
+  auto again = client->Connect(addr_, ConnectOptions{Policy::Lossless(), /*want_ring=*/true});
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(
+      (*again)->WriteRecord(RecordDesc{"after", 3, 0, 0}, payload, absl::Milliseconds(500)).ok());
+  ASSERT_TRUE(cd.WaitFor([&] { return !cd.refused.empty(); }));
+  why = cd.Locked([&] { return cd.refused[0]; });
+  EXPECT_EQ(why.code(), absl::StatusCode::kPermissionDenied) << why;
+  EXPECT_NE(why.message().find("is fenced: blocklisted at epoch 9"), std::string::npos) << why;
+  EXPECT_GE(server->counters().fenced_refusals, 1u);
+  ASSERT_TRUE((*oconn)->WriteRecord(RecordDesc{"o2", 2, 0, 0}, payload, absl::Seconds(10)).ok());
+  ASSERT_TRUE(od.WaitFor([&] { return od.record_acks.size() == 2; })) << "the other client goes on";
+  EXPECT_TRUE(Eventually([&] { return server->counters().records_received >= received + 1; }));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(server->counters().records_received, received + 1) << "only the other's record";
+  EXPECT_EQ(sessions_of(21), 0u);
+
+  // A new incarnation of the same name is served: only the fenced instance was.
+  auto reborn = Make(Options(EntityType::kClient, 21), &nd);
+  auto nconn = reborn->Connect(addr_, ConnectOptions{Policy::Lossless(), /*want_ring=*/true});
+  ASSERT_TRUE(nconn.ok());
+  ASSERT_TRUE((*nconn)->WriteRecord(RecordDesc{"new", 1, 0, 0}, payload, absl::Seconds(10)).ok());
+  ASSERT_TRUE(nd.WaitFor([&] { return nd.record_acks.size() == 1; }));
+
+  // Fencing every instance of the name cuts that one off too; lifting it lets it back.
+  server->SetFenced({FencedPeer{EntityName{EntityType::kClient, 21}, 0, "every client.21"}});
+  EXPECT_EQ(sessions_of(21), 0u);
+  server->SetFenced({});
+  auto later = Make(Options(EntityType::kClient, 21), &nd);
+  auto lconn = later->Connect(addr_, ConnectOptions{Policy::Lossless(), /*want_ring=*/true});
+  ASSERT_TRUE(lconn.ok());
+  ASSERT_TRUE((*lconn)->WriteRecord(RecordDesc{"l", 1, 0, 0}, payload, absl::Seconds(10)).ok());
+}
+
 TEST_P(MessengerTest, ReservedMessageTypesAreRefused) {
   RecordingDispatcher sd, cd;
   auto server = MakeServer(&sd);

@@ -1,0 +1,36 @@
+// Fencing (Ceph's blocklist): the peers a messenger no longer serves, written once for
+// every backend. A FenceSet answers "is this authenticated peer fenced?" for the accept
+// path (a fenced peer's handshake is refused) and for the sweep that closes the sessions
+// of a peer fenced while connected (Messenger::SetFenced).
+//
+// Thread-safety: all methods may be called from any thread.
+#ifndef MSGR_MSG_SESSION_FENCE_H_
+#define MSGR_MSG_SESSION_FENCE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "msg/messenger.h"
+
+namespace msgr::session {
+
+class FenceSet {
+ public:
+  // Replaces the set.
+  void Set(std::vector<FencedPeer> fenced);
+  // OK, or PERMISSION_DENIED "NAME (instance X) is fenced: WHY" when an entry matches:
+  // its name, and its instance unless that is 0 (every instance).
+  absl::Status Check(const EntityName& peer, uint64_t instance) const;
+  bool empty() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<FencedPeer> fenced_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace msgr::session
+
+#endif  // MSGR_MSG_SESSION_FENCE_H_
