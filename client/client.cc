@@ -68,8 +68,20 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
 
   std::unique_ptr<Client> c(new Client(std::move(options), std::move(*objecter)));
   Objecter* o = c->objecter_.get();
+  const std::string me = absl::StrCat("client.", c->options_.client_id);
+  const uint64_t instance = o->messenger()->options().instance;
+  auto check_fenced = [o, me, instance](const mon::v1::ClusterMap& m) {
+    for (const mon::v1::BlocklistEntry& e : m.blocklist()) {
+      if (e.entity() != me || (e.instance() != 0 && e.instance() != instance)) continue;
+      o->Fence(absl::PermissionDeniedError(absl::StrCat(
+          me, " (instance ", absl::Hex(instance), ") was blocklisted by the cluster at map epoch ",
+          e.epoch(), " (", e.reason(), "): the OSDs refuse its writes; start a new client")));
+    }
+  };
+  check_fenced(*map);
   absl::Status w = (*mon)->Watch(
-      [o, ms_type, pool_id](const mon::v1::ClusterMap& m) {
+      [o, ms_type, pool_id, check_fenced](const mon::v1::ClusterMap& m) {
+        check_fenced(m);
         // Pools are never deleted: a map without ours is not one to follow.
         auto p = placement::FindPoolById(m, pool_id);
         if (p.has_value()) o->HandleMap(placement::ToPlacementMap(m, ms_type, *p));

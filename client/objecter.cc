@@ -72,6 +72,26 @@ void Objecter::Shutdown() {
   RunAll(done);
 }
 
+void Objecter::Fence(absl::Status why) {
+  std::vector<std::function<void()>> done;
+  {
+    absl::MutexLock l(&mu_);
+    if (shutdown_ || !fenced_.ok()) return;
+    fenced_ = why;
+    spdlog::error("client: {}", std::string(why.message()));
+    std::vector<OpRef> left;
+    for (auto& [id, op] : ops_) left.push_back(op);
+    for (auto& op : left) {
+      if (op->done) continue;
+      done.push_back(FinishLocked(
+          op, absl::Status(why.code(), absl::StrCat(op->what(), " of ", op->oid, ": ",
+                                                    why.message()))));
+    }
+    slot_cv_.SignalAll();
+  }
+  RunAll(done);
+}
+
 uint64_t Objecter::map_epoch() const {
   absl::MutexLock l(&mu_);
   return have_map_ ? map_.epoch() : 0;

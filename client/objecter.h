@@ -116,6 +116,10 @@ class Objecter : public Dispatcher {
   Objecter(const Objecter&) = delete;
   Objecter& operator=(const Objecter&) = delete;
 
+  // The cluster blocklisted this client instance: every op in flight and every later one
+  // fails with `why` (PERMISSION_DENIED); nothing it sends after this is written (the OSDs
+  // refuse it too). Idempotent.
+  void Fence(absl::Status why);
   // Installs a new map (ignored unless its epoch is newer) and re-targets ops.
   // The map is the client's pool's (PlacementMap::pool_id): every op goes to that pool.
   void HandleMap(PlacementMap map);
@@ -214,6 +218,7 @@ class Objecter : public Dispatcher {
   std::atomic<uint32_t> pool_id_{placement::kDefaultPoolId};  // map_'s pool
   bool have_map_ ABSL_GUARDED_BY(mu_) = false;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status fenced_ ABSL_GUARDED_BY(mu_);  // set by Fence: every op fails with it
   uint64_t next_op_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_tid_ ABSL_GUARDED_BY(mu_) = 1;
   // Pending (submitted, not completed) ops by id.

@@ -138,6 +138,8 @@ void Objecter::Submit(OpRef op) {
       absl::Status refuse;
       if (shutdown_) {
         refuse = absl::CancelledError("client shutting down");
+      } else if (!fenced_.ok()) {
+        refuse = fenced_;
       } else if (ops_.size() > options_.max_in_flight) {
         refuse = options_.block_when_full
                      ? absl::DeadlineExceededError(absl::StrCat(

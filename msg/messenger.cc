@@ -5,6 +5,7 @@
 #include <mutex>
 #include <random>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace msgr {
@@ -24,6 +25,29 @@ std::map<std::string, MessengerFactory>& Registry() {
 std::string EntityName::ToString() const {
   const char* t = type == EntityType::kOsd ? "osd" : type == EntityType::kMon ? "mon" : "client";
   return absl::StrCat(t, ".", id);
+}
+
+absl::StatusOr<EntityName> EntityName::Parse(std::string_view text) {
+  EntityName n;
+  size_t dot = text.find('.');
+  const std::string_view type = text.substr(0, dot == std::string_view::npos ? 0 : dot);
+  const std::string_view id = dot == std::string_view::npos ? "" : text.substr(dot + 1);
+  if (type == "client") {
+    n.type = EntityType::kClient;
+  } else if (type == "osd") {
+    n.type = EntityType::kOsd;
+  } else if (type == "mon") {
+    n.type = EntityType::kMon;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", std::string(text), "' is not an entity name: client.N, osd.N or mon.N"));
+  }
+  if (id.empty() || id.find_first_not_of("0123456789") != std::string_view::npos ||
+      !absl::SimpleAtoi(std::string(id), &n.id)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", std::string(text), "' is not an entity name: the id after the dot is a number"));
+  }
+  return n;
 }
 
 void RegisterMessengerBackend(const std::string& name, MessengerFactory factory) {

@@ -41,6 +41,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -59,6 +60,9 @@ struct EntityName {
   uint64_t id = 0;
   std::string ToString() const;  // "client.4", "osd.0"
   bool operator==(const EntityName& o) const { return type == o.type && id == o.id; }
+  // ToString's inverse: "client.N", "osd.N" or "mon.N" (N a decimal u64); INVALID_ARGUMENT
+  // naming the text otherwise.
+  static absl::StatusOr<EntityName> Parse(std::string_view text);
 };
 
 struct Policy {

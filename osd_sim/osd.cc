@@ -204,11 +204,15 @@ absl::Status Osd::Init() {
     mo.auth = options_.auth;
     mo.ring_bytes = options_.ring_bytes;
     mo.backend_options = options_.backend_options;
+    // One incarnation for the process: the first messenger draws it, the others share it
+    // (the monitor fences an old incarnation of this OSD by it).
+    mo.instance = boot.instance();
     auto m = Messenger::Create(mo, this);
     if (!m.ok()) {
       return absl::Status(m.status().code(), absl::StrCat(me, ": messenger '", type,
                                                           "' unavailable: ", m.status().message()));
     }
+    boot.set_instance((*m)->options().instance);
     (*m)->SetPolicy(EntityType::kClient, Policy::Lossless());
     (*m)->SetPolicy(EntityType::kOsd, Policy::Lossless());
     auto addr = (*m)->Bind(bind_addr);
@@ -309,6 +313,7 @@ absl::Status Osd::Init() {
     }
     replicator_->HandleMaps(pools);
     peering_->HandleMaps(pools);
+    ApplyBlocklist(map);
   });
   if (!watch.ok()) return watch;
   mon_->SetHeartbeatStats([this](mon::v1::PgStats* s) {
@@ -320,6 +325,28 @@ absl::Status Osd::Init() {
   return mon_->StartHeartbeats(boot, [me](const mon::v1::BootOsdReply& r) {
     spdlog::info("{}: re-booted with the monitor at epoch {}", me, r.epoch());
   });
+}
+
+void Osd::ApplyBlocklist(const mon::v1::ClusterMap& map) {
+  std::vector<FencedPeer> fenced;
+  for (const mon::v1::BlocklistEntry& e : map.blocklist()) {
+    auto name = EntityName::Parse(e.entity());
+    if (!name.ok()) {
+      spdlog::warn("osd.{}: blocklist entry ignored: {}", options_.id, name.status().ToString());
+      continue;
+    }
+    fenced.push_back(FencedPeer{*name, e.instance(),
+                                absl::StrCat("blocklisted at map epoch ", e.epoch(), " (",
+                                             e.reason(), ")")});
+  }
+  // Unchanged lists (most maps) cost nothing more than this comparison.
+  std::string key;
+  for (const FencedPeer& f : fenced) absl::StrAppend(&key, f.name.ToString(), "/", f.instance, " ");
+  if (key == applied_blocklist_) return;
+  applied_blocklist_ = key;
+  spdlog::info("osd.{}: blocklist at epoch {}: {} entr{}", options_.id, map.epoch(),
+               fenced.size(), fenced.size() == 1 ? "y" : "ies");
+  for (auto& m : messengers_) m->SetFenced(fenced);
 }
 
 void Osd::Stop() {
@@ -774,6 +801,8 @@ std::string Osd::DumpSessionsJson() const {
       nlohmann::json j;
       j["peer"] = s.peer.ToString();
       j["instance"] = absl::StrCat(absl::Hex(s.instance, absl::kZeroPad16));
+      // What `monctl blocklist ENTITY --instance HEX` fences (0: unknown).
+      j["peer_instance"] = absl::StrCat(absl::Hex(s.peer_instance));
       j["backend"] = s.backend;
       j["addr"] = s.peer_addr;
       j["direction"] = s.outgoing ? "out" : "in";

@@ -163,6 +163,10 @@ class Osd : public Dispatcher, public RecordSink {
  private:
   explicit Osd(const OsdOptions& options);
   absl::Status Init();
+  // Gives the map's blocklist to every messenger (Messenger::SetFenced) when it changed:
+  // a fenced client's or old OSD incarnation's sessions close and their rings' keys are
+  // revoked before the map counts as applied (the next heartbeat reports its epoch).
+  void ApplyBlocklist(const mon::v1::ClusterMap& map);
   OsdCounters Counters() const;
   Poller* PickPoller();
   // Reads run on their own threads: a reply may block on the connection's flow control,
@@ -188,6 +192,8 @@ class Osd : public Dispatcher, public RecordSink {
   std::unique_ptr<store::ObjectStore> store_;
   std::vector<std::unique_ptr<Poller>> pollers_;
   std::vector<std::unique_ptr<Messenger>> messengers_;
+  // The map's blocklist as last given to the messengers (the map watch thread only).
+  std::string applied_blocklist_;
   std::map<std::string, std::string> addrs_;
   std::unique_ptr<mon::MonClient> mon_;
   // Forwards client writes to the PG's other members (pool size > 1); set in Init().

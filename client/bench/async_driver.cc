@@ -51,7 +51,7 @@ DriverStats RunDriver(const DriverOptions& o, const DriverHooks& hooks) {
     // Refill. Each start may block (credit, max_in_flight), so the time limit is checked
     // between starts, not only once per loop.
     while (!stopping && in_flight < o.concurrency) {
-      if (o.count > 0 && st.started >= o.count) {
+      if ((o.count > 0 && st.started >= o.count) || (hooks.give_up && hooks.give_up())) {
         stopping = true;
         break;
       }

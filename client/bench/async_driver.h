@@ -74,6 +74,9 @@ struct DriverHooks {
   std::function<void(Completion& c)> complete;             // required
   std::function<void()> after_batch;  // optional: after each batch of completions
   std::function<void(int tick)> tick;  // optional: 1, 2, ... while ops are in flight
+  // Optional: true once no more ops should start (an error no retry can fix); checked
+  // before each start.
+  std::function<bool()> give_up;
 };
 
 struct DriverStats {

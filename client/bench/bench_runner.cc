@@ -116,9 +116,13 @@ absl::StatusOr<WriteRunResult> RunWrites(const ObjectOps& ops, const WriteRunOpt
     ops.write(std::move(staged_oid), std::move(staged_data),
               [t](absl::Status s) { t.Done(std::move(s)); });
   };
+  // A fenced client (PERMISSION_DENIED: blocklisted) can write nothing more: stop.
+  bool fenced = false;
+  hooks.give_up = [&] { return fenced; };
   hooks.complete = [&](Completion& c) {
     if (!c.status.ok()) {
       ++r.errors;
+      fenced = fenced || absl::IsPermissionDenied(c.status);
       if (r.error_samples.size() < kMaxSamples) r.error_samples.push_back(c.status.ToString());
       return;
     }

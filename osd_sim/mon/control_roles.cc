@@ -63,6 +63,8 @@ absl::Status AuthorizeControl(const std::string& entity, ControlOp op, uint32_t 
       return Denied(entity, "mark OSDs in", kAdminEntity);
     case ControlOp::kCreatePool:
       return Denied(entity, "create pools", kAdminEntity);
+    case ControlOp::kBlocklist:
+      return Denied(entity, "change the blocklist", kAdminEntity);
   }
   return absl::PermissionDeniedError(absl::StrCat(entity, ": unknown operation"));
 }

@@ -22,7 +22,8 @@
 
 namespace msgr::mon {
 
-enum class ControlOp { kBootOsd, kHeartbeat, kGetMap, kWatchMap, kMarkOut, kMarkIn, kCreatePool };
+enum class ControlOp { kBootOsd, kHeartbeat, kGetMap, kWatchMap, kMarkOut, kMarkIn, kCreatePool,
+                       kBlocklist };
 
 // OK if `entity` may do `op` (`osd_id`: the OSD the call is about, for BootOsd, Heartbeat,
 // MarkOut, MarkIn). Otherwise PERMISSION_DENIED naming the entity, what it tried and what it

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster_map.h"
 
@@ -66,6 +67,10 @@ std::string MapToTable(const v1::ClusterMap& map) {
     absl::StrAppendFormat(&out, "pools: %s\n", absl::StrJoin(pools, ", "));
   }
   absl::StrAppendFormat(&out, "osds: %d total, %d up, %d in\n", map.osds_size(), up, in);
+  if (map.blocklist_size() > 0) {
+    absl::StrAppendFormat(&out, "blocklist: %d entr%s (monctl blocklist ls)\n",
+                          map.blocklist_size(), map.blocklist_size() == 1 ? "y" : "ies");
+  }
   if (!map.osd_pg_stats().empty()) {  // live, from GetMap
     uint64_t active = 0, peering = 0, recovered = 0;
     std::vector<std::string> waiting;
@@ -90,6 +95,22 @@ std::string MapToTable(const v1::ClusterMap& map) {
                           o.host().empty() ? "-" : o.host(), o.addr(), o.up() ? "up" : "down",
                           o.in() ? "in" : "out", o.weight(), o.up_from(),
                           absl::StrJoin(o.ms_types(), ","));
+  }
+  return out;
+}
+
+std::string BlocklistToTable(const v1::ClusterMap& map) {
+  std::string out = absl::StrFormat("%-22s %-16s %6s  %-20s %s\n", "ENTITY", "INSTANCE", "EPOCH",
+                                    "EXPIRES (UTC)", "REASON");
+  for (const v1::BlocklistEntry& e : map.blocklist()) {
+    absl::StrAppendFormat(
+        &out, "%-22s %-16s %6d  %-20s %s\n", e.entity(),
+        e.instance() == 0 ? std::string("*") : absl::StrCat(absl::Hex(e.instance())), e.epoch(),
+        e.expires_unix_ms() == 0
+            ? std::string("never")
+            : absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMillis(e.expires_unix_ms()),
+                               absl::UTCTimeZone()),
+        e.reason());
   }
   return out;
 }

@@ -17,6 +17,8 @@ std::string MapToJson(const v1::ClusterMap& map);
 std::string MapToTable(const v1::ClusterMap& map);
 // The pools as a table (`monctl pool ls`): ID NAME SIZE MIN_SIZE PG_NUM, default first.
 std::string PoolsToTable(const v1::ClusterMap& map);
+// The blocklist as a table (`monctl blocklist ls`): ENTITY INSTANCE EPOCH EXPIRES REASON.
+std::string BlocklistToTable(const v1::ClusterMap& map);
 
 }  // namespace msgr::mon
 

@@ -188,6 +188,17 @@ absl::StatusOr<uint64_t> MonClient::Mark(uint32_t id, bool out) {
   return reply.epoch();
 }
 
+absl::StatusOr<v1::BlocklistReply> MonClient::Blocklist(const v1::BlocklistRequest& req) {
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
+  if (!Register(&ctx, timeout_)) return absl::CancelledError("mon client shutting down");
+  v1::BlocklistReply reply;
+  grpc::Status s = stub_->Blocklist(&ctx, req, &reply);
+  Unregister(&ctx);
+  if (!s.ok()) return FromGrpc(s, "Blocklist");
+  return reply;
+}
+
 absl::StatusOr<v1::CreatePoolReply> MonClient::CreatePool(const v1::CreatePoolRequest& req) {
   grpc::ClientContext ctx;
   ctx.set_wait_for_ready(true);
@@ -231,6 +242,7 @@ void MonClient::HeartbeatLoop(v1::BootOsdRequest boot, BootCallback on_boot) {
       stats = heartbeat_stats_;
     }
     if (stats) stats(req.mutable_pg_stats());
+    req.set_applied_epoch(applied_epoch_.load());
     const absl::Duration interval = absl::Milliseconds(heartbeat_ms_.load());
     grpc::ClientContext ctx;
     // Wait (up to the deadline) for a connection rather than failing fast: the blocked
@@ -290,6 +302,7 @@ void MonClient::WatchLoop(MapCallback cb) {
       last_fsid = map.fsid();
       last_epoch = map.epoch();
       cb(map);
+      applied_epoch_.store(map.epoch());  // acted on: the next heartbeat says so
     }
     grpc::Status s = reader->Finish();
     Unregister(&ctx);

@@ -66,6 +66,8 @@ class MonClient {
   absl::StatusOr<uint64_t> MarkIn(uint32_t id);
   // Creates a pool (MonitorService::CreatePool); the reply has the new pool and epoch.
   absl::StatusOr<v1::CreatePoolReply> CreatePool(const v1::CreatePoolRequest& req);
+  // Adds or removes a blocklist entry (MonitorService::Blocklist).
+  absl::StatusOr<v1::BlocklistReply> Blocklist(const v1::BlocklistRequest& req);
 
   // Starts a thread that heartbeats for osd `boot.id()` every heartbeat interval and
   // boots it again (with `boot`) whenever the monitor does not know it as up: at the
@@ -81,7 +83,8 @@ class MonClient {
 
   // Starts a thread that follows WatchMap and calls `cb` with each map newer than the last
   // one delivered (or from a different fsid), reconnecting with backoff when the monitor
-  // goes away. FAILED_PRECONDITION if already watching.
+  // goes away. FAILED_PRECONDITION if already watching. Once `cb` returned, the map's
+  // epoch is the one heartbeats report as applied (HeartbeatRequest.applied_epoch).
   absl::Status Watch(MapCallback cb);
 
   const std::string& addr() const { return addr_; }
@@ -111,6 +114,7 @@ class MonClient {
   std::unique_ptr<v1::Monitor::Stub> stub_;
   std::atomic<uint32_t> heartbeat_ms_{1000};
   std::atomic<uint64_t> heartbeat_boots_{0};
+  std::atomic<uint64_t> applied_epoch_{0};
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

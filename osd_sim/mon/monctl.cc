@@ -3,6 +3,8 @@
 //   monctl --mon HOST:PORT [--timeout-ms 5000] status | out ID | in ID | map-json
 //   monctl --mon HOST:PORT [--wait-s 30] wait ID up|down   (follows WatchMap)
 //   monctl --mon HOST:PORT pool create NAME [--size N] [--min-size M] [--pg-num P] | pool ls
+//   monctl --mon HOST:PORT [--wait-s 30] blocklist [add] ENTITY [--instance HEX]
+//          [--expire-s S] | blocklist rm ENTITY [--instance HEX] | blocklist ls
 //   [--cluster-dir DIR] [--auth none|secret] [--entity client.admin] [--conf FILE] with any
 //   command
 //   (DIR: a tools/cluster.sh directory; its mon.addr and, when it has one, its PKI)
@@ -45,6 +47,14 @@ constexpr char kUsage[] =
     "              with M copies (default N - N/2), P PGs (default the map's pg_num);\n"
     "              needs client.admin\n"
     "  pool ls     the pools: id, name, size, min_size, pg_num\n"
+    "  blocklist [add] ENTITY [--instance HEX] [--expire-s S]\n"
+    "              fence client.N or osd.N (one incarnation with --instance, as dump_sessions\n"
+    "              shows it; else every one) for S seconds (default 3600): every OSD closes\n"
+    "              its sessions, revokes its rings' keys and refuses it. Returns once every\n"
+    "              up OSD reported the new epoch applied (exit 1 after --wait-s, default 30,\n"
+    "              naming those that did not); needs client.admin\n"
+    "  blocklist rm ENTITY [--instance HEX]   lift an entry\n"
+    "  blocklist ls  the entries: entity, instance, epoch, expiry, reason\n"
     "  --timeout-ms N   give up on an unreachable monitor after N ms (default 5000)\n"
     "  --cluster-dir DIR   a tools/cluster.sh directory: the monitor at DIR/mon.addr (unless\n"
     "                      --mon), and with --auth secret DIR/pki/ca.crt, ENTITY.crt, .key\n"
@@ -134,6 +144,83 @@ int PoolCommand(const msgr::mon::CliFlags& flags, const std::string& mon, absl::
   return 0;
 }
 
+// Polls GetMap until every up OSD reported (in its heartbeat) map epoch `epoch` applied.
+int WaitApplied(msgr::mon::MonClient* client, uint64_t epoch, absl::Duration limit) {
+  const absl::Time until = absl::Now() + limit;
+  std::string behind;
+  for (;;) {
+    auto map = client->GetMap();
+    if (!map.ok()) return Error(map.status());
+    behind.clear();
+    size_t up = 0;
+    for (const auto& o : map->osds()) {
+      if (!o.up()) continue;
+      ++up;
+      auto it = map->osd_applied_epochs().find(o.id());
+      const uint64_t applied = it == map->osd_applied_epochs().end() ? 0 : it->second;
+      if (applied < epoch) {
+        absl::StrAppend(&behind, behind.empty() ? "" : ", ", "osd.", o.id(), " (at ", applied, ")");
+      }
+    }
+    if (behind.empty()) {
+      std::cout << "applied by every up OSD (" << up << ")\n";
+      return 0;
+    }
+    if (absl::Now() >= until) {
+      std::cerr << "monctl: epoch " << epoch << " not applied after " << absl::FormatDuration(limit)
+                << " by " << behind
+                << " (a down OSD applies the blocklist before it serves again)\n";
+      return 1;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+}
+
+// `blocklist [add] ENTITY [--instance HEX] [--expire-s S]`, `blocklist rm ENTITY`, `ls`.
+int BlocklistCommand(const msgr::mon::CliFlags& flags, const std::string& mon,
+                     absl::Duration timeout, const msgr::mon::ControlAuth& auth) {
+  std::vector<std::string> args = flags.positional();
+  if (args.size() == 2 && args[1] != "ls") args.insert(args.begin() + 1, "add");
+  const bool ls = args.size() == 2 && args[1] == "ls";
+  const bool change = args.size() == 3 && (args[1] == "add" || args[1] == "rm");
+  if (!ls && !change) return Usage("blocklist wants [add] ENTITY, rm ENTITY or ls");
+  msgr::mon::v1::BlocklistRequest req;
+  if (change) {
+    req.set_entity(args[2]);
+    req.set_remove(args[1] == "rm");
+    if (flags.Has("instance")) {
+      uint64_t instance = 0;
+      if (!absl::SimpleHexAtoi(flags.Get("instance"), &instance) || instance == 0) {
+        return Usage("--instance wants the hex instance that dump_sessions shows");
+      }
+      req.set_instance(instance);
+    }
+    auto expire = flags.GetUint("expire-s", 0);
+    if (!expire.ok()) return Usage(std::string(expire.status().message()));
+    if (req.remove() && flags.Has("expire-s")) return Usage("blocklist rm takes no --expire-s");
+    req.set_expire_s(*expire);
+  } else if (flags.Has("instance") || flags.Has("expire-s")) {
+    return Usage("blocklist ls takes no --instance or --expire-s");
+  }
+  auto wait_s = flags.GetUint("wait-s", 30);
+  if (!wait_s.ok()) return Usage(std::string(wait_s.status().message()));
+  auto client = msgr::mon::MonClient::Create(mon, timeout, auth);
+  if (!client.ok()) return Error(client.status());
+  if (ls) {
+    auto map = (*client)->GetMap();
+    if (!map.ok()) return Error(map.status());
+    std::cout << msgr::mon::BlocklistToTable(*map);
+    return 0;
+  }
+  auto reply = (*client)->Blocklist(req);
+  if (!reply.ok()) return Error(reply.status());
+  std::cout << (req.remove() ? "un-blocklisted " : "blocklisted ") << req.entity();
+  if (req.instance() != 0) std::cout << " instance " << flags.Get("instance");
+  std::cout << " at epoch " << reply->epoch() << "; ";
+  std::cout.flush();
+  return WaitApplied(client->get(), reply->epoch(), absl::Seconds(*wait_s));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,7 +228,7 @@ int main(int argc, char** argv) {
   const std::set<std::string> conf_keys = {"mon",  "timeout-ms", "wait-s",
                                            "auth", "cluster-dir", "entity"};
   std::set<std::string> known = conf_keys;
-  known.insert({"conf", "size", "min-size", "pg-num"});
+  known.insert({"conf", "size", "min-size", "pg-num", "instance", "expire-s"});
   auto flags = msgr::mon::CliFlags::Parse(argc, argv, known);
   if (!flags.ok()) return Usage(std::string(flags.status().message()));
   if (flags->Has("help")) {
@@ -195,6 +282,9 @@ int main(int argc, char** argv) {
     return WaitFor(client->get(), id, args[2] == "up", absl::Seconds(*wait_s));
   }
   if (cmd == "pool") return PoolCommand(*flags, mon, absl::Milliseconds(*timeout_ms), *auth);
+  if (cmd == "blocklist") {
+    return BlocklistCommand(*flags, mon, absl::Milliseconds(*timeout_ms), *auth);
+  }
   if (mark) {
     if (args.size() != 2 || !absl::SimpleAtoi(args[1], &id)) {
       return Usage(cmd + " wants one numeric OSD id");

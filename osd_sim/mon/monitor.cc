@@ -5,6 +5,7 @@
 #include <random>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -26,6 +27,10 @@ constexpr double kDefaultWeight = 1.0;
 // Distinct refusals logged before the rest are only counted.
 constexpr size_t kMaxRefusalsLogged = 1024;
 constexpr size_t kMaxPoolNameBytes = 64;
+// How long a blocklist entry lasts unless the request says (Ceph's
+// mon_osd_blocklist_default_expire).
+constexpr absl::Duration kBlocklistDefaultExpiry = absl::Hours(1);
+constexpr size_t kMaxBlocklistEntries = 4096;
 constexpr uint32_t kMaxPoolSize = 16;       // as the monitor's --pool-size
 constexpr uint32_t kMaxPoolPgNum = 1 << 16;
 
@@ -60,6 +65,16 @@ bool ValidPoolName(const std::string& name) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
            c == '_' || c == '.' || c == '-';
   });
+}
+
+// "client.N" or "osd.N", N a decimal u64: what the OSDs can fence (EntityName::Parse).
+bool BlocklistableEntity(const std::string& entity) {
+  const size_t dot = entity.find('.');
+  if (dot == std::string::npos) return false;
+  const std::string type = entity.substr(0, dot), id = entity.substr(dot + 1);
+  uint64_t n;
+  return (type == "client" || type == "osd") && !id.empty() &&
+         id.find_first_not_of("0123456789") == std::string::npos && absl::SimpleAtoi(id, &n);
 }
 
 grpc::Status Invalid(const std::string& why) {
@@ -229,6 +244,17 @@ grpc::Status MonitorService::BootOsd(grpc::ServerContext* ctx, const v1::BootOsd
   osd->set_cluster_rdma_addr(req->cluster_rdma_addr());
   osd->set_host(req->host());
   if (req->weight() > 0) osd->set_weight(req->weight());
+  if (osd->instance() != 0 && req->instance() != osd->instance()) {
+    // The OSD came back as another process: the old one, if it still runs (stopped, cut
+    // off), must not reach the new one's peers or take writes for its PGs.
+    v1::BlocklistEntry* b = next.add_blocklist();
+    b->set_entity(absl::StrCat("osd.", req->id()));
+    b->set_instance(osd->instance());
+    b->set_epoch(map_.epoch() + 1);
+    b->set_expires_unix_ms(absl::ToUnixMillis(absl::Now() + kBlocklistDefaultExpiry));
+    b->set_reason(absl::StrCat("osd.", req->id(), " restarted"));
+  }
+  osd->set_instance(req->instance());
   osd->set_up(true);
   osd->set_up_from(map_.epoch() + 1);
   std::sort(next.mutable_osds()->begin(), next.mutable_osds()->end(),
@@ -262,6 +288,7 @@ grpc::Status MonitorService::Heartbeat(grpc::ServerContext* ctx,
   }
   runtime_[req->id()].last_heartbeat = absl::Now();
   runtime_[req->id()].pg_stats = req->pg_stats();
+  runtime_[req->id()].applied_epoch = req->applied_epoch();
   reply->set_known(true);
   return grpc::Status::OK;
 }
@@ -274,7 +301,9 @@ grpc::Status MonitorService::GetMap(grpc::ServerContext* ctx, const v1::GetMapRe
   *reply = map_;
   for (const v1::OsdInfo& o : map_.osds()) {
     auto it = runtime_.find(o.id());
-    if (o.up() && it != runtime_.end()) (*reply->mutable_osd_pg_stats())[o.id()] = it->second.pg_stats;
+    if (!o.up() || it == runtime_.end()) continue;
+    (*reply->mutable_osd_pg_stats())[o.id()] = it->second.pg_stats;
+    (*reply->mutable_osd_applied_epochs())[o.id()] = it->second.applied_epoch;
   }
   return grpc::Status::OK;
 }
@@ -395,9 +424,78 @@ grpc::Status MonitorService::DoCreatePool(const v1::CreatePoolRequest& req,
   return grpc::Status::OK;
 }
 
+grpc::Status MonitorService::Blocklist(grpc::ServerContext* ctx, const v1::BlocklistRequest* req,
+                                       v1::BlocklistReply* reply) {
+  if (grpc::Status a = Authorize(ctx, ControlOp::kBlocklist, 0); !a.ok()) return a;
+  if (!BlocklistableEntity(req->entity())) {
+    ++counters_.rpc_errors;
+    return Invalid(absl::StrCat("'", req->entity(),
+                                "' cannot be blocklisted: name a client.N or an osd.N"));
+  }
+  absl::MutexLock l(&mu_);
+  v1::ClusterMap next = map_;
+  auto* list = next.mutable_blocklist();
+  auto same = std::find_if(list->begin(), list->end(), [&](const v1::BlocklistEntry& e) {
+    return e.entity() == req->entity() && e.instance() == req->instance();
+  });
+  const std::string what = absl::StrCat(
+      req->entity(), req->instance() != 0 ? absl::StrCat(" instance ", absl::Hex(req->instance()))
+                                           : std::string(" (every instance)"));
+  if (req->remove()) {
+    if (same == list->end()) {
+      ++counters_.rpc_errors;
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat(what, " is not blocklisted"));
+    }
+    *reply->mutable_entry() = *same;
+    list->erase(same);
+  } else {
+    if (same == list->end()) {
+      if (static_cast<size_t>(list->size()) >= kMaxBlocklistEntries) {
+        ++counters_.rpc_errors;
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            absl::StrCat("the blocklist holds ", list->size(),
+                                         " entries: remove some (monctl blocklist rm)"));
+      }
+      list->Add();
+      same = list->end() - 1;
+    }
+    const absl::Duration expiry =
+        req->expire_s() == 0 ? kBlocklistDefaultExpiry : absl::Seconds(req->expire_s());
+    same->set_entity(req->entity());
+    same->set_instance(req->instance());
+    same->set_epoch(map_.epoch() + 1);
+    same->set_expires_unix_ms(absl::ToUnixMillis(absl::Now() + expiry));
+    same->set_reason("monctl blocklist");
+    *reply->mutable_entry() = *same;
+  }
+  absl::Status s = CommitLocked(std::move(next));
+  if (!s.ok()) {
+    ++counters_.rpc_errors;
+    return ToGrpc(s);
+  }
+  reply->set_epoch(map_.epoch());
+  spdlog::warn("{} {} the blocklist, epoch {}", what, req->remove() ? "removed from" : "added to",
+               map_.epoch());
+  return grpc::Status::OK;
+}
+
+bool MonitorService::ExpireBlocklist(v1::ClusterMap* next, absl::Time now) {
+  auto* list = next->mutable_blocklist();
+  const int64_t now_ms = absl::ToUnixMillis(now);
+  auto gone = std::remove_if(list->begin(), list->end(), [&](const v1::BlocklistEntry& e) {
+    return e.expires_unix_ms() != 0 && e.expires_unix_ms() <= now_ms;
+  });
+  if (gone == list->end()) return false;
+  for (auto it = gone; it != list->end(); ++it) {
+    spdlog::info("{} instance {:x}: blocklist entry expired", it->entity(), it->instance());
+  }
+  list->erase(gone, list->end());
+  return true;
+}
+
 void MonitorService::CheckHeartbeatsLocked(absl::Time now) {
   v1::ClusterMap next = map_;
-  bool changed = false;
+  bool changed = ExpireBlocklist(&next, now);
   for (v1::OsdInfo& o : *next.mutable_osds()) {
     OsdRuntime& rt = runtime_[o.id()];
     if (o.up() && now - rt.last_heartbeat > options_.grace) {

@@ -93,6 +93,10 @@ class MonitorService final : public v1::Monitor::Service {
   // min_size 0 size - size / 2, pg_num 0 the map's. Pool ids start at 1 (0 is "default").
   grpc::Status CreatePool(grpc::ServerContext* ctx, const v1::CreatePoolRequest* req,
                           v1::CreatePoolReply* reply) override;
+  // Adds (or removes) a blocklist entry (client.admin); see proto/mon.proto. An entry
+  // that is already there gets the new expiry (a new epoch all the same).
+  grpc::Status Blocklist(grpc::ServerContext* ctx, const v1::BlocklistRequest* req,
+                         v1::BlocklistReply* reply) override;
 
  private:
   // Liveness bookkeeping that is not part of the map (not persisted).
@@ -100,6 +104,7 @@ class MonitorService final : public v1::Monitor::Service {
     absl::Time last_heartbeat = absl::InfinitePast();
     absl::Time down_since = absl::InfinitePast();
     v1::PgStats pg_stats;  // from the last heartbeat
+    uint64_t applied_epoch = 0;  // likewise
   };
 
   MonitorService(MonitorOptions options, v1::ClusterMap map);
@@ -116,6 +121,8 @@ class MonitorService final : public v1::Monitor::Service {
       ABSL_LOCKS_EXCLUDED(refused_mu_);
   void TickLoop();
   void CheckHeartbeatsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops blocklist entries past their expiry from `next`; true if it dropped any.
+  static bool ExpireBlocklist(v1::ClusterMap* next, absl::Time now);
 
   const MonitorOptions options_;
   mutable absl::Mutex mu_;
