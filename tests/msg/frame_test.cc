@@ -162,6 +162,19 @@ TEST(HandshakeTest, RoundTripsAndProofs) {
   EXPECT_EQ(ad->ring_bytes, 4u << 20);
   EXPECT_FALSE(DecodeAuth(EncodeAuth(a).substr(0, EncodeAuth(a).size() - 8)).ok())
       << "an AUTH without its ring size is refused";
+  EXPECT_EQ(ad->instance, 0u);
+  EXPECT_EQ(ad->flags & kAuthInstance, 0) << "no instance, no flag";
+  a.instance = 0x1234567890abcdefull;  // the client messenger's incarnation, for fencing
+  ad = DecodeAuth(EncodeAuth(a));
+  ASSERT_TRUE(ad.ok());
+  EXPECT_EQ(ad->instance, 0x1234567890abcdefull);
+  EXPECT_NE(ad->flags & kAuthInstance, 0);
+  EXPECT_EQ(ad->ring_bytes, 4u << 20);
+  EXPECT_FALSE(DecodeAuth(EncodeAuth(a).substr(0, EncodeAuth(a).size() - 8)).ok())
+      << "an AUTH whose flag announces an instance that is not there is refused";
+  std::string zero = EncodeAuth(a);
+  std::memset(&zero[zero.size() - 8], 0, 8);
+  EXPECT_FALSE(DecodeAuth(zero).ok()) << "instance 0 is never sent";
   Ready r;
   r.ring_bytes = 1 << 20;
   auto rd = DecodeReady(EncodeReady(r));

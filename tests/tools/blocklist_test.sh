@@ -6,7 +6,7 @@
 #     blocklist and gives up; nothing it sent after the fence lands in any store, and every
 #     object it had acknowledged before reads back;
 #   * a new client (another instance) writes as usual; `blocklist ls` and `status` show
-#     the entry, `blocklist rm` lifts it;
+#     the entry, `blocklist rm` lifts it, an entry past its --expire-s is dropped;
 #   * an OSD restarted as a new process gets its old incarnation blocklisted ("osd.K
 #     restarted").
 #
@@ -109,6 +109,13 @@ grep -q "^$CLIENT .*$INSTANCE .*monctl blocklist" <<<"$ls" || fail "blocklist ls
 "${MONCTL[@]}" status | grep -q "blocklist: 1 entry" || fail "status does not count the entry"
 "${MONCTL[@]}" blocklist rm "$CLIENT" --instance "$INSTANCE" || fail "blocklist rm"
 [[ $("${MONCTL[@]}" blocklist ls | wc -l) == 1 ]] || fail "the entry is still listed after rm"
+# An entry lasts its --expire-s: the monitor drops it (a new epoch) once it is past.
+"${MONCTL[@]}" blocklist add client.5 --expire-s 1 >/dev/null || fail "blocklist --expire-s 1"
+for _ in $(seq 1 50); do
+  "${MONCTL[@]}" blocklist ls | grep -q "^client.5 " || break
+  sleep 0.2
+done
+"${MONCTL[@]}" blocklist ls | grep -q "^client.5 " && fail "client.5's entry outlived --expire-s 1"
 out=$("${MONCTL[@]}" blocklist nobody.1 2>&1) && fail "blocklisting nobody.1 succeeded"
 [[ $out == *"client.N or an osd.N"* ]] || fail "bad entity: unclear error: $out"
 
