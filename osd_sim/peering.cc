@@ -299,6 +299,7 @@ absl::Status Peering::Peer(const PgKey& key) {
   int best = self_as_of > 0 ? self : -1;
   uint64_t best_as_of = self_as_of;
   std::map<int, bool> complete;  // of the others that answered
+  std::vector<int> held;  // of those, the ones that had a complete copy once
   std::string silent;
   for (size_t i = 0; i < others.size(); ++i) {
     absl::Status s = ReplyStatus(replies[i]);
@@ -309,6 +310,7 @@ absl::Status Peering::Peer(const PgKey& key) {
       continue;
     }
     complete[others[i]] = info->complete;
+    if (info->as_of_epoch > 0) held.push_back(others[i]);
     if (info->as_of_epoch > 0 && (best < 0 || info->as_of_epoch > best_as_of)) {
       best = others[i];
       best_as_of = info->as_of_epoch;
@@ -368,13 +370,35 @@ absl::Status Peering::Peer(const PgKey& key) {
     if (absl::Status s = ReplyStatus(Call(id, a)); !s.ok()) return s;
   }
   // 4. Active, unless the interval moved on meanwhile (then it is queued again).
-  absl::MutexLock l(&mu_);
-  PgState& st = pgs_[key];
-  if (st.interval != interval || !st.primary) return absl::OkStatus();
-  st.complete = true;
-  st.as_of = std::max(st.as_of, epoch);
-  st.active = true;
-  save_pending_ = true;
+  {
+    absl::MutexLock l(&mu_);
+    PgState& st = pgs_[key];
+    if (st.interval != interval || !st.primary) return absl::OkStatus();
+    st.complete = true;
+    st.as_of = std::max(st.as_of, epoch);
+    st.active = true;
+    save_pending_ = true;
+  }
+  // 5. With every member of the acting set up and complete, copies elsewhere are strays
+  // (left where the PG was before an out, an in or a new OSD): they go, so moving data
+  // frees space. Best effort: one that fails keeps its copy until the next interval.
+  const std::vector<int> acting = pm->ActingOfPg(key.pg);
+  if (members.size() == acting.size()) {
+    for (int id : held) {
+      if (std::find(acting.begin(), acting.end(), id) != acting.end()) continue;
+      PgRequest r;
+      r.type = kPgRemove;
+      r.pool = key.pool;
+      r.pg = key.pg;
+      r.pg_num = pg_num;
+      r.epoch = epoch;
+      absl::Status s = ReplyStatus(Call(id, r));
+      if (!s.ok()) {
+        spdlog::info("osd.{}: pg {}: osd.{} keeps its stray copy for now: {}", options_.self,
+                     PgName(key.pool, key.pg), id, s.ToString());
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -653,9 +677,55 @@ Reply Peering::Serve(const PgRequest& req, uint64_t sender) {
       save_pending_ = true;
       return reply;
     }
+    case kPgRemove: {
+      if (absl::Status s = CheckPrimaryOfPg(req.pool, req.pg, sender); !s.ok()) return fail(s);
+      auto removed = RemoveStray(PgKey{req.pool, req.pg});
+      if (!removed.ok()) return fail(removed.status());
+      return reply;
+    }
     default:
       return fail(absl::InvalidArgumentError("not a peering request"));
   }
+}
+
+absl::StatusOr<uint64_t> Peering::RemoveStray(const PgKey& key) {
+  const int self = static_cast<int>(options_.self);
+  uint32_t pg_num;
+  {
+    absl::MutexLock l(&mu_);
+    auto p = pools_.find(key.pool);
+    if (p == pools_.end()) return absl::NotFoundError("pg remove: no such pool in this OSD's map");
+    const std::vector<int> acting = p->second->ActingOfPg(key.pg);
+    if (std::find(acting.begin(), acting.end(), self) != acting.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "pg remove: osd.", self, " is a member of pg ", PgName(key.pool, key.pg),
+          " in its map (epoch ", epoch_, ")"));
+    }
+    pg_num = p->second->pg_num();
+  }
+  uint64_t n = 0;
+  std::vector<uint64_t> tickets;
+  for (const std::string& oid : LocalNames(key, pg_num, "", SIZE_MAX)) {
+    auto ticket = store_->Delete(placement::PoolObjectName(key.pool, oid));
+    if (absl::IsNotFound(ticket.status())) continue;
+    if (!ticket.ok()) return ticket.status();
+    tickets.push_back(*ticket);
+    ++n;
+  }
+  for (uint64_t t : tickets) {
+    if (absl::Status s = store_->WaitDurable(t); !s.ok()) return s;
+  }
+  spdlog::log(n > 0 ? spdlog::level::info : spdlog::level::debug,
+              "osd.{}: pg {}: stray copy removed ({} objects)", options_.self,
+              PgName(key.pool, key.pg), n);
+  absl::MutexLock l(&mu_);
+  PgState& st = pgs_[key];
+  st.complete = false;
+  st.as_of = 0;  // nothing left to offer
+  save_pending_ = true;
+  ++counters_.strays_removed;
+  counters_.stray_objects_removed += n;
+  return n;
 }
 
 PeeringCounters Peering::counters() const {

@@ -69,7 +69,10 @@ namespace msgr::osd {
   X(pushes, kCounter, kNone, "PG copies this OSD synced on a member (recovery, backfill)")      \
   X(objects_recovered, kCounter, kNone, "objects copied or deleted by those syncs")           \
   X(bytes_recovered, kCounter, kBytes, "bytes those copies moved")                             \
-  X(peering_errors, kCounter, kNone, "peering attempts that failed and were retried")
+  X(peering_errors, kCounter, kNone, "peering attempts that failed and were retried")        \
+  X(strays_removed, kCounter, kNone,                                                          \
+    "stray PG copies this OSD dropped when their PG's members were all up and complete")     \
+  X(stray_objects_removed, kCounter, kNone, "objects those drops deleted")
 
 MSGR_COUNTER_SNAPSHOT(PeeringCounters, MSGR_PEERING_COUNTERS);
 
@@ -146,6 +149,9 @@ class Peering {
   absl::StatusOr<Listing> RemoteListing(int osd, const PgKey& key, uint32_t pg_num);
   // Makes `osd`'s copy equal to this OSD's (`local`).
   absl::Status PushTo(int osd, const PgKey& key, uint32_t pg_num, const Listing& local);
+  // kPgRemove: deletes this OSD's copy of a PG it is not a member of (in its own map) and
+  // forgets that it ever had one. Returns the objects deleted.
+  absl::StatusOr<uint64_t> RemoveStray(const PgKey& key);
   // Makes this OSD's copy equal to `osd`'s (`authoritative`: its copy is complete), or
   // adds the objects `osd` has and this OSD lacks (a merge when no copy is complete).
   absl::Status PullFrom(int osd, const PgKey& key, uint32_t pg_num, bool authoritative);

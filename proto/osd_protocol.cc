@@ -66,7 +66,8 @@ Message Encode(const PgRequest& m) {
 }
 
 bool IsPgRequest(uint16_t type) {
-  return type == kPgQuery || type == kPgList || type == kPgPush || type == kPgActivate;
+  return type == kPgQuery || type == kPgList || type == kPgPush || type == kPgActivate ||
+         type == kPgRemove;
 }
 
 absl::StatusOr<PgRequest> DecodePgRequest(const Message& m) {
@@ -171,7 +172,8 @@ absl::StatusOr<ListRequest> DecodeListRequest(const Message& m) {
 bool IsReply(uint16_t type) {
   return type == kReadReply || type == kStatReply || type == kDeleteReply ||
          type == kListReply || type == kScrubReply || type == kPgQueryReply ||
-         type == kPgListReply || type == kPgPushReply || type == kPgActivateReply;
+         type == kPgListReply || type == kPgPushReply || type == kPgActivateReply ||
+         type == kPgRemoveReply;
 }
 
 absl::StatusOr<Reply> DecodeReply(const Message& m) {

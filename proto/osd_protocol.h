@@ -39,6 +39,8 @@ enum MsgType : uint16_t {
   kPgPushReply = 0x110,
   kPgActivate = 0x111,  // your copy of the PG is now complete (the primary synced it)
   kPgActivateReply = 0x112,
+  kPgRemove = 0x113,  // drop your (stray) copy of a PG: its members are all up and complete
+  kPgRemoveReply = 0x114,
 };
 
 inline constexpr uint64_t kToEnd = UINT64_MAX;  // a read length: to the object's end
@@ -83,7 +85,7 @@ inline constexpr uint32_t kMaxScrubPage = 64;   // and a digest page's at this (
 
 // A peering request (kPg*), from one OSD to another. Fields a type does not use are 0 or
 // empty: kPgQuery pool+pg; kPgList pool+pg+pg_num+after (a page of kMaxScrubPage);
-// kPgPush pool+oid+data; kPgActivate pool+pg+epoch.
+// kPgPush pool+oid+data; kPgActivate pool+pg+epoch; kPgRemove pool+pg+epoch.
 struct PgRequest {
   MsgType type = kPgQuery;
   uint64_t tid = 0;

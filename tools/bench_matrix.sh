@@ -8,7 +8,8 @@
 #   --reps N      repetitions of every measurement; the table shows medians (default 3)
 #   --out DIR     raw results (bench JSON, google-benchmark JSON, fio JSON, perf dumps,
 #                 uptime per section); default /tmp/bm.<pid>
-#   --only LIST   comma list of sections: mem,clients,durable,store,msgr,idle (default all)
+#   --only LIST   comma list of sections: mem,clients,durable,store,msgr,idle,repl
+#                 (default all)
 #   --clients N   client instances of the clients section (default 20)
 #   --report      only print the table from an earlier --out DIR (no measurement)
 #   --layout L    free (default): no tuning flag at all, what a user gets (the OSDs'
@@ -30,6 +31,10 @@
 #   store    store_benchmark: 4 KiB / 4 MiB per mode, sync threads and pipelined (256 / 16
 #            in flight with callbacks: what the OSD does), file-per-object, fdatasync loop
 #   msgr     tcp_benchmark (messenger vs raw TCP) and ring_throughput_benchmark
+#   repl     replication: per backend a cluster of 3 OSDs whose OSD-to-OSD sessions use that
+#            backend (--ms-cluster-type), default pool size 3 and a pool "one" of size 1;
+#            4 KiB -t 16 IOPS and 4 MiB -t 16 MiB/s at size 1 and 3, memory mode (128
+#            objects overwritten) and durable; +~5 min
 # Needs fio (Debian package `fio`). Clusters live in /tmp/bmm.<pid> and /tmp/bmd.<pid>
 # (short paths: Unix sockets) and are always stopped on exit. Takes ~6-8 minutes.
 set -euo pipefail
@@ -88,9 +93,9 @@ if want durable && ! command -v fio >/dev/null; then
   echo "bench_matrix.sh: fio not found (apt-get install -y fio)" >&2; exit 1
 fi
 
-MEM=/tmp/bmm.$$ DUR=/tmp/bmd.$$
+MEM=/tmp/bmm.$$ DUR=/tmp/bmd.$$ REPL=/tmp/bmr.$$
 cleanup() {
-  for d in "$MEM" "$DUR"; do
+  for d in "$MEM" "$DUR" "$REPL"; do
     [[ -f "$d/mon.pid" ]] && tools/cluster.sh stop --cluster-dir "$d" >/dev/null 2>&1 || true
     rm -rf "$d"
   done
@@ -102,7 +107,7 @@ trap cleanup EXIT
 # The memory-mode cluster keeps every object in RAM: its runs overwrite 256 objects.
 bench_one() {
   local dir=$1 type=$2 size=$3 t=$4 tag=$5 extra=("${@:6}")
-  [[ $type == rdma ]] && extra=(--rdma-device soft)
+  [[ $type == rdma ]] && extra+=(--rdma-device soft)
   [[ $dir == "$MEM" ]] && extra+=(--max-objects 256)
   [[ $t == 1 ]] && extra+=(--spin-us "$T1_SPIN")
   tools/bench.sh --mon "$(cat "$dir/mon.addr")" --ms-type "$type" -b "$size" -t "$t" \
@@ -196,6 +201,31 @@ if want durable; then
   done
   perf_dump "$DUR" dur
   tools/cluster.sh stop --cluster-dir "$DUR" >/dev/null 2>&1 || true
+fi
+
+if want repl; then
+  load repl
+  for mode in memory durable; do
+    for type in tcp rdma; do
+      log "repl: 3 OSDs, $mode, client and OSD-to-OSD sessions over $type, in $REPL"
+      tools/cluster.sh start --cluster-dir "$REPL" --osds 3 --ms-type both \
+        --ms-cluster-type "$type" --durability "$mode" --auth none --rdma-device soft \
+        --pool-size 3 "${CLUSTER_PIN[@]}" > "$OUT/repl.$mode.$type.cluster.log" 2>&1
+      "$BIN/osd_sim/mon/monctl" --cluster-dir "$REPL" pool create one --size 1 >/dev/null
+      keep=()
+      [[ $mode == memory ]] && keep=(--max-objects 128)
+      for r in $(seq 1 "$REPS"); do
+        for pool in one default; do
+          size=$([[ $pool == one ]] && echo 1 || echo 3)
+          bench_one "$REPL" "$type" 4K 16 "repl.$mode.$type.s$size.4k.t16.r$r" --pool "$pool" "${keep[@]}"
+          bench_one "$REPL" "$type" 4M 16 "repl.$mode.$type.s$size.4m.t16.r$r" --pool "$pool" "${keep[@]}"
+        done
+      done
+      perf_dump "$REPL" "repl.$mode.$type"
+      tools/cluster.sh stop --cluster-dir "$REPL" >/dev/null 2>&1 || true
+      rm -rf "$REPL"
+    done
+  done
 fi
 
 if want store; then
@@ -315,6 +345,21 @@ if "durable" in load:
     print(f"| pwrite+fdatasync loop 4 KiB (ops/s) | {f(fd('BM_WriteFdatasync/4096/real_time', 'items_per_second'))} | | |")
     print(f"| cluster 4 MiB / fio | {f(ratio(t4m, fio), '{:.0%}')} | {f(ratio(r4m, fio), '{:.0%}')} | |")
     print(f"| cluster 4 MiB / fio+fdatasync | {f(ratio(t4m, fiosync), '{:.0%}')} | {f(ratio(r4m, fiosync), '{:.0%}')} | |")
+if "repl" in load:
+    print(f"\n## 6. replication: 3 OSDs, pool size 1 vs 3, auth none   load {load['repl']}")
+    print("client and OSD-to-OSD sessions over the same backend (--ms-cluster-type); memory mode "
+          "overwrites 128 objects")
+    print("| mode | cell | tcp size 1 | tcp size 3 | rdma size 1 | rdma size 3 | size 3/1 tcp | "
+          "size 3/1 rdma | rdma/tcp size 3 |\n|---|---|---|---|---|---|---|---|---|")
+    for mode in ("memory", "durable"):
+        for case, key, name in (("4k.t16", "iops", "4 KiB -t 16 IOPS"),
+                                ("4m.t16", "mb_per_s", "4 MiB -t 16 MiB/s")):
+            v = {(t, s): bench(f"repl.{mode}.{t}.s{s}.{case}", key)
+                 for t in ("tcp", "rdma") for s in (1, 3)}
+            print(f"| {mode} | {name} | {f(v['tcp', 1])} | {f(v['tcp', 3])} | {f(v['rdma', 1])} | "
+                  f"{f(v['rdma', 3])} | {f(ratio(v['tcp', 3], v['tcp', 1]), '{:.2f}x')} | "
+                  f"{f(ratio(v['rdma', 3], v['rdma', 1]), '{:.2f}x')} | "
+                  f"{f(ratio(v['rdma', 3], v['tcp', 3]), '{:.2f}x')} |")
 if os.path.exists(f"{out}/store.json"):
     fio = med([json.load(open(p))["jobs"][0]["write"]["bw_bytes"] / MIB
                for p in glob.glob(f"{out}/store.fio.r*.json")])

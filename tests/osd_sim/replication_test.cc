@@ -429,7 +429,7 @@ TEST_F(ReplicationTest, AStaleCopyAloneWaitsForTheOsdsThatMayHoldNewerOnes) {
 // Backfill at size 1 (the README's old stale read): objects move off an OSD marked out
 // and are copied to their new holders before those serve them; overwritten there, they
 // move back when it is marked in, and it serves the new versions, not its old copies.
-TEST_F(ReplicationTest, OutAndInMoveObjectsWithoutStaleReadsAtSizeOne) {
+TEST_F(ReplicationTest, OutAndInMoveObjectsWithoutStaleReadsAtSizeOneAndDropStrays) {
   auto mc = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
   ASSERT_TRUE(mc.ok()) << mc.status();
   mon::v1::CreatePoolRequest req;
@@ -449,6 +449,8 @@ TEST_F(ReplicationTest, OutAndInMoveObjectsWithoutStaleReadsAtSizeOne) {
   for (int i = 0; i < kObjects; ++i) {
     ASSERT_TRUE((*one)->Write(absl::StrCat("s.", i), Contents(i, 1, 4096 + i)).ok());
   }
+  const uint64_t held_before_out = Perf(1)["store"]["objects"].get<uint64_t>();
+  ASSERT_GT(held_before_out, 0u);
   ASSERT_TRUE((*mc)->MarkOut(1).ok());
   absl::SleepFor(absl::Milliseconds(300));  // the OSDs and the client follow the map
   WaitActive(32 + 16);
@@ -457,6 +459,17 @@ TEST_F(ReplicationTest, OutAndInMoveObjectsWithoutStaleReadsAtSizeOne) {
     ASSERT_TRUE(got.ok()) << "s." << i << " after out: " << got.status();
     EXPECT_TRUE(*got == Contents(i, 1, 4096 + i)) << "s." << i;
   }
+  // osd.1, out, leads nothing and is a member of nothing: once each PG's members are all up
+  // and complete, its copies are strays and their primaries have them removed.
+  uint64_t left = 0;
+  for (int i = 0; i < 200; ++i) {
+    left = Perf(1)["store"]["objects"].get<uint64_t>();
+    if (left == 0) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(left, 0u) << "of " << held_before_out << " objects, osd.1 kept strays after it was out";
+  EXPECT_GT(Perf(1)["peering"]["strays_removed"].get<uint64_t>(), 0u);
+  EXPECT_EQ(Perf(1)["peering"]["stray_objects_removed"].get<uint64_t>(), held_before_out);
   for (int i = 0; i < kObjects; i += 2) {
     ASSERT_TRUE((*one)->Write(absl::StrCat("s.", i), Contents(i, 2, 5000 + i)).ok());
   }
