@@ -170,6 +170,30 @@ TEST(OsdProtocolTest, ScrubPagesCarryEachObjectsCrcAndListsStayAsTheyWere) {
   EXPECT_TRUE(IsReply(kScrubReply));
 }
 
+TEST(OsdProtocolTest, PeeringRequestsRoundTripAndTheirRepliesAreReplies) {
+  for (MsgType t : {kPgQuery, kPgList, kPgPush, kPgActivate, kPgRemove}) {
+    PgRequest r;
+    r.type = t;
+    r.tid = 9;
+    r.pool = 2;
+    r.pg = 0x1f;
+    r.pg_num = 64;
+    r.epoch = 77;
+    const Message m = Encode(r);
+    EXPECT_TRUE(IsPgRequest(m.type)) << t;
+    auto back = DecodePgRequest(m);
+    ASSERT_TRUE(back.ok()) << t << ": " << back.status();
+    EXPECT_EQ(back->type, t);
+    EXPECT_EQ(back->tid, 9u);
+    EXPECT_EQ(back->pool, 2u);
+    EXPECT_EQ(back->pg, 0x1fu);
+    EXPECT_EQ(back->epoch, 77u);
+    EXPECT_TRUE(IsReply(static_cast<uint16_t>(t + 1))) << "reply of " << t;
+    EXPECT_FALSE(IsPgRequest(static_cast<uint16_t>(t + 1)));
+  }
+  EXPECT_FALSE(DecodePgRequest(Message{kRead, ""}).ok()) << "not a peering request";
+}
+
 TEST(OsdProtocolTest, WriteFailuresAreDescribedForUsers) {
   EXPECT_NE(DescribeWriteFailure(absl::StatusCode::kResourceExhausted).find("full"),
             std::string::npos);
