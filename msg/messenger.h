@@ -402,7 +402,8 @@ class Messenger {
   // fenced peer that this messenger accepted is closed before this returns (OnReset with
   // PERMISSION_DENIED), its ring's key revoked: a one-sided writer's later writes fail
   // and never land, and the ring's memory is never given to another session. A fenced
-  // peer's handshakes are refused with PERMISSION_DENIED naming `why`. Thread-safe.
+  // peer's handshakes are refused with PERMISSION_DENIED naming `why`. Thread-safe; not
+  // from a Dispatcher callback (it waits for the sessions' own threads).
   virtual void SetFenced(std::vector<FencedPeer> fenced) = 0;
 
   // Closes every connection and stops the workers; no callbacks after it returns.

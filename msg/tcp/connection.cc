@@ -242,13 +242,16 @@ void TcpConnection::ResetAsync(absl::Status why) {
 
 void TcpConnection::ResetAndWait(absl::Status why) {
   if (shared_->stopping) return;
-  std::promise<void> done;
-  std::future<void> reset = done.get_future();
-  asio::post(strand_, [self = shared_from_this(), why, &done] {
+  auto done_ptr = std::make_shared<std::promise<void>>();
+  std::future<void> reset = done_ptr->get_future();
+  asio::post(strand_, [self = shared_from_this(), why, done_ptr] {
     self->Reset(why, /*send_close=*/true);
-    done.set_value();
+    done_ptr->set_value();
   });
-  reset.wait();
+  // A messenger shutting down meanwhile may drop the posted reset: stop waiting then.
+  while (reset.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+    if (shared_->stopping) return;
+  }
 }
 
 void TcpConnection::SayGoodbye() {
