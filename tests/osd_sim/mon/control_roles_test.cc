@@ -14,7 +14,7 @@ bool Allowed(const std::string& entity, ControlOp op, uint32_t id = 0) {
 TEST(ControlRolesTest, AdminMayDoEverything) {
   for (ControlOp op : {ControlOp::kBootOsd, ControlOp::kHeartbeat, ControlOp::kGetMap,
                        ControlOp::kWatchMap, ControlOp::kMarkOut, ControlOp::kMarkIn,
-                       ControlOp::kCreatePool}) {
+                       ControlOp::kCreatePool, ControlOp::kBlocklist}) {
     EXPECT_TRUE(Allowed("client.admin", op, 3)) << static_cast<int>(op);
   }
 }
@@ -34,6 +34,9 @@ TEST(ControlRolesTest, OsdActsOnlyAsItself) {
   EXPECT_FALSE(Allowed("client.bench", ControlOp::kCreatePool));
   EXPECT_EQ(AuthorizeControl("client.bench", ControlOp::kCreatePool, 0).message(),
             "client.bench may not create pools: needs client.admin");
+  EXPECT_FALSE(Allowed("osd.1", ControlOp::kBlocklist));
+  EXPECT_EQ(AuthorizeControl("client.bench", ControlOp::kBlocklist, 0).message(),
+            "client.bench may not change the blocklist: needs client.admin");
   absl::Status s = AuthorizeControl("osd.1", ControlOp::kBootOsd, 2);
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(absl::StartsWith(s.message(), "osd.1 may not boot osd.2: needs osd.2")) << s;

@@ -350,6 +350,86 @@ TEST_F(MonitorTest, CreatePoolAddsPoolsWithNewIdsAndRefusesBadOnes) {
   EXPECT_EQ(GetMap(stub_.get()).epoch(), epoch + 2);  // refusals change nothing
 }
 
+grpc::Status Blocklist(v1::Monitor::Stub* stub, const std::string& entity, uint64_t instance,
+                       uint64_t expire_s, bool remove, v1::BlocklistReply* reply) {
+  grpc::ClientContext ctx;
+  v1::BlocklistRequest req;
+  req.set_entity(entity);
+  req.set_instance(instance);
+  req.set_expire_s(expire_s);
+  req.set_remove(remove);
+  return stub->Blocklist(&ctx, req, reply);
+}
+
+TEST_F(MonitorTest, BlocklistAddsRemovesExpiresAndRefusesWhatItCannotFence) {
+  Start(FastOptions(dir_));
+  const uint64_t epoch = GetMap(stub_.get()).epoch();
+  v1::BlocklistReply rep;
+  ASSERT_TRUE(Blocklist(stub_.get(), "client.7", 0xabc, 0, false, &rep).ok());
+  EXPECT_EQ(rep.epoch(), epoch + 1);
+  EXPECT_EQ(rep.entry().entity(), "client.7");
+  EXPECT_EQ(rep.entry().instance(), 0xabcu);
+  EXPECT_EQ(rep.entry().epoch(), epoch + 1);
+  const int64_t in_an_hour = absl::ToUnixMillis(absl::Now() + absl::Hours(1));
+  EXPECT_NEAR(static_cast<double>(rep.entry().expires_unix_ms()), static_cast<double>(in_an_hour),
+              60e3) << "the default expiry is one hour";
+  // The same entity and instance again: one entry, a new epoch.
+  ASSERT_TRUE(Blocklist(stub_.get(), "client.7", 0xabc, 600, false, &rep).ok());
+  ASSERT_TRUE(Blocklist(stub_.get(), "osd.3", 0, 1, false, &rep).ok());
+  v1::ClusterMap map = GetMap(stub_.get());
+  EXPECT_EQ(map.epoch(), epoch + 3);
+  ASSERT_EQ(map.blocklist_size(), 2);
+  EXPECT_EQ(map.blocklist(0).entity(), "client.7");
+  EXPECT_EQ(map.blocklist(1).entity(), "osd.3");
+  // osd.3's one-second entry is dropped by the monitor's tick (a new epoch).
+  map = MapWhen(stub_.get(), [](const v1::ClusterMap& m) { return m.blocklist_size() == 1; });
+  ASSERT_EQ(map.blocklist_size(), 1);
+  EXPECT_EQ(map.blocklist(0).entity(), "client.7");
+  const uint64_t after_expiry = map.epoch();
+  EXPECT_GT(after_expiry, epoch + 3);
+
+  for (const char* bad : {"client.", "client.x", "mon.1", "nobody.1", "osd.-1", ""}) {
+    grpc::Status s = Blocklist(stub_.get(), bad, 0, 0, false, &rep);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    EXPECT_NE(s.error_message().find("client.N or an osd.N"), std::string::npos) << s.error_message();
+  }
+  grpc::Status s = Blocklist(stub_.get(), "client.7", 0, 0, true, &rep);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << "only instance 0xabc is listed";
+  EXPECT_EQ(GetMap(stub_.get()).epoch(), after_expiry) << "refusals change nothing";
+  ASSERT_TRUE(Blocklist(stub_.get(), "client.7", 0xabc, 0, true, &rep).ok());
+  EXPECT_EQ(GetMap(stub_.get()).blocklist_size(), 0);
+}
+
+TEST_F(MonitorTest, AnOsdBootingAsANewProcessHasItsOldOneBlocklisted) {
+  Start(FastOptions(dir_));
+  v1::BootOsdReply reply;
+  v1::BootOsdRequest req = BootReq(2, "127.0.0.1:7002");
+  req.set_instance(111);
+  ASSERT_TRUE(Boot(stub_.get(), req, &reply).ok());
+  ASSERT_TRUE(Boot(stub_.get(), req, &reply).ok());  // the same process again: nothing
+  EXPECT_EQ(GetMap(stub_.get()).blocklist_size(), 0);
+  EXPECT_EQ(FindOsd(GetMap(stub_.get()), 2)->instance(), 111u);
+  req.set_instance(222);
+  ASSERT_TRUE(Boot(stub_.get(), req, &reply).ok());
+  v1::ClusterMap map = GetMap(stub_.get());
+  ASSERT_EQ(map.blocklist_size(), 1);
+  EXPECT_EQ(map.blocklist(0).entity(), "osd.2");
+  EXPECT_EQ(map.blocklist(0).instance(), 111u);
+  EXPECT_EQ(map.blocklist(0).reason(), "osd.2 restarted");
+  EXPECT_EQ(FindOsd(map, 2)->instance(), 222u);
+
+  // Heartbeats report the epoch the OSD applied; GetMap shows it for up OSDs.
+  grpc::ClientContext ctx;
+  v1::HeartbeatRequest hb;
+  hb.set_id(2);
+  hb.set_applied_epoch(map.epoch());
+  v1::HeartbeatReply hr;
+  ASSERT_TRUE(stub_->Heartbeat(&ctx, hb, &hr).ok());
+  map = GetMap(stub_.get());
+  ASSERT_EQ(map.osd_applied_epochs().count(2), 1u);
+  EXPECT_EQ(map.osd_applied_epochs().at(2), hb.applied_epoch());
+}
+
 TEST(MonitorOptionsTest, BadOptionsAreRejected) {
   MonitorOptions o;
   EXPECT_EQ(MonitorService::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
