@@ -44,6 +44,12 @@ expect_refusal 1 "pool 'images' already exists" pool create images
 expect_refusal 1 "min_size 3 is more than the pool's size 2" pool create x --size 2 --min-size 3
 expect_refusal 2 "--size must be at least 1" pool create x --size 0
 expect_refusal 2 "pool wants 'create NAME' or 'ls'" pool create
+expect_refusal 2 "blocklist wants [add] ENTITY, rm ENTITY or ls" blocklist
+expect_refusal 2 "--instance wants the hex instance" blocklist client.3 --instance zz
+expect_refusal 2 "blocklist ls takes no --instance" blocklist ls --instance 1f
+expect_refusal 2 "blocklist rm takes no --expire-s" blocklist rm client.3 --expire-s 5
+expect_refusal 1 "'mon.1' cannot be blocklisted: name a client.N or an osd.N" blocklist mon.1
+expect_refusal 1 "client.3 (every instance) is not blocklisted" blocklist rm client.3
 ls_out=$("$MONCTL" --mon "$ADDR" pool ls)
 grep -Eq '^ +0 +default +1 +1 +32$' <<<"$ls_out" || fail "pool ls default: $ls_out"
 grep -Eq '^ +1 +images +3 +2 +16$' <<<"$ls_out" || fail "pool ls images: $ls_out"
