@@ -281,7 +281,7 @@ absl::Status Peering::Peer(const PgKey& key) {
   // 1. Who has a complete copy, as of when?
   std::vector<int> others;
   for (const placement::OsdEntry& e : pm->osds()) {
-    if (e.up && e.id != self) others.push_back(e.id);
+    if (e.up && static_cast<int>(e.id) != self) others.push_back(static_cast<int>(e.id));
   }
   auto replies = replicator_->CallAll(
       others,
