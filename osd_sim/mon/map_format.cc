@@ -15,6 +15,9 @@ namespace msgr::mon {
 std::string MapToJson(const v1::ClusterMap& map) {
   nlohmann::json osds = nlohmann::json::array();
   for (const v1::OsdInfo& o : map.osds()) {
+    // The map epoch the OSD last reported applied (in a heartbeat to this monitor
+    // incarnation; 0: none yet, or a map not from GetMap).
+    auto applied = map.osd_applied_epochs().find(o.id());
     osds.push_back({
         {"id", o.id()},
         {"addr", o.addr()},
@@ -27,6 +30,7 @@ std::string MapToJson(const v1::ClusterMap& map) {
         {"cluster_addr", o.cluster_addr()},
         {"cluster_rdma_addr", o.cluster_rdma_addr()},
         {"host", o.host()},
+        {"applied_epoch", applied == map.osd_applied_epochs().end() ? 0 : applied->second},
     });
   }
   nlohmann::json pools = nlohmann::json::array();

@@ -115,11 +115,16 @@ absl::StatusOr<std::unique_ptr<MonitorService>> MonitorService::Create(
       spdlog::warn("keeping pool size {} of the existing cluster (asked for {})",
                    placement::PoolSizeOf(map).size, options.pool_size);
     }
-    // A new monitor incarnation: nobody has heartbeated to it yet.
-    for (v1::OsdInfo& o : *map.mutable_osds()) o.set_up(false);
-    map.set_epoch(map.epoch() + 1);
-    spdlog::info("loaded cluster {} with {} osds, now at epoch {}", map.fsid(),
-                 map.osds_size(), map.epoch());
+    // OSDs up in the saved map stay up: each gets a full grace from now to heartbeat this
+    // incarnation (the constructor starts the clocks). Marking them all down would make
+    // every OSD boot again and every PG re-peer for nothing; an OSD that died while the
+    // monitor was away is marked down when its grace runs out. The map is unchanged, so the
+    // epoch is too.
+    spdlog::info("loaded cluster {} with {} osds ({} up, each given {} to heartbeat) at epoch {}",
+                 map.fsid(), map.osds_size(),
+                 std::count_if(map.osds().begin(), map.osds().end(),
+                               [](const v1::OsdInfo& o) { return o.up(); }),
+                 absl::FormatDuration(options.grace), map.epoch());
   } else {
     map.set_epoch(1);
     map.set_pg_num(options.pg_num);
@@ -141,8 +146,14 @@ absl::StatusOr<std::unique_ptr<MonitorService>> MonitorService::Create(
 
 MonitorService::MonitorService(MonitorOptions options, v1::ClusterMap map)
     : options_(std::move(options)), map_(std::move(map)) {
+  // A loaded map's clocks start now: an up OSD has a grace to heartbeat, a down one is not
+  // marked out before down_out_interval has passed here.
   const absl::Time now = absl::Now();
-  for (const v1::OsdInfo& o : map_.osds()) runtime_[o.id()].down_since = now;
+  for (const v1::OsdInfo& o : map_.osds()) {
+    OsdRuntime& rt = runtime_[o.id()];
+    rt.down_since = now;
+    rt.last_heartbeat = now;
+  }
 }
 
 MonitorService::~MonitorService() { Stop(); }
@@ -283,7 +294,7 @@ grpc::Status MonitorService::Heartbeat(grpc::ServerContext* ctx,
   reply->set_epoch(map_.epoch());
   v1::OsdInfo* osd = FindOsd(&map_, req->id());
   if (osd == nullptr || !osd->up()) {
-    reply->set_known(false);  // never booted, marked down, or the mon restarted
+    reply->set_known(false);  // never booted, or marked down: it must boot again
     return grpc::Status::OK;
   }
   runtime_[req->id()].last_heartbeat = absl::Now();

@@ -4,8 +4,9 @@
 // id, possibly with a new address), heartbeat, and are marked down after `grace` without
 // a heartbeat; optionally marked out after `down_out_interval` down. Operators mark OSDs
 // out/in and create pools. Every change bumps the epoch, is persisted atomically to the data dir before it
-// becomes visible, and wakes every WatchMap stream. After a restart the map is reloaded,
-// every OSD starts down (it must boot again) and the epoch keeps increasing.
+// becomes visible, and wakes every WatchMap stream. After a restart the map is reloaded
+// as it was (same epoch): an OSD that was up stays up if it heartbeats within `grace` of the
+// restart (no re-boot, no re-peering), and is marked down otherwise.
 //
 // WatchMap sends the current map (if newer than after_epoch), then the latest map each
 // time the epoch moves. Maps are full snapshots: a watcher that is slow may skip epochs

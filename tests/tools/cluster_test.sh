@@ -158,18 +158,40 @@ d0, d2 = (json.load(open(f))["osd"]["durability"] for f in sys.argv[1:])
 assert (d0, d2) == ("durable", "buffered"), (d0, d2)
 PY
 
-# kill -9 of the monitor and `cluster.sh start-mon`: every OSD re-boots with the new
-# incarnation over mutual TLS (a reconnecting TLS channel that failed its calls fast never
-# finished its handshake, and the OSDs stayed down).
-kill -9 "$(cat "$DIR/mon.pid")"
-bash "$TOOLS/cluster.sh" start-mon --cluster-dir "$DIR" || fail "start-mon failed"
-# (Under ASan, monctl's leak check is off for these waits: its gRPC channel meets the
+# kill -9 of the monitor and `cluster.sh start-mon`: the new incarnation keeps the map as
+# it was (same epoch, every OSD up from the same epoch: nobody re-boots, no PG re-peers),
+# and every OSD's heartbeats reach it over mutual TLS (each reports its applied epoch to the
+# new incarnation) before the grace (3 s) would mark it down. (A reconnecting TLS channel
+# that failed its calls fast once never finished its handshake.)
+# (Under ASan, monctl's leak check is off for these calls: its gRPC channel meets the
 # restarting monitor's TLS and once left 904 bytes of OpenSSL's own state behind on an
 # exiting thread -- inside uninstrumented libcrypto, not this code; every other process of
 # the test keeps the check.)
+map_summary() {  # epoch, then id:up:up_from of each OSD
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" "${MONCTL[@]}" map-json | python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+print(m["epoch"], " ".join("%d:%s:%d" % (o["id"], o["up"], o["up_from"]) for o in m["osds"]))'
+}
+before=$(map_summary) || fail "map-json before the monitor restart failed"
+kill -9 "$(cat "$DIR/mon.pid")"
+bash "$TOOLS/cluster.sh" start-mon --cluster-dir "$DIR" || fail "start-mon failed"
+heard=""
+for _ in $(seq 100); do
+  heard=$(ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" "${MONCTL[@]}" map-json 2>/dev/null |
+    python3 -c 'import json, sys; print(all(o["applied_epoch"] > 0 for o in json.load(sys.stdin)["osds"]))' \
+    2>/dev/null) || true
+  [[ $heard == True ]] && break
+  sleep 0.2
+done
+[[ $heard == True ]] || fail "not every OSD heartbeated the restarted monitor within 20 s"
+sleep 4  # past the grace: an OSD whose heartbeats did not get through would be down now
+after=$(map_summary) || fail "map-json after the monitor restart failed"
+[[ $after == "$before" ]] ||
+  fail "the monitor restart changed the map: before '$before', after '$after'"
 for id in 0 1 2; do
   ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" "${MONCTL[@]}" --wait-s 20 wait "$id" up ||
-    fail "osd.$id not up again after a monitor restart"
+    fail "osd.$id not up after a monitor restart"
 done
 
 # Garbage on an OSD's messenger port: that connection is dropped, the OSD keeps serving.

@@ -22,6 +22,7 @@ v1::ClusterMap SampleMap() {
   o->add_ms_types("tcp");
   o->add_ms_types("rdma");
   o->set_up_from(10);
+  (*map.mutable_osd_applied_epochs())[0] = 11;
   o = map.add_osds();
   o->set_id(1);
   o->set_addr("127.0.0.1:6801");
@@ -42,8 +43,10 @@ TEST(MapFormatTest, JsonHasTheDocumentedFields) {
   EXPECT_EQ(o["in"], true);
   EXPECT_DOUBLE_EQ(o["weight"].get<double>(), 1.5);
   EXPECT_EQ(o["ms_types"], nlohmann::json({"tcp", "rdma"}));
+  EXPECT_EQ(o["applied_epoch"], 11);
   EXPECT_EQ(j["osds"][1]["up"], false);
   EXPECT_EQ(j["osds"][1]["in"], false);
+  EXPECT_EQ(j["osds"][1]["applied_epoch"], 0);  // never reported
 }
 
 TEST(MapFormatTest, TableSummarisesAndListsOsds) {

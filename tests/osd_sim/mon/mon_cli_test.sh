@@ -61,9 +61,9 @@ kill -TERM "$MON_PID"
 wait "$MON_PID" || fail "mon exited non-zero on SIGTERM"
 grep -q "signal 15: shutting down" "$TMP/mon.log" || fail "no shutdown log"
 
-# Restart: same cluster, later epoch.
+# Restart: the same cluster at the same epoch (nothing changed).
 start_mon
-"$MONCTL" --mon "$ADDR" status | grep -q "epoch 3 pg_num 32" || fail "epoch after restart"
+"$MONCTL" --mon "$ADDR" status | grep -q "epoch 2 pg_num 32" || fail "epoch after restart"
 "$MONCTL" --mon "$ADDR" pool ls | grep -Eq '^ +1 +images +3 +2 +16$' || fail "pool lost on restart"
 kill -INT "$MON_PID"
 wait "$MON_PID" || fail "mon exited non-zero on SIGINT"
