@@ -26,8 +26,11 @@ namespace {
 
 using testing::AlignedCopy;
 using testing::FreshDir;
+using testing::OnlySegment;
 using testing::Options;
 using testing::Pattern;
+using testing::Slurp;
+using testing::Spit;
 
 namespace fs = std::filesystem;
 
@@ -40,25 +43,6 @@ struct Rec {
   uint64_t pos = 0;     // record start
   uint64_t end = 0;     // record end (the next record starts here, or after padding)
 };
-
-std::string OnlySegment(const std::string& dir) {
-  std::vector<std::string> segs;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().filename().string().rfind("seg-", 0) == 0) segs.push_back(e.path().string());
-  }
-  EXPECT_EQ(segs.size(), 1u);
-  return segs.empty() ? "" : segs[0];
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void Spit(const std::string& path, std::string_view bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 void FlipByte(const std::string& path, uint64_t off) {
   const int fd = ::open(path.c_str(), O_RDWR);

@@ -17,8 +17,11 @@ namespace msgr::store {
 namespace {
 
 using testing::FreshDir;
+using testing::OnlySegment;
 using testing::Options;
 using testing::Pattern;
+using testing::Slurp;
+using testing::Spit;
 using testing::Put;
 
 namespace fs = std::filesystem;
@@ -29,25 +32,6 @@ struct Written {
   uint64_t pos = 0;  // record start in the (single) segment
   uint64_t end = 0;
 };
-
-std::string OnlySegment(const std::string& dir) {
-  std::vector<std::string> segs;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().filename().string().rfind("seg-", 0) == 0) segs.push_back(e.path().string());
-  }
-  EXPECT_EQ(segs.size(), 1u);
-  return segs.empty() ? "" : segs[0];
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void Spit(const std::string& path, std::string_view bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 // Writes `n` single-record objects of assorted sizes into a fresh store; returns where
 // each record landed (one writer, one segment: records are back to back).

@@ -1,5 +1,5 @@
 // Helpers shared by the object store tests: deterministic payloads, fresh
-// directories, one-buffer appends.
+// directories, one-buffer appends, segment files read and rewritten whole.
 #ifndef MSGR_TESTS_OSD_SIM_STORE_STORE_TEST_UTIL_H_
 #define MSGR_TESTS_OSD_SIM_STORE_STORE_TEST_UTIL_H_
 
@@ -9,9 +9,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "gtest/gtest.h"
 
 #include "msg/base/crc32c.h"
 #include "osd_sim/store/object_store.h"
@@ -81,6 +86,27 @@ inline uint64_t PutPart(ObjectStore& store, std::string_view oid, const std::str
   if (!t.ok()) return 0;
   EXPECT_TRUE(store.WaitDurable(*t).ok());
   return *t;
+}
+
+// The path of the one segment file in `dir` (a test failure if there is not exactly one).
+inline std::string OnlySegment(const std::string& dir) {
+  std::vector<std::string> segs;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("seg-", 0) == 0) segs.push_back(e.path().string());
+  }
+  EXPECT_EQ(segs.size(), 1u);
+  return segs.empty() ? "" : segs[0];
+}
+
+// A whole file's bytes, and a file replaced by `bytes` (to corrupt a segment on purpose).
+inline std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+inline void Spit(const std::string& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 inline StoreOptions Options(const std::string& dir, Durability mode) {
