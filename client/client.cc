@@ -7,9 +7,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "proto/cluster_map.h"
+#include "msg/session/fence.h"
 #include "osd_sim/mon/control_auth.h"
 #include "osd_sim/mon/mon_client.h"
+#include "proto/cluster_map.h"
 #include "proto/osd_protocol.h"
 #include "spdlog/spdlog.h"
 
@@ -68,15 +69,18 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
 
   std::unique_ptr<Client> c(new Client(std::move(options), std::move(*objecter)));
   Objecter* o = c->objecter_.get();
-  const std::string me = absl::StrCat("client.", c->options_.client_id);
+  const EntityName me = o->messenger()->options().name;
   const uint64_t instance = o->messenger()->options().instance;
+  // The OSDs' rule (session::FenceSet), applied to ourselves: fail every op at once rather
+  // than have each refused by an OSD.
   auto check_fenced = [o, me, instance](const mon::v1::ClusterMap& m) {
-    for (const mon::v1::BlocklistEntry& e : m.blocklist()) {
-      if (e.entity() != me || (e.instance() != 0 && e.instance() != instance)) continue;
-      o->Fence(absl::PermissionDeniedError(absl::StrCat(
-          me, " (instance ", absl::Hex(instance), ") was blocklisted by the cluster at map epoch ",
-          e.epoch(), " (", e.reason(), "): the OSDs refuse its writes; start a new client")));
-    }
+    if (m.blocklist_size() == 0) return;
+    session::FenceSet fences;
+    fences.Set(placement::FencedPeersOf(m));
+    absl::Status s = fences.Check(me, instance);
+    if (s.ok()) return;
+    o->Fence(absl::PermissionDeniedError(
+        absl::StrCat(s.message(), ": the OSDs refuse its writes; start a new client")));
   };
   check_fenced(*map);
   absl::Status w = (*mon)->Watch(

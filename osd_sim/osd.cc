@@ -328,16 +328,10 @@ absl::Status Osd::Init() {
 }
 
 void Osd::ApplyBlocklist(const mon::v1::ClusterMap& map) {
-  std::vector<FencedPeer> fenced;
-  for (const mon::v1::BlocklistEntry& e : map.blocklist()) {
-    auto name = EntityName::Parse(e.entity());
-    if (!name.ok()) {
-      spdlog::warn("osd.{}: blocklist entry ignored: {}", options_.id, name.status().ToString());
-      continue;
-    }
-    fenced.push_back(FencedPeer{*name, e.instance(),
-                                absl::StrCat("blocklisted at map epoch ", e.epoch(), " (",
-                                             e.reason(), ")")});
+  std::vector<std::string> ignored;
+  std::vector<FencedPeer> fenced = placement::FencedPeersOf(map, &ignored);
+  for (const std::string& why : ignored) {
+    spdlog::warn("osd.{}: blocklist entry ignored: {}", options_.id, why);
   }
   // Unchanged lists (most maps) cost nothing more than this comparison.
   std::string key;

@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace msgr::placement {
 
 PlacementMap ToPlacementMap(const mon::v1::ClusterMap& map, const std::string& ms_type) {
@@ -88,6 +90,22 @@ std::string PoolNames(const mon::v1::ClusterMap& map) {
     out += p.name;
   }
   return out;
+}
+
+std::vector<FencedPeer> FencedPeersOf(const mon::v1::ClusterMap& map,
+                                      std::vector<std::string>* ignored) {
+  std::vector<FencedPeer> fenced;
+  for (const mon::v1::BlocklistEntry& e : map.blocklist()) {
+    absl::StatusOr<EntityName> name = EntityName::Parse(e.entity());
+    if (!name.ok()) {
+      if (ignored != nullptr) ignored->push_back(name.status().ToString());
+      continue;
+    }
+    fenced.push_back(FencedPeer{*name, e.instance(),
+                                absl::StrCat("blocklisted at map epoch ", e.epoch(), " (",
+                                             e.reason(), ")")});
+  }
+  return fenced;
 }
 
 }  // namespace msgr::placement

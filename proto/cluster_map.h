@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "msg/messenger.h"
 #include "proto/placement.h"
 #include "proto/mon.pb.h"
 
@@ -32,6 +33,12 @@ std::optional<PoolInfo> FindPool(const mon::v1::ClusterMap& map, const std::stri
 std::optional<PoolInfo> FindPoolById(const mon::v1::ClusterMap& map, uint32_t id);
 // "default, images, rbd": the pools' names, for errors.
 std::string PoolNames(const mon::v1::ClusterMap& map);
+
+// The map's blocklist as a fence list (Messenger::SetFenced, session::FenceSet), one peer per
+// entry, its `why` "blocklisted at map epoch E (REASON)". An entry whose entity does not
+// parse (EntityName::Parse) is left out and, when `ignored` is given, described there.
+std::vector<FencedPeer> FencedPeersOf(const mon::v1::ClusterMap& map,
+                                      std::vector<std::string>* ignored = nullptr);
 
 }  // namespace msgr::placement
 
