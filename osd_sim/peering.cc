@@ -527,9 +527,7 @@ absl::Status Peering::PullFrom(int osd, const PgKey& key, uint32_t pg_num, bool 
       ++objects;
       bytes += replies[i]->data.size();
     }
-    for (uint64_t t : tickets) {
-      if (absl::Status s = store_->WaitDurable(t); !s.ok()) return s;
-    }
+    if (absl::Status s = store_->WaitDurable(tickets); !s.ok()) return s;
     first += n;
   }
   for (const auto& [oid, e] : *local) {
@@ -712,9 +710,7 @@ absl::StatusOr<uint64_t> Peering::RemoveStray(const PgKey& key) {
     tickets.push_back(*ticket);
     ++n;
   }
-  for (uint64_t t : tickets) {
-    if (absl::Status s = store_->WaitDurable(t); !s.ok()) return s;
-  }
+  if (absl::Status s = store_->WaitDurable(tickets); !s.ok()) return s;
   spdlog::log(n > 0 ? spdlog::level::info : spdlog::level::debug,
               "osd.{}: pg {}: stray copy removed ({} objects)", options_.self,
               PgName(key.pool, key.pg), n);

@@ -104,6 +104,15 @@ absl::Status ObjectStore::WaitDurable(uint64_t ticket) {
   return result;
 }
 
+absl::Status ObjectStore::WaitDurable(const std::vector<uint64_t>& tickets) {
+  absl::Status first;
+  for (uint64_t t : tickets) {
+    absl::Status s = WaitDurable(t);
+    if (first.ok()) first = std::move(s);
+  }
+  return first;
+}
+
 absl::StatusOr<std::string> ObjectStore::Read(std::string_view oid) {
   return impl_->Read(oid, 0, UINT64_MAX);
 }

@@ -173,6 +173,9 @@ class ObjectStore {
   void WhenDurable(uint64_t ticket, DurableCallback done);
   // Blocks until `ticket` is durable; returns what the callback would have received.
   absl::Status WaitDurable(uint64_t ticket);
+  // Blocks until each of `tickets` is durable (appends issued together share flushes);
+  // the first error, if any.
+  absl::Status WaitDurable(const std::vector<uint64_t>& tickets);
 
   // Returns the object's bytes (holes read as zeros). kNotFound if it was never written
   // (or was deleted); kDataLoss if any byte fails its checksum (nothing is returned then).
