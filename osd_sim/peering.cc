@@ -321,10 +321,10 @@ absl::Status Peering::Peer(const PgKey& key) {
   if (!silent.empty() && !(best == self && best_as_of >= epoch)) {
     return absl::UnavailableError(absl::StrCat("no answer from ", silent));
   }
-  // No up OSD's copy is complete *now* (every holder restarted or was marked down, or the
-  // monitor restarted and marked them all down): the newest copy known may be older than
-  // one on a member that is down (down members stay in the acting set until marked out),
-  // which may have taken writes after it. Wait for those.
+  // No up OSD's copy is complete *now* (every holder restarted or was marked down): the
+  // newest copy known may be older than one on a member that is down (down members stay in
+  // the acting set until marked out), which may have taken writes after it. Wait for those
+  // (an operator who knows them gone for good marks them out).
   bool current = self_complete;
   for (const auto& [id, c] : complete) current = current || c;
   if (!current) {

@@ -389,8 +389,7 @@ TEST_F(ReplicationTest, ARestartedOsdIsRecoveredBeforeItServesItsStaleCopies) {
   ExpectObjects(30, 10, 1);
 }
 
-// A stale copy never goes active alone: every OSD is stopped (as a monitor restart marks
-// them all down), the one that missed writes and deletes comes back first and is the only
+// A stale copy never goes active alone: every OSD is stopped (a whole-cluster restart), the one that missed writes and deletes comes back first and is the only
 // up member of its PGs. It must not serve its old copies, nor spread them to the others
 // once they return (the thrasher found both); with all back, the newest versions win.
 TEST_F(ReplicationTest, AStaleCopyAloneWaitsForTheOsdsThatMayHoldNewerOnes) {
