@@ -65,7 +65,8 @@ run_bazel_step() {
 
 run_bazel_step plain -c opt
 if [[ $QUICK -eq 0 ]]; then
-  run_bazel_step asan --config=asan
+  # Only what the tests need (the plain step already built every binary and benchmark).
+  run_bazel_step asan --config=asan --build_tests_only
   # clang's thread-safety analysis over every ABSL_GUARDED_BY (gcc ignores them): one case.
   echo "=== step tsa: bazel build --config=tsa (clang -Wthread-safety -Werror=thread-safety)"
   step_start=$SECONDS
