@@ -168,6 +168,11 @@ TEST_P(ObjectStoreTest, WaitDurableOfSeveralTickets) {
     tickets.push_back(*t);
   }
   ASSERT_TRUE(store_->WaitDurable(tickets).ok());
+  for (uint64_t t : tickets) {  // each one durable already: its callback runs right here
+    bool fired = false;
+    store_->WhenDurable(t, [&](absl::Status s) { fired = s.ok(); });
+    EXPECT_TRUE(fired) << "ticket " << t << " not durable after WaitDurable(tickets)";
+  }
   for (int i = 0; i < 8; ++i) {
     const std::string oid = "batch-" + std::to_string(i);
     auto r = store_->Read(oid);
