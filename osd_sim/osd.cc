@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "msg/base/crc32c.h"
 #include "msg/base/net_addr.h"
+#include "msg/session/fence.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster_map.h"
 #include "proto/osd_protocol.h"
@@ -303,6 +304,7 @@ absl::Status Osd::Init() {
   auto mon = mon::MonClient::Create(options_.mon_addr, options_.mon_timeout, options_.mon_auth);
   if (!mon.ok()) return mon.status();
   mon_ = std::move(*mon);
+  instance_ = boot.instance();
   auto reply = mon_->BootOsd(boot);
   if (!reply.ok()) return reply.status();
   spdlog::info("{}: booted at map epoch {}", me, reply->epoch());
@@ -322,9 +324,19 @@ absl::Status Osd::Init() {
     s->set_pgs_peering(static_cast<uint32_t>(c.pgs_peering));
     s->set_objects_recovered(c.objects_recovered);
   });
-  return mon_->StartHeartbeats(boot, [me](const mon::v1::BootOsdReply& r) {
-    spdlog::info("{}: re-booted with the monitor at epoch {}", me, r.epoch());
-  });
+  return mon_->StartHeartbeats(
+      boot,
+      [me](const mon::v1::BootOsdReply& r) {
+        spdlog::info("{}: re-booted with the monitor at epoch {}", me, r.epoch());
+      },
+      [this](const absl::Status& why) { Fenced(why); });
+}
+
+void Osd::Fenced(const absl::Status& why) {
+  if (fenced_.exchange(true)) return;
+  spdlog::error("osd.{} (instance {:x}) is fenced and must stop serving: {}", options_.id,
+                instance_, std::string(why.message()));
+  if (options_.on_fenced) options_.on_fenced(why);
 }
 
 void Osd::ApplyBlocklist(const mon::v1::ClusterMap& map) {
@@ -338,6 +350,13 @@ void Osd::ApplyBlocklist(const mon::v1::ClusterMap& map) {
   for (const FencedPeer& f : fenced) absl::StrAppend(&key, f.name.ToString(), "/", f.instance, " ");
   if (key == applied_blocklist_) return;
   applied_blocklist_ = key;
+  // This very process fenced (a newer one booted as this id while it was stopped or cut
+  // off): its heartbeats are refused too, but the map usually says so first.
+  if (absl::Status self = session::CheckFenced(fenced, EntityName{EntityType::kOsd, options_.id},
+                                               instance_);
+      !self.ok()) {
+    Fenced(self);
+  }
   spdlog::info("osd.{}: blocklist at epoch {}: {} entr{}", options_.id, map.epoch(),
                fenced.size(), fenced.size() == 1 ? "y" : "ies");
   for (auto& m : messengers_) m->SetFenced(fenced);

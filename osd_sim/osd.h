@@ -97,6 +97,12 @@ struct OsdOptions {
   // way to the store (it returns the callback the store calls), so a test can hold writes
   // in flight. Unset: one null check per write.
   std::function<PersistCallback(PersistCallback)> durable_hook;
+  // Runs once, on a monitor-client thread, when this process learns it is no longer
+  // osd.<id>: the monitor refused its heartbeat or boot (another process booted as this
+  // id since, or this instance is blocklisted) or the map's blocklist names this instance.
+  // Heartbeats have stopped; the owner must Stop() the OSD (osd_main exits with status 3)
+  // and must not do so from the callback. Unset: logged only.
+  std::function<void(const absl::Status&)> on_fenced;
 };
 
 // The OSD's own counters (its pollers', store's and messengers' are their own lists).
@@ -167,6 +173,8 @@ class Osd : public Dispatcher, public RecordSink {
   // a fenced client's or old OSD incarnation's sessions close and their rings' keys are
   // revoked before the map counts as applied (the next heartbeat reports its epoch).
   void ApplyBlocklist(const mon::v1::ClusterMap& map);
+  // This process is fenced (OsdOptions::on_fenced): logs it and tells the owner, once.
+  void Fenced(const absl::Status& why);
   OsdCounters Counters() const;
   Poller* PickPoller();
   // Reads run on their own threads: a reply may block on the connection's flow control,
@@ -194,6 +202,8 @@ class Osd : public Dispatcher, public RecordSink {
   std::vector<std::unique_ptr<Messenger>> messengers_;
   // The map's blocklist as last given to the messengers (the map watch thread only).
   std::string applied_blocklist_;
+  uint64_t instance_ = 0;  // this process's messenger instance, as booted (set in Init())
+  std::atomic<bool> fenced_{false};
   std::map<std::string, std::string> addrs_;
   std::unique_ptr<mon::MonClient> mon_;
   // Forwards client writes to the PG's other members (pool size > 1); set in Init().

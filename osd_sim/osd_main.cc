@@ -8,8 +8,13 @@
 //       [--public-addr HOST[:PORT] | --public-network CIDR] [--rdma-port PORT]
 //       [--cluster-addr HOST[:PORT] | --cluster-network CIDR] [--host NAME]
 //       [--log-level info] [--conf FILE]
+//
+// Exit status: 0 stopped by SIGTERM/SIGINT, 1 failed to start, 2 bad flags, 3 fenced (the
+// monitor says another process booted as this id, or this instance is blocklisted).
+#include <signal.h>
 #include <sys/resource.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <set>
@@ -120,6 +125,7 @@ absl::StatusOr<std::string> AddressFromFlags(const msgr::mon::CliFlags& flags,
 
 volatile std::sig_atomic_t g_stop = 0;
 void OnSignal(int) { g_stop = 1; }
+std::atomic<bool> g_fenced{false};
 
 }  // namespace
 
@@ -298,6 +304,17 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
+  // SIGTERM and SIGINT stay blocked in every thread the OSD starts; the main thread takes
+  // them in sigsuspend below (no window between testing g_stop and waiting).
+  sigset_t stop_signals, unblocked;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &unblocked);
+  o.on_fenced = [](const absl::Status&) {
+    g_fenced = true;
+    kill(getpid(), SIGTERM);
+  };
   auto osd = msgr::osd::Osd::Start(o);
   if (!osd.ok()) {
     spdlog::error("osd.{} failed to start: {}", o.id, osd.status().ToString());
@@ -318,10 +335,15 @@ int main(int argc, char** argv) {
     spdlog::info("osd.{}: metrics on http://{}/metrics", o.id, metrics->addr());
   }
   spdlog::info("osd.{} up", o.id);
-  while (!g_stop) pause();
+  while (!g_stop) sigsuspend(&unblocked);
   spdlog::info("osd.{} stopping", o.id);
   metrics.reset();  // no scrape reads the registry while the OSD stops
   (*osd)->Stop();
+  if (g_fenced) {
+    spdlog::error("osd.{} stopped: fenced (the reason is above); its id now belongs to the "
+                  "newer process", o.id);
+    return 3;
+  }
   spdlog::info("osd.{} stopped", o.id);
   return 0;
 }

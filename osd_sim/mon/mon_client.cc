@@ -220,21 +220,32 @@ bool MonClient::SleepUnlessStopping(absl::Duration d) {
   return !stopping;
 }
 
-absl::Status MonClient::StartHeartbeats(const v1::BootOsdRequest& boot, BootCallback on_boot) {
+absl::Status MonClient::StartHeartbeats(const v1::BootOsdRequest& boot, BootCallback on_boot,
+                                        FencedCallback on_fenced) {
   absl::MutexLock l(&mu_);
   if (stopping_) return absl::CancelledError("mon client shutting down");
   if (heartbeat_thread_.joinable()) {
     return absl::FailedPreconditionError("heartbeats already started");
   }
   heartbeat_thread_ =
-      std::thread([this, boot, cb = std::move(on_boot)] { HeartbeatLoop(boot, cb); });
+      std::thread([this, boot, cb = std::move(on_boot), fenced = std::move(on_fenced)] {
+        HeartbeatLoop(boot, cb, fenced);
+      });
   return absl::OkStatus();
 }
 
-void MonClient::HeartbeatLoop(v1::BootOsdRequest boot, BootCallback on_boot) {
+void MonClient::HeartbeatLoop(v1::BootOsdRequest boot, BootCallback on_boot,
+                              FencedCallback on_fenced) {
+  // The monitor's word that this process no longer is osd.<id>: stop heartbeating (the
+  // heartbeats of an old process must not keep the id up) and tell the owner.
+  auto fenced = [&](const absl::Status& why) {
+    spdlog::error("osd.{}: {}", boot.id(), std::string(why.message()));
+    if (on_fenced) on_fenced(why);
+  };
   bool reachable = true;
   v1::HeartbeatRequest req;
   req.set_id(boot.id());
+  req.set_instance(boot.instance());
   do {
     std::function<void(v1::PgStats*)> stats;
     {
@@ -254,6 +265,10 @@ void MonClient::HeartbeatLoop(v1::BootOsdRequest boot, BootCallback on_boot) {
     v1::HeartbeatReply reply;
     grpc::Status s = stub_->Heartbeat(&ctx, req, &reply);
     Unregister(&ctx);
+    if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+      fenced(FromGrpc(s, "Heartbeat"));
+      return;
+    }
     if (!s.ok()) {
       if (reachable) spdlog::warn("osd.{} heartbeat: {}", boot.id(), FromGrpc(s, "Heartbeat").ToString());
       reachable = false;
@@ -262,6 +277,10 @@ void MonClient::HeartbeatLoop(v1::BootOsdRequest boot, BootCallback on_boot) {
     reachable = true;
     if (reply.known()) continue;
     absl::StatusOr<v1::BootOsdReply> booted = BootOsd(boot);
+    if (absl::IsFailedPrecondition(booted.status())) {
+      fenced(booted.status());
+      return;
+    }
     if (!booted.ok()) {
       spdlog::warn("osd.{} boot: {}", boot.id(), booted.status().ToString());
       continue;

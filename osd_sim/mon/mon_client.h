@@ -10,8 +10,9 @@
 // message ("client.bench may not mark OSDs out: needs client.admin").
 //
 // Background work: StartHeartbeats() and Watch() each run one thread that survives monitor
-// restarts (heartbeats re-boot the OSD when the mon says known=false, which it says to
-// every OSD after a restart; the watch reconnects with exponential backoff).
+// restarts (heartbeats re-boot the OSD when the mon says known=false: it never booted with
+// this monitor's map, or was marked down; the watch reconnects with exponential backoff).
+// The heartbeat thread ends when the monitor says this process was replaced or fenced.
 //
 // Thread-safety: all methods may be called from any thread. Callbacks run on the
 // client's background threads and must not destroy the MonClient. The destructor cancels
@@ -42,6 +43,7 @@ class MonClient {
  public:
   using MapCallback = std::function<void(const v1::ClusterMap&)>;
   using BootCallback = std::function<void(const v1::BootOsdReply&)>;
+  using FencedCallback = std::function<void(const absl::Status&)>;
 
   // Connects to the monitor at `addr` ("host:port"), waiting at most `timeout`, which is
   // also the deadline of every later RPC. UNAVAILABLE (see above) if it cannot connect.
@@ -72,8 +74,13 @@ class MonClient {
   // Starts a thread that heartbeats for osd `boot.id()` every heartbeat interval and
   // boots it again (with `boot`) whenever the monitor does not know it as up: at the
   // start if it never booted, after being marked down, after a monitor restart.
-  // `on_boot` (optional) runs after each such boot. FAILED_PRECONDITION if already started.
-  absl::Status StartHeartbeats(const v1::BootOsdRequest& boot, BootCallback on_boot = nullptr);
+  // `on_boot` (optional) runs after each such boot. Heartbeats carry `boot.instance()`;
+  // when the monitor refuses them or a boot with FAILED_PRECONDITION (another process
+  // booted as this id since, or this instance is blocklisted) the thread stops and
+  // `on_fenced` (optional) runs once with that error: the process must stop serving.
+  // FAILED_PRECONDITION if already started.
+  absl::Status StartHeartbeats(const v1::BootOsdRequest& boot, BootCallback on_boot = nullptr,
+                               FencedCallback on_fenced = nullptr);
   // What each heartbeat reports of the OSD's PGs (shown by `monctl status`), filled in on
   // the heartbeat thread before each call. Optional.
   void SetHeartbeatStats(std::function<void(v1::PgStats*)> fill) {
@@ -102,7 +109,7 @@ class MonClient {
   bool Register(grpc::ClientContext* ctx, absl::Duration deadline);
   void Unregister(grpc::ClientContext* ctx);
   absl::StatusOr<uint64_t> Mark(uint32_t id, bool out);
-  void HeartbeatLoop(v1::BootOsdRequest boot, BootCallback on_boot);
+  void HeartbeatLoop(v1::BootOsdRequest boot, BootCallback on_boot, FencedCallback on_fenced);
   void WatchLoop(MapCallback cb);
   // Sleeps up to `d`; returns false if the client is stopping.
   bool SleepUnlessStopping(absl::Duration d);

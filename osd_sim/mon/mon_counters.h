@@ -22,6 +22,8 @@ namespace msgr::mon {
   X(mark_rpcs, kCounter, kNone, "MarkOut and MarkIn calls served")                       \
   X(rpc_errors, kCounter, kNone, "calls answered with an error status")                  \
   X(auth_refused, kCounter, kNone, "calls refused by the roles (entity not allowed)")    \
+  X(stale_instances_refused, kCounter, kNone, "boots and heartbeats refused from an OSD "  \
+    "process that another instance of its id replaced, or that is blocklisted")           \
   X(watch_streams, kGauge, kNone, "WatchMap streams open now")                           \
   X(osds_marked_down, kCounter, kNone, "times an OSD was marked down for missed heartbeats") \
   X(osds_marked_out, kCounter, kNone, "times an OSD was marked out after being down too long")

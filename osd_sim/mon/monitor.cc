@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "msg/session/fence.h"
 #include "osd_sim/mon/map_store.h"
 #include "proto/cluster_map.h"
 #include "spdlog/spdlog.h"
@@ -236,6 +237,20 @@ grpc::Status MonitorService::BootOsd(grpc::ServerContext* ctx, const v1::BootOsd
                         absl::StrCat("bad weight ", req->weight()));
   }
   absl::MutexLock l(&mu_);
+  if (req->instance() != 0) {
+    // An old process of this id (blocklisted when its successor booted, or by the
+    // operator) must not take the id back with what it held before.
+    const absl::Status fenced =
+        session::CheckFenced(placement::FencedPeersOf(map_),
+                             EntityName{EntityType::kOsd, req->id()}, req->instance());
+    if (!fenced.ok()) {
+      ++counters_.rpc_errors;
+      ++counters_.stale_instances_refused;
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          absl::StrCat(fenced.message(), "; this process may not boot again: stop "
+                                       "it (a new process has a new instance)"));
+    }
+  }
   v1::ClusterMap next = map_;
   v1::OsdInfo* osd = FindOsd(&next, req->id());
   const bool is_new = osd == nullptr;
@@ -293,6 +308,19 @@ grpc::Status MonitorService::Heartbeat(grpc::ServerContext* ctx,
   absl::MutexLock l(&mu_);
   reply->set_epoch(map_.epoch());
   v1::OsdInfo* osd = FindOsd(&map_, req->id());
+  if (osd != nullptr && req->instance() != 0 && osd->instance() != 0 &&
+      req->instance() != osd->instance()) {
+    // Another process booted as this id since: this one's heartbeats must not keep the id
+    // up (nor make it boot again and take the id back).
+    ++counters_.rpc_errors;
+    ++counters_.stale_instances_refused;
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        absl::StrCat("osd.", req->id(), " instance ", absl::Hex(req->instance()),
+                     " was replaced: instance ", absl::Hex(osd->instance()),
+                     " booted as osd.", req->id(), " at map epoch ", osd->up_from(),
+                     "; this process is fenced and must stop"));
+  }
   if (osd == nullptr || !osd->up()) {
     reply->set_known(false);  // never booted, or marked down: it must boot again
     return grpc::Status::OK;

@@ -8,7 +8,9 @@
 #   * a new client (another instance) writes as usual; `blocklist ls` and `status` show
 #     the entry, `blocklist rm` lifts it, an entry past its --expire-s is dropped;
 #   * an OSD restarted as a new process gets its old incarnation blocklisted ("osd.K
-#     restarted").
+#     restarted");
+#   * an old OSD process stopped (SIGSTOP) while a new one took its id, then continued: it
+#     says it is fenced and exits (status 3); its heartbeats do not keep the id up.
 #
 #   blocklist_test.sh [--ms-type tcp|rdma]   (or env MS_TYPE; the rdma device: soft, or
 #   MSGR_RDMA_DEVICE, as in the Soft-RoCE VM)
@@ -36,9 +38,11 @@ done
 export MSGR_BIN=$RUNFILES MSGR_REBUILD=0
 DIR=$(mktemp -d /tmp/msgr-blocklist-test.XXXXXX)
 BENCH_PID=
+OLD_OSD_PID=
 fail() { echo "FAIL: $*" >&2; tail -n 20 "$DIR"/log/*.log >&2 || true; exit 1; }
 cleanup() {
   [[ -n $BENCH_PID ]] && { kill -CONT "$BENCH_PID" 2>/dev/null; kill -9 "$BENCH_PID" 2>/dev/null; } || true
+  [[ -n $OLD_OSD_PID ]] && { kill -CONT "$OLD_OSD_PID" 2>/dev/null; kill -9 "$OLD_OSD_PID" 2>/dev/null; } || true
   bash "$TOOLS/cluster.sh" stop --cluster-dir "$DIR" >/dev/null 2>&1 || true
   rm -rf "$DIR"
 }
@@ -131,4 +135,33 @@ bash "$TOOLS/cluster.sh" start-osd --cluster-dir "$DIR" --id 2 || fail "start-os
 ls=$("${MONCTL[@]}" blocklist ls)
 echo "$ls"
 grep -q "^osd.2 .*osd.2 restarted" <<<"$ls" || fail "osd.2's old incarnation is not blocklisted"
+
+# An OSD process that hung (SIGSTOP) long enough to be replaced, then went on: it learns it
+# is fenced (from the map's blocklist or its refused heartbeat) and exits with status 3.
+OLD_OSD_PID=$(cat "$DIR/osd.1.pid")
+kill -STOP "$OLD_OSD_PID"
+"${MONCTL[@]}" --wait-s 20 wait 1 down >/dev/null || fail "stopped osd.1 not marked down"
+mv "$DIR/osd.1.pid" "$DIR/osd.1.old.pid"  # as if its host had been given up on
+bash "$TOOLS/cluster.sh" start-osd --cluster-dir "$DIR" --id 1 || fail "start-osd 1"
+"${MONCTL[@]}" --wait-s 20 wait 1 up >/dev/null || fail "the new osd.1 not up"
+kill -CONT "$OLD_OSD_PID"
+running() {  # an exited process counts as gone even before something reaps it
+  local st
+  st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+  [[ $st != Z* ]]
+}
+for _ in $(seq 1 100); do
+  running "$OLD_OSD_PID" || break
+  sleep 0.1
+done
+running "$OLD_OSD_PID" && fail "the old osd.1 process still runs 10 s after SIGCONT"
+OLD_OSD_PID=
+grep -q "osd.1 (instance [0-9a-f]*) is fenced and must stop serving" "$DIR/log/osd.1.log" ||
+  fail "the old osd.1 did not say it is fenced"
+grep -q "osd.1 stopped: fenced" "$DIR/log/osd.1.log" || fail "the old osd.1 did not say why it stopped"
+# The new process keeps the id (past the monitor's 3 s grace) and serves writes.
+sleep 4
+"${MONCTL[@]}" --wait-s 1 wait 1 up >/dev/null || fail "osd.1 went down after the old process left"
+"$TOOLS/bench.sh" --cluster-dir "$DIR" --ms-type "$MS_TYPE" -b 4K -t 4 --seconds 2 \
+  --prefix after-fence --verify >"$DIR/bench2.out" 2>&1 || { cat "$DIR/bench2.out"; fail "bench after the fence"; }
 echo "PASS: blocklist ($MS_TYPE): $CLIENT fenced while stopped; $acked_after acknowledged objects read back, nothing landed after the fence"

@@ -218,6 +218,59 @@ INSTANTIATE_TEST_SUITE_P(PlainAndTls, MonRestartTest, ::testing::Bool(),
                            return i.param ? "mtls" : "plain";
                          });
 
+// The heartbeat thread of an OSD process that another process of its id replaced: the
+// monitor refuses it, the thread reports it once and stops (so it cannot keep the id up).
+TEST(MonClientTest, AReplacedProcessIsToldAndStopsHeartbeating) {
+  auto mon = StartMon(MakeTempDir());
+  ASSERT_NE(mon, nullptr);
+  auto old_process = MonClient::Create(mon->addr(), absl::Seconds(2));
+  auto new_process = MonClient::Create(mon->addr(), absl::Seconds(2));
+  ASSERT_TRUE(old_process.ok() && new_process.ok());
+  v1::BootOsdRequest boot = BootReq(3, "127.0.0.1:7003");
+  boot.set_instance(0xa1);
+  absl::Mutex mu;
+  std::vector<absl::Status> told;
+  ASSERT_TRUE((*old_process)
+                  ->StartHeartbeats(boot, nullptr,
+                                    [&](const absl::Status& why) {
+                                      absl::MutexLock l(&mu);
+                                      told.push_back(why);
+                                    })
+                  .ok());
+  // Its first heartbeat boots it (never booted); then a new process boots as osd.3.
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while ((*old_process)->heartbeat_boots() == 0 && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ((*old_process)->heartbeat_boots(), 1u);
+  boot.set_instance(0xb2);
+  ASSERT_TRUE((*new_process)->BootOsd(boot).ok());
+
+  auto told_count = [&] {
+    absl::MutexLock l(&mu);
+    return told.size();
+  };
+  while (told_count() == 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(told_count(), 1u) << "the old process was not told it was replaced";
+  {
+    absl::MutexLock l(&mu);
+    EXPECT_EQ(told[0].code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(told[0].message().find("osd.3 instance a1 was replaced: instance b2"),
+              std::string::npos) << told[0];
+  }
+  // Stopped: no more heartbeats reach the monitor, nor boots, nor a second report.
+  const uint64_t refused = mon->service().Counters().stale_instances_refused;
+  const uint64_t heartbeats = mon->service().Counters().heartbeat_rpcs;
+  absl::SleepFor(absl::Milliseconds(500));  // 5 heartbeat intervals
+  EXPECT_EQ(mon->service().Counters().heartbeat_rpcs, heartbeats);
+  EXPECT_EQ(mon->service().Counters().stale_instances_refused, refused);
+  EXPECT_EQ((*old_process)->heartbeat_boots(), 1u);
+  EXPECT_EQ(told_count(), 1u);
+  auto map = (*new_process)->GetMap();
+  ASSERT_TRUE(map.ok());
+  EXPECT_EQ(FindOsd(*map, 3)->instance(), 0xb2u);
+}
+
 TEST(MonClientTest, DestructorStopsPromptlyWhileMonIsDown) {
   auto mon = StartMon(MakeTempDir());
   ASSERT_NE(mon, nullptr);

@@ -430,6 +430,74 @@ TEST_F(MonitorTest, AnOsdBootingAsANewProcessHasItsOldOneBlocklisted) {
   EXPECT_EQ(map.osd_applied_epochs().at(2), hb.applied_epoch());
 }
 
+grpc::Status Heartbeat(v1::Monitor::Stub* stub, uint32_t id, uint64_t instance,
+                       v1::HeartbeatReply* reply) {
+  grpc::ClientContext ctx;
+  v1::HeartbeatRequest hb;
+  hb.set_id(id);
+  hb.set_instance(instance);
+  return stub->Heartbeat(&ctx, hb, reply);
+}
+
+// An OSD process that was stopped (or cut off) while a new process booted as its id: its
+// heartbeats must not keep the id up, and it may not boot again and take the id back.
+TEST_F(MonitorTest, TheOldProcessOfAReplacedOsdIsRefused) {
+  Start(FastOptions(dir_));
+  v1::BootOsdReply reply;
+  v1::BootOsdRequest req = BootReq(2, "127.0.0.1:7002");
+  req.set_instance(0x111);
+  ASSERT_TRUE(Boot(stub_.get(), req, &reply).ok());
+  req.set_instance(0x222);
+  ASSERT_TRUE(Boot(stub_.get(), req, &reply).ok());  // 0x111 blocklisted
+  const uint64_t up_from = FindOsd(GetMap(stub_.get()), 2)->up_from();
+
+  v1::HeartbeatReply hr;
+  grpc::Status s = Heartbeat(stub_.get(), 2, 0x111, &hr);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("osd.2 instance 111 was replaced: instance 222 booted as "
+                                   "osd.2 at map epoch " + std::to_string(up_from)),
+            std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("must stop"), std::string::npos) << s.error_message();
+  EXPECT_EQ(server_->service().Counters().stale_instances_refused, 1u);
+  ASSERT_TRUE(Heartbeat(stub_.get(), 2, 0x222, &hr).ok());
+  EXPECT_TRUE(hr.known());
+  ASSERT_TRUE(Heartbeat(stub_.get(), 2, 0, &hr).ok()) << "a heartbeat without an instance "
+                                                          "(an older OSD) is not checked";
+
+  // Only the old process heartbeats: osd.2 is marked down after the grace all the same.
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (!IsDown(GetMap(stub_.get()), 2) && absl::Now() < until) {
+    EXPECT_EQ(Heartbeat(stub_.get(), 2, 0x111, &hr).error_code(),
+              grpc::StatusCode::FAILED_PRECONDITION);
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(IsDown(GetMap(stub_.get()), 2)) << "the old process's heartbeats kept osd.2 up";
+  EXPECT_EQ(Heartbeat(stub_.get(), 2, 0x111, &hr).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION) << "down: still refused, not told to boot";
+
+  // It may not boot again: the map stays as it was.
+  const uint64_t epoch = GetMap(stub_.get()).epoch();
+  req.set_instance(0x111);
+  s = Boot(stub_.get(), req, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("osd.2 (instance 111) is fenced: blocklisted at map epoch"),
+            std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("may not boot again"), std::string::npos) << s.error_message();
+  v1::ClusterMap map = GetMap(stub_.get());
+  EXPECT_EQ(map.epoch(), epoch);
+  EXPECT_EQ(FindOsd(map, 2)->instance(), 0x222u);
+  EXPECT_FALSE(FindOsd(map, 2)->up());
+
+  // A new process boots, the one it replaces is blocklisted as well.
+  req.set_instance(0x333);
+  ASSERT_TRUE(Boot(stub_.get(), req, &reply).ok());
+  map = GetMap(stub_.get());
+  EXPECT_TRUE(FindOsd(map, 2)->up());
+  EXPECT_EQ(FindOsd(map, 2)->instance(), 0x333u);
+  ASSERT_EQ(map.blocklist_size(), 2);
+  EXPECT_EQ(map.blocklist(1).instance(), 0x222u);
+}
+
 TEST(MonitorOptionsTest, BadOptionsAreRejected) {
   MonitorOptions o;
   EXPECT_EQ(MonitorService::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
