@@ -559,6 +559,9 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
         }
         replicas = std::move(*targets);
       }
+      if (options_.delete_hook) {
+        if (s = options_.delete_hook(); !s.ok()) break;
+      }
       step("store: durable delete");
       auto ticket = store_->Delete(key);
       s = ticket.ok() ? store_->WaitDurable(*ticket) : ticket.status();

@@ -97,6 +97,9 @@ struct OsdOptions {
   // way to the store (it returns the callback the store calls), so a test can hold writes
   // in flight. Unset: one null check per write.
   std::function<PersistCallback(PersistCallback)> durable_hook;
+  // Tests: when set, runs before every delete this OSD serves (a client's, or a primary's
+  // for its replica copy); an error refuses the delete with it (nothing is deleted).
+  std::function<absl::Status()> delete_hook;
   // Runs once, on a monitor-client thread, when this process learns it is no longer
   // osd.<id>: the monitor refused its heartbeat or boot (another process booted as this
   // id since, or this instance is blocklisted) or the map's blocklist names this instance.

@@ -6,8 +6,9 @@
 // delete) and the last map epoch that was known (kept in a file of its store's directory,
 // so a restarted OSD still says how recent its copies are):
 //  * a member that stays up in the PG's up set from one map to the next, in the same
-//    incarnation (up_from), stays complete, as of the new epoch (writes reach every up
-//    member before they are acknowledged);
+//    incarnation (up_from), stays complete, as of the new epoch (writes and deletes reach
+//    every up member before they are acknowledged: one that an up member did not take
+//    fails, Replicator);
 //  * a member that is new to the up set (added, back in, restarted, or marked down and up
 //    again) is not complete until synced;
 //  * an OSD that leaves the up set keeps its flag with its epoch frozen: a stray copy,

@@ -23,18 +23,26 @@ constexpr uint64_t kPartTidBlock = uint64_t{1} << 20;
 class Replicator::Write {
  public:
   Write(PersistCallback done, int outstanding, uint32_t size, uint32_t min_size,
-        std::vector<int> peers, std::atomic<uint64_t>* degraded)
+        std::vector<int> peers, std::atomic<uint64_t>* degraded,
+        std::atomic<uint64_t>* refused)
       : done_(std::move(done)),
         outstanding_(outstanding),
         size_(size),
         min_size_(min_size),
         peers_(std::move(peers)),
-        degraded_(degraded) {}
+        degraded_(degraded),
+        refused_(refused) {}
 
   const std::vector<int>& peers() const { return peers_; }
 
-  // One copy is through (the local one when `local`); the last one runs `done`.
-  void Finish(bool local, const absl::Status& s) {
+  // One copy is through: the local one (`local`) or a replica's; the last one runs `done`.
+  // A replica's copy that failed is excused (`excused`) only when the map took that member
+  // down or saw it restart: it is then synced before it serves this PG again. A member that
+  // stays up without the copy fails the write (not acknowledged, the client retries): the
+  // member still counts as complete for the PG, and if it became the source of a sync the
+  // acknowledged write would be lost (Ceph's rule: the whole acting set has every
+  // acknowledged write).
+  void Finish(bool local, const absl::Status& s, bool excused = false) {
     PersistCallback done;
     absl::Status result;
     {
@@ -43,10 +51,17 @@ class Replicator::Write {
         ++copies_;
       } else if (local) {
         local_ = s;
+      } else if (!excused && replica_error_.ok()) {
+        replica_error_ = s;
       }
       if (--outstanding_ > 0) return;
       if (!local_.ok()) {
         result = local_;
+      } else if (!replica_error_.ok()) {
+        refused_->fetch_add(1, std::memory_order_relaxed);
+        result = absl::UnavailableError(absl::StrCat(
+            "not acknowledged: ", replica_error_.message(),
+            " while it is up in the map (the write waits for it, or for the map to take it down)"));
       } else if (copies_ < min_size_) {
         result = absl::UnavailableError(absl::StrCat(
             "only ", copies_, " of ", size_, " copies written (min_size ", min_size_, ")"));
@@ -64,10 +79,12 @@ class Replicator::Write {
   int outstanding_ ABSL_GUARDED_BY(mu_);
   uint32_t copies_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status local_ ABSL_GUARDED_BY(mu_);
+  absl::Status replica_error_ ABSL_GUARDED_BY(mu_);  // the first unexcused replica failure
   const uint32_t size_;
   const uint32_t min_size_;
   const std::vector<int> peers_;
   std::atomic<uint64_t>* const degraded_;
+  std::atomic<uint64_t>* const refused_;
 };
 
 // One record on its way to one peer.
@@ -91,6 +108,10 @@ struct Replicator::Peer {
   std::unordered_map<uint32_t, std::pair<uint64_t, uint64_t>> parts;
   absl::CondVar cv;
   bool closing = false;
+  // Set with closing: the map took the peer down or saw it restart (its lost copies are
+  // excused, Write::Finish), rather than a session that ended while it is up.
+  bool gone = false;
+  std::string closed_why;
   std::thread thread;
 };
 
@@ -103,7 +124,9 @@ void Replicator::Stop() {
   {
     absl::MutexLock l(&mu_);
     stopped_ = true;
-    while (!peers_.empty()) DropPeerLocked(peers_.begin()->first, "the OSD is stopping");
+    while (!peers_.empty()) {
+      DropPeerLocked(peers_.begin()->first, "the OSD is stopping", /*gone=*/false);
+    }
   }
   ReapRetired();
 }
@@ -136,7 +159,7 @@ void Replicator::HandleMaps(std::vector<placement::PlacementMap> pools) {
                                            ")"));
       }
     }
-    for (const auto& [id, why] : drop) DropPeerLocked(id, why);
+    for (const auto& [id, why] : drop) DropPeerLocked(id, why, /*gone=*/true);
     map_ = std::move(next);
     pools_ = std::move(by_id);
   }
@@ -158,7 +181,7 @@ absl::StatusOr<std::shared_ptr<Replicator::Write>> Replicator::Begin(const Recor
   ++counters_.writes_replicated;
   const int outstanding = 1 + static_cast<int>(peers->size());
   return std::make_shared<Write>(std::move(done), outstanding, pool.size, pool.min_size,
-                                 std::move(*peers), &degraded_);
+                                 std::move(*peers), &degraded_, &replica_missing_);
 }
 
 absl::StatusOr<std::vector<int>> Replicator::UpReplicasLocked(uint32_t pool_id,
@@ -266,10 +289,21 @@ absl::Status Replicator::ReplicateDelete(uint32_t pool, const std::string& oid,
                                          const std::vector<int>& peers, bool local_ok,
                                          absl::Duration timeout) {
   uint32_t min_size = 1;
+  // Each replica's incarnation now: one that fails and is still that incarnation, up, at
+  // the end keeps the object while it counts as complete (as for writes, Write::Finish).
+  std::vector<uint64_t> up_from(peers.size(), 0);
+  auto still_up = [&](size_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const placement::OsdEntry* e = map_ == nullptr ? nullptr : map_->Find(peers[i]);
+    return e != nullptr && e->up && e->up_from == up_from[i];
+  };
   {
     absl::MutexLock l(&mu_);
     if (auto it = pools_.find(pool); it != pools_.end()) min_size = it->second->pool().min_size;
     ++counters_.deletes_replicated;
+    for (size_t i = 0; i < peers.size(); ++i) {
+      const placement::OsdEntry* e = map_ == nullptr ? nullptr : map_->Find(peers[i]);
+      if (e != nullptr) up_from[i] = e->up_from;
+    }
   }
   auto replies = CallAll(
       peers,
@@ -283,21 +317,27 @@ absl::Status Replicator::ReplicateDelete(uint32_t pool, const std::string& oid,
       },
       timeout);
   uint32_t copies_gone = local_ok ? 1 : 0;
-  std::string missing;
+  std::string missing, kept_by_up;
   uint64_t failures = 0;
-  for (size_t i = 0; i < peers.size(); ++i) {
-    absl::Status s = replies[i].ok() ? absl::Status(replies[i]->code, replies[i]->error)
-                                     : replies[i].status();
-    if (s.ok() || absl::IsNotFound(s)) {  // a replica without the object is done too
-      ++copies_gone;
-      continue;
-    }
-    ++failures;
-    absl::StrAppend(&missing, missing.empty() ? "" : ", ", "osd.", peers[i], " (", s.message(), ")");
-  }
   {
     absl::MutexLock l(&mu_);
+    for (size_t i = 0; i < peers.size(); ++i) {
+      absl::Status s = replies[i].ok() ? absl::Status(replies[i]->code, replies[i]->error)
+                                       : replies[i].status();
+      if (s.ok() || absl::IsNotFound(s)) {  // a replica without the object is done too
+        ++copies_gone;
+        continue;
+      }
+      ++failures;
+      const std::string what = absl::StrCat("osd.", peers[i], " (", s.message(), ")");
+      absl::StrAppend(&missing, missing.empty() ? "" : ", ", what);
+      if (still_up(i)) absl::StrAppend(&kept_by_up, kept_by_up.empty() ? "" : ", ", what);
+    }
     counters_.replica_delete_failures += failures;
+  }
+  if (!kept_by_up.empty()) {
+    return absl::UnavailableError(absl::StrCat("the delete is not confirmed by ", kept_by_up,
+                                               ", up in the map (the client retries)"));
   }
   if (copies_gone >= min_size) {
     if (!missing.empty()) {
@@ -333,7 +373,12 @@ PersistCallback Replicator::LocalCallback(const std::shared_ptr<Write>& w) {
 void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
                          const WritePart& part) {
   const RecordHeader& h = *rec.header;
-  std::vector<std::shared_ptr<Item>> lost;
+  struct Lost {
+    std::shared_ptr<Item> item;
+    absl::Status why;
+    bool gone;
+  };
+  std::vector<Lost> lost;
   {
     absl::MutexLock l(&mu_);
     for (int id : w->peers()) {
@@ -342,7 +387,14 @@ void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
       item->payload = std::string_view(reinterpret_cast<const char*>(rec.payload), h.payload_len);
       Peer* peer = stopped_ ? nullptr : PeerLocked(id);
       if (peer == nullptr) {
-        lost.push_back(std::move(item));
+        // Down in the map since Begin: excused. Up but unreachable: the write fails.
+        const placement::OsdEntry* e = map_ == nullptr ? nullptr : map_->Find(id);
+        const bool gone = !stopped_ && (e == nullptr || !e->up);
+        lost.push_back({std::move(item),
+                        absl::UnavailableError(absl::StrCat(
+                            "osd.", id, stopped_ ? " was not sent the copy (this OSD is stopping)"
+                                                 : " has no replication session")),
+                        gone});
         continue;
       }
       item->desc.oid.assign(rec.oid, h.oid_len);
@@ -365,7 +417,11 @@ void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
           if (it == peer->parts.end() || h.tid - it->second.second >= kPartTidBlock) {
             // Its first part went to an earlier session with this peer (since dropped):
             // the replica cannot complete the write.
-            lost.push_back(std::move(item));
+            lost.push_back({std::move(item),
+                            absl::UnavailableError(absl::StrCat(
+                                "osd.", id, " lost the first part of this write (its session "
+                                "ended)")),
+                            false});
             continue;
           }
           item->desc.tid = it->second.first + (h.tid - it->second.second);
@@ -378,7 +434,7 @@ void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
     }
     counters_.replica_failures += lost.size();
   }
-  for (auto& item : lost) item->write->Finish(/*local=*/false, absl::UnavailableError("lost"));
+  for (Lost& l : lost) l.item->write->Finish(/*local=*/false, l.why, l.gone);
 }
 
 void Replicator::AbortWrite(uint32_t write_id) {
@@ -453,26 +509,35 @@ void Replicator::SendLoop(Peer* peer) {
       peer->in_flight.erase(item->desc.tid);
       ++counters_.replica_failures;
       item->resolved = true;
-      Resolve(item, false);
+      if (peer->closing) {
+        Resolve(item, absl::UnavailableError(peer->closed_why), peer->gone);
+      } else {
+        Resolve(item, absl::UnavailableError(absl::StrCat("forwarding to osd.", peer->id,
+                                                          " failed: ", st.message())),
+                false);
+      }
     }
   }
   mu_.Unlock();
 }
 
-void Replicator::Resolve(const std::shared_ptr<Item>& item, bool ok) {
-  item->write->Finish(/*local=*/false, ok ? absl::OkStatus() : absl::UnavailableError("lost"));
+void Replicator::Resolve(const std::shared_ptr<Item>& item, const absl::Status& s, bool gone) {
+  item->write->Finish(/*local=*/false, s, gone);
 }
 
-void Replicator::DropPeerLocked(int id, const std::string& why) {
+void Replicator::DropPeerLocked(int id, const std::string& why, bool gone) {
   auto it = peers_.find(id);
   if (it == peers_.end()) return;
   Peer* peer = it->second.get();
   peer->closing = true;
+  peer->gone = gone;
+  peer->closed_why = absl::StrCat("the session with osd.", id, " ended (", why, ")");
   peer->cv.SignalAll();
+  const absl::Status lost_status = absl::UnavailableError(peer->closed_why);
   uint64_t lost = 0;
   for (auto& item : peer->queue) {
     item->resolved = true;
-    Resolve(item, false);
+    Resolve(item, lost_status, gone);
     ++lost;
   }
   peer->queue.clear();
@@ -482,7 +547,7 @@ void Replicator::DropPeerLocked(int id, const std::string& why) {
       continue;
     }
     f->second->resolved = true;
-    Resolve(f->second, false);
+    Resolve(f->second, lost_status, gone);
     ++lost;
     f = peer->in_flight.erase(f);
   }
@@ -493,9 +558,15 @@ void Replicator::DropPeerLocked(int id, const std::string& why) {
     req.reply = absl::UnavailableError(absl::StrCat("the session with osd.", id, " ended: ", why));
   }
   requests_cv_.SignalAll();
-  spdlog::info("osd.{}: replication session with osd.{} ended ({}): {} records not "
-               "acknowledged count as missing copies",
-               options_.self, id, why, lost);
+  if (lost == 0) {
+    spdlog::info("osd.{}: replication session with osd.{} ended ({})", options_.self, id, why);
+  } else {
+    spdlog::info("osd.{}: replication session with osd.{} ended ({}): {} records not "
+                 "acknowledged {}",
+                 options_.self, id, why, lost,
+                 gone ? "count as missing copies (it is synced when back)"
+                      : "fail their writes (it is still up in the map; clients retry)");
+  }
   retired_.push_back(std::move(it->second));
   peers_.erase(it);
 }
@@ -536,7 +607,11 @@ bool Replicator::OnRecordsAcked(const ConnectionRef& conn, absl::Span<const Reco
     // An ack can only follow the send, so the bytes were copied even if the sender has
     // not seen WriteRecord return yet.
     it->second->resolved = true;
-    Resolve(it->second, ok);
+    Resolve(it->second,
+            ok ? absl::OkStatus()
+               : absl::UnavailableError(absl::StrCat("osd.", peer->id, " refused the copy (",
+                                                     absl::StatusCodeToString(a.code), ")")),
+            false);
     peer->in_flight.erase(it);
   }
   return true;
@@ -549,7 +624,7 @@ bool Replicator::OnReset(const ConnectionRef& conn, const absl::Status& why) {
     for (auto& [id, p] : peers_) {
       if (p->conn.get() != conn.get()) continue;
       ours = true;
-      DropPeerLocked(id, std::string(why.message()));
+      DropPeerLocked(id, std::string(why.message()), /*gone=*/false);
       break;
     }
     for (auto& p : retired_) ours = ours || p->conn.get() == conn.get();
@@ -562,6 +637,7 @@ ReplicationCounters Replicator::counters() const {
   ReplicationCounters c = counters_;
   c.pool_size = pool_size_.load(std::memory_order_relaxed);
   c.writes_degraded = degraded_.load(std::memory_order_relaxed);
+  c.writes_replica_missing = replica_missing_.load(std::memory_order_relaxed);
   c.peers = peers_.size();
   for (const auto& [id, p] : peers_) c.forwards_in_flight += p->queue.size() + p->in_flight.size();
   return c;

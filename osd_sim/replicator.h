@@ -20,7 +20,12 @@
 // Members that are down in the map are skipped; a write needs `min_size` copies (the
 // local one included) or it is refused with UNAVAILABLE, which the client retries until
 // its op timeout. A peer that goes down while it holds forwarded records is dropped when
-// the map says so: its records count as missing copies.
+// the map says so: its records count as missing copies (it is synced before it serves the
+// PG again). A member that stays up in the map but did not take a copy (it refused it, its
+// session ended, it could not be reached) fails the write with UNAVAILABLE instead: it
+// would still count as complete for the PG (peering trusts members that stayed up), so an
+// acknowledgement without its copy could be lost if it became a sync's source. The client
+// retries until the copy goes through or the map takes the member down.
 //
 // Deletes: the primary deletes its copy, then sends the delete (a kDelete request) to the
 // PG's up replicas over the same sessions and answers the client once each has replied,
@@ -66,6 +71,8 @@ namespace msgr::osd {
   X(replica_acks, kCounter, kNone, "forwarded records a replica acknowledged")              \
   X(replica_failures, kCounter, kNone, "forwarded records a replica refused or lost (down)") \
   X(writes_degraded, kCounter, kNone, "writes acknowledged with fewer copies than the size") \
+  X(writes_replica_missing, kCounter, kNone, "writes not acknowledged: a member up in the map " \
+    "did not take its copy (the client retries)")                                               \
   X(writes_below_min_size, kCounter, kNone, "writes refused: fewer than min_size copies up") \
   X(peers, kGauge, kNone, "replica peers this OSD has sessions with")                        \
   X(deletes_replicated, kCounter, kNone, "client deletes this OSD sent to replicas as primary") \
@@ -125,7 +132,9 @@ class Replicator {
   absl::StatusOr<std::vector<int>> DeleteTargets(uint32_t pool, std::string_view oid);
   // Sends the delete to `peers` (DeleteTargets) and waits until each replied, its session
   // ended or `timeout` passed. OK when at least min_size copies are gone (the local one,
-  // `local_ok`, included); UNAVAILABLE naming the replicas that did not confirm otherwise.
+  // `local_ok`, included) and every replica that did not confirm has left the map (down, or
+  // restarted: it is synced before it serves again); UNAVAILABLE naming the replicas that
+  // did not confirm otherwise (one still up would keep the object as a complete copy).
   // A replica without the object counts as done. Blocks: not on a messenger thread.
   absl::Status ReplicateDelete(uint32_t pool, const std::string& oid, const std::vector<int>& peers,
                                bool local_ok, absl::Duration timeout);
@@ -154,10 +163,12 @@ class Replicator {
   struct Peer;
   struct Item;
   void SendLoop(Peer* peer);
-  // Resolves `item`'s copy on its peer (ok: acknowledged). Called once per item.
-  static void Resolve(const std::shared_ptr<Item>& item, bool ok);
-  // Ends `peer`'s session: every item not being copied right now is resolved as lost.
-  void DropPeerLocked(int id, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Resolves `item`'s copy on its peer (`s` OK: acknowledged; `gone`: a failure the map
+  // excuses, see Write::Finish). Called once per item.
+  static void Resolve(const std::shared_ptr<Item>& item, const absl::Status& s, bool gone);
+  // Ends `peer`'s session: every item not being copied right now is resolved as lost,
+  // excused when `gone` (the map took the peer down or saw it restart).
+  void DropPeerLocked(int id, const std::string& why, bool gone) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The session with `id` (opened on first use), or null if the map has no address.
   Peer* PeerLocked(int id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The up members of `oid`'s PG in pool `pool_id` other than this OSD, or UNAVAILABLE
@@ -187,6 +198,7 @@ class Replicator {
   uint64_t next_request_tid_ ABSL_GUARDED_BY(mu_) = 1;
   absl::CondVar requests_cv_;
   std::atomic<uint64_t> degraded_{0};  // writes acknowledged with fewer copies than size
+  std::atomic<uint64_t> replica_missing_{0};  // writes failed: an up member lacks its copy
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   ReplicationCounters counters_ ABSL_GUARDED_BY(mu_);
 };

@@ -2,6 +2,8 @@
 // client library. Writes land on every member of their PG's acting set; with one member
 // down every acknowledged object still reads back and writes go on; with two down a PG
 // below min_size refuses writes (the client retries until its op timeout).
+#include <array>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <utility>
@@ -90,6 +92,17 @@ class ReplicationTest : public ::testing::Test {
     o.ring_bytes = 1 << 20;
     o.host_name = "one-host";
     o.auth = kAuth;
+    // refuse_[id]: the store's completions of this OSD report an error (the OSD stays up).
+    o.durable_hook = [this, id](PersistCallback done) -> PersistCallback {
+      if (!refuse_[id].load()) return done;
+      return [done = std::move(done)](absl::Status) mutable {
+        done(absl::InternalError("injected: the store refused the write"));
+      };
+    };
+    o.delete_hook = [this, id] {
+      return refuse_[id].load() ? absl::InternalError("injected: the store refused the delete")
+                                : absl::OkStatus();
+    };
     if (cluster_type_ == "rdma") {
       o.ms_types = {"tcp", "rdma"};  // clients over tcp, replicas over rdma
       o.cluster_ms_type = "rdma";
@@ -200,6 +213,7 @@ class ReplicationTest : public ::testing::Test {
       EXPECT_TRUE(absl::IsNotFound(client_->Read(absl::StrCat("obj.", i)).status())) << "obj." << i;
     }
   }
+  std::array<std::atomic<bool>, kOsds> refuse_{};
   std::unique_ptr<mon::MonServer> mon_;
   std::vector<std::unique_ptr<Osd>> osds_;
   std::unique_ptr<client::Client> client_;
@@ -486,6 +500,48 @@ TEST_F(ReplicationTest, OutAndInMoveObjectsWithoutStaleReadsAtSizeOneAndDropStra
     EXPECT_TRUE(*got == (i % 2 == 0 ? Contents(i, 2, 5000 + i) : Contents(i, 1, 4096 + i)))
         << "s." << i << " is an old version";
   }
+}
+
+// A member that stays up in the map but does not take its copy (here its store refuses it):
+// the write (or delete) is not acknowledged, even with min_size copies elsewhere. The member still
+// counts as complete for its PG, so had the write been acknowledged, a later sync from its
+// copy would lose it. Once the member takes copies again, the retried write goes through.
+TEST_F(ReplicationTest, AWriteOrDeleteThatAMemberUpInTheMapDidNotTakeIsNotAcknowledged) {
+  const placement::PlacementMap map = Map();
+  std::string oid;  // one whose acting set has osd.3 as a replica
+  for (int i = 0; i < 500 && oid.empty(); ++i) {
+    const std::string o = absl::StrCat("r.", i);
+    const auto& acting = map.ActingOfPg(map.PgOf(o));
+    if (acting.size() == 3 && acting[0] != 3 && std::count(acting.begin(), acting.end(), 3)) oid = o;
+  }
+  ASSERT_FALSE(oid.empty());
+  refuse_[3] = true;
+  const absl::Status s = client_->Write(oid, std::string(4096, 'a'));
+  EXPECT_FALSE(s.ok()) << "acknowledged without osd.3's copy while osd.3 is up in the map";
+  uint64_t missing = 0, degraded = 0;
+  for (int id = 0; id < kOsds; ++id) {
+    missing += Perf(id)["replication"]["writes_replica_missing"].get<uint64_t>();
+    degraded += Perf(id)["replication"]["writes_degraded"].get<uint64_t>();
+  }
+  EXPECT_GT(missing, 0u);
+  EXPECT_EQ(degraded, 0u);
+  refuse_[3] = false;
+  ASSERT_TRUE(client_->Write(oid, std::string(4096, 'b')).ok());
+  auto got = client_->Read(oid);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, std::string(4096, 'b'));
+  EXPECT_EQ(Objects(3), 1u);
+
+  // The same for a delete: not confirmed while osd.3 keeps its copy, then done on a retry.
+  refuse_[3] = true;
+  EXPECT_FALSE(client_->Delete(oid).ok()) << "confirmed while osd.3, up, kept its copy";
+  EXPECT_EQ(Objects(3), 1u);
+  refuse_[3] = false;
+  // (The primary's copy went with the first attempt: the new delete may say NOT_FOUND.)
+  const absl::Status again = client_->Delete(oid);
+  EXPECT_TRUE(again.ok() || absl::IsNotFound(again)) << again;
+  EXPECT_TRUE(absl::IsNotFound(client_->Read(oid).status()));
+  EXPECT_EQ(Objects(3), 0u);
 }
 
 TEST_F(ReplicationTest, BelowMinSizeAWriteWaitsAndIsRefused) {
