@@ -15,14 +15,8 @@
 #   blocklist_test.sh [--ms-type tcp|rdma]   (or env MS_TYPE; the rdma device: soft, or
 #   MSGR_RDMA_DEVICE, as in the Soft-RoCE VM)
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-if [[ -n "${TEST_SRCDIR:-}" ]]; then
-  RUNFILES=$TEST_SRCDIR/msgr
-  TOOLS=$RUNFILES/tools
-else
-  RUNFILES=$ROOT/bazel-bin
-  TOOLS=$ROOT/tools
-fi
+# shellcheck source=tests/tools/test_paths.sh
+source "$(dirname "$0")/test_paths.sh"
 MS_TYPE=${MS_TYPE:-tcp}
 # shellcheck source=tools/lib/flags.sh
 source "$TOOLS/lib/flags.sh"

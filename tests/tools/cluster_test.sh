@@ -19,14 +19,8 @@
 # (or env MS_TYPE / RDMA_DEVICE / BENCH_SECONDS). Under `bazel test` the binaries come from
 # the runfiles; run by hand (or in the Soft-RoCE VM) it uses bazel-bin and tools/.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-if [[ -n "${TEST_SRCDIR:-}" ]]; then
-  RUNFILES=$TEST_SRCDIR/msgr
-  TOOLS=$RUNFILES/tools
-else
-  RUNFILES=$ROOT/bazel-bin
-  TOOLS=$ROOT/tools
-fi
+# shellcheck source=tests/tools/test_paths.sh
+source "$(dirname "$0")/test_paths.sh"
 MS_TYPE=${MS_TYPE:-tcp} RDMA_DEVICE=${RDMA_DEVICE:-soft} BENCH_SECONDS=${BENCH_SECONDS:-8}
 SPIN_ARGS=()
 # shellcheck source=tools/lib/flags.sh

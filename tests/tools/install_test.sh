@@ -4,13 +4,9 @@
 # settings file, and the systemd units pass `systemd-analyze verify` (which fails on a
 # unit whose ExecStart binary is missing: checked too).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-if [[ -n "${TEST_SRCDIR:-}" ]]; then
-  export MSGR_BIN=$TEST_SRCDIR/msgr
-  TOOLS=$TEST_SRCDIR/msgr/tools
-else
-  TOOLS=$ROOT/tools
-fi
+# shellcheck source=tests/tools/test_paths.sh
+source "$(dirname "$0")/test_paths.sh"
+if [[ -n "${TEST_SRCDIR:-}" ]]; then export MSGR_BIN=$RUNFILES; fi
 fail() { echo "FAIL: $*" >&2; exit 1; }
 STAGE=$(mktemp -d "${TEST_TMPDIR:-/tmp}/msgr-install.XXXXXX")
 

@@ -14,14 +14,8 @@
 #
 #   metrics_test.sh      (under `bazel test`: binaries from the runfiles; else bazel-bin)
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-if [[ -n "${TEST_SRCDIR:-}" ]]; then
-  RUNFILES=$TEST_SRCDIR/msgr
-  TOOLS=$RUNFILES/tools
-else
-  RUNFILES=$ROOT/bazel-bin
-  TOOLS=$ROOT/tools
-fi
+# shellcheck source=tests/tools/test_paths.sh
+source "$(dirname "$0")/test_paths.sh"
 PROMETHEUS=${PROMETHEUS:-/usr/bin/prometheus}
 PROMTOOL=${PROMTOOL:-/usr/bin/promtool}
 BENCH_SECONDS=3

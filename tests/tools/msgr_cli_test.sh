@@ -8,14 +8,8 @@
 #   * no progress bar (no control characters) when stderr is not a terminal.
 # MS_TYPE=tcp|rdma (env). Under `bazel test` the binaries come from the runfiles.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-if [[ -n "${TEST_SRCDIR:-}" ]]; then
-  RUNFILES=$TEST_SRCDIR/msgr
-  TOOLS=$RUNFILES/tools
-else
-  RUNFILES=$ROOT/bazel-bin
-  TOOLS=$ROOT/tools
-fi
+# shellcheck source=tests/tools/test_paths.sh
+source "$(dirname "$0")/test_paths.sh"
 MS_TYPE=${MS_TYPE:-tcp} BIG_MB=${BIG_MB:-1100}
 export MSGR_BIN=$RUNFILES MSGR_REBUILD=0
 DIR=$(mktemp -d /tmp/msgr-cli-test.XXXXXX)

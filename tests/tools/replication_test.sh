@@ -18,14 +18,8 @@
 #
 #   replication_test.sh [--ms-type tcp|rdma] [--seconds N]   (or env MS_TYPE / BENCH_SECONDS)
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-if [[ -n "${TEST_SRCDIR:-}" ]]; then
-  RUNFILES=$TEST_SRCDIR/msgr
-  TOOLS=$RUNFILES/tools
-else
-  RUNFILES=$ROOT/bazel-bin
-  TOOLS=$ROOT/tools
-fi
+# shellcheck source=tests/tools/test_paths.sh
+source "$(dirname "$0")/test_paths.sh"
 MS_TYPE=${MS_TYPE:-tcp} BENCH_SECONDS=${BENCH_SECONDS:-8}
 # shellcheck source=tools/lib/flags.sh
 source "$TOOLS/lib/flags.sh"

@@ -6,8 +6,8 @@
 # Also: the text summary says rdma vs tcp per section, and the verify column says "ok/bad".
 # Needs gnuplot and chromium (tools/setup.sh installs both): missing, the test fails.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-if [[ -n "${TEST_SRCDIR:-}" ]]; then TOOLS=$TEST_SRCDIR/msgr/tools; else TOOLS=$ROOT/tools; fi
+# shellcheck source=tests/tools/test_paths.sh
+source "$(dirname "$0")/test_paths.sh"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 for tool in gnuplot chromium; do
   command -v "$tool" >/dev/null || fail "$tool not installed: run tools/setup.sh"
