@@ -292,10 +292,6 @@ absl::Status Replicator::ReplicateDelete(uint32_t pool, const std::string& oid,
   // Each replica's incarnation now: one that fails and is still that incarnation, up, at
   // the end keeps the object while it counts as complete (as for writes, Write::Finish).
   std::vector<uint64_t> up_from(peers.size(), 0);
-  auto still_up = [&](size_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const placement::OsdEntry* e = map_ == nullptr ? nullptr : map_->Find(peers[i]);
-    return e != nullptr && e->up && e->up_from == up_from[i];
-  };
   {
     absl::MutexLock l(&mu_);
     if (auto it = pools_.find(pool); it != pools_.end()) min_size = it->second->pool().min_size;
@@ -331,7 +327,7 @@ absl::Status Replicator::ReplicateDelete(uint32_t pool, const std::string& oid,
       ++failures;
       const std::string what = absl::StrCat("osd.", peers[i], " (", s.message(), ")");
       absl::StrAppend(&missing, missing.empty() ? "" : ", ", what);
-      if (still_up(i)) absl::StrAppend(&kept_by_up, kept_by_up.empty() ? "" : ", ", what);
+      if (!LeftTheMapLocked(peers[i], up_from[i])) absl::StrAppend(&kept_by_up, kept_by_up.empty() ? "" : ", ", what);
     }
     counters_.replica_delete_failures += failures;
   }
@@ -388,8 +384,7 @@ void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
       Peer* peer = stopped_ ? nullptr : PeerLocked(id);
       if (peer == nullptr) {
         // Down in the map since Begin: excused. Up but unreachable: the write fails.
-        const placement::OsdEntry* e = map_ == nullptr ? nullptr : map_->Find(id);
-        const bool gone = !stopped_ && (e == nullptr || !e->up);
+        const bool gone = !stopped_ && LeftTheMapLocked(id);
         lost.push_back({std::move(item),
                         absl::UnavailableError(absl::StrCat(
                             "osd.", id, stopped_ ? " was not sent the copy (this OSD is stopping)"
@@ -435,6 +430,11 @@ void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
     counters_.replica_failures += lost.size();
   }
   for (Lost& l : lost) l.item->write->Finish(/*local=*/false, l.why, l.gone);
+}
+
+bool Replicator::LeftTheMapLocked(int id, uint64_t up_from) const {
+  const placement::OsdEntry* e = map_ == nullptr ? nullptr : map_->Find(id);
+  return e == nullptr || !e->up || (up_from != 0 && e->up_from != up_from);
 }
 
 void Replicator::AbortWrite(uint32_t write_id) {

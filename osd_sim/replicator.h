@@ -169,6 +169,9 @@ class Replicator {
   // Ends `peer`'s session: every item not being copied right now is resolved as lost,
   // excused when `gone` (the map took the peer down or saw it restart).
   void DropPeerLocked(int id, const std::string& why, bool gone) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when the map no longer has `id` up (as the incarnation up since `up_from`, unless
+  // 0): a copy it missed is excused, it is synced before it serves the PG again.
+  bool LeftTheMapLocked(int id, uint64_t up_from = 0) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The session with `id` (opened on first use), or null if the map has no address.
   Peer* PeerLocked(int id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The up members of `oid`'s PG in pool `pool_id` other than this OSD, or UNAVAILABLE

@@ -237,10 +237,13 @@ absl::Status MonClient::StartHeartbeats(const v1::BootOsdRequest& boot, BootCall
 void MonClient::HeartbeatLoop(v1::BootOsdRequest boot, BootCallback on_boot,
                               FencedCallback on_fenced) {
   // The monitor's word that this process no longer is osd.<id>: stop heartbeating (the
-  // heartbeats of an old process must not keep the id up) and tell the owner.
+  // heartbeats of an old process must not keep the id up) and tell the owner (who logs it).
   auto fenced = [&](const absl::Status& why) {
-    spdlog::error("osd.{}: {}", boot.id(), std::string(why.message()));
-    if (on_fenced) on_fenced(why);
+    if (on_fenced) {
+      on_fenced(why);
+    } else {
+      spdlog::error("osd.{}: {}", boot.id(), std::string(why.message()));
+    }
   };
   bool reachable = true;
   v1::HeartbeatRequest req;
