@@ -2,6 +2,8 @@
 // RegisterMessengerBackend) and EntityName's printing.
 #include "msg/messenger.h"
 
+#include <algorithm>
+#include <memory>
 #include <mutex>
 #include <random>
 
@@ -21,6 +23,25 @@ std::map<std::string, MessengerFactory>& Registry() {
 }
 
 }  // namespace
+
+namespace {
+
+class HeapRecordBuffer final : public RecordBuffer {
+ public:
+  explicit HeapRecordBuffer(size_t size)
+      : HeapRecordBuffer(std::make_unique<char[]>(std::max<size_t>(size, 1)), size) {}
+
+ private:
+  HeapRecordBuffer(std::unique_ptr<char[]> mem, size_t size)
+      : RecordBuffer(mem.get(), size), mem_(std::move(mem)) {}
+  std::unique_ptr<char[]> mem_;
+};
+
+}  // namespace
+
+RecordBufferRef MakeHeapRecordBuffer(size_t size) {
+  return std::make_shared<HeapRecordBuffer>(size);
+}
 
 std::string EntityName::ToString() const {
   const char* t = type == EntityType::kOsd ? "osd" : type == EntityType::kMon ? "mon" : "client";

@@ -233,6 +233,36 @@ struct RecordDesc {
   uint16_t flags = 0;         // kRecordFlag*
 };
 
+// Memory a record payload can be sent from without the messenger copying it
+// (Messenger::AllocRecordBuffer). The rdma backend registers it with the HCA once, when it
+// is made, so a WriteRecordShared of a payload inside it is read by the HCA from there:
+// no staging copy and no registration per write. Every backend takes every payload; a
+// buffer only saves work. The owner fills data() and passes the buffer (or a slice of it)
+// with the buffer as `owner`; the bytes must not change until the record is acknowledged.
+// Dropping the last reference returns the memory to the messenger's pool (it may outlive
+// the messenger).
+class RecordBuffer {
+ public:
+  virtual ~RecordBuffer() = default;
+  RecordBuffer(const RecordBuffer&) = delete;
+  RecordBuffer& operator=(const RecordBuffer&) = delete;
+  char* data() const { return data_; }
+  size_t size() const { return size_; }  // what was asked for (the memory may be larger)
+  std::string_view view() const { return {data_, size_}; }
+
+ protected:
+  RecordBuffer(char* data, size_t size) : data_(data), size_(size) {}
+
+ private:
+  char* const data_;
+  const size_t size_;
+};
+using RecordBufferRef = std::shared_ptr<RecordBuffer>;
+
+// A RecordBuffer in ordinary heap memory: what a backend without registration returns,
+// and what tests use.
+RecordBufferRef MakeHeapRecordBuffer(size_t size);
+
 class Connection {
  public:
   virtual ~Connection() = default;
@@ -384,6 +414,13 @@ class Messenger {
   // (OnRecordsAcked may run inside). Returns true if it found anything. A backend whose
   // completions only its own threads can reap returns false at once (tcp).
   virtual bool Poll() { return false; }
+
+  // A buffer of `size` bytes to fill with a record payload that this messenger sends
+  // without copying (RecordBuffer). Never fails: when the backend cannot register more
+  // (rdma: its registered-memory budget), the buffer is plain memory and its writes are
+  // copied as any other. Thread-safe. Default: MakeHeapRecordBuffer (tcp sends from any
+  // memory it may keep a reference to).
+  virtual RecordBufferRef AllocRecordBuffer(size_t size) { return MakeHeapRecordBuffer(size); }
 
   virtual MessengerCounters counters() const = 0;
   // Every counter of this messenger for perf dump and /metrics, backend-neutral: the

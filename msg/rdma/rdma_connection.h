@@ -93,8 +93,9 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   bool is_connected() const override;
   absl::Status Send(Message m) override;
   absl::Status TrySend(Message m) override;
-  // Payloads of at least rdma_zero_copy_min_bytes (default 256 KiB) are written straight
-  // from the caller's memory, registered in place for as long as the record is unacknowledged;
+  // A payload inside a registered record buffer (AllocRecordBuffer) is written straight from
+  // it; other payloads of at least rdma_zero_copy_min_bytes (default 256 KiB) straight from
+  // the caller's memory, registered in place for as long as the record is unacknowledged;
   // smaller ones are staged (copied) in the registered mirror of the ring.
   absl::Status WriteRecordShared(const RecordDesc& desc, std::string_view payload,
                                  std::shared_ptr<const void> owner,
@@ -177,6 +178,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
     // first `head_bytes` of the record.
     std::shared_ptr<const void> owner;
     std::shared_ptr<verbs::MemoryRegion> payload_mr;  // declared after owner: dies first
+    size_t payload_mr_offset = 0;  // where the payload starts in it
     uint32_t head_bytes = 0;
     // Where its WRs were last posted (zero copy only): the HCA may read the payload until
     // WR `posted_wr` of `posted_tp` completes (a signalled one: the seq word).

@@ -541,7 +541,7 @@ absl::Status RdmaConnection::PostRecordLocked(const SentRecord& r) {
   }
   w[n++].rkey = link->ring_rkey;
   if (r.payload_mr) {
-    w[n].sge = r.payload_mr->Slice(0, r.bytes - r.head_bytes);
+    w[n].sge = r.payload_mr->Slice(r.payload_mr_offset, r.bytes - r.head_bytes);
     w[n].remote_addr = link->ring_addr + r.offset + r.head_bytes;
     w[n++].rkey = link->ring_rkey;
   }
@@ -640,10 +640,19 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
   }
   const absl::Time deadline = absl::Now() + timeout;
   const size_t record_bytes = RecordBytes(desc.oid.size(), payload.size());
-  // Registered before any lock is taken: pinning pages may take a while.
+  // A payload in a registered record buffer is read from there; a large one elsewhere is
+  // registered in place (before any lock is taken: pinning pages may take a while).
   std::shared_ptr<verbs::MemoryRegion> payload_mr;
-  if (owner && !payload.empty() && payload.size() >= shared_->zero_copy_min_bytes) {
-    payload_mr = RegisterPayload(payload);
+  size_t payload_mr_offset = 0;
+  bool from_buffer = false;
+  if (owner && !payload.empty()) {
+    if (auto found = shared_->buffers->Find(payload.data(), payload.size())) {
+      payload_mr = std::move(found->mr);
+      payload_mr_offset = found->offset;
+      from_buffer = true;
+    } else if (payload.size() >= shared_->zero_copy_min_bytes) {
+      payload_mr = RegisterPayload(payload);
+    }
   }
   std::optional<RingPlacement> p;
   uint64_t epoch = 0;
@@ -728,7 +737,9 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
   const uint8_t* body = reinterpret_cast<const uint8_t*>(payload.data());
   if (payload_mr) {
     shared_->counters.zero_copy_records++;
+    if (from_buffer) shared_->counters.record_buffer_records++;
     r.payload_mr = std::move(payload_mr);
+    r.payload_mr_offset = payload_mr_offset;
     r.owner = std::move(owner);
     r.head_bytes = static_cast<uint32_t>(payload_offset);
   } else {

@@ -141,6 +141,9 @@ absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const Messenger
       uint64_t{OptionU32(options, "rdma_max_registered_mb",
                          static_cast<uint32_t>(kDefaultMaxRegisteredBytes >> 20))}
       << 20);
+  shared->buffers = RecordBufferPool::Create(
+      ctx, shared->budget, &shared->counters,
+      size_t{OptionU32(options, "rdma_record_buffer_cache_mb", 64)} << 20);
   auto loop = EventLoop::Create(shared->cq_spin);
   if (!loop.ok()) return loop.status();
   shared->loop = std::move(*loop);

@@ -48,6 +48,7 @@ class RdmaMessenger : public Messenger {
                                         const ConnectOptions& options) override;
   void SetPolicy(EntityType type, Policy policy) override;
   bool Poll() override;
+  RecordBufferRef AllocRecordBuffer(size_t size) override { return shared_->buffers->Alloc(size); }
   MessengerCounters counters() const override {
     return shared_->counters.LiveMessengerCounters::Snapshot();
   }

@@ -23,6 +23,7 @@
 #include "msg/messenger.h"
 #include "msg/messenger_counters.h"
 #include "msg/rdma/rdma_stats.h"
+#include "msg/rdma/record_buffer_pool.h"
 #include "msg/rdma/registered_budget.h"
 #include "msg/session/fence.h"
 #include "msg/rdma/transport.h"
@@ -101,6 +102,9 @@ struct RdmaShared {
   // Server: the ring size for a client that asks for `asked` bytes (0: the initial size):
   // the next power of two, within [ring_min_bytes, options.ring_bytes].
   size_t RingSizeFor(uint64_t asked) const;
+  // Messenger::AllocRecordBuffer's registered buffers; WriteRecordShared looks a payload
+  // up here first (set once in Create, before any connection exists).
+  std::shared_ptr<RecordBufferPool> buffers;
   // WriteRecordShared payloads of at least this size are registered in place, not copied
   // ("rdma_zero_copy_min_bytes"; below it a copy is cheaper than a registration).
   size_t zero_copy_min_bytes = 256 * 1024;

@@ -29,6 +29,12 @@ namespace msgr::rdma {
   X(record_payload_bytes_staged, kCounter, kBytes,                                            \
     "client: record payload copied into the registered staging mirror")                       \
   X(zero_copy_records, kCounter, kNone, "client: records written from caller memory")         \
+  X(record_buffer_records, kCounter, kNone,                                                   \
+    "client: of those, from a registered record buffer (AllocRecordBuffer: no registration)") \
+  X(record_buffers_registered, kCounter, kNone,                                               \
+    "record buffers registered (AllocRecordBuffer found none of its size to reuse)")          \
+  X(record_buffers_unregistered, kCounter, kNone,                                             \
+    "record buffers made of plain memory: the budget refused (their writes are staged)")      \
   X(sends_posted, kCounter, kNone, "SEND work requests posted")                               \
   X(recvs_completed, kCounter, kNone, "RECV completions reaped")                             \
   X(control_sends, kCounter, kNone, "control-only SENDs (acks, credits, doorbells)")              \

@@ -680,6 +680,81 @@ TEST(RdmaMessenger, LargeSharedPayloadsAreWrittenFromCallerMemory) {
   EXPECT_GE(p.client->counters().reconnects, 2u) << "the faults really happened";
 }
 
+// Payloads in the messenger's record buffers (AllocRecordBuffer) are written from there at
+// any size: no staging copy, no registration per write (the buffers were registered when
+// made, and a buffer let go is reused for the next of its size); a buffer the budget could
+// not register is plain memory and its writes are staged, still intact.
+TEST(RdmaMessenger, RecordBufferPayloadsAreNeitherStagedNorRegisteredPerWrite) {
+  Pair p;
+  MessengerOptions so = Options(EntityType::kOsd, 0), co = Options(EntityType::kClient, 1);
+  so.ring_bytes = co.ring_bytes = 4u << 20;
+  so.backend_options["rdma_ring_min_kb"] = "4096";  // a fixed ring: not about resizing
+  co.backend_options["rdma_max_registered_mb"] = "48";
+  ASSERT_NO_FATAL_FAILURE(p.Start(so, co));
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing());
+  Drainer drain(p.sconn, p.ring, /*sleep=*/true);
+  std::vector<std::string> want;
+  uint64_t tid = 0;
+  auto write_from = [&](const RecordBufferRef& buf, size_t at, size_t size) {
+    want.push_back(Bytes(size, 300 + tid));
+    std::memcpy(buf->data() + at, want.back().data(), size);
+    RecordDesc d;
+    d.oid = "rb." + std::to_string(tid);
+    d.tid = ++tid;
+    return p.conn->WriteRecordShared(d, std::string_view(buf->data() + at, size), buf,
+                                     absl::Seconds(20));
+  };
+  // Round 1: 4 KiB and 60 KiB payloads (staged if they were not in a buffer), one of them
+  // a slice in the middle of a larger buffer.
+  std::weak_ptr<RecordBuffer> round1[2];
+  {
+    RecordBufferRef small = p.client->AllocRecordBuffer(4096);
+    RecordBufferRef big = p.client->AllocRecordBuffer(200000);
+    round1[0] = small;
+    round1[1] = big;
+    ASSERT_TRUE(write_from(small, 0, 4096).ok());
+    ASSERT_TRUE(write_from(big, 70000, 60000).ok());
+    ASSERT_TRUE(drain.WaitRecords(2, absl::Seconds(20))) << drain.error();
+  }
+  auto cs = RdmaStatsOf(*p.client);
+  EXPECT_EQ(cs->record_buffers_registered, 2u);
+  EXPECT_EQ(cs->record_buffer_records, 2u);
+  EXPECT_EQ(cs->zero_copy_records, 2u);
+  EXPECT_EQ(cs->record_payload_bytes_staged, 0u) << "a record buffer's payload was copied";
+  // Round 2, once round 1's buffers are let go: the same sizes reuse them.
+  for (int t = 0; t < 500 && !(round1[0].expired() && round1[1].expired()); ++t) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(round1[0].expired() && round1[1].expired()) << "buffers held after their acks";
+  {
+    RecordBufferRef again = p.client->AllocRecordBuffer(4000);  // the 4 KiB size
+    RecordBufferRef big = p.client->AllocRecordBuffer(150000);  // the 256 KiB size
+    ASSERT_TRUE(write_from(again, 0, 4000).ok());
+    ASSERT_TRUE(write_from(big, 0, 150000).ok());
+  }
+  ASSERT_TRUE(drain.WaitRecords(4, absl::Seconds(20))) << drain.error();
+  cs = RdmaStatsOf(*p.client);
+  EXPECT_EQ(cs->record_buffers_registered, 2u) << "a buffer of a size let go was registered anew";
+  EXPECT_EQ(cs->record_buffer_records, 4u);
+  EXPECT_EQ(cs->record_payload_bytes_staged, 0u);
+  // A buffer over what is left of the budget is plain memory: staged, counted, intact.
+  RecordBufferRef plain = p.client->AllocRecordBuffer(size_t{64} << 20);
+  ASSERT_NE(plain, nullptr);
+  ASSERT_TRUE(write_from(plain, 123, 100000).ok());
+  ASSERT_TRUE(drain.WaitRecords(5, absl::Seconds(20))) << drain.error();
+  cs = RdmaStatsOf(*p.client);
+  EXPECT_EQ(cs->record_buffers_unregistered, 1u);
+  EXPECT_EQ(cs->record_buffer_records, 4u);
+  EXPECT_EQ(cs->record_payload_bytes_staged, 100000u);
+  auto seen = drain.records();
+  ASSERT_EQ(seen.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(seen[i].tid, i + 1);
+    EXPECT_TRUE(seen[i].payload == want[i]) << "record " << i;
+    EXPECT_TRUE(seen[i].payload_in_ring) << "record " << i;
+  }
+}
+
 // A client whose RDMA WRITE lands outside the ring it was given (here: its 5th record is
 // aimed just past the ring's end) is cut off: the HCA refuses the write (the ring is
 // untouched), the OSD side learns it from QP_ACCESS_ERR and ends that session for good --
