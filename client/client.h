@@ -85,6 +85,18 @@ class Client {
   absl::Status Write(std::string oid, std::string data) {
     return Write(std::move(oid), std::make_shared<const std::string>(std::move(data)));
   }
+  // Zero-copy writes: memory the messenger sends from as it is (rdma: registered with the
+  // HCA once, when made, and reused after it is let go), for the application to fill.
+  // AsyncWrite of such a buffer writes its size() bytes without the client copying them;
+  // keep the bytes unchanged until the callback, then reuse or drop the buffer. Never
+  // fails: past the registered budget the buffer is plain memory (its writes are copied).
+  RecordBufferRef AllocBuffer(size_t size) { return objecter_->AllocBuffer(size); }
+  void AsyncWrite(std::string oid, RecordBufferRef data, WriteCallback cb) {
+    objecter_->AsyncWrite(std::move(oid), std::move(data), std::move(cb));
+  }
+  absl::Status Write(std::string oid, RecordBufferRef data) {
+    return objecter_->Write(std::move(oid), std::move(data));
+  }
   void AsyncRead(std::string oid, ReadCallback cb) {
     objecter_->AsyncRead(std::move(oid), std::move(cb));
   }

@@ -129,12 +129,20 @@ class Objecter : public Dispatcher {
   // Writes the whole object (replacing it). `data` is shared, not copied, and must stay
   // unchanged until the callback. May block (max_in_flight, ring credit).
   void AsyncWrite(std::string oid, std::shared_ptr<const std::string> data, WriteCallback cb);
+  // The same from a buffer of AllocBuffer (its size() bytes): the messenger sends it
+  // without copying it (rdma: the HCA reads it where it is).
+  void AsyncWrite(std::string oid, RecordBufferRef data, WriteCallback cb);
+  // Memory for a write's payload that the messenger sends without copying (see
+  // Messenger::AllocRecordBuffer): fill it, AsyncWrite it, reuse or drop it after the
+  // callback. Never fails (rdma: plain memory once the registered budget is spent).
+  RecordBufferRef AllocBuffer(size_t size);
   void AsyncRead(std::string oid, ReadCallback cb);
   // Any request but a write; `cb` gets the reply's body (proto/osd_protocol.h: a read's
   // bytes, an encoded StatBody or ListBody, nothing for a delete) or the OSD's error.
   void AsyncRequest(Request request, ReadCallback cb);
   // Synchronous forms. REQUIRES: not called from a callback.
   absl::Status Write(std::string oid, std::shared_ptr<const std::string> data);
+  absl::Status Write(std::string oid, RecordBufferRef data);
   absl::StatusOr<std::string> Read(std::string oid);
   absl::StatusOr<std::string> Call(Request request);
 
@@ -174,6 +182,11 @@ class Objecter : public Dispatcher {
   struct Session;
 
   explicit Objecter(ObjecterOptions options);
+  // The write forms above: `bytes` lie in what `owner` keeps alive.
+  void AsyncWriteFrom(std::string oid, std::shared_ptr<const void> owner, std::string_view bytes,
+                      WriteCallback cb);
+  absl::Status WriteFrom(std::string oid, std::shared_ptr<const void> owner,
+                         std::string_view bytes);
   // Registers a new op (waiting for a slot) or completes it at once with an error.
   void Submit(OpRef op);
   // Sends the current attempt of `op` on the calling thread. REQUIRES: the caller set

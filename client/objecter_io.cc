@@ -43,13 +43,27 @@ Message EncodeRequest(const Request& r, uint64_t tid, uint32_t pool) {
 
 void Objecter::AsyncWrite(std::string oid, std::shared_ptr<const std::string> data,
                           WriteCallback cb) {
+  const std::string_view bytes = data ? std::string_view(*data) : std::string_view();
+  AsyncWriteFrom(std::move(oid), std::move(data), bytes, std::move(cb));
+}
+
+void Objecter::AsyncWrite(std::string oid, RecordBufferRef data, WriteCallback cb) {
+  const std::string_view bytes = data ? data->view() : std::string_view();
+  AsyncWriteFrom(std::move(oid), std::move(data), bytes, std::move(cb));
+}
+
+void Objecter::AsyncWriteFrom(std::string oid, std::shared_ptr<const void> owner,
+                              std::string_view bytes, WriteCallback cb) {
   auto op = std::make_shared<Op>();
   op->kind = Op::Kind::kWrite;
   op->oid = std::move(oid);
-  op->data = data ? std::move(data) : std::make_shared<const std::string>();
+  op->data_owner = std::move(owner);
+  op->data = bytes;
   op->write_cb = std::move(cb);
   Submit(std::move(op));
 }
+
+RecordBufferRef Objecter::AllocBuffer(size_t size) { return messenger_->AllocRecordBuffer(size); }
 
 void Objecter::AsyncRead(std::string oid, ReadCallback cb) {
   Request r;
@@ -79,9 +93,20 @@ absl::StatusOr<std::string> Objecter::Call(Request request) {
 }
 
 absl::Status Objecter::Write(std::string oid, std::shared_ptr<const std::string> data) {
+  const std::string_view bytes = data ? std::string_view(*data) : std::string_view();
+  return WriteFrom(std::move(oid), std::move(data), bytes);
+}
+
+absl::Status Objecter::Write(std::string oid, RecordBufferRef data) {
+  const std::string_view bytes = data ? data->view() : std::string_view();
+  return WriteFrom(std::move(oid), std::move(data), bytes);
+}
+
+absl::Status Objecter::WriteFrom(std::string oid, std::shared_ptr<const void> owner,
+                                 std::string_view bytes) {
   absl::Notification n;
   absl::Status result;
-  AsyncWrite(std::move(oid), std::move(data), [&](absl::Status s) {
+  AsyncWriteFrom(std::move(oid), std::move(owner), bytes, [&](absl::Status s) {
     result = std::move(s);
     n.Notify();
   });
@@ -354,7 +379,7 @@ bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const Connect
     max = conn->max_record_payload();
   }
   if (options_.max_record_payload > 0) max = std::min(max, options_.max_record_payload);
-  const std::string& data = *op->data;
+  const std::string_view data = op->data;
   const size_t n = data.empty() ? 1 : (data.size() + max - 1) / max;
   uint64_t first_tid = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -385,7 +410,7 @@ bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const Connect
       absl::Duration left = op->deadline - absl::Now();
       if (left <= absl::ZeroDuration()) return false;
       absl::Status s =
-          conn->WriteRecordShared(desc, chunk, op->data, std::min(left, kCreditSlice));
+          conn->WriteRecordShared(desc, chunk, op->data_owner, std::min(left, kCreditSlice));
       if (s.ok()) break;
       if (!absl::IsDeadlineExceeded(s) || !current()) {
         if (!absl::IsDeadlineExceeded(s)) {

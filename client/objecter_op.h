@@ -20,7 +20,10 @@ struct Objecter::Op {
   uint64_t id = 0;
   std::string oid;                          // a list's prefix
   Request request;                          // everything but writes: what to ask
-  std::shared_ptr<const std::string> data;  // writes
+  // Writes: the payload, and what keeps it alive (a string, or a RecordBuffer that the
+  // messenger sends from without a copy).
+  std::shared_ptr<const void> data_owner;
+  std::string_view data;
   WriteCallback write_cb;
   ReadCallback read_cb;
   absl::Time submitted;

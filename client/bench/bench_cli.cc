@@ -31,6 +31,18 @@
 namespace msgr::bench {
 namespace {
 
+// With several clients: a buffer of one client's messenger, and that client (its
+// registered memory is sent without a copy only by it).
+class ClientBuffer final : public RecordBuffer {
+ public:
+  ClientBuffer(RecordBufferRef inner, client::Client* c)
+      : RecordBuffer(inner->data(), inner->size()), client(c), inner_(std::move(inner)) {}
+  client::Client* const client;
+
+ private:
+  RecordBufferRef inner_;
+};
+
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
@@ -204,9 +216,15 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     auto pick = [&clients, next]() -> client::Client& {
       return *clients[next->fetch_add(1, std::memory_order_relaxed) % clients.size()];
     };
-    ops.write = [pick](std::string oid, std::shared_ptr<const std::string> data,
-                       client::WriteCallback cb) {
-      pick().AsyncWrite(std::move(oid), std::move(data), std::move(cb));
+    // A buffer is written by the client whose messenger made it (another's would copy it).
+    ops.alloc = [pick](size_t size) -> RecordBufferRef {
+      client::Client& c = pick();
+      return std::make_shared<ClientBuffer>(c.AllocBuffer(size), &c);
+    };
+    ops.write = [pick](std::string oid, RecordBufferRef data, client::WriteCallback cb) {
+      auto* own = dynamic_cast<ClientBuffer*>(data.get());
+      client::Client& c = own != nullptr ? *own->client : pick();
+      c.AsyncWrite(std::move(oid), std::move(data), std::move(cb));
     };
     ops.read = [pick](std::string oid, client::ReadCallback cb) {
       pick().AsyncRead(std::move(oid), std::move(cb));

@@ -34,9 +34,11 @@ namespace msgr::bench {
 // Same contract as Client::AsyncWrite / AsyncRead: the callback runs exactly once, on any
 // thread or inline, and the call itself may block for back-pressure.
 struct ObjectOps {
-  std::function<void(std::string oid, std::shared_ptr<const std::string> data,
-                     client::WriteCallback cb)>
-      write;
+  // Writes the buffer's size() bytes (from a buffer of `alloc`: Client::AsyncWrite's
+  // zero-copy form).
+  std::function<void(std::string oid, RecordBufferRef data, client::WriteCallback cb)> write;
+  // Memory for a write's payload (Client::AllocBuffer). Default: plain heap memory.
+  std::function<RecordBufferRef(size_t size)> alloc = MakeHeapRecordBuffer;
   std::function<void(std::string oid, client::ReadCallback cb)> read;
   // Optional: reaps completions on the calling thread (Client::Poll); the driver calls it
   // while it spins (--spin-us) instead of only watching its queue.

@@ -30,9 +30,9 @@ const std::array<uint64_t, kTableWords>& Table() {
   return *t;
 }
 
-// Appends the n body bytes (body words from word 0) to `out`. Appending, not filling a
-// zeroed string: at 4 MiB objects the zeroing pass cost as much as the pattern itself.
-void AppendBody(uint64_t seed, std::string* out, size_t n) {
+// Hands the n body bytes (body words from word 0) to `put(bytes, len)`, 8 KiB at a time.
+template <typename Put>
+void ForEachBodyBlock(uint64_t seed, size_t n, Put put) {
   const auto& table = Table();
   uint64_t block_buf[kTableWords];
   size_t word = 0;
@@ -41,7 +41,7 @@ void AppendBody(uint64_t seed, std::string* out, size_t n) {
     const size_t take = std::min(n, sizeof block_buf);
     const size_t words = (take + sizeof(uint64_t) - 1) / sizeof(uint64_t);
     for (size_t i = 0; i < words; ++i) block_buf[i] = table[i] ^ k;
-    out->append(reinterpret_cast<const char*>(block_buf), take);
+    put(reinterpret_cast<const char*>(block_buf), take);
     n -= take;
     word += kTableWords;
   }
@@ -55,11 +55,28 @@ std::string Header(std::string_view oid, size_t size) {
 }  // namespace
 
 std::string MakePattern(std::string_view oid, size_t size) {
+  // Appended, not filled into a zeroed string: at 4 MiB objects the zeroing pass cost as
+  // much as the pattern itself.
   std::string out;
   out.reserve(size);
   out.append(Header(oid, size), 0, std::min(size, kHeaderBytes));
-  if (size > kHeaderBytes) AppendBody(placement::StableHash64(oid), &out, size - kHeaderBytes);
+  if (size > kHeaderBytes) {
+    ForEachBodyBlock(placement::StableHash64(oid), size - kHeaderBytes,
+                     [&out](const char* p, size_t n) { out.append(p, n); });
+  }
   return out;
+}
+
+void FillPattern(std::string_view oid, char* out, size_t size) {
+  const std::string h = Header(oid, size);
+  std::memcpy(out, h.data(), std::min(size, kHeaderBytes));
+  if (size <= kHeaderBytes) return;
+  out += kHeaderBytes;
+  ForEachBodyBlock(placement::StableHash64(oid), size - kHeaderBytes,
+                   [&out](const char* p, size_t n) {
+                     std::memcpy(out, p, n);
+                     out += n;
+                   });
 }
 
 absl::Status VerifyPattern(std::string_view oid, std::string_view data) {

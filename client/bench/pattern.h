@@ -21,6 +21,8 @@ namespace msgr::bench {
 
 // Returns the `size`-byte contents of object `oid`.
 std::string MakePattern(std::string_view oid, size_t size);
+// The same bytes written to out[0, size) (a buffer the client sends without copying).
+void FillPattern(std::string_view oid, char* out, size_t size);
 
 // OK if `data` is exactly what MakePattern(oid, data.size()) gives; otherwise
 // DATA_LOSS naming the first differing offset (or the size mismatch).

@@ -37,8 +37,11 @@ class FakeStore {
 
   ObjectOps Ops() {
     ObjectOps ops;
-    ops.write = [this](std::string oid, std::shared_ptr<const std::string> data,
-                       client::WriteCallback cb) {
+    ops.alloc = [this](size_t size) {
+      ++allocs_;
+      return MakeHeapRecordBuffer(size);
+    };
+    ops.write = [this](std::string oid, RecordBufferRef data, client::WriteCallback cb) {
       int now = ++in_flight_;
       int m = max_in_flight_.load();
       while (now > m && !max_in_flight_.compare_exchange_weak(m, now)) {
@@ -47,7 +50,7 @@ class FakeStore {
       exec_.After(delay_, [this, oid, data, cb = std::move(cb), fail] {
         if (!fail) {
           std::lock_guard<std::mutex> l(mu_);
-          objects_[oid] = *data;
+          objects_[oid] = std::string(data->view());
         }
         --in_flight_;
         cb(fail ? absl::UnavailableError(absl::StrCat("write of ", oid, " failed"))
@@ -70,6 +73,7 @@ class FakeStore {
 
   void FailEvery(int k) { fail_every_ = k; }
   int max_in_flight() const { return max_in_flight_.load(); }
+  int allocs() const { return allocs_.load(); }
   std::map<std::string, std::string> objects() {
     std::lock_guard<std::mutex> l(mu_);
     return objects_;
@@ -85,6 +89,7 @@ class FakeStore {
   std::map<std::string, std::string> objects_;
   std::atomic<int> in_flight_{0}, max_in_flight_{0};
   std::atomic<int> writes_{0};
+  std::atomic<int> allocs_{0};
   int fail_every_ = 0;
   DelayedExecutor exec_;  // last: its thread stops before the members above go
 };
@@ -255,6 +260,7 @@ TEST(BenchRunnerTest, SubmitThreadsWriteExactlyNWithinConcurrency) {
   auto objs = store.objects();
   ASSERT_EQ(objs.size(), 400u);
   for (const auto& [oid, data] : objs) ASSERT_EQ(data, MakePattern(oid, 5000)) << oid;
+  EXPECT_EQ(store.allocs(), 400) << "one buffer per object written";
 }
 
 TEST(BenchRunnerTest, MaxObjectsOverwritesABoundedSet) {
@@ -270,6 +276,7 @@ TEST(BenchRunnerTest, MaxObjectsOverwritesABoundedSet) {
   auto objs = store.objects();
   ASSERT_EQ(objs.size(), 7u);
   for (const auto& [oid, data] : objs) EXPECT_EQ(data, MakePattern(oid, 2000)) << oid;
+  EXPECT_EQ(store.allocs(), 7) << "each object's contents made once, in its own buffer";
   EXPECT_EQ(Lines(acked).size(), 100u) << "one line per acknowledged write";
   for (uint64_t i : r->acked) EXPECT_LT(i, 7u);
   auto a = ParseBenchArgs({"--mon", "h:1", "--max-objects", "64"});

@@ -20,6 +20,17 @@ TEST(PatternTest, DeterministicPerOidAndSize) {
   }
 }
 
+// FillPattern writes exactly MakePattern's bytes, and nothing past `size`.
+TEST(PatternTest, FillWritesTheSameBytesInPlace) {
+  for (size_t n : {1u, 15u, 16u, 17u, 8192u + 3, (1u << 20) + 5}) {
+    std::string buf(n + 2, '\x5a');
+    FillPattern("obj_9", buf.data() + 1, n);
+    EXPECT_EQ(buf.substr(1, n), MakePattern("obj_9", n)) << n;
+    EXPECT_EQ(buf.front(), '\x5a');
+    EXPECT_EQ(buf.back(), '\x5a') << n;
+  }
+}
+
 // The pattern is a format: objects written by one build are verified by another.
 TEST(PatternTest, ContentsArePinned) {
   EXPECT_EQ(placement::StableHash64(MakePattern("obj_1", 100003)), 743839023709106762u);
