@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "msg/base/errno_status.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -18,7 +19,7 @@ namespace msgr::osd {
 namespace {
 
 absl::Status Errno(const std::string& what, const std::string& path) {
-  return absl::UnavailableError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+  return ErrnoStatus(errno, absl::StrCat(what, " ", path));
 }
 
 absl::StatusOr<sockaddr_un> Address(const std::string& path) {

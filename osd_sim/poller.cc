@@ -14,6 +14,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "msg/base/errno_status.h"
 #include "msg/base/thread_cpu.h"
 #include "spdlog/spdlog.h"
 
@@ -87,11 +88,11 @@ void DrainEventFd(int fd) {
 absl::StatusOr<std::unique_ptr<Poller>> Poller::Create(int index, const PollerOptions& options,
                                                        RecordSink* sink) {
   const int wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake < 0) return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
+  if (wake < 0) return ErrnoStatus(errno, "eventfd for a poller");
   const int ep = epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) {
     close(wake);
-    return absl::InternalError(absl::StrCat("epoll_create1: ", std::strerror(errno)));
+    return ErrnoStatus(errno, "epoll_create1 for a poller");
   }
   epoll_event ev{};
   ev.events = EPOLLIN;

@@ -82,10 +82,9 @@ struct PollerOptions {
   absl::Duration spin = absl::Microseconds(1000);
   bool adaptive_spin = true;
   // What a doorbell wake-up costs: its latency and the CPU of the wake-up chain, which
-  // keeps the OSD from its next records. Measured on the soft provider, this machine kind
-  // (3 OSDs, durable, 4 KiB): 150 us (about the latency alone: a sleeping poller adds
-  // ~130 us to a write) made -t 16 fall to 9.9k IOPS from 14k at 1,000 us, where -t 1
-  // (records 2 ms apart) still sleeps at once and costs 75 instead of 220 OSD CPU-s/GiB.
+  // keeps the OSD from its next records (on the soft provider more than the latency alone;
+  // the measurements behind the default: docs/BENCHMARKS.md, "Measurements quoted from
+  // source comments").
   absl::Duration wakeup_cost = absl::Microseconds(1000);
   int cpu = -1;                                   // pin the thread to this CPU (-1: no)
   size_t max_batch = 256;                         // records taken per ring per pass

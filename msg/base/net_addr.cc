@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "msg/base/errno_status.h"
 
 namespace msgr {
 namespace {
@@ -186,7 +187,7 @@ absl::StatusOr<std::string> LocalAddressIn(const std::string& cidr) {
   if (!net.ok()) return net.status();
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) {
-    return absl::InternalError(absl::StrCat("getifaddrs: ", std::strerror(errno)));
+    return ErrnoStatus(errno, "getifaddrs");
   }
   std::vector<std::string> seen;
   std::string found;

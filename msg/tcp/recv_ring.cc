@@ -26,8 +26,7 @@ absl::StatusOr<std::shared_ptr<TcpRecvRing>> TcpRecvRing::Create(size_t bytes) {
   static_assert(kPayloadAlign <= 4096, "mmap gives page alignment");
   void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot allocate a ", bytes, "-byte ring: ", std::strerror(errno)));
+    return ErrnoStatus(errno, absl::StrCat("mmap of a ", bytes, "-byte ring"));
   }
   auto* base = static_cast<uint8_t*>(mem);
   const int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
