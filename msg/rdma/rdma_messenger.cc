@@ -264,22 +264,18 @@ void RdmaMessenger::HandleAccepted(std::unique_ptr<SideChannel> ch) {
 }
 
 void RdmaMessenger::SetFenced(std::vector<FencedPeer> fenced) {
-  shared_->fence.Set(std::move(fenced));
   std::vector<std::shared_ptr<RdmaConnection>> accepted;
   {
     absl::MutexLock l(&mu_);
     for (const auto& [key, c] : sessions_) accepted.push_back(c);
   }
-  for (const auto& c : accepted) {
-    absl::Status fenced = shared_->fence.Check(c->peer_name(), c->peer_instance());
-    if (fenced.ok()) continue;
-    spdlog::warn("msgr rdma: closing the session of {}: {}", c->peer_name().ToString(),
-                 std::string(fenced.message()));
-    shared_->counters.fenced_sessions_closed++;
-    // Revokes the ring's key at once: the peer's HCA (or the soft provider's key check)
-    // refuses its next one-sided write into it.
-    c->Reset(fenced, /*send_close=*/true);
-  }
+  shared_->counters.fenced_sessions_closed += shared_->fence.SetAndSweep(
+      std::move(fenced), accepted, "rdma",
+      [](const std::shared_ptr<RdmaConnection>& c, const absl::Status& why) {
+        // Revokes the ring's key at once: the peer's HCA (or the soft provider's key
+        // check) refuses its next one-sided write into it.
+        c->Reset(why, /*send_close=*/true);
+      });
 }
 
 void RdmaMessenger::ForgetSession(const RdmaConnection* conn) {

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 
 namespace msgr::session {
 
@@ -25,6 +26,11 @@ absl::Status CheckFenced(const std::vector<FencedPeer>& fenced, const EntityName
 absl::Status FenceSet::Check(const EntityName& peer, uint64_t instance) const {
   absl::MutexLock l(&mu_);
   return CheckFenced(fenced_, peer, instance);
+}
+
+void FenceSet::LogClosing(const char* backend, const EntityName& peer, const absl::Status& why) {
+  spdlog::warn("msgr {}: closing the session of {}: {}", backend, peer.ToString(),
+               std::string(why.message()));
 }
 
 bool FenceSet::empty() const {

@@ -32,7 +32,27 @@ class FenceSet {
   absl::Status Check(const EntityName& peer, uint64_t instance) const;
   bool empty() const;
 
+  // Messenger::SetFenced, for any backend: replaces the set, then closes each of the
+  // accepted sessions `accepted` (pointers to anything with peer_name() and
+  // peer_instance()) whose peer is fenced now, with `close(session, why)`, and logs it.
+  // Returns how many it closed.
+  template <typename SessionPtr, typename Close>
+  size_t SetAndSweep(std::vector<FencedPeer> fenced, const std::vector<SessionPtr>& accepted,
+                     const char* backend, Close close) {
+    Set(std::move(fenced));
+    size_t closed = 0;
+    for (const SessionPtr& s : accepted) {
+      absl::Status why = Check(s->peer_name(), s->peer_instance());
+      if (why.ok()) continue;
+      LogClosing(backend, s->peer_name(), why);
+      close(s, why);
+      ++closed;
+    }
+    return closed;
+  }
+
  private:
+  static void LogClosing(const char* backend, const EntityName& peer, const absl::Status& why);
   mutable absl::Mutex mu_;
   std::vector<FencedPeer> fenced_ ABSL_GUARDED_BY(mu_);
 };

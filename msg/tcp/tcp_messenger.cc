@@ -146,21 +146,17 @@ absl::Status TcpMessenger::AttachAccepted(std::shared_ptr<asio::ip::tcp::socket>
 }
 
 void TcpMessenger::SetFenced(std::vector<FencedPeer> fenced) {
-  shared_->fence.Set(std::move(fenced));
   std::vector<std::shared_ptr<TcpConnection>> accepted;
   {
     absl::MutexLock l(&mu_);
     for (const auto& [cookie, c] : sessions_) accepted.push_back(c);
     for (const auto& [ptr, c] : lossy_) accepted.push_back(c);
   }
-  for (const auto& c : accepted) {
-    absl::Status fenced = shared_->fence.Check(c->peer_name(), c->peer_instance());
-    if (fenced.ok()) continue;
-    spdlog::warn("msgr tcp: closing the session of {}: {}", c->peer_name().ToString(),
-                 std::string(fenced.message()));
-    shared_->counters.fenced_sessions_closed++;
-    c->ResetAndWait(fenced);
-  }
+  shared_->counters.fenced_sessions_closed += shared_->fence.SetAndSweep(
+      std::move(fenced), accepted, "tcp",
+      [](const std::shared_ptr<TcpConnection>& c, const absl::Status& why) {
+        c->ResetAndWait(why);
+      });
 }
 
 void TcpMessenger::Forget(const TcpConnection* conn) {
