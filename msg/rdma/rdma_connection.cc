@@ -155,8 +155,7 @@ absl::Status RdmaConnection::Enqueue(Message m, bool block) {
   bool waited = false;
   for (;;) {
     if (closed_ || shared_->stopping) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("connection to ", addr_, " is marked down"));
+      return session::ClosedError(addr_);
     }
     if (flow_.Admits(m.payload.size(), shared_->bytes_in_flight.load(), o)) break;
     if (!block) return flow_.Refusal(addr_, o);
@@ -308,9 +307,8 @@ void RdmaConnection::ExpireIfGone(absl::Time now) {
   }
   // A resume that attaches a link right now loses it here: the peer then finds the
   // session ended, as it would have a moment later.
-  Reset(absl::DeadlineExceededError(absl::StrCat(
-            peer_name().ToString(), " at ", addr_, " did not reconnect within ",
-            absl::FormatDuration(timeout), "; session ended")),
+  Reset(session::ReconnectTimeoutError(absl::StrCat(peer_name().ToString(), " at ", addr_),
+                                      timeout),
         /*send_close=*/false);
 }
 
@@ -360,8 +358,7 @@ bool RdmaConnection::OnQpEvent(const verbs::AsyncEvent& ev) {
 }
 
 void RdmaConnection::MarkDown() {
-  Reset(absl::CancelledError(absl::StrCat("connection to ", addr_, " marked down")),
-        /*send_close=*/true);
+  Reset(session::MarkedDownError(addr_), /*send_close=*/true);
 }
 
 void RdmaConnection::Stop() {

@@ -664,8 +664,7 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
     absl::MutexLock l(&mu_);
     for (;;) {
       if (closed_ || shared_->stopping) {
-        return absl::FailedPreconditionError(absl::StrCat("connection to ", addr_,
-                                                          " is marked down"));
+        return session::ClosedError(addr_);
       }
       if (!lossless_ && had_session_ && !link_) {
         return absl::UnavailableError(absl::StrCat("connection to ", addr_, " is down"));

@@ -1,8 +1,23 @@
 #include "msg/session/delivery.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace msgr::session {
+
+absl::Status ClosedError(absl::string_view peer) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("connection to ", peer, " is closed (marked down or reset)"));
+}
+
+absl::Status MarkedDownError(absl::string_view peer) {
+  return absl::CancelledError(absl::StrCat("connection to ", peer, " marked down"));
+}
+
+absl::Status ReconnectTimeoutError(absl::string_view peer, absl::Duration timeout) {
+  return absl::DeadlineExceededError(absl::StrCat(
+      peer, " did not reconnect within ", absl::FormatDuration(timeout), "; session ended"));
+}
 
 absl::Status CheckOutgoingMessage(const Message& m, const MessengerOptions& options) {
   if (m.type >= kReservedMessageTypes) {

@@ -25,12 +25,27 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "msg/messenger.h"
 
 namespace msgr::session {
 
 // Why `m` cannot be sent at all (a reserved type, over max_message_bytes); OK otherwise.
 absl::Status CheckOutgoingMessage(const Message& m, const MessengerOptions& options);
+
+// What a session's end is called, the same on every backend (`peer` is its address, or
+// its name and address):
+// a Send or WriteRecord on a connection that is closed (marked down, reset, or its
+// messenger shut down): FAILED_PRECONDITION "connection to PEER is closed (marked down or
+// reset)";
+absl::Status ClosedError(absl::string_view peer);
+// the application marked it down (OnReset's status): CANCELLED "connection to PEER marked
+// down";
+absl::Status MarkedDownError(absl::string_view peer);
+// a lossless session whose peer did not come back in time: DEADLINE_EXCEEDED "PEER did
+// not reconnect within T; session ended".
+absl::Status ReconnectTimeoutError(absl::string_view peer, absl::Duration timeout);
 
 // ------------------------------------------------------------------- flow control
 

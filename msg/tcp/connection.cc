@@ -109,8 +109,7 @@ absl::Status TcpConnection::Enqueue(OutFramePtr f, bool block) {
     absl::MutexLock l(&mu_);
     for (;;) {
       if (closed_ || shared_->stopping) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("connection to ", peer_addr_, " is closed (marked down or reset)"));
+        return session::ClosedError(peer_addr_);
       }
       if (flow_.Admits(size, shared_->bytes_in_flight.load(), o)) break;
       if (!block) return flow_.Refusal(peer_addr_, o);
@@ -164,8 +163,7 @@ absl::Status TcpConnection::WriteRecordShared(const RecordDesc& desc, std::strin
     absl::MutexLock l(&mu_);
     for (;;) {
       if (closed_ || shared_->stopping) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("connection to ", peer_addr_, " is closed (marked down or reset)"));
+        return session::ClosedError(peer_addr_);
       }
       if (producer_) {
         const size_t max = max_record_payload_.load();
@@ -229,9 +227,7 @@ void TcpConnection::MarkDown() {
   }
   if (shared_->stopping) return;
   asio::post(strand_, [self = shared_from_this()] {
-    self->Reset(
-        absl::CancelledError(absl::StrCat("connection to ", self->PeerDesc(), " marked down")),
-        /*send_close=*/true);
+    self->Reset(session::MarkedDownError(self->peer_addr()), /*send_close=*/true);
   });
 }
 
@@ -385,10 +381,7 @@ void TcpConnection::ArmTimer(absl::Duration after, void (TcpConnection::*fn)(uin
 
 void TcpConnection::OnReconnectTimeout(uint64_t gen) {
   if (gen != gen_ || open_ || reset_done_) return;  // the client came back meanwhile
-  Reset(absl::DeadlineExceededError(absl::StrCat(
-            PeerDesc(), " did not reconnect within ",
-            absl::FormatDuration(shared_->options.session_reconnect_timeout),
-            "; session ended")),
+  Reset(session::ReconnectTimeoutError(PeerDesc(), shared_->options.session_reconnect_timeout),
         /*send_close=*/false);
 }
 

@@ -744,9 +744,14 @@ TEST_P(MessengerTest, MarkDownResetsBothEnds) {
   (*conn)->MarkDown();  // idempotent
   ASSERT_TRUE(cd.WaitFor([&] { return cd.resets.size() == 1; }));
   ASSERT_TRUE(sd.WaitFor([&] { return sd.resets.size() == 1; }));
-  EXPECT_EQ(cd.Locked([&] { return cd.resets[0].code(); }), absl::StatusCode::kCancelled);
+  // The same words on every backend (msg/session/delivery.h).
+  const std::string peer = (*conn)->peer_addr();
+  EXPECT_EQ(cd.Locked([&] { return cd.resets[0]; }),
+            absl::CancelledError("connection to " + peer + " marked down"));
   EXPECT_EQ(sd.Locked([&] { return sd.resets[0].code(); }), absl::StatusCode::kUnavailable);
-  EXPECT_EQ((*conn)->Send(Message{1, "late"}).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*conn)->Send(Message{1, "late"}),
+            absl::FailedPreconditionError("connection to " + peer +
+                                          " is closed (marked down or reset)"));
   std::this_thread::sleep_for(milliseconds(100));
   EXPECT_EQ(cd.Locked([&] { return cd.resets.size(); }), 1u) << "OnReset exactly once";
 }
