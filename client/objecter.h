@@ -53,6 +53,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "msg/base/perf_counters.h"
 #include "msg/messenger.h"
 #include "proto/placement.h"
 
@@ -102,10 +103,17 @@ struct Request {
 // How often the timer thread retries parked ops (and at least how often it wakes).
 inline constexpr absl::Duration kSweepInterval = absl::Milliseconds(200);
 
-struct ObjecterCounters {
-  uint64_t ops_started = 0, ops_ok = 0, ops_failed = 0, ops_timed_out = 0;
-  uint64_t records_sent = 0, resends = 0, stale_acks = 0;
-};
+#define MSGR_OBJECTER_COUNTERS(X)                                                       \
+  X(ops_started, kCounter, kNone, "ops submitted (writes, reads, stats, deletes, lists)") \
+  X(ops_ok, kCounter, kNone, "ops completed OK")                                          \
+  X(ops_failed, kCounter, kNone, "ops completed with an error (timeouts included)")      \
+  X(ops_timed_out, kCounter, kNone, "of those, past the op timeout")                     \
+  X(records_sent, kCounter, kNone, "ring records handed to the messenger (every attempt)") \
+  X(resends, kCounter, kNone, "ops sent again (reconnect, map change, OSD back)")        \
+  X(stale_acks, kCounter, kNone, "acks and replies of an older attempt, dropped")
+
+// The objecter's counters (msg/base/perf_counters.h; Group("objecter") for a dump).
+MSGR_COUNTER_SNAPSHOT(ObjecterCounters, MSGR_OBJECTER_COUNTERS);
 
 class Objecter : public Dispatcher {
  public:
