@@ -7,7 +7,9 @@
 // back. Lossy sessions reset on any fault.
 //
 // Files: rdma_connection.cc (API, queues, faults), rdma_connection_setup.cc (handshake and
-// RDMA setup, both sides), rdma_datapath.cc (SEND/RECV, ring writes, credits, doorbells).
+// RDMA setup, both sides), rdma_datapath.cc (completions, messages: SEND/RECV),
+// rdma_record_writer.cc (client: ring records, credits read, resizes asked, doorbells rung),
+// rdma_ring_owner.cc (OSD: the ring, its release as credit, the sleep word).
 //
 // Threads: public methods from any thread. The completion thread (EventLoop) runs
 // OnCompletions/OnSideReadable; Dispatcher callbacks run on shared_->workers, in order per
@@ -212,7 +214,8 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   void Retire(std::shared_ptr<Link> link);  // outside mu_: loop removal, teardown
   void Dispatch(std::function<void(const ConnectionRef&)> fn);
 
-  // Data path (rdma_datapath.cc).
+  // Data path (rdma_datapath.cc: messages; rdma_record_writer.cc: client records;
+  // rdma_ring_owner.cc: the OSD's ring).
   void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool PostControlLocked(uint8_t flags, uint64_t seq = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRecvLocked(Link* link, const verbs::Completion& wc, std::shared_ptr<Link>* retired)
@@ -239,7 +242,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // buffer outside mu_: a deregistration may take long, the owner is caller code).
   void ReleaseUnpinned() ABSL_LOCKS_EXCLUDED(mu_);
   void PostCreditLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Accepting side (rdma_connection_setup.cc): a new ring of `bytes` becomes ring_.
+  // Accepting side (rdma_ring_owner.cc): a new ring of `bytes` becomes ring_.
   absl::Status NewRingLocked(size_t bytes, uint64_t first_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The position after the records published past released_pos_ (`*next_seq`: the seq
   // the next one will carry). REQUIRES: ring_.

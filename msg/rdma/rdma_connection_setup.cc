@@ -544,47 +544,4 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
   });
 }
 
-absl::Status RdmaConnection::NewRingLocked(size_t bytes, uint64_t first_seq) {
-  auto ring = RdmaRecvRing::Create(shared_->ctx, bytes, shared_->budget.get(),
-                                   peer_name_.ToString(), first_seq);
-  if (!ring.ok()) return ring.status();
-  ring_ = *ring;
-  std::weak_ptr<RdmaConnection> weak = weak_from_this();
-  ring_->set_sleep_hook([weak](bool sleeping) {
-    if (auto c = weak.lock()) c->SetPeerSleeping(sleeping);
-  });
-  return absl::OkStatus();
-}
-
-uint64_t RdmaConnection::PublishedEndLocked(uint64_t* next_seq) const {
-  uint64_t writes = 0;
-  return ScanPublished(*ring_, released_pos_, released_seq_, next_seq, &writes);
-}
-
-uint64_t RdmaConnection::ScanPublished(RdmaRecvRing& ring, uint64_t from_pos, uint64_t from_seq,
-                                       uint64_t* next_seq, uint64_t* writes) {
-  uint64_t pos = from_pos;
-  *next_seq = from_seq;
-  const uint8_t* base = ring.base();
-  const size_t mask = ring.bytes() - 1;
-  while (pos - from_pos < ring.bytes()) {
-    const uint8_t* slot = base + (pos & mask);
-    const auto* h = reinterpret_cast<const RecordHeader*>(slot);
-    if (LoadRecordSeq(slot) != *next_seq || h->magic != kRecordMagic ||
-        RecordHeaderCrc(*h) != h->header_crc || h->record_bytes == 0 ||
-        h->record_bytes % kRingAlign != 0 || h->record_bytes > ring.bytes() - (pos & mask)) {
-      break;
-    }
-    if (h->type == RecordType::kWrite) ++*writes;
-    pos += h->record_bytes;
-    ++*next_seq;
-  }
-  return pos;
-}
-
-bool RdmaConnection::RingDrainedLocked() const {
-  uint64_t next_seq = 0;
-  return nack_barrier_.empty() && PublishedEndLocked(&next_seq) == released_pos_;
-}
-
 }  // namespace msgr::rdma

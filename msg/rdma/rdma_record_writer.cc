@@ -1,0 +1,496 @@
+// RdmaConnection: the client side of the ring path (see rdma_datapath.cc for the whole
+// data path):
+//   Records    staged in a registered mirror of the peer's ring (same offsets), or written
+//              from the caller's registered memory (record buffers, large payloads), then
+//              one RDMA WRITE of [header with seq 0 | oid | payload] and an ordered 8-byte
+//              RDMA WRITE of seq on the same QP (PAD record first when wrapped); resent
+//              into the same slots after a reconnect.
+//   Credits    read from the control region the OSD writes into (ApplyCreditLocked); the
+//              credit acknowledges the records it covers, and ring resizes are asked for
+//              when writes wait for space or a ring stays idle.
+//   Doorbells  a record published while the OSD's sleep word is odd rings the doorbell.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "msg/rdma/rdma_connection.h"
+#include "spdlog/spdlog.h"
+
+namespace msgr::rdma {
+namespace {
+uint64_t LoadWord(const uint8_t* p) {
+  return __atomic_load_n(reinterpret_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE);
+}
+}  // namespace
+
+void RdmaConnection::ApplyCreditLocked() {
+  if (!ctrl_mr_ || !producer_) return;
+  const uint64_t released = LoadWord(ctrl_mr_->data() + kCtrlCreditOffset);
+  if (released > producer_->released() && !producer_->OnCredit(released)) return;
+  credit_seen_.store(released, std::memory_order_relaxed);
+  while (!records_.empty() && records_.front().end_position <= producer_->released()) {
+    UnpinLocked(&records_.front());
+    records_.pop_front();
+  }
+  sent_records_.OnCredit(producer_->released(), &acks_ready_);
+  if (resizing_ && records_.empty() && sent_records_.size() == 0) {
+    cv_.SignalAll();  // DrainForResizeLocked waits
+  }
+  acks_pending_.store(!acks_ready_.empty(), std::memory_order_release);
+  awaiting_acks_.store(sent_records_.size() > 0, std::memory_order_relaxed);
+}
+
+void RdmaConnection::WantGrowLocked(size_t record_bytes) {
+  if (!lossless_ || ring_at_max_ || grow_hint_ >= record_bytes) return;
+  const bool first = grow_hint_ == 0;
+  grow_hint_ = record_bytes;
+  if (first) cv_.SignalAll();  // the connector resizes (RunConnector)
+}
+
+uint64_t RdmaConnection::RingResizeWantedLocked(absl::Time now) {
+  if (!producer_ || !lossless_ || resizing_ || now < resize_not_before_) return 0;
+  const size_t cur = producer_->ring_bytes();
+  if (grow_hint_ != 0 && !ring_at_max_) {
+    // A stream of records of a quarter of the ring or more (large objects, split to what
+    // the ring takes) asks for the largest ring the server gives at once: each resize
+    // waits for everything in flight to be released, which for 16 durable 4 MiB writes
+    // costs tens of ms. Smaller records: 4x, and at least what holds the record that did
+    // not fit (MaxRecordBytes: half the ring, less an alignment pad).
+    if (grow_hint_ >= cur / 4) return std::numeric_limits<uint64_t>::max();
+    uint64_t to = uint64_t{cur} * 4;
+    while (to / 2 < grow_hint_ + kPayloadAlign) to *= 2;
+    return to;
+  }
+  grow_hint_ = 0;
+  // Idle: the ring's produced position has not moved since the connector last looked
+  // (it looks every keepalive interval or sooner), so writers pay no clock read for it.
+  if (producer_->produced() != idle_produced_) {
+    idle_produced_ = producer_->produced();
+    idle_since_ = now;
+  }
+  const absl::Duration idle = shared_->ring_shrink_idle;
+  if (idle > absl::ZeroDuration() && cur > ring_initial_bytes_ && records_.empty() &&
+      idle_since_ + idle <= now) {
+    return ring_initial_bytes_;
+  }
+  return 0;
+}
+
+bool RdmaConnection::DrainForResizeLocked(uint64_t to) {
+  // Writers hold off from here on; what they wrote must be released before the ring may
+  // change (the server only resizes a drained ring, PROTOCOL.md "Ring sizes").
+  // In flight includes a record a writer reserved ring space for (sent_records_, under
+  // mu_ with the reservation) and has not posted yet (records_, later): resizing then
+  // would leave it on the old ring, and the resumed session would be refused for good.
+  resizing_ = true;
+  const absl::Time deadline = absl::Now() + shared_->options.handshake_timeout;
+  auto in_flight = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !records_.empty() || sent_records_.size() != 0;
+  };
+  while (in_flight() && link_ != nullptr && !closed_ && !shared_->stopping &&
+         absl::Now() < deadline) {
+    // ApplyCreditLocked signals when the last record is released (the completion thread
+    // applies credits while records are unacknowledged); the timeout rechecks the rest.
+    cv_.WaitWithDeadline(&mu_, std::min(deadline, absl::Now() + absl::Milliseconds(10)));
+  }
+  if (in_flight() || link_ == nullptr || closed_ || shared_->stopping) {
+    resizing_ = false;
+    grow_hint_ = 0;
+    resize_not_before_ = absl::Now() + kRingResizeBackoff;
+    cv_.SignalAll();
+    return false;
+  }
+  ring_request_ = to;
+  return true;
+}
+
+bool RdmaConnection::app_polling() const {
+  return absl::GetCurrentTimeNanos() - shared_->app_polled_ns.load(std::memory_order_relaxed) <
+         shared_->app_poll_window_ns;
+}
+
+bool RdmaConnection::ArmCreditWakeup() {
+  absl::MutexLock l(&mu_);
+  if (!link_ || closed_ || !ctrl_mr_ || !producer_) return false;
+  if (wakeup_asked_) return true;
+  // The application polls for its acks itself: no wake-up for the completion thread.
+  if (app_polling()) return false;
+  // As FlushLocked: the last send credit is kept for a control SEND that returns credits.
+  if (send_credits_ < 2) return false;
+  if (!PostControlLocked(kSendWantCreditWakeup, credit_seen_.load(std::memory_order_relaxed))) {
+    return false;
+  }
+  wakeup_asked_ = true;
+  shared_->counters.credit_wakeups_asked++;
+  return true;
+}
+
+bool RdmaConnection::PollAcks() {
+  if (!awaiting_acks() || !ctrl_mr_) return false;
+  if (LoadWord(ctrl_mr_->data() + kCtrlCreditOffset) ==
+      credit_seen_.load(std::memory_order_relaxed)) {
+    return false;
+  }
+  // Whoever holds a lock (a writer reserving, the completion thread delivering) applies
+  // the credit itself: do not queue up behind it.
+  if (!ack_mu_.TryLock()) return false;
+  if (!mu_.TryLock()) {
+    ack_mu_.Unlock();
+    return false;
+  }
+  ApplyCreditLocked();
+  // Deliver what this thread gathered itself (ack_mu_ keeps the order): left in
+  // acks_ready_, the completion thread could take it -- a thread hop for a caller that
+  // polls so as not to have one.
+  std::vector<RecordAck> acks = TakeAcksLocked();
+  mu_.Unlock();
+  HandOverAcks(acks);
+  ack_mu_.Unlock();
+  ReleaseUnpinned();
+  return true;
+}
+
+void RdmaConnection::UnpinLocked(SentRecord* r) {
+  if (!r->payload_mr) return;
+  Unpin u;
+  u.tp = r->posted_tp;
+  u.after_wr = r->posted_wr;
+  u.owner = std::move(r->owner);
+  u.payload_mr = std::move(r->payload_mr);
+  unpin_.push_back(std::move(u));
+  unpin_pending_.store(true, std::memory_order_release);
+}
+
+void RdmaConnection::ReleaseUnpinned() {
+  // Called after every write and completion batch: no lock unless something is pinned.
+  if (!unpin_pending_.load(std::memory_order_acquire)) return;
+  std::vector<Unpin> done;
+  {
+    absl::MutexLock l(&mu_);
+    while (!unpin_.empty()) {
+      Unpin& u = unpin_.front();
+      std::shared_ptr<Transport> tp = u.tp.lock();
+      if (tp && !tp->dead() && tp->retired() < u.after_wr) break;
+      done.push_back(std::move(u));
+      unpin_.pop_front();
+    }
+    unpin_pending_.store(!unpin_.empty(), std::memory_order_release);
+  }
+  // `done` goes here, outside mu_: registrations first, then the caller's buffers.
+}
+
+void RdmaConnection::DeliverAcks() {
+  ReleaseUnpinned();
+  if (!acks_pending_.load(std::memory_order_acquire)) return;
+  absl::MutexLock d(&ack_mu_);
+  std::vector<RecordAck> acks;
+  {
+    absl::MutexLock l(&mu_);
+    acks = TakeAcksLocked();
+  }
+  HandOverAcks(acks);
+}
+
+std::vector<RecordAck> RdmaConnection::TakeAcksLocked() {
+  std::vector<RecordAck> acks;
+  acks.swap(acks_ready_);
+  acks_pending_.store(false, std::memory_order_relaxed);
+  return acks;
+}
+
+void RdmaConnection::HandOverAcks(const std::vector<RecordAck>& acks) {
+  if (acks.empty() || shared_->stopping) return;
+  shared_->dispatcher->OnRecordsAcked(shared_from_this(), acks);
+}
+
+void RdmaConnection::CheckDoorbellLocked() {
+  if (!ctrl_mr_ || !link_ || posted_seq_ == 0) return;
+  // Dekker with the poller: our seq store (a CPU store on the soft provider) must be
+  // visible before we look at its sleep word; it orders its word store before its ring load.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const uint64_t w = LoadWord(ctrl_mr_->data() + kCtrlSleepOffset);
+  if ((w & 1) == 0) return;
+  // One doorbell per sleep: the poller drains its eventfd before it publishes a sleep
+  // word, so a doorbell sent after we saw that word always wakes it, and it looks at the
+  // ring again after it wakes -- records published meanwhile need no doorbell of their
+  // own (osd_sim/poller.cc, Poller::Sleep).
+  if (w == doorbelled_word_) return;
+  doorbelled_word_ = w;
+  doorbell_pending_ = true;
+  FlushLocked();
+}
+
+absl::Status RdmaConnection::PostRecordLocked(const SentRecord& r) {
+  if (!link_) return absl::UnavailableError("not connected");
+  Link* link = link_.get();
+  WrSpec w[kMaxRecordWrs];
+  size_t n = 0;
+  if (r.has_pad) {
+    w[n].sge = mirror_mr_->Slice(r.pad_offset, kRecordHeaderBytes);
+    w[n].remote_addr = link->ring_addr + r.pad_offset;
+    w[n++].rkey = link->ring_rkey;
+    w[n].word = true;
+    w[n].value = r.pad_seq;
+    w[n].remote_addr = link->ring_addr + r.pad_offset + offsetof(RecordHeader, seq);
+    w[n++].rkey = link->ring_rkey;
+  }
+  // The record from its slot start: one WRITE from the mirror, or (zero copy) header+oid
+  // from the mirror and the payload from the caller's memory -- two WRITEs that land in
+  // order, both before the seq word.
+  const uint32_t from_mirror = r.payload_mr ? r.head_bytes : r.bytes;
+  w[n].sge = mirror_mr_->Slice(r.offset, from_mirror);
+  w[n].remote_addr = link->ring_addr + r.offset;
+  if (shared_->TakeInjectedOutOfRingWrite()) {
+    w[n].remote_addr = link->ring_addr + link->ring_bytes;  // injected: just past the end
+  }
+  w[n++].rkey = link->ring_rkey;
+  if (r.payload_mr) {
+    w[n].sge = r.payload_mr->Slice(r.payload_mr_offset, r.bytes - r.head_bytes);
+    w[n].remote_addr = link->ring_addr + r.offset + r.head_bytes;
+    w[n++].rkey = link->ring_rkey;
+  }
+  w[n].word = true;
+  w[n].value = r.seq;
+  w[n].remote_addr = link->ring_addr + r.offset + offsetof(RecordHeader, seq);
+  w[n].rkey = link->ring_rkey;
+  w[n++].signal = true;  // its completion proves the record landed: doorbell check
+  auto s = link->tp->Post(absl::MakeConstSpan(w, n));
+  if (!s.ok()) return s.status();
+  if (r.payload_mr) {  // the HCA reads the caller's memory until WR *s completes
+    for (auto it = records_.rbegin(); it != records_.rend(); ++it) {
+      if (it->seq == r.seq) {
+        it->posted_tp = link->tp;
+        it->posted_wr = *s;
+        break;
+      }
+    }
+  }
+  shared_->counters.record_writes_posted += n;
+  posted_seq_ = std::max(posted_seq_, r.seq);
+  return absl::OkStatus();
+}
+
+absl::Status RdmaConnection::PostRecordWaiting(const SentRecord& r, absl::Time deadline) {
+  for (;;) {
+    std::shared_ptr<Transport> tp;
+    {
+      absl::MutexLock l(&mu_);
+      if (!link_) return absl::UnavailableError("not connected");
+      absl::Status s = PostRecordLocked(r);
+      if (!absl::IsResourceExhausted(s)) {
+        if (s.ok()) CheckDoorbellLocked();
+        return s;
+      }
+      tp = link_->tp;
+    }
+    if (!tp->WaitForRoom(kMaxRecordWrs, deadline)) {
+      return absl::DeadlineExceededError("RDMA send queue stayed full");
+    }
+  }
+}
+
+void RdmaConnection::ResendRecords(uint64_t from_seq) {
+  std::vector<SentRecord> todo;
+  {
+    absl::MutexLock l(&mu_);
+    for (SentRecord r : records_) {
+      if (r.seq < from_seq) continue;
+      if (r.has_pad && r.pad_seq < from_seq) r.has_pad = false;
+      todo.push_back(r);
+    }
+  }
+  for (const SentRecord& r : todo) {
+    if (!PostRecordWaiting(r, absl::Now() + shared_->options.handshake_timeout).ok()) break;
+    shared_->counters.resends++;
+  }
+  if (!todo.empty()) {
+    absl::MutexLock l(&mu_);
+    doorbell_pending_ = true;  // the poller may have gone to sleep meanwhile
+    FlushLocked();
+  }
+}
+
+absl::Status RdmaConnection::WriteRecord(const RecordDesc& desc, std::string_view payload,
+                                         absl::Duration timeout) {
+  return WriteRecordShared(desc, payload, nullptr, timeout);
+}
+
+std::shared_ptr<verbs::MemoryRegion> RdmaConnection::RegisterPayload(std::string_view payload) {
+  // Over the budget (or the HCA's own limit), the payload is copied into the (already
+  // registered) mirror instead; quietly, as that may happen on every write.
+  auto mr = RegisterCharged(*shared_->budget, *shared_->ctx->pd,
+                            const_cast<char*>(payload.data()), payload.size(),
+                            /*access=*/0, "a zero-copy payload");  // the HCA only reads it
+  if (absl::IsResourceExhausted(mr.status())) return nullptr;
+  if (!mr.ok()) {
+    // Staging is always possible: a full MR table costs a copy, not the write.
+    spdlog::warn("msgr rdma: connection {}: cannot register a {} B payload in place ({}); "
+                 "copying it",
+                 id_, payload.size(), mr.status().ToString());
+    return nullptr;
+  }
+  auto held = std::make_shared<ChargedRegion>(std::move(*mr));
+  return std::shared_ptr<verbs::MemoryRegion>(held, held->get());
+}
+
+absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::string_view payload,
+                                               std::shared_ptr<const void> owner,
+                                               absl::Duration timeout) {
+  if (!outgoing_ || !want_ring_) {
+    return absl::FailedPreconditionError("WriteRecord needs a connection opened with want_ring");
+  }
+  if (desc.oid.empty() || desc.oid.size() > kMaxOidBytes) {
+    return absl::InvalidArgumentError("record oid must be 1..256 bytes");
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  const size_t record_bytes = RecordBytes(desc.oid.size(), payload.size());
+  // A payload in a registered record buffer is read from there; a large one elsewhere is
+  // registered in place (before any lock is taken: pinning pages may take a while).
+  std::shared_ptr<verbs::MemoryRegion> payload_mr;
+  size_t payload_mr_offset = 0;
+  bool from_buffer = false;
+  if (owner && !payload.empty()) {
+    if (auto found = shared_->buffers->Find(payload.data(), payload.size())) {
+      payload_mr = std::move(found->mr);
+      payload_mr_offset = found->offset;
+      from_buffer = true;
+    } else if (payload.size() >= shared_->zero_copy_min_bytes) {
+      payload_mr = RegisterPayload(payload);
+    }
+  }
+  std::optional<RingPlacement> p;
+  uint64_t epoch = 0;
+  {
+    // Wait for credit without record_mu_, so that a reconnect can resume the session (and
+    // deliver the credit) meanwhile.
+    bool waited = false;
+    int spins = 0;
+    absl::MutexLock l(&mu_);
+    for (;;) {
+      if (closed_ || shared_->stopping) {
+        return session::ClosedError(addr_);
+      }
+      if (!lossless_ && had_session_ && !link_) {
+        return absl::UnavailableError(absl::StrCat("connection to ", addr_, " is down"));
+      }
+      if (producer_ && !resizing_) {  // (a resize in progress: wait for the new ring)
+        if (payload.size() > max_record_payload_) {
+          if (!lossless_ || ring_at_max_) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "record payload of ", payload.size(), " bytes exceeds ", max_record_payload_));
+          }
+          WantGrowLocked(record_bytes);  // a larger ring takes it
+        } else {
+          ApplyCreditLocked();
+          p = producer_->Reserve(record_bytes);
+          if (p) {
+            sent_records_.Add(desc.tid, p->end_position);
+            awaiting_acks_.store(true, std::memory_order_relaxed);
+            break;
+          }
+          WantGrowLocked(record_bytes);  // the ring is full
+        }
+      }
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "no ring credit from ", addr_, " within ", absl::FormatDuration(timeout)));
+      }
+      if (!waited) {
+        waited = true;
+        shared_->counters.ring_credit_waits++;
+      }
+      // Poll the credit word: spin briefly, then nap.
+      mu_.Unlock();
+      if (++spins < 100) {
+        std::this_thread::yield();
+      } else {
+        absl::SleepFor(absl::Microseconds(spins < 1000 ? 10 : 200));
+      }
+      mu_.Lock();
+    }
+    epoch = session_epoch_;
+  }
+  absl::MutexLock rl(&record_mu_);
+  uint8_t* mirror = nullptr;
+  {
+    absl::MutexLock l(&mu_);
+    if (epoch != session_epoch_) {
+      // The peer restarted while we waited: this slot belongs to its old ring.
+      return absl::UnavailableError(absl::StrCat("peer ", addr_, " restarted (session reset)"));
+    }
+    mirror = mirror_mr_->data();
+  }
+  // Stage the record in the mirror at its ring offset (the client-side copy). mirror_mr_
+  // only changes under record_mu_, which we hold.
+  SentRecord r;
+  r.seq = p->seq;
+  r.offset = p->offset;
+  // One WRITE from the slot start through the payload: header, gap (aligned layout),
+  // oid, payload (ring_format.h).
+  const size_t payload_offset = RecordPayloadOffset(desc.oid.size(), payload.size());
+  r.bytes = static_cast<uint32_t>(payload_offset + payload.size());
+  r.has_pad = p->has_pad;
+  r.pad_seq = p->pad_seq;
+  r.pad_offset = p->pad_offset;
+  r.end_position = p->end_position;
+  uint8_t* slot = mirror + p->offset;
+  uint8_t* oid = slot + payload_offset - desc.oid.size();
+  std::memset(slot + kRecordHeaderBytes, 0, oid - (slot + kRecordHeaderBytes));  // the gap
+  std::memcpy(oid, desc.oid.data(), desc.oid.size());
+  const uint8_t* body = reinterpret_cast<const uint8_t*>(payload.data());
+  if (payload_mr) {
+    shared_->counters.zero_copy_records++;
+    if (from_buffer) shared_->counters.record_buffer_records++;
+    r.payload_mr = std::move(payload_mr);
+    r.payload_mr_offset = payload_mr_offset;
+    r.owner = std::move(owner);
+    r.head_bytes = static_cast<uint32_t>(payload_offset);
+  } else {
+    std::memcpy(oid + desc.oid.size(), payload.data(), payload.size());
+    body = oid + desc.oid.size();
+    shared_->counters.record_payload_bytes_staged += payload.size();
+    shared_->counters.payload_bytes_copied_tx += payload.size();
+  }
+  // The soft HCA's WRITE is a memcpy by this process's CPU (a real HCA's DMA is none).
+  if (shared_->soft_device) shared_->counters.payload_bytes_copied_tx += payload.size();
+  RecordHeader h;
+  FillRecordHeader(&h, RecordType::kWrite, desc.flags, p->seq,
+                   static_cast<uint16_t>(desc.oid.size()), static_cast<uint32_t>(payload.size()),
+                   RecordPayloadCrc(oid, desc.oid.size(), body, payload.size()),
+                   shared_->options.name.id, desc.tid, desc.object_offset);
+  h.seq = 0;  // published by the second WRITE
+  std::memcpy(slot, &h, sizeof(h));
+  if (p->has_pad) {
+    RecordHeader pad;
+    FillRecordHeader(&pad, RecordType::kPad, 0, p->pad_seq, 0, 0, 0, 0, 0, 0);
+    pad.record_bytes = p->pad_bytes;
+    pad.header_crc = RecordHeaderCrc(pad);
+    pad.seq = 0;
+    std::memcpy(mirror + p->pad_offset, &pad, sizeof(pad));
+  }
+  {
+    absl::MutexLock l(&mu_);
+    if (epoch != session_epoch_) {
+      return absl::UnavailableError(absl::StrCat("peer ", addr_, " restarted (session reset)"));
+    }
+    auto at = records_.end();  // concurrent writers may post out of order: keep seq order
+    while (at != records_.begin() && std::prev(at)->seq > r.seq) --at;
+    records_.insert(at, r);
+    shared_->counters.records_sent++;
+    shared_->counters.record_bytes_sent += payload.size();
+  }
+  absl::Status s = PostRecordWaiting(r, std::max(deadline, absl::Now() + absl::Seconds(1)));
+  {
+    absl::MutexLock l(&mu_);
+    if (s.ok()) CountFrameLocked(&retire_);
+  }
+  RetireDeferred();
+  DeliverAcks();  // what our ApplyCreditLocked gathered while reserving
+  if (!s.ok() && !lossless_) return s;
+  return absl::OkStatus();  // lossless: rewritten into its slot after the reconnect
+}
+
+}  // namespace msgr::rdma
