@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "osd_sim/metrics/thread_cpu_collector.h"
-#include "osd_sim/mon/file_util.h"
+#include "msg/base/file_util.h"
 
 namespace msgr::metrics {
 
@@ -13,7 +13,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> StartDaemonMetrics(
                                             std::make_shared<ThreadCpuCollector>(labels)});
   if (!server.ok()) return server.status();
   if (!addr_file.empty()) {
-    absl::Status s = mon::WriteFileAtomic(addr_file, absl::StrCat((*server)->addr(), "\n"));
+    absl::Status s = WriteFileAtomic(addr_file, absl::StrCat((*server)->addr(), "\n"));
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat("cannot write the metrics address to ",
                                                  addr_file, ": ", s.message()));

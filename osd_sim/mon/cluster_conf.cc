@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "osd_sim/mon/file_util.h"
+#include "msg/base/file_util.h"
 
 namespace msgr::mon {
 namespace {

@@ -3,7 +3,7 @@
 #include <google/protobuf/text_format.h>
 
 #include "absl/strings/str_cat.h"
-#include "osd_sim/mon/file_util.h"
+#include "msg/base/file_util.h"
 
 namespace msgr::mon {
 

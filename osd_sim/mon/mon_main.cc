@@ -17,7 +17,7 @@
 #include "osd_sim/mon/cli_flags.h"
 #include "osd_sim/mon/cluster_conf.h"
 #include "osd_sim/mon/control_auth.h"
-#include "osd_sim/mon/file_util.h"
+#include "msg/base/file_util.h"
 #include "osd_sim/mon/mon_server.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
                "auth {})", (*server)->addr(), opts.monitor.data_dir, *grace, *hb, *down_out,
                opts.auth.Describe());
   if (flags->Has("addr-file")) {
-    absl::Status s = msgr::mon::WriteFileAtomic(flags->Get("addr-file"),
+    absl::Status s = msgr::WriteFileAtomic(flags->Get("addr-file"),
                                                 absl::StrCat((*server)->addr(), "\n"));
     if (!s.ok()) {
       spdlog::critical("cannot write the addr file: {}", s.ToString());

@@ -26,7 +26,7 @@
 #include "osd_sim/mon/cli_flags.h"
 #include "osd_sim/mon/cluster_conf.h"
 #include "osd_sim/mon/control_auth.h"
-#include "osd_sim/mon/file_util.h"
+#include "msg/base/file_util.h"
 #include "osd_sim/mon/map_format.h"
 #include "osd_sim/mon/mon_client.h"
 #include "spdlog/spdlog.h"
@@ -244,7 +244,7 @@ int main(int argc, char** argv) {
   const std::string dir = flags->Get("cluster-dir");
   std::string mon = flags->Get("mon");
   if (mon.empty() && !dir.empty()) {
-    auto addr = msgr::mon::ReadFile(dir + "/mon.addr");
+    auto addr = msgr::ReadFile(dir + "/mon.addr");
     if (!addr.ok() || absl::StripAsciiWhitespace(*addr).empty()) {
       return Error(absl::UnavailableError(absl::StrCat(
           "no ", dir, "/mon.addr (is the cluster started? tools/cluster.sh status --cluster-dir ",

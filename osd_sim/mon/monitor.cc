@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "msg/session/fence.h"
 #include "osd_sim/mon/map_store.h"
 #include "proto/cluster_map.h"
 #include "spdlog/spdlog.h"
@@ -241,7 +240,7 @@ grpc::Status MonitorService::BootOsd(grpc::ServerContext* ctx, const v1::BootOsd
     // An old process of this id (blocklisted when its successor booted, or by the
     // operator) must not take the id back with what it held before.
     const absl::Status fenced =
-        session::CheckFenced(placement::FencedPeersOf(map_),
+        CheckFenced(placement::FencedPeersOf(map_),
                              EntityName{EntityType::kOsd, req->id()}, req->instance());
     if (!fenced.ok()) {
       ++counters_.rpc_errors;

@@ -9,7 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
-#include "osd_sim/mon/file_util.h"
+#include "msg/base/file_util.h"
 #include "tests/osd_sim/mon/pki_test_util.h"
 
 namespace msgr::mon {

@@ -8,7 +8,6 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
-#include "osd_sim/mon/file_util.h"
 #include "osd_sim/mon/map_store.h"
 #include "tests/osd_sim/mon/mon_test_util.h"
 
@@ -209,25 +208,6 @@ TEST(PersistenceTest, CorruptMapFileIsAClearError) {
   EXPECT_EQ(server.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(server.status().message().find(MapPath(dir)), std::string::npos)
       << server.status();
-}
-
-TEST(FileUtilTest, WriteFileAtomicReplacesContents) {
-  const std::string path = MakeTempDir() + "/f";
-  ASSERT_TRUE(WriteFileAtomic(path, "first").ok());
-  ASSERT_TRUE(WriteFileAtomic(path, "second").ok());
-  auto text = ReadFile(path);
-  ASSERT_TRUE(text.ok());
-  EXPECT_EQ(*text, "second");
-  EXPECT_FALSE(Exists(path + ".tmp"));
-}
-
-TEST(FileUtilTest, ErrorsCarryPathAndErrno) {
-  auto text = ReadFile("/nonexistent-dir/x");
-  EXPECT_EQ(text.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_NE(text.status().message().find("/nonexistent-dir/x"), std::string::npos);
-  absl::Status s = WriteFileAtomic("/nonexistent-dir/x", "y");
-  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
-  EXPECT_NE(s.message().find("errno 2"), std::string::npos) << s;
 }
 
 TEST(PersistenceTest, SecondMonOnSamePortFails) {

@@ -1,10 +1,10 @@
-// Small POSIX file helpers for the monitor: errno -> absl::Status in one place, and an
-// atomic whole-file replace (temp file + fsync + rename + fsync of the directory).
+// Small POSIX file helpers (the monitor's map, the daemons' address files): a whole-file
+// read, and an atomic whole-file replace (temp file + fsync + rename + fsync of the directory).
 //
 // Thread-safety: all functions are thread-safe as long as callers do not write the same
 // path concurrently (two writers of one path race on its temp file).
-#ifndef MSGR_OSD_SIM_MON_FILE_UTIL_H_
-#define MSGR_OSD_SIM_MON_FILE_UTIL_H_
+#ifndef MSGR_MSG_BASE_FILE_UTIL_H_
+#define MSGR_MSG_BASE_FILE_UTIL_H_
 
 #include <string>
 
@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace msgr::mon {
+namespace msgr {
 
 // Creates `dir` (and missing parents) with mode 0755 if it does not exist.
 absl::Status MakeDirs(const std::string& dir);
@@ -26,6 +26,6 @@ absl::Status WriteFileAtomic(const std::string& path, absl::string_view contents
 // Reads the whole file. NOT_FOUND if it does not exist.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
-}  // namespace msgr::mon
+}  // namespace msgr
 
-#endif  // MSGR_OSD_SIM_MON_FILE_UTIL_H_
+#endif  // MSGR_MSG_BASE_FILE_UTIL_H_

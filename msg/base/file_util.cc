@@ -1,4 +1,4 @@
-#include "osd_sim/mon/file_util.h"
+#include "msg/base/file_util.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "msg/base/errno_status.h"
 
-namespace msgr::mon {
+namespace msgr {
 namespace {
 
 // Closes the fd on scope exit unless released.
@@ -105,4 +105,4 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return out;
 }
 
-}  // namespace msgr::mon
+}  // namespace msgr
