@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "msg/session/fence.h"
 #include "osd_sim/mon/control_auth.h"
 #include "osd_sim/mon/mon_client.h"
 #include "proto/cluster_map.h"
@@ -71,11 +70,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   Objecter* o = c->objecter_.get();
   const EntityName me = o->messenger()->options().name;
   const uint64_t instance = o->messenger()->options().instance;
-  // The OSDs' rule (session::CheckFenced), applied to ourselves: fail every op at once
+  // The OSDs' rule (CheckFenced, msg/messenger.h), applied to ourselves: fail every op at once
   // rather than have each refused by an OSD.
   auto check_fenced = [o, me, instance](const mon::v1::ClusterMap& m) {
     if (m.blocklist_size() == 0) return;
-    absl::Status s = session::CheckFenced(placement::FencedPeersOf(m), me, instance);
+    absl::Status s = CheckFenced(placement::FencedPeersOf(m), me, instance);
     if (s.ok()) return;
     o->Fence(absl::PermissionDeniedError(
         absl::StrCat(s.message(), ": the OSDs refuse its writes; start a new client")));

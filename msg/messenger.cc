@@ -39,6 +39,17 @@ class HeapRecordBuffer final : public RecordBuffer {
 
 }  // namespace
 
+absl::Status CheckFenced(const std::vector<FencedPeer>& fenced, const EntityName& peer,
+                         uint64_t instance) {
+  for (const FencedPeer& f : fenced) {
+    if (!(f.name == peer) || (f.instance != 0 && f.instance != instance)) continue;
+    return absl::PermissionDeniedError(
+        absl::StrCat(peer.ToString(), " (instance ", absl::Hex(instance), ") is fenced: ",
+                     f.why.empty() ? "blocklisted by the cluster" : f.why));
+  }
+  return absl::OkStatus();
+}
+
 RecordBufferRef MakeHeapRecordBuffer(size_t size) {
   return std::make_shared<HeapRecordBuffer>(size);
 }

@@ -378,6 +378,13 @@ struct FencedPeer {
   std::string why;  // says who fenced it and when, for the refusal ("blocklisted at epoch 9")
 };
 
+// The fencing rule, for a messenger's accept path and for anyone checking a map's list (a
+// client or an OSD checking itself, the monitor refusing a boot): OK, or PERMISSION_DENIED
+// "NAME (instance X) is fenced: WHY" when an entry matches `peer`'s name, and its instance
+// unless that is 0 (every instance).
+absl::Status CheckFenced(const std::vector<FencedPeer>& fenced, const EntityName& peer,
+                         uint64_t instance);
+
 struct ConnectOptions {
   Policy policy = Policy::Lossless();
   bool want_ring = false;    // ask the peer for a receive ring for WriteRecord

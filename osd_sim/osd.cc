@@ -11,7 +11,6 @@
 #include "absl/strings/str_replace.h"
 #include "msg/base/crc32c.h"
 #include "msg/base/net_addr.h"
-#include "msg/session/fence.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster_map.h"
 #include "proto/osd_protocol.h"
@@ -352,7 +351,7 @@ void Osd::ApplyBlocklist(const mon::v1::ClusterMap& map) {
   applied_blocklist_ = key;
   // This very process fenced (a newer one booted as this id while it was stopped or cut
   // off): its heartbeats are refused too, but the map usually says so first.
-  if (absl::Status self = session::CheckFenced(fenced, EntityName{EntityType::kOsd, options_.id},
+  if (absl::Status self = CheckFenced(fenced, EntityName{EntityType::kOsd, options_.id},
                                                instance_);
       !self.ok()) {
     Fenced(self);

@@ -12,17 +12,6 @@ void FenceSet::Set(std::vector<FencedPeer> fenced) {
   fenced_ = std::move(fenced);
 }
 
-absl::Status CheckFenced(const std::vector<FencedPeer>& fenced, const EntityName& peer,
-                         uint64_t instance) {
-  for (const FencedPeer& f : fenced) {
-    if (!(f.name == peer) || (f.instance != 0 && f.instance != instance)) continue;
-    return absl::PermissionDeniedError(
-        absl::StrCat(peer.ToString(), " (instance ", absl::Hex(instance), ") is fenced: ",
-                     f.why.empty() ? "blocklisted by the cluster" : f.why));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status FenceSet::Check(const EntityName& peer, uint64_t instance) const {
   absl::MutexLock l(&mu_);
   return CheckFenced(fenced_, peer, instance);

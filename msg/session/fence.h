@@ -17,12 +17,8 @@
 
 namespace msgr::session {
 
-// The rule itself, over a plain list (a client checking itself against the map uses it
-// directly): OK, or PERMISSION_DENIED "NAME (instance X) is fenced: WHY" when an entry
-// matches `peer`'s name, and its instance unless that is 0 (every instance).
-absl::Status CheckFenced(const std::vector<FencedPeer>& fenced, const EntityName& peer,
-                         uint64_t instance);
-
+// The rule itself is the contract's (msgr::CheckFenced, msg/messenger.h); a FenceSet is
+// a messenger's current list, checked with it.
 class FenceSet {
  public:
   // Replaces the set.
