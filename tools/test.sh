@@ -2,7 +2,8 @@
 # Runs every msgr test for real (no cached results) and ends with one line
 # "N passed, N failed" counted from the actual results; exits non-zero on any failure.
 #
-#   tools/test.sh            setup + plain build/tests (-c opt: the thrash, hosts and rdma-vm
+#   tools/test.sh            setup + the layering check (tools/check_layers.py) + plain
+#                            build/tests (-c opt: the thrash, hosts and rdma-vm
 #                            steps run the same binaries, so the tree is built once for
 #                            them; the ASan step keeps asserts on) + ASan/UBSan build/tests + clang
 #                            thread-safety build + thrasher (tcp, rdma) + test hosts
@@ -62,6 +63,16 @@ run_bazel_step() {
   TOTAL_PASS=$((TOTAL_PASS + pass))
   TOTAL_FAIL=$((TOTAL_FAIL + fail))
 }
+
+# The house's layering: every project #include points down (tools/check_layers.py).
+echo "=== step layers: tools/check_layers.py"
+if python3 tools/check_layers.py; then
+  echo "step layers: 1 passed, 0 failed"
+  TOTAL_PASS=$((TOTAL_PASS + 1))
+else
+  echo "step layers: 0 passed, 1 failed"
+  TOTAL_FAIL=$((TOTAL_FAIL + 1))
+fi
 
 run_bazel_step plain -c opt
 if [[ $QUICK -eq 0 ]]; then
