@@ -12,6 +12,8 @@
 #include <cstring>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -59,7 +61,7 @@ std::string Pattern(size_t n, uint64_t seed) {
 }
 
 class MessengerTest : public ::testing::TestWithParam<std::string> {
- protected:
+ public:  // also for the shared helpers below
   MessengerOptions Options(EntityType type, uint64_t id) {
     MessengerOptions o;
     o.type = GetParam();
@@ -92,6 +94,8 @@ class MessengerTest : public ::testing::TestWithParam<std::string> {
     addr_ = a.ok() ? *a : "";
     return m;
   }
+
+  const std::string& addr() const { return addr_; }
 
   std::string addr_;
 };
@@ -380,44 +384,52 @@ TEST_P(MessengerTest, RecordFailuresReachTheSenderOnLossySessions) {
   });
 }
 
-// WriteRecordShared: the backend may keep the caller's buffer instead of a copy (tcp);
-// the bytes still arrive exactly, also when resent after socket faults, and the backend
-// lets go of every buffer once its record is acknowledged. (A backend that kept only a
-// view of a buffer whose last owner we drop below reads freed memory: ASan reports it.)
-TEST_P(MessengerTest, SharedPayloadRecordsSurviveFaultsAndAreLetGoWhenAcked) {
+// Where a shared-payload test puts record i's payload `want`: the bytes the record carries
+// (inside the memory `owner` keeps alive).
+struct PlacedPayload {
+  std::shared_ptr<const void> owner;
+  std::string_view bytes;
+};
+using PlacePayload = std::function<PlacedPayload(Messenger& client, const std::string& want)>;
+
+// Writes `recs` records with WriteRecordShared through injected socket faults on both ends
+// (and, with `messages`, a message every fourth record), their payloads placed by `place`;
+// then checks that every record arrived exactly, in order, and that the backend let go of
+// every owner once its record was acknowledged.
+void WriteSharedThroughFaults(MessengerTest* t, int recs, size_t max_payload, PlacePayload place,
+                              bool messages,
+                              std::map<std::string, std::string> client_backend_options = {}) {
   RecordingDispatcher sd, cd;
-  auto server = MakeServer(&sd, [](MessengerOptions* o) { o->inject_socket_failures = 43; });
-  auto co = Options(EntityType::kClient, 3);
+  auto server = t->MakeServer(&sd, [](MessengerOptions* o) { o->inject_socket_failures = 43; });
+  auto co = t->Options(EntityType::kClient, 3);
   co.inject_socket_failures = 47;
-  // rdma: payloads from 2 KiB on are written from the caller's memory (registered in place),
-  // the smaller ones staged: both kinds go through the faults and resends.
-  co.backend_options["rdma_zero_copy_min_bytes"] = "2048";
-  auto client = Make(co, &cd);
-  auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossless(), true});
+  for (auto& [k, v] : client_backend_options) co.backend_options[k] = v;
+  auto client = t->Make(co, &cd);
+  auto conn = client->Connect(t->addr(), ConnectOptions{Policy::Lossless(), true});
   ASSERT_TRUE(conn.ok());
-  constexpr int kRecs = 800;
   std::vector<std::string> want;
-  std::vector<std::weak_ptr<const std::string>> owners;
-  for (int i = 0; i < kRecs; ++i) {
-    want.push_back(Pattern(100 + i * 37 % 6000, i));
-    auto buf = std::make_shared<const std::string>("head" + want.back() + "tail");
-    owners.push_back(buf);
-    if (i % 4 == 0) {
+  std::vector<std::weak_ptr<const void>> owners;
+  for (int i = 0; i < recs; ++i) {
+    want.push_back(Pattern(100 + i * 211 % max_payload, i));
+    PlacedPayload p = place(*client, want.back());
+    ASSERT_EQ(p.bytes, want.back()) << "record " << i << " was not placed";
+    owners.push_back(p.owner);
+    if (messages && i % 4 == 0) {
       ASSERT_TRUE((*conn)->Send(Message{1, absl::StrCat(i)}).ok());
     }
-    const std::string_view body(buf->data() + 4, want.back().size());
     const absl::Status ws = (*conn)->WriteRecordShared(
-        RecordDesc{absl::StrCat("s", i), static_cast<uint64_t>(i + 1), 0, 0}, body,
-        std::move(buf), absl::Seconds(30));
+        RecordDesc{absl::StrCat("s", i), static_cast<uint64_t>(i + 1), 0, 0}, p.bytes,
+        std::move(p.owner), absl::Seconds(30));
     ASSERT_TRUE(ws.ok()) << "record " << i << ": " << ws;
   }
-  ASSERT_TRUE(cd.WaitFor([&] { return cd.record_acks.size() >= kRecs; }, std::chrono::seconds(30)));
+  ASSERT_TRUE(cd.WaitFor([&] { return cd.record_acks.size() >= static_cast<size_t>(recs); },
+                         std::chrono::seconds(30)));
   auto* drainer = sd.drainer();
   ASSERT_NE(drainer, nullptr);
   ASSERT_EQ(drainer->Error(), "");
   auto got = drainer->Records();
-  ASSERT_EQ(got.size(), static_cast<size_t>(kRecs));
-  for (int i = 0; i < kRecs; ++i) {
+  ASSERT_EQ(got.size(), static_cast<size_t>(recs));
+  for (int i = 0; i < recs; ++i) {
     ASSERT_EQ(got[i].oid, absl::StrCat("s", i));
     ASSERT_TRUE(got[i].payload == want[i]) << "record " << i;
   }
@@ -426,57 +438,38 @@ TEST_P(MessengerTest, SharedPayloadRecordsSurviveFaultsAndAreLetGoWhenAcked) {
     for (const auto& w : owners) n += !w.expired();
     return n;
   };
-  for (int t = 0; t < 500 && held() > 0; ++t) std::this_thread::sleep_for(milliseconds(10));
-  EXPECT_EQ(held(), 0) << "buffers still referenced after every record was acknowledged";
-  EXPECT_GT(client->counters().reconnects, 3u) << "the faults really happened";
+  for (int i = 0; i < 500 && held() > 0; ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(held(), 0) << "payloads still referenced after every record was acknowledged";
+  EXPECT_GT(client->counters().reconnects, 2u) << "the faults really happened";
 }
 
-// Messenger::AllocRecordBuffer: payloads written from (slices of) the messenger's own
+// WriteRecordShared: the backend may keep the caller's buffer instead of a copy (tcp);
+// the bytes still arrive exactly, also when resent after socket faults, and the backend
+// lets go of every buffer once its record is acknowledged. (A backend that kept only a
+// view of a buffer whose last owner we drop below reads freed memory: ASan reports it.)
+TEST_P(MessengerTest, SharedPayloadRecordsSurviveFaultsAndAreLetGoWhenAcked) {
+  // rdma: payloads from 2 KiB on are written from the caller's memory (registered in place),
+  // the smaller ones staged: both kinds go through the faults and resends.
+  WriteSharedThroughFaults(
+      this, 800, 6000,
+      [](Messenger&, const std::string& want) {
+        auto buf = std::make_shared<const std::string>("head" + want + "tail");
+        return PlacedPayload{buf, std::string_view(buf->data() + 4, want.size())};
+      },
+      /*messages=*/true, {{"rdma_zero_copy_min_bytes", "2048"}});
+}
+
+// Messenger::AllocRecordBuffer: payloads written from slices of the messenger's own
 // buffers arrive exactly, across socket faults and resends, and every buffer is let go once
 // its record is acknowledged (rdma: the buffers are registered once, see rdma_messenger_test).
 TEST_P(MessengerTest, RecordBufferPayloadsSurviveFaultsAndAreLetGoWhenAcked) {
-  RecordingDispatcher sd, cd;
-  auto server = MakeServer(&sd, [](MessengerOptions* o) { o->inject_socket_failures = 41; });
-  auto co = Options(EntityType::kClient, 3);
-  co.inject_socket_failures = 37;
-  auto client = Make(co, &cd);
-  auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossless(), true});
-  ASSERT_TRUE(conn.ok());
-  constexpr int kRecs = 300;
-  std::vector<std::string> want;
-  std::vector<std::weak_ptr<RecordBuffer>> owners;
-  for (int i = 0; i < kRecs; ++i) {
-    want.push_back(Pattern(100 + i * 211 % 70000, i));
-    // The payload is a slice at offset 8 of a buffer with room on both sides.
-    RecordBufferRef buf = client->AllocRecordBuffer(want.back().size() + 16);
-    ASSERT_NE(buf, nullptr);
-    ASSERT_EQ(buf->size(), want.back().size() + 16);
-    std::memcpy(buf->data() + 8, want.back().data(), want.back().size());
-    owners.push_back(buf);
-    const std::string_view body(buf->data() + 8, want.back().size());
-    const absl::Status ws = (*conn)->WriteRecordShared(
-        RecordDesc{absl::StrCat("b", i), static_cast<uint64_t>(i + 1), 0, 0}, body,
-        std::move(buf), absl::Seconds(30));
-    ASSERT_TRUE(ws.ok()) << "record " << i << ": " << ws;
-  }
-  ASSERT_TRUE(cd.WaitFor([&] { return cd.record_acks.size() >= kRecs; }, std::chrono::seconds(30)));
-  auto* drainer = sd.drainer();
-  ASSERT_NE(drainer, nullptr);
-  ASSERT_EQ(drainer->Error(), "");
-  auto got = drainer->Records();
-  ASSERT_EQ(got.size(), static_cast<size_t>(kRecs));
-  for (int i = 0; i < kRecs; ++i) {
-    ASSERT_EQ(got[i].oid, absl::StrCat("b", i));
-    ASSERT_TRUE(got[i].payload == want[i]) << "record " << i;
-  }
-  auto held = [&] {
-    int n = 0;
-    for (const auto& w : owners) n += !w.expired();
-    return n;
-  };
-  for (int t = 0; t < 500 && held() > 0; ++t) std::this_thread::sleep_for(milliseconds(10));
-  EXPECT_EQ(held(), 0) << "buffers still referenced after every record was acknowledged";
-  EXPECT_GT(client->counters().reconnects, 2u) << "the faults really happened";
+  WriteSharedThroughFaults(this, 300, 70000, [](Messenger& client, const std::string& want) {
+    // A slice at offset 8 of a buffer with room on both sides.
+    RecordBufferRef buf = client.AllocRecordBuffer(want.size() + 16);
+    if (buf == nullptr || buf->size() != want.size() + 16) return PlacedPayload{};
+    std::memcpy(buf->data() + 8, want.data(), want.size());
+    return PlacedPayload{buf, std::string_view(buf->data() + 8, want.size())};
+  }, /*messages=*/false);
 }
 
 // The copies a record's payload took on its way out are counted by the time its ack is
