@@ -6,11 +6,16 @@
 // "rdma_send_buffers", "rdma_sq_depth", "rdma_signal_every", "rdma_cq_spin_us",
 // "rdma_app_poll_window_us", "rdma_zero_copy_min_bytes", "rdma_max_registered_mb" (the
 // registered-memory budget, registered_budget.h), "rdma_cutoff_ban_s" (how long a peer
-// cut off for an access outside its memory is refused, default 60).
+// cut off for an access outside its memory is refused, default 60),
+// "rdma_record_buffer_cache_mb" (AllocRecordBuffer's buffers kept registered for reuse,
+// default 64; record_buffer_pool.h).
 //
 // Layout (one topic per file):
 //   rdma_messenger.cc          this class: device, listener, sessions, Connect, Shutdown
-//   rdma_connection*.cc        sessions: API and faults / setup / data path
+//   rdma_connection*.cc        sessions: API and faults / setup
+//   rdma_datapath.cc           completions and messages
+//   rdma_record_writer.cc      client: ring records; rdma_ring_owner.cc: OSD: the ring
+//   record_buffer_pool.*       AllocRecordBuffer's registered buffers
 //   transport.*                verbs resources of one QP incarnation
 //   event_loop.*               the completion thread
 //   side_channel.*             TCP side channel (handshake, setup, liveness)
