@@ -44,6 +44,13 @@ MessengerOptions Options(EntityType type, uint64_t id, const std::string& secret
   return o;
 }
 
+// A 4 MiB ring that never resizes (rings start at rdma_ring_min_kb and grow under load):
+// for tests that are not about resizing.
+void UseFixedRing(MessengerOptions* o) {
+  o->ring_bytes = 4u << 20;
+  o->backend_options["rdma_ring_min_kb"] = "4096";
+}
+
 struct Pair {
   Recorder server_d, client_d;
   std::unique_ptr<Messenger> server, client;
@@ -399,8 +406,7 @@ TEST(RdmaMessenger, RegisteredMemoryBudgetRefusesASessionAndKeepsServing) {
 // under the connection lock that its reset takes: the accepting thread hung for good.)
 TEST(RdmaMessenger, RingOverTheBudgetIsRefusedAndTheMessengerGoesOn) {
   MessengerOptions so = Options(EntityType::kOsd, 0);
-  so.ring_bytes = 4 << 20;
-  so.backend_options["rdma_ring_min_kb"] = "4096";  // a fixed ring: not about resizing
+  UseFixedRing(&so);
   so.backend_options["rdma_max_registered_mb"] = "6";  // pools ~4 MiB fit, + the ring not
   so.backend_options["rdma_buffer_bytes"] = "65536";   // 2 x 32 x 64 KiB pools
   Pair p;
@@ -427,8 +433,7 @@ TEST(RdmaMessenger, RingOverTheBudgetIsRefusedAndTheMessengerGoesOn) {
 // and a write on it crashed.)
 TEST(RdmaMessenger, ClientMirrorOverItsBudgetIsRefusedBeforeSetup) {
   MessengerOptions so = Options(EntityType::kOsd, 0);
-  so.ring_bytes = 4 << 20;
-  so.backend_options["rdma_ring_min_kb"] = "4096";  // a fixed ring: not about resizing
+  UseFixedRing(&so);
   MessengerOptions co = Options(EntityType::kClient, 1);
   co.backend_options["rdma_max_registered_mb"] = "6";  // pools ~4 MiB fit, + the mirror not
   co.backend_options["rdma_buffer_bytes"] = "65536";   // 2 x 32 x 64 KiB pools
@@ -457,8 +462,7 @@ TEST(RdmaMessenger, ClientMirrorOverItsBudgetIsRefusedBeforeSetup) {
 // its (registered) staging mirror instead: every write succeeds, byte-identical.
 TEST(RdmaMessenger, ZeroCopyOverTheBudgetFallsBackToStaging) {
   MessengerOptions so = Options(EntityType::kOsd, 0);
-  so.ring_bytes = 4 << 20;
-  so.backend_options["rdma_ring_min_kb"] = "4096";  // a fixed ring: not about resizing
+  UseFixedRing(&so);
   MessengerOptions co = Options(EntityType::kClient, 1);
   // Pools 2 x 32 x 16 KiB + the 4 MiB mirror + control region: ~5 MiB of a 6 MiB budget,
   // so a 1.5 MiB payload never fits.
@@ -611,8 +615,8 @@ TEST(RdmaMessenger, FullRingGrowsOnceItsRecordsAreReleased) {
 TEST(RdmaMessenger, LargeSharedPayloadsAreWrittenFromCallerMemory) {
   Pair p;
   MessengerOptions so = Options(EntityType::kOsd, 0), co = Options(EntityType::kClient, 1);
-  so.ring_bytes = co.ring_bytes = 4u << 20;
-  so.backend_options["rdma_ring_min_kb"] = "4096";  // a fixed ring: not about resizing
+  UseFixedRing(&so);
+  co.ring_bytes = so.ring_bytes;
   co.backend_options["rdma_zero_copy_min_bytes"] = "65536";
   co.inject_socket_failures = 13;
   ASSERT_NO_FATAL_FAILURE(p.Start(so, co));
@@ -687,8 +691,8 @@ TEST(RdmaMessenger, LargeSharedPayloadsAreWrittenFromCallerMemory) {
 TEST(RdmaMessenger, RecordBufferPayloadsAreNeitherStagedNorRegisteredPerWrite) {
   Pair p;
   MessengerOptions so = Options(EntityType::kOsd, 0), co = Options(EntityType::kClient, 1);
-  so.ring_bytes = co.ring_bytes = 4u << 20;
-  so.backend_options["rdma_ring_min_kb"] = "4096";  // a fixed ring: not about resizing
+  UseFixedRing(&so);
+  co.ring_bytes = so.ring_bytes;
   co.backend_options["rdma_max_registered_mb"] = "48";
   ASSERT_NO_FATAL_FAILURE(p.Start(so, co));
   ASSERT_NO_FATAL_FAILURE(p.ConnectRing());
