@@ -81,7 +81,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   };
   check_fenced(*map);
   absl::Status w = (*mon)->Watch(
-      [o, ms_type, pool_id, check_fenced](const mon::v1::ClusterMap& m) {
+      [o, ms_type, pool_id, check_fenced, hook = c->options_.map_hook](
+          const mon::v1::ClusterMap& m) {
+        if (hook) hook(m.epoch());
         check_fenced(m);
         // Pools are never deleted: a map without ours is not one to follow.
         auto p = placement::FindPoolById(m, pool_id);

@@ -22,6 +22,7 @@
 #define MSGR_CLIENT_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -66,6 +67,9 @@ struct ClientOptions {
   int worker_threads = 1;
   size_t max_record_payload = 0;                // cap per ring record (0: the ring's)
   std::map<std::string, std::string> backend_options;  // e.g. {"rdma_device", "soft"}
+  // Tests: when set, runs on the map-watch thread with each new map's epoch before the
+  // client follows it; it may block, holding the client on its older map meanwhile.
+  std::function<void(uint64_t epoch)> map_hook;
 };
 
 class Client {

@@ -308,6 +308,7 @@ absl::Status Osd::Init() {
   if (!reply.ok()) return reply.status();
   spdlog::info("{}: booted at map epoch {}", me, reply->epoch());
   absl::Status watch = mon_->Watch([this](const mon::v1::ClusterMap& map) {
+    if (options_.map_hook) options_.map_hook(map.epoch());
     std::vector<placement::PlacementMap> pools;
     for (const placement::PoolInfo& p : placement::PoolsOf(map)) {
       pools.push_back(placement::ToPlacementMap(map, options_.cluster_ms_type, p));
@@ -543,26 +544,33 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
       // local copy is gone), with a write's min_size rule.
       std::string key;
       if (s = StoreKey(req->pool, req->oid, &key); !s.ok()) break;
-      if (s = check_active(req->pool, req->oid); !s.ok()) break;
-      // A replica deletes only at the word of the PG's primary in its map.
-      if (from_osd) {
-        if (s = peering_->CheckPrimary(req->pool, req->oid, conn->peer_name().id); !s.ok()) break;
-      }
       std::vector<int> replicas;
       const bool replicate = !from_osd && replicator_ && replicator_->replicating();
-      if (replicate) {
-        auto targets = replicator_->DeleteTargets(req->pool, req->oid);
-        if (!targets.ok()) {
-          s = targets.status();
-          break;
+      absl::StatusOr<uint64_t> ticket;
+      {
+        // From the map check to the store's delete, one step against a peering query.
+        Peering::Admission admitted(*peering_);
+        if (s = check_active(req->pool, req->oid); !s.ok()) break;
+        // A replica deletes only at the word of the PG's primary in its map.
+        if (from_osd) {
+          if (s = peering_->CheckPrimary(req->pool, req->oid, conn->peer_name().id); !s.ok()) {
+            break;
+          }
         }
-        replicas = std::move(*targets);
-      }
-      if (options_.delete_hook) {
-        if (s = options_.delete_hook(); !s.ok()) break;
+        if (replicate) {
+          auto targets = replicator_->DeleteTargets(req->pool, req->oid);
+          if (!targets.ok()) {
+            s = targets.status();
+            break;
+          }
+          replicas = std::move(*targets);
+        }
+        if (options_.delete_hook) {
+          if (s = options_.delete_hook(); !s.ok()) break;
+        }
+        ticket = store_->Delete(key);
       }
       step("store: durable delete");
-      auto ticket = store_->Delete(key);
       s = ticket.ok() ? store_->WaitDurable(*ticket) : ticket.status();
       if (s.ok()) ++deletes_;
       if (replicate && !replicas.empty() && (s.ok() || absl::IsNotFound(s))) {
@@ -692,6 +700,8 @@ absl::StatusOr<uint32_t> Osd::Persist(const RecordView& rec, const WritePart& pa
                                       PersistCallback done) {
   const RecordHeader& h = *rec.header;
   const std::string_view oid(rec.oid, h.oid_len);
+  // From the map check to the store's append, one step against a peer's peering query.
+  Peering::Admission admitted(*peering_);
   {
     // The oid of a write names its pool (placement::PoolObjectName).
     uint32_t pool;
@@ -699,16 +709,19 @@ absl::StatusOr<uint32_t> Osd::Persist(const RecordView& rec, const WritePart& pa
     if (!placement::SplitPoolObjectName(oid, &pool, &plain) || plain.empty()) {
       return absl::InvalidArgumentError("malformed pool-qualified object id");
     }
-    // A client's write waits while its PG is peering here (the client retries UNAVAILABLE);
-    // the later parts of a write admitted before go on (as records already drained do).
-    const bool starts = part.kind == WritePart::Kind::kWhole || part.kind == WritePart::Kind::kFirst;
-    if (!part.from_osd && starts) {
-      if (absl::Status s = peering_->CheckActive(pool, plain); !s.ok()) return s;
-    }
+    // A client's write waits while its PG is peering here (the client retries UNAVAILABLE).
     // A replica takes a write only from the PG's primary in its map (a paused OSD still
-    // acting on an older map must not overwrite what the new primary wrote).
-    if (part.from_osd && starts) {
-      if (absl::Status s = peering_->CheckPrimary(pool, plain, part.sender); !s.ok()) return s;
+    // acting on an older map must not overwrite what the new primary wrote). Every part is
+    // checked: a write of several records becomes visible with its last, which must not
+    // land after this OSD answered a query that ended its role (the client then retries
+    // the whole write where the map sends it).
+    absl::Status s = part.from_osd ? peering_->CheckPrimary(pool, plain, part.sender)
+                                   : peering_->CheckActive(pool, plain);
+    if (!s.ok()) {
+      const bool starts =
+          part.kind == WritePart::Kind::kWhole || part.kind == WritePart::Kind::kFirst;
+      if (!starts) AbortWrite(oid, part.write_id);  // it can never be whole now
+      return s;
     }
   }
   iovec iov{const_cast<uint8_t*>(rec.payload), h.payload_len};

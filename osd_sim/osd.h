@@ -100,6 +100,9 @@ struct OsdOptions {
   // Tests: when set, runs before every delete this OSD serves (a client's, or a primary's
   // for its replica copy); an error refuses the delete with it (nothing is deleted).
   std::function<absl::Status()> delete_hook;
+  // Tests: when set, runs on the map-watch thread with each new map's epoch before this
+  // OSD applies the map; it may block, holding this OSD on its older map meanwhile.
+  std::function<void(uint64_t epoch)> map_hook;
   // Runs once, on a monitor-client thread, when this process learns it is no longer
   // osd.<id>: the monitor refused its heartbeat or boot (another process booted as this
   // id since, or this instance is blocklisted) or the map's blocklist names this instance.

@@ -291,6 +291,7 @@ absl::Status Peering::Peer(const PgKey& key) {
         q.tid = tid;
         q.pool = key.pool;
         q.pg = key.pg;
+        q.epoch = epoch;  // the OSD asked catches up to this map before it answers
         return Encode(q);
       },
       kQueryTimeout);
@@ -421,11 +422,6 @@ absl::StatusOr<uint64_t> Peering::AppendWhole(uint32_t pool, const std::string& 
   iovec iov{const_cast<char*>(data.data()), data.size()};
   return store_->Append(name, 0, &iov, 1, store::PayloadCrc(name, data.data(), data.size()),
                         store::kTruncate);
-}
-
-absl::Status Peering::StoreWhole(uint32_t pool, const std::string& oid, const std::string& data) {
-  auto ticket = AppendWhole(pool, oid, data);
-  return ticket.ok() ? store_->WaitDurable(*ticket) : ticket.status();
 }
 
 std::vector<std::string> Peering::LocalNames(const PgKey& key, uint32_t pg_num,
@@ -629,6 +625,7 @@ Reply Peering::Serve(const PgRequest& req, uint64_t sender) {
   };
   switch (req.type) {
     case kPgQuery: {
+      if (absl::Status s = CatchUp(req.epoch, sender); !s.ok()) return fail(s);
       PgInfoBody b;
       absl::MutexLock l(&mu_);
       auto it = pgs_.find(PgKey{req.pool, req.pg});
@@ -662,8 +659,14 @@ Reply Peering::Serve(const PgRequest& req, uint64_t sender) {
     }
     case kPgPush: {
       if (req.oid.empty()) return fail(absl::InvalidArgumentError("pg push: no object id"));
-      if (absl::Status s = CheckPrimary(req.pool, req.oid, sender); !s.ok()) return fail(s);
-      if (absl::Status s = StoreWhole(req.pool, req.oid, req.data); !s.ok()) return fail(s);
+      absl::StatusOr<uint64_t> ticket;
+      {
+        Admission admitted(*this);
+        if (absl::Status s = CheckPrimary(req.pool, req.oid, sender); !s.ok()) return fail(s);
+        ticket = AppendWhole(req.pool, req.oid, req.data);
+      }
+      absl::Status s = ticket.ok() ? store_->WaitDurable(*ticket) : ticket.status();
+      if (!s.ok()) return fail(s);
       return reply;
     }
     case kPgActivate: {
@@ -684,6 +687,29 @@ Reply Peering::Serve(const PgRequest& req, uint64_t sender) {
     default:
       return fail(absl::InvalidArgumentError("not a peering request"));
   }
+}
+
+absl::Status Peering::CatchUp(uint64_t epoch, uint64_t sender) {
+  {
+    absl::MutexLock l(&mu_);
+    if (epoch <= epoch_) return absl::OkStatus();
+    ++counters_.queries_behind_map;
+    const uint64_t had = epoch_;
+    auto reached = [this, epoch]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return epoch_ >= epoch || stop_;
+    };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&reached), options_.map_wait) || stop_) {
+      return absl::UnavailableError(absl::StrCat(
+          "osd.", options_.self, " has map epoch ", epoch_, ", older than osd.", sender,
+          "'s ", epoch, "; it answers once it has that map (waited ",
+          absl::FormatDuration(options_.map_wait), ")"));
+    }
+    spdlog::info("osd.{}: caught up from map epoch {} to {} for osd.{}'s query", options_.self,
+                 had, epoch_, sender);
+  }
+  // Every write and delete admitted under the older map is in the store once this returns.
+  absl::MutexLock barrier(&admit_mu_);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<uint64_t> Peering::RemoveStray(const PgKey& key) {

@@ -31,9 +31,16 @@
 // (nothing deleted; where copies of an object differ its own wins). While any up OSD does
 // not answer the query, the PG stays peering and is retried.
 //
+// A primary that has not yet seen the map that ends its role may still take writes (its
+// clients may not have that map either), but none of them is lost: the query carries the
+// querier's map epoch, and the OSD asked first catches up to it, then lets every write and
+// delete it admitted under its older map reach its store (Admission), then answers. From
+// then on it refuses what the new map gives to another OSD, and what it acknowledged is
+// in the copy the new primary syncs from. Ceph's rule is the same (a peering query makes
+// the OSD asked advance its map first).
+//
 // Limits (README "Replication"): every object of a PG being synced is read and crc'd on
-// both sides (no PG log: the sync costs the PG's data, not the writes missed); a primary
-// that has not yet seen a map removing it may still take writes until it does.
+// both sides (no PG log: the sync costs the PG's data, not the writes missed).
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef MSGR_OSD_SIM_PEERING_H_
@@ -73,7 +80,9 @@ namespace msgr::osd {
   X(peering_errors, kCounter, kNone, "peering attempts that failed and were retried")        \
   X(strays_removed, kCounter, kNone,                                                          \
     "stray PG copies this OSD dropped when their PG's members were all up and complete")     \
-  X(stray_objects_removed, kCounter, kNone, "objects those drops deleted")
+  X(stray_objects_removed, kCounter, kNone, "objects those drops deleted")                  \
+  X(queries_behind_map, kCounter, kNone,                                                      \
+    "peer queries that came with a newer map than this OSD's; answered once it had that map")
 
 MSGR_COUNTER_SNAPSHOT(PeeringCounters, MSGR_PEERING_COUNTERS);
 
@@ -84,6 +93,9 @@ struct PeeringOptions {
   // Where each PG's "complete as of epoch" survives a restart (a file in the store's
   // directory); empty: nowhere (memory mode: the copies do not survive either).
   std::string state_path;
+  // How long a query from a peer with a newer map waits for this OSD to get that map
+  // before it is refused (UNAVAILABLE; the peer retries). Below the peer's query timeout.
+  absl::Duration map_wait = absl::Seconds(1);
 };
 
 class Peering {
@@ -106,8 +118,27 @@ class Peering {
   absl::Status CheckPrimary(uint32_t pool, std::string_view oid, uint64_t sender) const;
   absl::Status CheckPrimaryOfPg(uint32_t pool, uint32_t pg, uint64_t sender) const;
 
+  // Held (shared: many at once) while a client's write or delete, or a primary's write to
+  // a replica, is checked against the map (CheckActive, CheckPrimary) and handed to the
+  // store. A peer's query with a newer map waits for every Admission taken before this OSD
+  // had that map: what was admitted under the older map is in the store before the answer.
+  class ABSL_SCOPED_LOCKABLE Admission {
+   public:
+    explicit Admission(Peering& p) ABSL_SHARED_LOCK_FUNCTION(p.admit_mu_) : mu_(&p.admit_mu_) {
+      mu_->ReaderLock();
+    }
+    ~Admission() ABSL_UNLOCK_FUNCTION() { mu_->ReaderUnlock(); }
+    Admission(const Admission&) = delete;
+    Admission& operator=(const Admission&) = delete;
+
+   private:
+    absl::Mutex* const mu_;
+  };
+
   // A peer's peering request (kPgQuery, kPgList, kPgPush, kPgActivate) from osd.`sender`:
-  // the reply. Pushes and activations are taken from the PG's primary only.
+  // the reply. Pushes and activations are taken from the PG's primary only. A query that
+  // carries a newer map epoch than this OSD's waits (up to map_wait) for that map and for
+  // the Admissions taken before it (see the header comment). Pushes are admitted too.
   Reply Serve(const PgRequest& req, uint64_t sender);
 
   PeeringCounters counters() const;
@@ -159,16 +190,20 @@ class Peering {
   // One request to `osd` (`make` encodes it with its tid), and its reply.
   absl::StatusOr<Reply> CallOne(int osd, const std::function<Message(uint64_t)>& make);
   absl::StatusOr<Reply> Call(int osd, const PgRequest& req);
-  // Writes an object whole (replacing any older copy): AppendWhole returns the store's
-  // ticket, StoreWhole waits until it is durable.
+  // Writes an object whole (replacing any older copy); returns the store's ticket.
   absl::StatusOr<uint64_t> AppendWhole(uint32_t pool, const std::string& oid,
                                        const std::string& data);
-  absl::Status StoreWhole(uint32_t pool, const std::string& oid, const std::string& data);
+  // A query from osd.`sender` at map `epoch`: waits (up to map_wait) until this OSD has
+  // that map, then for every Admission taken before (a barrier). UNAVAILABLE on timeout.
+  absl::Status CatchUp(uint64_t epoch, uint64_t sender) ABSL_LOCKS_EXCLUDED(mu_, admit_mu_);
 
   const PeeringOptions options_;
   store::ObjectStore* const store_;
   Replicator* const replicator_;
 
+  // Admissions hold it shared; a query from a newer map takes it once, alone (a barrier).
+  // Never taken while holding mu_ (an admission takes mu_ inside it).
+  absl::Mutex admit_mu_;
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
   std::map<uint32_t, std::shared_ptr<const placement::PlacementMap>> pools_ ABSL_GUARDED_BY(mu_);

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
 #include "gtest/gtest.h"
@@ -70,6 +72,7 @@ class ReplicationTest : public ::testing::Test {
     ASSERT_TRUE(client_->ConnectAll(absl::Now() + absl::Seconds(10)).ok());
   }
   void TearDown() override {
+    Hold({});
     client_.reset();
     for (auto& o : osds_) o.reset();
     mon_.reset();
@@ -103,6 +106,8 @@ class ReplicationTest : public ::testing::Test {
       return refuse_[id].load() ? absl::InternalError("injected: the store refused the delete")
                                 : absl::OkStatus();
     };
+    // held_: this OSD stays on its older map until the test lets it go.
+    o.map_hook = [this, id](uint64_t) { WaitUnheld(id); };
     if (cluster_type_ == "rdma") {
       o.ms_types = {"tcp", "rdma"};  // clients over tcp, replicas over rdma
       o.cluster_ms_type = "rdma";
@@ -214,6 +219,22 @@ class ReplicationTest : public ::testing::Test {
     }
   }
   std::array<std::atomic<bool>, kOsds> refuse_{};
+  // Holding maps back: an OSD (by id) or a client (by kHeldClient) in held_ does not apply
+  // a new map until it is taken out.
+  static constexpr int kHeldClient = -1;
+  void WaitUnheld(int who) {
+    absl::MutexLock l(&held_mu_);
+    auto free = [this, who]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(held_mu_) {
+      return held_.count(who) == 0;
+    };
+    held_mu_.Await(absl::Condition(&free));
+  }
+  void Hold(std::set<int> who) {
+    absl::MutexLock l(&held_mu_);
+    held_ = std::move(who);
+  }
+  absl::Mutex held_mu_;
+  std::set<int> held_ ABSL_GUARDED_BY(held_mu_);
   std::unique_ptr<mon::MonServer> mon_;
   std::vector<std::unique_ptr<Osd>> osds_;
   std::unique_ptr<client::Client> client_;
@@ -500,6 +521,61 @@ TEST_F(ReplicationTest, OutAndInMoveObjectsWithoutStaleReadsAtSizeOneAndDropStra
     EXPECT_TRUE(*got == (i % 2 == 0 ? Contents(i, 2, 5000 + i) : Contents(i, 1, 4096 + i)))
         << "s." << i << " is an old version";
   }
+}
+
+// A primary that has not yet seen the map that moves its PG away, with a client that has
+// not either, still acknowledges a write (size 1: no replica refuses it). The new primary
+// peers meanwhile; its query makes the old primary catch up to the new map (and let the
+// writes it admitted under the old one reach its store) before it answers, so the copy the
+// new primary pulls has that write. Without it the pull took the copy before the write and
+// the acknowledged write was lost (the README's old "ops carry no map epoch" limit).
+TEST_F(ReplicationTest, AWriteThatAStalePrimaryAcknowledgedIsInTheCopyItsSuccessorPulls) {
+  auto mc = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
+  ASSERT_TRUE(mc.ok()) << mc.status();
+  mon::v1::CreatePoolRequest req;
+  req.set_name("single");
+  req.set_size(1);
+  req.set_pg_num(16);
+  ASSERT_TRUE((*mc)->CreatePool(req).ok());
+  WaitActive(32 + 16);
+  client::ClientOptions co;
+  co.mon_addr = mon_->addr();
+  co.auth = kAuth;
+  co.op_timeout = absl::Seconds(10);
+  co.pool = "single";
+  co.map_hook = [this](uint64_t) { WaitUnheld(kHeldClient); };
+  auto stale = client::Client::Create(co);
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  absl::Cleanup release = [this] { Hold({}); };  // before `stale` joins its watch thread
+  auto map = (*mc)->GetMap();
+  ASSERT_TRUE(map.ok()) << map.status();
+  const auto pool = placement::FindPool(*map, "single");
+  ASSERT_TRUE(pool.has_value());
+  const placement::PlacementMap before = placement::ToPlacementMap(*map, "tcp", *pool);
+  const std::string oid = "moved";
+  const int old_primary = before.OsdOfPg(before.PgOf(oid));
+  ASSERT_GE(old_primary, 0);
+  ASSERT_TRUE((*stale)->Write(oid, Contents(1, 1, 8192)).ok());
+
+  // The old primary and the stale client keep the old map; the others follow the out.
+  Hold({old_primary, kHeldClient});
+  ASSERT_TRUE((*mc)->MarkOut(static_cast<uint32_t>(old_primary)).ok());
+  absl::SleepFor(absl::Milliseconds(300));  // the new primary peers (or waits)
+  ASSERT_TRUE((*stale)->Write(oid, Contents(1, 2, 8192)).ok())
+      << "the old primary, on its old map, still takes the write";
+  absl::SleepFor(absl::Milliseconds(300));  // without the rule the new primary is active now
+  Hold({});
+  absl::SleepFor(absl::Milliseconds(300));
+  WaitActive(32 + 16);
+
+  co.map_hook = nullptr;
+  auto fresh = client::Client::Create(co);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  auto got = (*fresh)->Read(oid);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(*got == Contents(1, 2, 8192))
+      << "the write osd." << old_primary << " acknowledged on its old map was lost";
+  EXPECT_GT(Perf(old_primary)["peering"]["queries_behind_map"].get<uint64_t>(), 0u);
 }
 
 // A member that stays up in the map but does not take its copy (here its store refuses it):
