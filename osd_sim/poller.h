@@ -37,7 +37,7 @@
 #include "msg/base/perf_counters.h"
 #include "msg/messenger.h"
 #include "msg/ring/ring.h"
-#include "osd_sim/spin_policy.h"
+#include "msg/base/spin_policy.h"
 
 namespace msgr::osd {
 

@@ -17,7 +17,7 @@
 # Defaults: both backends, 4K/64K/4M objects, 5 s per run (12 runs: about 90 s of
 # benchmarking), concurrency 16, results in ./results/<timestamp>/, layout free: no tuning
 # flag, the OSDs' pollers decide when to spin and when to sleep (hybrid polling,
-# osd_sim/spin_policy.h). --layout pinned makes the OSDs' pollers share the last CPU
+# msg/base/spin_policy.h). --layout pinned makes the OSDs' pollers share the last CPU
 # (--poller-cpus), as before hybrid polling; it no longer wins (README, Benchmarks).
 # Bounded at any --seconds in memory: each run overwrites a working set of objects
 # (bench --max-objects: 64 MiB of objects, at least 64 of them), and each section starts a

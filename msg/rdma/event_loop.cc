@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "msg/base/spin_policy.h"
 #include "msg/rdma/side_channel.h"
 #include "spdlog/spdlog.h"
 
@@ -37,7 +38,8 @@ uint64_t Token(const LoopClient* c, bool side) {
 }
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create(absl::Duration spin) {
+absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create(absl::Duration spin,
+                                                              bool adaptive) {
   const int ep = epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) return ErrnoStatus(errno, "epoll_create1");
   const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -49,7 +51,7 @@ absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create(absl::Duration spin
   ev.events = EPOLLIN;
   ev.data.u64 = 0;
   epoll_ctl(ep, EPOLL_CTL_ADD, wake, &ev);
-  std::unique_ptr<EventLoop> loop(new EventLoop(ep, wake, spin));
+  std::unique_ptr<EventLoop> loop(new EventLoop(ep, wake, spin, adaptive));
   loop->thread_ = std::thread([l = loop.get()] {
     pthread_setname_np(pthread_self(), "ms-rdma-cq");
     l->Run();
@@ -184,6 +186,21 @@ void EventLoop::Run() {
   absl::Time last_tick = last_work;
   int naps = 0;            // kAwaitNap naps since the last work
   bool contended = false;  // the last nap overslept (kContendedNap)
+  // The spin after work: an idle period opens at the first empty round after work and
+  // closes with the next work; the policy learns how often it closes within `spin_`.
+  const uint64_t spin_ns = static_cast<uint64_t>(absl::ToInt64Nanoseconds(spin_));
+  // A sleeping loop is woken by a chain (the peer's WRITE_WITH_IMM, the HCA's completion
+  // event, this thread) that costs several of its 20 us spins: spinning pays while one
+  // idle period in four ends within it. One client with one op in flight: about half do,
+  // so it spins (with the bar at one in two it flapped). Twenty clients with one op each:
+  // under one in ten do, so they sleep at once: 1.57x their IOPS, at a 4 KiB -t 1 p50 of
+  // 12.0 us instead of 9.9 (docs/BENCHMARKS.md, "Session 21").
+  SpinPolicy::Options spin_options{spin_ns, spin_ns, adaptive_};
+  spin_options.min_short_permille = 250;
+  SpinPolicy spin_policy(spin_options);
+  bool idle_open = false;
+  bool idle_slept = false;  // the open period napped or slept
+  absl::Duration spin_budget = spin_;
   epoll_event evs[64];
   for (;;) {
     std::function<void()> tick;
@@ -204,12 +221,26 @@ void EventLoop::Run() {
     if (tick) tick();
     int timeout_ms = 0;
     bool awaiting = false;
-    if (PollAll(clients)) {
+    const bool work = PollAll(clients);
+    if (!work && !idle_open) {
+      idle_open = true;
+      idle_slept = false;
+      const uint64_t budget = spin_policy.BeginIdle();
+      spin_budget = absl::Nanoseconds(budget);
+      idle_periods_.fetch_add(1, std::memory_order_relaxed);
+      if (budget == 0) sleeps_at_once_.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (work) {
+      if (idle_open) {
+        spin_policy.EndIdle(static_cast<uint64_t>(absl::ToInt64Nanoseconds(now - last_work)),
+                            idle_slept);
+        idle_open = false;
+      }
       last_work = now;
       naps = 0;
       contended = false;
       if (now - last_side_check < kSideCheckInterval) continue;
-    } else if (now - last_work < spin_) {
+    } else if (now - last_work < spin_budget) {
       if (now - last_side_check < kSideCheckInterval) continue;
     } else if ((awaiting = std::any_of(clients.begin(), clients.end(),
                                        [](const auto& c) { return c->awaiting(); })) &&
@@ -217,6 +248,7 @@ void EventLoop::Run() {
       // Awaiting one-sided writes: nap, until the wait is long (or the CPUs contended)
       // and every awaiting client got its peer to raise a completion with the next one.
       ++naps;
+      idle_slept = true;
       const absl::Time nap_start = absl::Now();
       absl::SleepFor(kAwaitNap);  // acks arrive as WRITEs: no event would wake us
       // A nap that overslept by far says the CPUs are oversubscribed (many client
@@ -228,10 +260,12 @@ void EventLoop::Run() {
       // Going to sleep (awaiting clients have asked for a completion with their next
       // ack): arm every channel, then look once more.
       for (const auto& c : clients) (void)c->loop_cq()->RequestNotify();
+      idle_slept = true;
       if (PollAll(clients)) {
         last_work = absl::Now();
         naps = 0;
         contended = false;
+        idle_open = false;  // found by the last look before sleeping: no sample
         continue;
       }
       timeout_ms = awaiting ? kAwaitSleepMs : kSleepMs;

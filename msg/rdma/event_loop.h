@@ -1,7 +1,11 @@
 // EventLoop: the messenger's completion thread. It polls the CQ of every live transport,
-// spinning for a short while (`spin`) after the last completion worth it (the client says
-// which: while its application polls for acknowledgements itself, a spinning completion
-// thread would only take the core its application needs), then arms every CQ's
+// spinning for a short while (up to `spin`) after the last completion worth it (the client
+// says which: while its application polls for acknowledgements itself, a spinning
+// completion thread would only take the core its application needs) -- adaptive by
+// default: it spins only while most such idle periods end within the spin
+// (msg/base/spin_policy.h; with many client messengers on a host, or one op in flight per
+// client, the next completion is hundreds of microseconds away and each spin only took a
+// core from the threads that produce it) -- then arms every CQ's
 // completion channel, polls once more (to close the race) and sleeps in epoll on the
 // channels, the side-channel sockets (EOF = the peer is gone, or a CLOSE frame) and a wake
 // eventfd (and the device's asynchronous-event fd). Busy polling would hold a core for
@@ -16,6 +20,7 @@
 #ifndef MSGR_MSG_RDMA_EVENT_LOOP_H_
 #define MSGR_MSG_RDMA_EVENT_LOOP_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -59,7 +64,10 @@ class LoopClient {
 
 class EventLoop {
  public:
-  static absl::StatusOr<std::unique_ptr<EventLoop>> Create(absl::Duration spin);
+  // `spin`: the longest spin after work; `adaptive`: spin only while it pays (else always
+  // `spin`).
+  static absl::StatusOr<std::unique_ptr<EventLoop>> Create(absl::Duration spin,
+                                                           bool adaptive = true);
   ~EventLoop();  // Stop()
 
   // Starts driving `c` (kept alive until Remove()).
@@ -78,10 +86,14 @@ class EventLoop {
   // Stops watching it (e.g. the device failed and the fd will stay readable).
   void UnwatchFd();
   bool on_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  // Idle periods (an empty round after work, until the next work) and, of those, the ones
+  // it slept without spinning because spinning did not pay (the adaptive spin).
+  uint64_t idle_periods() const { return idle_periods_.load(std::memory_order_relaxed); }
+  uint64_t sleeps_at_once() const { return sleeps_at_once_.load(std::memory_order_relaxed); }
 
  private:
-  EventLoop(int epoll_fd, int wake_fd, absl::Duration spin)
-      : epoll_fd_(epoll_fd), wake_fd_(wake_fd), spin_(spin) {}
+  EventLoop(int epoll_fd, int wake_fd, absl::Duration spin, bool adaptive)
+      : epoll_fd_(epoll_fd), wake_fd_(wake_fd), spin_(spin), adaptive_(adaptive) {}
   void Run();
   void Wake();
   bool PollAll(const std::vector<std::shared_ptr<LoopClient>>& clients);
@@ -91,6 +103,9 @@ class EventLoop {
   const int epoll_fd_;
   const int wake_fd_;
   const absl::Duration spin_;
+  const bool adaptive_;
+  std::atomic<uint64_t> idle_periods_{0};
+  std::atomic<uint64_t> sleeps_at_once_{0};
   absl::Mutex mu_;
   std::map<const LoopClient*, std::shared_ptr<LoopClient>> clients_ ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;

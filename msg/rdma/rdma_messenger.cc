@@ -144,7 +144,8 @@ absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const Messenger
   shared->buffers = RecordBufferPool::Create(
       ctx, shared->budget, &shared->counters,
       size_t{OptionU32(options, "rdma_record_buffer_cache_mb", 64)} << 20);
-  auto loop = EventLoop::Create(shared->cq_spin);
+  auto loop = EventLoop::Create(shared->cq_spin,
+                                OptionU32(options, "rdma_cq_spin_adaptive", 1) != 0);
   if (!loop.ok()) return loop.status();
   shared->loop = std::move(*loop);
   shared->workers = std::make_unique<Workers>(std::max(1, options.worker_threads));

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "msg/rdma/event_loop.h"
+
 namespace msgr::rdma {
 
 bool RdmaShared::OutOfRingInjection::TakeArmed() {
@@ -24,6 +26,10 @@ RdmaStats RdmaShared::Stats() const {
   s.registered_bytes = budget->used();
   s.registered_max_bytes = budget->max();
   s.registration_refusals = budget->refusals();
+  if (loop) {
+    s.cq_idle_periods = loop->idle_periods();
+    s.cq_sleeps_at_once = loop->sleeps_at_once();
+  }
   return s;
 }
 

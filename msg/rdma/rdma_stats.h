@@ -45,7 +45,11 @@ namespace msgr::rdma {
     "rings replaced by one of another size (client: asked and got; OSD: made)")               \
   X(peer_access_violations, kCounter, kNone,                                                  \
     "sessions cut off: the peer's RDMA access was refused")                                   \
-  X(cutoff_refusals, kCounter, kNone, "connections of a cut-off peer refused while banned")
+  X(cutoff_refusals, kCounter, kNone, "connections of a cut-off peer refused while banned")    \
+  X(cq_idle_periods, kCounter, kNone,                                                         \
+    "completion thread: idle periods (an empty look after work, until the next work)")       \
+  X(cq_sleeps_at_once, kCounter, kNone,                                                       \
+    "of those, slept without spinning: its adaptive spin found spinning did not pay")
 
 MSGR_COUNTER_SNAPSHOT(RdmaStats, MSGR_RDMA_COUNTERS);
 

@@ -127,6 +127,39 @@ TEST(RdmaMessenger, MessagesBothWaysAndLargeFragmentedMessage) {
   EXPECT_GT(st->registered_bytes, 0u);
 }
 
+// The completion thread's spin after work is adaptive (event_loop.h): with messages 2 ms
+// apart every spin runs out, so it soon sleeps at once after each; with the spin fixed
+// (rdma_cq_spin_adaptive=0) it spins out every idle period. Echoes arrive either way.
+void PingEvery2Ms(bool adaptive, uint64_t* idle_periods, uint64_t* sleeps_at_once) {
+  Pair p;
+  MessengerOptions so = Options(EntityType::kOsd, 0);
+  so.backend_options["rdma_cq_spin_adaptive"] = adaptive ? "1" : "0";
+  ASSERT_NO_FATAL_FAILURE(p.Start(so, Options(EntityType::kClient, 1)));
+  p.server_d.set_echo(true);
+  auto conn = p.client->Connect(p.addr, ConnectOptions{});
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  constexpr size_t kPings = 100;
+  for (size_t i = 0; i < kPings; ++i) {
+    ASSERT_TRUE((*conn)->Send(Message{1, Bytes(64, static_cast<int>(i))}).ok());
+    ASSERT_TRUE(p.client_d.WaitMessages(i + 1, absl::Seconds(10))) << "echo " << i;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  auto ss = RdmaStatsOf(*p.server);
+  ASSERT_TRUE(ss.has_value());
+  *idle_periods = ss->cq_idle_periods;
+  *sleeps_at_once = ss->cq_sleeps_at_once;
+}
+
+TEST(RdmaMessenger, CompletionThreadStopsSpinningWhenWorkIsFarApart) {
+  uint64_t periods = 0, at_once = 0;
+  ASSERT_NO_FATAL_FAILURE(PingEvery2Ms(/*adaptive=*/true, &periods, &at_once));
+  EXPECT_GE(periods, 100u);  // at least one per ping
+  EXPECT_GE(at_once * 3, periods) << at_once << " of " << periods << " slept at once";
+  ASSERT_NO_FATAL_FAILURE(PingEvery2Ms(/*adaptive=*/false, &periods, &at_once));
+  EXPECT_GE(periods, 100u);
+  EXPECT_EQ(at_once, 0u) << "of " << periods << ": a fixed spin never sleeps at once";
+}
+
 TEST(RdmaMessenger, RingRecordsWrapByteIdenticalWithNoReceiveCopy) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.Start());

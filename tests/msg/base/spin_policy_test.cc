@@ -1,8 +1,8 @@
-#include "osd_sim/spin_policy.h"
+#include "msg/base/spin_policy.h"
 
 #include "gtest/gtest.h"
 
-namespace msgr::osd {
+namespace msgr {
 namespace {
 
 constexpr uint64_t kUs = 1000;
@@ -19,6 +19,29 @@ TEST(SpinPolicyTest, SpinsAWakeupsWorthWhileGapsAreShort) {
   }
   EXPECT_TRUE(p.spinning());
   EXPECT_GT(p.short_permille(), 900u);
+}
+
+// One idle period in three short: below the default bar (one in two) the policy stops
+// spinning; with the bar at one in four (a caller whose wake-ups cost several spins) it
+// keeps spinning.
+TEST(SpinPolicyTest, TheBarForSpinningIsTheCallers) {
+  auto run = [](uint32_t bar) {
+    SpinPolicy::Options o = Opts(20, 20);
+    o.min_short_permille = bar;
+    SpinPolicy p(o);
+    for (int i = 0; i < 300; ++i) {
+      if (p.BeginIdle() == 0) {
+        p.EndIdle(500 * kUs, /*slept=*/true);  // slept from the start: no sample
+      } else if (i % 3 == 0) {
+        p.EndIdle(10 * kUs, /*slept=*/false);  // ended within the spin
+      } else {
+        p.EndIdle(500 * kUs, /*slept=*/true);  // spun out, then slept
+      }
+    }
+    return p.spinning();
+  };
+  EXPECT_FALSE(run(500));
+  EXPECT_TRUE(run(250));
 }
 
 TEST(SpinPolicyTest, SpinNeverExceedsTheCap) {
@@ -93,4 +116,4 @@ TEST(SpinPolicyTest, FixedSpinIgnoresWhatItSees) {
 }
 
 }  // namespace
-}  // namespace msgr::osd
+}  // namespace msgr
