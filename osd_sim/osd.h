@@ -80,6 +80,8 @@ struct OsdOptions {
   absl::Duration poller_spin = absl::Microseconds(1000);  // PollerOptions::spin (the cap)
   bool poller_adaptive_spin = true;                       // PollerOptions::adaptive_spin
   absl::Duration poller_wakeup_cost = absl::Microseconds(1000);  // PollerOptions::wakeup_cost
+  absl::Duration poller_nap = absl::Microseconds(100);  // PollerOptions::nap
+  size_t poller_nap_rings = 8;                          // PollerOptions::nap_rings
   size_t ring_bytes = kDefaultRingBytes;
   AuthConfig auth;
   std::string ms_mode = "crc";  // tcp messengers' MessengerOptions::ms_mode: crc | secure

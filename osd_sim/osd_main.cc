@@ -2,7 +2,8 @@
 //
 //   osd --id N --mon HOST:PORT --data-dir DIR [--run-dir DIR] [--ms-type tcp|rdma|both]
 //       [--durability durable|buffered|memory] [--pollers N] [--poller-cpus 0,1]
-//       [--poller-spin-us US] [--poller-wakeup-us 1000] [--ring-bytes 33554432] [--capacity BYTES]
+//       [--poller-spin-us US] [--poller-wakeup-us 1000] [--poller-nap-us 100]
+//       [--poller-nap-rings 8] [--ring-bytes 33554432] [--capacity BYTES]
 //       [--cluster-dir DIR | --keyring FILE | --auth none] [--rdma-device soft|IBDEV] [--weight W]
 //       [--rdma-max-registered-mb 4096] [--metrics-addr HOST:PORT [--metrics-addr-file F]]
 //       [--public-addr HOST[:PORT] | --public-network CIDR] [--rdma-port PORT]
@@ -40,7 +41,8 @@ constexpr const char* kUsage =
     "usage: osd --id N --mon HOST:PORT --data-dir DIR [--run-dir DIR]\n"
     "           [--ms-type tcp|rdma|both] [--durability durable|buffered|memory]\n"
     "           [--pollers N] [--poller-cpus LIST] [--poller-spin-us US]\n"
-    "           [--poller-wakeup-us US] [--ring-bytes B]\n"
+    "           [--poller-wakeup-us US] [--poller-nap-us US] [--poller-nap-rings N]\n"
+    "           [--ring-bytes B]\n"
     "           [--capacity BYTES] [--cluster-dir DIR | --keyring FILE | --auth none]\n"
     "           [--rdma-device soft|IBDEV]\n"
     "           [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB] [--weight W]\n"
@@ -62,6 +64,10 @@ constexpr const char* kUsage =
     "                            sleeping (default: hybrid polling, see --poller-wakeup-us)\n"
     "  --poller-wakeup-us US     hybrid polling: spin up to US after a record while most gaps\n"
     "                            between records are shorter, else sleep at once (default 1000)\n"
+    "  --poller-nap-us US        with many RDMA clients writing (see --poller-nap-rings), nap\n"
+    "                            US between looks instead of spinning (default 100; 0: never)\n"
+    "  --poller-nap-rings N      how many RDMA rings with records in the last 2 ms make a\n"
+    "                            poller nap rather than spin (default 8; 0: never nap)\n"
     "  --op-complaint-time S     a write in flight longer than S seconds is a slow op\n"
     "                            (slow_ops gauge, dump_ops_in_flight; default 30)\n"
     "  --public-addr HOST[:PORT] where clients reach this OSD: HOST a numeric address of\n"
@@ -216,7 +222,8 @@ int main(int argc, char** argv) {
     return Fail("--data-dir DIR is required (except with --durability memory)");
   }
   for (const char* name :
-       {"pollers", "poller-spin-us", "poller-wakeup-us", "ring-bytes", "capacity"}) {
+       {"pollers", "poller-spin-us", "poller-wakeup-us", "poller-nap-us", "poller-nap-rings",
+        "ring-bytes", "capacity"}) {
     if (!flags->GetUint(name, 0).ok()) return Fail(std::string(flags->GetUint(name, 0).status().message()));
   }
   o.pollers = static_cast<int>(*flags->GetUint("pollers", 1));
@@ -225,6 +232,8 @@ int main(int argc, char** argv) {
     o.poller_adaptive_spin = false;
   }
   o.poller_wakeup_cost = absl::Microseconds(*flags->GetUint("poller-wakeup-us", 1000));
+  o.poller_nap = absl::Microseconds(*flags->GetUint("poller-nap-us", 100));
+  o.poller_nap_rings = static_cast<size_t>(*flags->GetUint("poller-nap-rings", 8));
   if (flags->Has("op-complaint-time")) {
     double secs = 0;
     if (!absl::SimpleAtod(flags->Get("op-complaint-time"), &secs) || !(secs > 0)) {

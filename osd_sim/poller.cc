@@ -58,6 +58,7 @@ struct Poller::RingState {
   const bool from_osd;    // the producer is a peer OSD (WritePart::from_osd)
   const uint64_t sender;  // its id
   bool removing = false;  // no more polling; erased once pending is empty
+  uint64_t last_records_ns = 0;  // the pass that last took records from it (0: never)
 };
 
 struct Poller::DumpRequest {
@@ -497,6 +498,14 @@ bool Poller::Sleep() {
   return false;
 }
 
+size_t Poller::ActiveProducers(uint64_t now_ns) const {
+  size_t n = 0;
+  for (const auto& r : rings_) {
+    if (!r->ring->producer_signals() && r->last_records_ns + kActiveProducerWindowNs > now_ns) ++n;
+  }
+  return n;
+}
+
 void Poller::Run() {
   tls_poller = this;
   SpinPolicy spin_policy(SpinPolicy::Options{
@@ -516,6 +525,8 @@ void Poller::Run() {
   uint64_t unsignalled_work_at = 0;  // the last records or acks on an unsignalled ring
   bool idle_slept = false;           // the open period has slept
   uint64_t spin_budget = 0;          // the open period spins this long from the above
+  bool nap = false;                  // the open period naps between looks (many producers)
+  const uint64_t nap_ns = static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.nap));
   auto records_at = [&](uint64_t at, bool slept) {
     if (idle == Idle::kSpinning) spin_policy.EndIdle(at - unsignalled_work_at, slept);
     idle = Idle::kBusy;
@@ -534,6 +545,7 @@ void Poller::Run() {
     for (auto& r : rings_) {
       const bool signals = r->ring->producer_signals();
       if (PollRing(r.get(), pass_start)) {
+        r->last_records_ns = pass_start;
         work = true;
         unsignalled = unsignalled || !signals;
       }
@@ -557,6 +569,7 @@ void Poller::Run() {
         idle = Idle::kSpinning;
         idle_slept = false;
         spin_budget = spin_policy.BeginIdle();
+        nap = options_.nap_rings > 0 && nap_ns > 0 && ActiveProducers(now) >= options_.nap_rings;
         if (spin_budget == 0) ++counters_.sleeps_at_once;
         counters_.spin_short_pm = spin_policy.short_permille();
       }
@@ -584,7 +597,12 @@ void Poller::Run() {
         }
         idle_since = NowNs();
       } else {
-        sched_yield();  // let the reader threads run on this core while we spin
+        if (nap) {
+          ++counters_.naps;
+          absl::SleepFor(options_.nap);  // many producers: their threads need the cores
+        } else {
+          sched_yield();  // let the reader threads run on this core while we spin
+        }
       }
     }
     if (now - last_publish > 10'000'000) {

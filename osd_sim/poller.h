@@ -3,7 +3,7 @@
 // Each Poller thread owns a set of rings (one per client session). While it owns a ring
 // whose producer cannot signal it (RDMA: the client's WRITEs involve no OSD CPU), it
 // busy-polls the `seq` word at each ring's read position for `spin` after the last
-// record; then, or at once when every ring's producer signals its eventfd (TCP), it
+// record (among many producers it naps between looks instead: PollerOptions::nap); then, or at once when every ring's producer signals its eventfd (TCP), it
 // sleeps in epoll on the rings' eventfds, so an idle OSD uses ~0 CPU (a sleeping poller
 // asks RDMA clients for a doorbell). For every record it
 //   1. verifies bounds and crc32c (RingConsumer); a bad record drops that connection with
@@ -86,6 +86,18 @@ struct PollerOptions {
   // the measurements behind the default: docs/BENCHMARKS.md, "Measurements quoted from
   // source comments").
   absl::Duration wakeup_cost = absl::Microseconds(1000);
+  // Among many producers the spin naps: with at least `nap_rings` rings nobody signals
+  // (RDMA) that had records in the last 2 ms, the poller sleeps `nap` between looks instead
+  // of spinning (the spin policy still decides how long it looks before it sleeps for a
+  // doorbell). One client, or a few, with an op or a few each, are latency-bound: a spin
+  // finds their next record at once. Many clients are not: the looks find several
+  // records each, and the cores a spin would take run the clients and the other OSDs.
+  // Three OSDs on 2 cores, memory mode (docs/BENCHMARKS.md "Session 21", medians of 3):
+  // 20 clients with one 16 KiB op each 2.17x the IOPS, 60 clients with one 4 KiB op each
+  // 2.11x; 8 clients the same IOPS at twice the p50; one or four clients do not nap.
+  // nap_rings 0 or nap 0: never nap.
+  absl::Duration nap = absl::Microseconds(100);
+  size_t nap_rings = 8;
   int cpu = -1;                                   // pin the thread to this CPU (-1: no)
   size_t max_batch = 256;                         // records taken per ring per pass
   // The longest one sleep lasts. Every event that matters (a record on a signalled ring, a
@@ -124,6 +136,7 @@ struct InFlightWrite {
   X(sleep_ns, kCounter, kNanoseconds, "time spent asleep waiting for records")               \
   X(sleeps, kCounter, kNone, "times the poller went to sleep")                                \
   X(sleeps_at_once, kCounter, kNone, "idle periods the spin policy slept through at once")    \
+  X(naps, kCounter, kNone, "naps between looks instead of spinning (many producers)")       \
   X(spin_short_pm, kGauge, kNone, "per mille of recent idle periods shorter than a wake-up")  \
   X(acks_sent, kCounter, kNone, "ring releases (acks) sent to peers")                        \
   X(write_errors, kCounter, kNone, "records the store refused (acked with an error)")         \
@@ -180,6 +193,9 @@ class Poller {
   struct RingState;
   Poller(int index, const PollerOptions& options, RecordSink* sink, int wake_fd, int epoll_fd);
   void Run();
+  // Rings nobody signals that had records in the last kActiveProducerWindowNs.
+  size_t ActiveProducers(uint64_t now_ns) const;
+  static constexpr uint64_t kActiveProducerWindowNs = 2'000'000;
   // True if it found work; records drained are stamped `now_ns` (the pass's clock).
   bool PollRing(RingState* r, uint64_t now_ns);
   struct DumpRequest;

@@ -4,7 +4,7 @@
 #   tools/cluster.sh start --cluster-dir DIR [--osds N] [--ms-type tcp|rdma|both]
 #                          [--durability durable|buffered|memory] [--auth secret|none]
 #                          [--pollers N] [--poller-cpus LIST] [--poller-spin-us US]
-#                          [--poller-wakeup-us US]
+#                          [--poller-wakeup-us US] [--poller-nap-us US] [--poller-nap-rings N]
 #                          [--capacity BYTES]
 #                          [--ring-bytes BYTES] [--rdma-device soft|IBDEV] [--grace-ms MS]
 #                          [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB]
@@ -69,7 +69,7 @@ usage() { usage_text >&2; exit 2; }
 
 CMD=${1:-}; [[ -n "$CMD" && "$CMD" != -h && "$CMD" != --help ]] || usage; shift
 DIR="" OSDS=3 MS_TYPE=tcp DURABILITY=durable AUTH=secret POLLERS=1 POLLER_CPUS="" ID=""
-POLLER_SPIN_US="" POLLER_WAKEUP_US=""
+POLLER_SPIN_US="" POLLER_WAKEUP_US="" POLLER_NAP_US="" POLLER_NAP_RINGS=""
 CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" RDMA_MAX_REG_MB="" RDMA_RING_MIN_KB="" GRACE_MS=3000 KILL=0
 POOL_SIZE=1 POOL_MIN_SIZE=0
 METRICS=0 HOSTS=0 MS_MODE=crc MON="" PUBLIC_ADDR="" PUBLIC_NETWORK="" HOST_NAME=""
@@ -88,6 +88,8 @@ while flags_next; do
     --poller-cpus) flag_value POLLER_CPUS ;;
     --poller-spin-us) flag_value POLLER_SPIN_US ;;
     --poller-wakeup-us) flag_value POLLER_WAKEUP_US ;;
+    --poller-nap-us) flag_value POLLER_NAP_US ;;
+    --poller-nap-rings) flag_value POLLER_NAP_RINGS ;;
     --capacity) flag_value CAPACITY ;;
     --ring-bytes) flag_value RING_BYTES ;;
     --rdma-device) flag_value RDMA_DEVICE ;;
@@ -178,6 +180,8 @@ POLLERS=$POLLERS
 POLLER_CPUS="$POLLER_CPUS"
 POLLER_SPIN_US="$POLLER_SPIN_US"
 POLLER_WAKEUP_US="$POLLER_WAKEUP_US"
+POLLER_NAP_US="$POLLER_NAP_US"
+POLLER_NAP_RINGS="$POLLER_NAP_RINGS"
 CAPACITY=$CAPACITY
 RING_BYTES="$RING_BYTES"
 RDMA_DEVICE="$RDMA_DEVICE"
@@ -213,7 +217,8 @@ osd_settings() {
   local line
   for line in "ms-type=$MS_TYPE" "durability=$DURABILITY" "pollers=$POLLERS" \
               "capacity=$CAPACITY" "poller-cpus=$POLLER_CPUS" "poller-spin-us=$POLLER_SPIN_US" \
-              "poller-wakeup-us=$POLLER_WAKEUP_US" "ring-bytes=$RING_BYTES" \
+              "poller-wakeup-us=$POLLER_WAKEUP_US" "poller-nap-us=$POLLER_NAP_US" \
+              "poller-nap-rings=$POLLER_NAP_RINGS" "ring-bytes=$RING_BYTES" \
               "rdma-device=$RDMA_DEVICE" "rdma-max-registered-mb=$RDMA_MAX_REG_MB" \
               "rdma-ring-min-kb=${RDMA_RING_MIN_KB:-}" "ms-mode=$MS_MODE" "auth=$AUTH" \
               "public-addr=${PUBLIC_ADDR:-}" "public-network=${PUBLIC_NETWORK:-}" \
@@ -240,7 +245,7 @@ write_msgr_conf() {
     echo
     echo "[osd]"
     osd_settings ms-type durability pollers capacity poller-cpus poller-spin-us \
-      poller-wakeup-us ring-bytes rdma-max-registered-mb rdma-ring-min-kb public-addr \
+      poller-wakeup-us poller-nap-us poller-nap-rings ring-bytes rdma-max-registered-mb rdma-ring-min-kb public-addr \
       public-network host ms-cluster-type
     echo
     echo "[client]"
@@ -258,7 +263,7 @@ set_osd_section() {
       --rdma-max-registered-mb) keys+=(rdma-max-registered-mb) ;;
       --host) keys+=(host) ;;
       --ms-type|--durability|--pollers|--capacity|--poller-cpus|--poller-spin-us|\
-      --poller-wakeup-us|--ring-bytes|--rdma-device|--rdma-ring-min-kb|--ms-mode|--auth|\
+      --poller-wakeup-us|--poller-nap-us|--poller-nap-rings|--ring-bytes|--rdma-device|--rdma-ring-min-kb|--ms-mode|--auth|\
       --public-addr|--public-network|--ms-cluster-type) keys+=("${flag#--}") ;;
     esac
   done

@@ -147,7 +147,8 @@ const std::set<std::string>& ConfKeysOf(absl::string_view type) {
   // settings (not what one run does: sizes, counts, output files).
   static const auto* const kOsd = new std::set<std::string>{
       "mon", "data-dir", "run-dir", "ms-type", "ms-mode", "durability", "pollers",
-      "poller-cpus", "poller-spin-us", "poller-wakeup-us", "ring-bytes", "capacity",
+      "poller-cpus", "poller-spin-us", "poller-wakeup-us", "poller-nap-us",
+      "poller-nap-rings", "ring-bytes", "capacity",
       "keyring", "auth", "rdma-device", "weight", "rdma-max-registered-mb",
       "rdma-ring-min-kb", "metrics-addr", "metrics-addr-file", "op-complaint-time",
       "public-addr", "public-network", "rdma-port", "cluster-addr", "cluster-network", "host",

@@ -6,12 +6,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "proto/osd_protocol.h"
 #include "tests/osd_sim/ring_fakes.h"
@@ -506,6 +509,62 @@ TEST(PollerTest, SparseRecordsOnUnsignalledRingsAreSleptForNotSpunFor) {
   // time, which a loaded machine stretches (57 ms seen under two parallel builds): the
   // bound only has to stay below what a fixed spin costs.
   EXPECT_LT(c.spin_ns, 70'000'000u);
+}
+
+// Among many producers the spin naps (PollerOptions::nap_rings): `rings` RDMA-like rings
+// get records round robin, one every ~0.1-0.2 ms, 24 each; returns the naps counted.
+uint64_t NapsWithProducers(size_t rings, size_t nap_rings) {
+  FakeSink sink;
+  PollerOptions opt;
+  opt.nap = absl::Microseconds(100);
+  opt.nap_rings = nap_rings;
+  auto p = Poller::Create(0, opt, &sink);
+  EXPECT_TRUE(p.ok()) << p.status();
+  if (!p.ok()) return 0;
+  std::unique_ptr<Poller> poller = std::move(*p);
+  std::vector<std::shared_ptr<FakeConnection>> conns;
+  std::vector<std::shared_ptr<UnsignalledRing>> ring_list;
+  std::vector<std::unique_ptr<RingProducer>> prods;
+  for (size_t i = 0; i < rings; ++i) {
+    conns.push_back(std::make_shared<FakeConnection>());
+    ring_list.push_back(std::make_shared<UnsignalledRing>());
+    conns.back()->ring = ring_list.back().get();
+    prods.push_back(std::make_unique<RingProducer>(kRingBytes));
+    poller->AddRing(conns.back(), ring_list.back());
+  }
+  constexpr uint64_t kPerRing = 24;
+  for (uint64_t t = 1; t <= kPerRing; ++t) {
+    for (size_t i = 0; i < rings; ++i) {
+      Produce(prods[i].get(), ring_list[i].get(), "o", "many producers", t);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      sink.Flush();  // stored at once, as in memory mode (a held record starts no spin)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  EXPECT_TRUE(WaitFor([&] {
+    sink.Flush();
+    for (auto& c : conns) {
+      std::lock_guard<std::mutex> l(c->mu);
+      if (c->acked.size() != kPerRing) return false;
+    }
+    return true;
+  })) << "every record acked";
+  uint64_t naps = 0;
+  EXPECT_TRUE(CountersWhen(*poller, [&](const PollerCounters& c) {
+    naps = c.naps;
+    return c.records == kPerRing * rings;
+  }));
+  std::printf("%zu rings, nap_rings %zu: %lu naps\n", rings, nap_rings,
+              static_cast<unsigned long>(naps));
+  return naps;
+}
+
+TEST(PollerTest, ManyProducersMakeThePollerNapBetweenLooksFewDoNot) {
+  EXPECT_GT(NapsWithProducers(/*rings=*/16, /*nap_rings=*/8), 20u)
+      << "sixteen rings with records every few ms: the spin naps";
+  EXPECT_EQ(NapsWithProducers(/*rings=*/2, /*nap_rings=*/8), 0u)
+      << "two rings: a latency-bound load, the poller spins";
+  EXPECT_EQ(NapsWithProducers(/*rings=*/16, /*nap_rings=*/0), 0u) << "naps turned off";
 }
 
 // While the store holds an RDMA ring's records (durable mode: the client waits for their
