@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/epoll.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -498,6 +499,22 @@ bool Poller::Sleep() {
   return false;
 }
 
+void Poller::Nap(uint64_t* count) {
+  ++*count;
+  const int64_t ns = absl::ToInt64Nanoseconds(options_.nap);
+  const timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  pollfd p{epoll_fd_, POLLIN, 0};
+  const uint64_t t0 = NowNs();
+  const int ready = ppoll(&p, 1, &ts, nullptr);
+  counters_.sleep_ns += NowNs() - t0;  // not CPU: a nap is not spin
+  if (ready <= 0) return;
+  // Woken early (a store completion, a control change, a signalled ring): drain what fired
+  // so that the next nap waits again; the caller's next pass handles it.
+  epoll_event evs[16];
+  const int n = epoll_wait(epoll_fd_, evs, 16, 0);
+  for (int i = 0; i < n; ++i) DrainEventFd(evs[i].data.fd);
+}
+
 size_t Poller::ActiveProducers(uint64_t now_ns) const {
   size_t n = 0;
   for (const auto& r : rings_) {
@@ -517,16 +534,23 @@ void Poller::Run() {
   // Hybrid polling on rings nobody signals (RDMA). After their last record, or after acks
   // sent on them (a client answers its acks with new writes), an idle period starts: the
   // poller spins what the SpinPolicy says, then sleeps. While the store holds records of
-  // such a ring (durable mode: the client waits for their acks) it sleeps at once: the
-  // store's completion wakes it, and a spin there only takes the flushers' CPU. Records
-  // on signalled rings (TCP: the reader wakes us) never start a spin.
-  enum class Idle { kBusy, kSpinning, kNone };  // kSpinning: a policy period is open
+  // such a ring (durable mode: the client waits for their acks) it does not spin (that
+  // only takes the flushers' CPU) but naps (Nap: the store's completion ends a nap at
+  // once) for up to kHeldNapsNs after the last records: the client's next records, which
+  // come while the store syncs, are found without a doorbell (sleeping at once here made
+  // three in four records need one; with the naps durable 4 KiB -t 16 made 1.56x the IOPS
+  // at 0.53x the OSD's busy CPU per op, medians of 3, docs/BENCHMARKS.md "Session 21").
+  // Then it sleeps. Records on signalled rings (TCP: the reader wakes us) never start a
+  // spin.
+  // kSpinning: a policy period is open; kHeld: the store holds records of such a ring.
+  enum class Idle { kBusy, kSpinning, kHeld, kNone };
   Idle idle = Idle::kNone;
   uint64_t unsignalled_work_at = 0;  // the last records or acks on an unsignalled ring
   bool idle_slept = false;           // the open period has slept
   uint64_t spin_budget = 0;          // the open period spins this long from the above
   bool nap = false;                  // the open period naps between looks (many producers)
   const uint64_t nap_ns = static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.nap));
+  constexpr uint64_t kHeldNapsNs = 1'000'000;  // about one fdatasync here
   auto records_at = [&](uint64_t at, bool slept) {
     if (idle == Idle::kSpinning) spin_policy.EndIdle(at - unsignalled_work_at, slept);
     idle = Idle::kBusy;
@@ -564,7 +588,7 @@ void Poller::Run() {
       unsignalled_work_at = now;
     } else if (idle == Idle::kBusy) {
       if (held) {
-        idle = Idle::kNone;  // no period: the store's completions will wake us
+        idle = Idle::kHeld;
       } else {
         idle = Idle::kSpinning;
         idle_slept = false;
@@ -582,7 +606,11 @@ void Poller::Run() {
       idle_since = now;
     } else {
       ++counters_.poll_misses;
-      if (idle != Idle::kSpinning || now - unsignalled_work_at >= spin_budget) {
+      if (idle == Idle::kHeld && nap_ns > 0 && now - unsignalled_work_at < kHeldNapsNs) {
+        counters_.spin_ns += now - std::min(idle_since, now);
+        Nap(&counters_.held_naps);  // a store completion ends it; records need no doorbell
+        idle_since = NowNs();
+      } else if (idle != Idle::kSpinning || now - unsignalled_work_at >= spin_budget) {
         counters_.spin_ns += now - idle_since;
         {
           // A sleeping poller publishes nothing: what perf dump shows of an idle OSD
@@ -598,8 +626,9 @@ void Poller::Run() {
         idle_since = NowNs();
       } else {
         if (nap) {
-          ++counters_.naps;
-          absl::SleepFor(options_.nap);  // many producers: their threads need the cores
+          counters_.spin_ns += now - std::min(idle_since, now);
+          Nap(&counters_.naps);  // many producers: their threads need the cores
+          idle_since = NowNs();
         } else {
           sched_yield();  // let the reader threads run on this core while we spin
         }

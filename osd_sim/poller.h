@@ -133,10 +133,12 @@ struct InFlightWrite {
   X(spin_ns, kCounter, kNanoseconds, "time spent spinning for records")                       \
   X(busy_ns, kCounter, kNanoseconds, "time in passes that found work (records, completions)") \
   X(cpu_ns, kCounter, kNanoseconds, "CPU time of the poller's thread (its busy, spin and crc)") \
-  X(sleep_ns, kCounter, kNanoseconds, "time spent asleep waiting for records")               \
+  X(sleep_ns, kCounter, kNanoseconds, "time spent asleep or napping, waiting for records")  \
   X(sleeps, kCounter, kNone, "times the poller went to sleep")                                \
   X(sleeps_at_once, kCounter, kNone, "idle periods the spin policy slept through at once")    \
-  X(naps, kCounter, kNone, "naps between looks instead of spinning (many producers)")       \
+  X(naps, kCounter, kNone, "naps between looks instead of spinning (many producers)")        \
+  X(held_naps, kCounter, kNone,                                                              \
+    "naps while the store held records (durable): the next ones found with no doorbell")   \
   X(spin_short_pm, kGauge, kNone, "per mille of recent idle periods shorter than a wake-up")  \
   X(acks_sent, kCounter, kNone, "ring releases (acks) sent to peers")                        \
   X(write_errors, kCounter, kNone, "records the store refused (acked with an error)")         \
@@ -212,6 +214,10 @@ class Poller {
   // (true if that look took records from a ring nobody signals).
   bool Sleep();
   void Wake();
+  // Waits up to options_.nap for the poller's eventfds (a store completion, a control
+  // change, a signalled ring) without telling RDMA producers that it sleeps: no doorbells;
+  // the next look finds their records. Counts itself in `*count` (naps or held_naps).
+  void Nap(uint64_t* count);
   // Poller thread: copies counters_ (with its CPU time) to what counters() returns.
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

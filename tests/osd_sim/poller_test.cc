@@ -551,7 +551,7 @@ uint64_t NapsWithProducers(size_t rings, size_t nap_rings) {
   })) << "every record acked";
   uint64_t naps = 0;
   EXPECT_TRUE(CountersWhen(*poller, [&](const PollerCounters& c) {
-    naps = c.naps;
+    naps = c.naps;  // among many producers (not while the store holds records)
     return c.records == kPerRing * rings;
   }));
   std::printf("%zu rings, nap_rings %zu: %lu naps\n", rings, nap_rings,
@@ -594,6 +594,59 @@ TEST(PollerTest, NoSpinWhileTheStoreHoldsRecordsTheAcksStartIt) {
   EXPECT_TRUE(CountersWhen(*rig.poller, [&](const PollerCounters& c) {
     return c.spin_ns - spin1 >= 30'000'000u;
   })) << "the ack must start a spin for the client's answer";
+}
+
+// Durable mode: while the store holds a ring's records the poller naps instead of
+// sleeping, so the client's next records, written during the flush, are found without a
+// doorbell (the poller never announced a sleep), and the flush's end is not waited for.
+TEST(PollerTest, RecordsWrittenWhileTheStoreHoldsEarlierOnesNeedNoDoorbell) {
+  PollerOptions opt;
+  opt.nap = absl::Microseconds(100);
+  FakeSink sink;
+  auto p = Poller::Create(0, opt, &sink);
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto conn = std::make_shared<FakeConnection>();
+  auto ring = std::make_shared<HookedRing>();
+  conn->ring = ring.get();
+  (*p)->AddRing(conn, ring);
+  RingProducer prod(kRingBytes);
+  // Waits in 20 us steps (WaitFor's 10 ms would outlast the 1 ms of naps) for n records.
+  auto stored = [&](size_t n) {
+    for (int i = 0; i < 100000; ++i) {
+      {
+        std::lock_guard<std::mutex> l(sink.mu);
+        if (sink.payloads.size() == n) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    return false;
+  };
+  Produce(&prod, ring.get(), "first", "held by the store", 1);
+  ring->Signal();  // the doorbell for the poller's first sleep
+  ASSERT_TRUE(stored(1));
+  std::atomic<int> sleeps{0};
+  std::function<void()> count;
+  count = [&] {
+    ++sleeps;
+    ring->OnNextSleep(count);
+  };
+  ring->OnNextSleep(count);
+  // Within the held period (under 1 ms after the last record), no doorbell: two more.
+  for (uint64_t t = 2; t <= 3; ++t) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    Produce(&prod, ring.get(), "next", "written during the flush", t);
+  }
+  const bool found = stored(3);
+  ring->OnNextSleep(nullptr);
+  EXPECT_TRUE(found) << "records written while the store held the first were not found";
+  EXPECT_EQ(sleeps.load(), 0) << "the poller announced a sleep (clients would ring doorbells)";
+  sink.Flush();
+  ASSERT_TRUE(WaitFor([&] {
+    sink.Flush();
+    std::lock_guard<std::mutex> l(conn->mu);
+    return conn->acked.size() == 3;
+  }));
+  EXPECT_GT((*p)->counters().held_naps, 0u);
 }
 
 // spin_ns is the poller's empty spinning (perf dump; the bench subtracts it from the OSD's
