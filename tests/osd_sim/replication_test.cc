@@ -153,6 +153,25 @@ class ReplicationTest : public ::testing::Test {
     }
   }
 
+  // Pool "single" (size 1, 16 PGs) beside the default pool, active; and the options of a
+  // client of it.
+  void CreateSinglePool(mon::MonClient& mc) {
+    mon::v1::CreatePoolRequest req;
+    req.set_name("single");
+    req.set_size(1);
+    req.set_pg_num(16);
+    ASSERT_TRUE(mc.CreatePool(req).ok());
+    WaitActive(32 + 16);
+  }
+  client::ClientOptions SinglePoolClientOptions() const {
+    client::ClientOptions co;
+    co.mon_addr = mon_->addr();
+    co.auth = kAuth;
+    co.op_timeout = absl::Seconds(10);
+    co.pool = "single";
+    return co;
+  }
+
   // Waits until the monitor's map says osd `id` is up == `up`.
   void WaitUp(int id, bool up) {
     auto mc = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
@@ -466,17 +485,8 @@ TEST_F(ReplicationTest, AStaleCopyAloneWaitsForTheOsdsThatMayHoldNewerOnes) {
 TEST_F(ReplicationTest, OutAndInMoveObjectsWithoutStaleReadsAtSizeOneAndDropStrays) {
   auto mc = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
   ASSERT_TRUE(mc.ok()) << mc.status();
-  mon::v1::CreatePoolRequest req;
-  req.set_name("single");
-  req.set_size(1);
-  req.set_pg_num(16);
-  ASSERT_TRUE((*mc)->CreatePool(req).ok());
-  WaitActive(32 + 16);
-  client::ClientOptions co;
-  co.mon_addr = mon_->addr();
-  co.auth = kAuth;
-  co.op_timeout = absl::Seconds(10);
-  co.pool = "single";
+  ASSERT_NO_FATAL_FAILURE(CreateSinglePool(**mc));
+  client::ClientOptions co = SinglePoolClientOptions();
   auto one = client::Client::Create(co);
   ASSERT_TRUE(one.ok()) << one.status();
   constexpr int kObjects = 40;
@@ -532,17 +542,8 @@ TEST_F(ReplicationTest, OutAndInMoveObjectsWithoutStaleReadsAtSizeOneAndDropStra
 TEST_F(ReplicationTest, AWriteThatAStalePrimaryAcknowledgedIsInTheCopyItsSuccessorPulls) {
   auto mc = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
   ASSERT_TRUE(mc.ok()) << mc.status();
-  mon::v1::CreatePoolRequest req;
-  req.set_name("single");
-  req.set_size(1);
-  req.set_pg_num(16);
-  ASSERT_TRUE((*mc)->CreatePool(req).ok());
-  WaitActive(32 + 16);
-  client::ClientOptions co;
-  co.mon_addr = mon_->addr();
-  co.auth = kAuth;
-  co.op_timeout = absl::Seconds(10);
-  co.pool = "single";
+  ASSERT_NO_FATAL_FAILURE(CreateSinglePool(**mc));
+  client::ClientOptions co = SinglePoolClientOptions();
   co.map_hook = [this](uint64_t) { WaitUnheld(kHeldClient); };
   auto stale = client::Client::Create(co);
   ASSERT_TRUE(stale.ok()) << stale.status();
