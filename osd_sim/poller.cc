@@ -1,9 +1,9 @@
 #include "osd_sim/poller.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/epoll.h>
-#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -551,6 +551,12 @@ void Poller::Run() {
   bool nap = false;                  // the open period naps between looks (many producers)
   const uint64_t nap_ns = static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.nap));
   constexpr uint64_t kHeldNapsNs = 1'000'000;  // about one fdatasync here
+  // A nap ends the spin counted so far (up to `now`); the nap itself is not spin.
+  auto nap_from = [&](uint64_t now, uint64_t* count) {
+    counters_.spin_ns += now - std::min(idle_since, now);
+    Nap(count);
+    idle_since = NowNs();
+  };
   auto records_at = [&](uint64_t at, bool slept) {
     if (idle == Idle::kSpinning) spin_policy.EndIdle(at - unsignalled_work_at, slept);
     idle = Idle::kBusy;
@@ -607,9 +613,7 @@ void Poller::Run() {
     } else {
       ++counters_.poll_misses;
       if (idle == Idle::kHeld && nap_ns > 0 && now - unsignalled_work_at < kHeldNapsNs) {
-        counters_.spin_ns += now - std::min(idle_since, now);
-        Nap(&counters_.held_naps);  // a store completion ends it; records need no doorbell
-        idle_since = NowNs();
+        nap_from(now, &counters_.held_naps);  // a store completion ends it; no doorbell needed
       } else if (idle != Idle::kSpinning || now - unsignalled_work_at >= spin_budget) {
         counters_.spin_ns += now - idle_since;
         {
@@ -626,9 +630,7 @@ void Poller::Run() {
         idle_since = NowNs();
       } else {
         if (nap) {
-          counters_.spin_ns += now - std::min(idle_since, now);
-          Nap(&counters_.naps);  // many producers: their threads need the cores
-          idle_since = NowNs();
+          nap_from(now, &counters_.naps);  // many producers: their threads need the cores
         } else {
           sched_yield();  // let the reader threads run on this core while we spin
         }
