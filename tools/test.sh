@@ -78,7 +78,9 @@ run_bazel_step plain -c opt
 if [[ $QUICK -eq 0 ]]; then
   # Only what the tests need (the plain step already built every binary and benchmark).
   # tools/lsan.supp: OpenSSL's per-thread state in gRPC's pool threads (see the file).
-  run_bazel_step asan --config=asan --build_tests_only \
+  # Tests tagged no_asan (the tcp twins of the multi-process tests: tests/tools/BUILD) run
+  # in the plain step only.
+  run_bazel_step asan --config=asan --build_tests_only --test_tag_filters=-no_asan \
     "--test_env=LSAN_OPTIONS=suppressions=$PWD/tools/lsan.supp"
   # clang's thread-safety analysis over every ABSL_GUARDED_BY (gcc ignores them): one case.
   echo "=== step tsa: bazel build --config=tsa (clang -Wthread-safety -Werror=thread-safety)"
