@@ -6,8 +6,9 @@
 // of a chain of thread hand-offs, `wakeup_cost`). It should spin only while the next event
 // is likely to come sooner than a wake-up would cost, and otherwise sleep at once, leaving
 // the core to the threads that produce the work. Users: the OSD's pollers (records on
-// RDMA rings, which raise no event: osd_sim/poller.h) and the rdma backend's completion
-// thread (msg/rdma/event_loop.h).
+// RDMA rings, which raise no event: osd_sim/poller.h), the rdma backend's completion
+// thread (msg/rdma/event_loop.h) and the store's group commit (whether a flush waits for
+// more writes to join it: osd_sim/store/object_store_commit.cc).
 //
 // The policy is the classic spin-then-block rule with a learned bet. An *idle period*
 // starts when a look that found work is followed by one that found none, and ends with the
@@ -62,6 +63,14 @@ class SpinPolicy {
     } else if (spin_ns_ >= options_.wakeup_cost_ns) {
       Learn(false);  // spun a wake-up's worth and no record came
     }                // slept from the start: the gap includes the wake-up, no sample
+  }
+
+  // A caller that learns whether each period was short whatever it did (the store's group
+  // commit sees, as each write arrives, whether others are pending that waiting would
+  // have batched it with) gives each verdict here instead of BeginIdle/EndIdle;
+  // spinning() then says whether to wait.
+  void Observe(bool was_short) {
+    if (options_.adaptive) Learn(was_short);
   }
 
   // Per mille of recent idle periods that were short (perf dump: poller.spin_short_pm).

@@ -67,6 +67,11 @@ struct StoreOptions {
   // The flusher waits this long after the first waiting write for others to join its
   // fdatasync (it flushes sooner once max_batch writes wait). Zero: flush at once.
   absl::Duration group_commit_window = absl::Microseconds(200);
+  // Wait the window only while writes come in groups: most recent writes found others
+  // not yet durable when they arrived (msg/base/spin_policy.h's learned bet). A lone
+  // writer (one op in flight) has nobody to wait for: each of its writes would pay the
+  // window for nothing.
+  bool adaptive_group_commit = true;
   size_t max_batch = 512;
   // Flusher threads. With more than one, a round can start while the previous one's
   // fdatasync is still running, so writes that arrive during a slow flush wait for less

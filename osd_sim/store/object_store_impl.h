@@ -24,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "msg/base/spin_policy.h"
 #include "osd_sim/store/io_pool.h"
 #include "osd_sim/store/object_index.h"
 #include "osd_sim/store/object_store.h"
@@ -33,7 +34,12 @@ namespace msgr::store {
 
 class ObjectStore::Impl {
  public:
-  explicit Impl(StoreOptions options) : opts_(std::move(options)) {}
+  explicit Impl(StoreOptions options)
+      : opts_(std::move(options)),
+        window_policy_(SpinPolicy::Options{
+            static_cast<uint64_t>(absl::ToInt64Nanoseconds(opts_.group_commit_window)),
+            static_cast<uint64_t>(absl::ToInt64Nanoseconds(opts_.group_commit_window)),
+            opts_.adaptive_group_commit}) {}
   ~Impl();
 
   absl::Status Recover();  // file modes: lock the directory, scan segments, build the index
@@ -209,6 +215,10 @@ class ObjectStore::Impl {
   // Written, waiting for the flusher (kDurable).
   std::vector<Unsynced> unsynced_ ABSL_GUARDED_BY(mu_);
   absl::Time first_unsynced_at_ ABSL_GUARDED_BY(mu_);
+  // Group commit: whether a round waits the window, learned from the writes joining
+  // unsynced_ (did each find others not yet durable?); rounds taken, not yet flushed.
+  SpinPolicy window_policy_ ABSL_GUARDED_BY(mu_);
+  int rounds_flushing_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t unsynced_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int direct_in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // O_DIRECT writes reserved, not done
   absl::Time last_direct_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // began or ended

@@ -52,6 +52,8 @@ inline constexpr HistogramDesc kFlushLatencyDesc{
   X(flushes, kCounter, kNone, "fdatasync rounds")                                            \
   X(flushed_appends, kCounter, kNone, "appends made durable by those rounds")                \
   X(max_batch, kGauge, kNone, "most appends covered by one round")                           \
+  X(flushes_at_once, kCounter, kNone,                                                        \
+    "rounds that did not wait the group-commit window (writes were arriving further apart)") \
   X(flush_latency_sum_us, kCounter, kNone, "sum of flush latencies, microseconds")           \
   X(flush_latency_max_us, kGauge, kNone, "longest flush, microseconds")                      \
   /* Recovery (Open). */                                                                     \

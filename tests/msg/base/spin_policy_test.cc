@@ -106,6 +106,20 @@ TEST(SpinPolicyTest, RecordsAtTheLastLookCountAsShort) {
   EXPECT_GT(p.short_permille(), before);
 }
 
+// A caller that learns every period's verdict (the store's group commit) gives it with
+// Observe: long ones stop the spin, short ones bring it back; a fixed policy ignores them.
+TEST(SpinPolicyTest, ObservedVerdictsMoveTheBet) {
+  SpinPolicy p(Opts(150, 150, /*adaptive=*/true));
+  ASSERT_TRUE(p.spinning());
+  for (int i = 0; i < 11; ++i) p.Observe(false);
+  EXPECT_FALSE(p.spinning());
+  for (int i = 0; i < 11; ++i) p.Observe(true);
+  EXPECT_TRUE(p.spinning());
+  SpinPolicy fixed(Opts(150, 150, /*adaptive=*/false));
+  for (int i = 0; i < 50; ++i) fixed.Observe(false);
+  EXPECT_TRUE(fixed.spinning());
+}
+
 TEST(SpinPolicyTest, FixedSpinIgnoresWhatItSees) {
   SpinPolicy p(Opts(700, 150, /*adaptive=*/false));
   for (int i = 0; i < 50; ++i) {

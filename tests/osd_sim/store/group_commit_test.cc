@@ -59,6 +59,8 @@ TEST(GroupCommitTest, ManyThreadsShareFlushes) {
   EXPECT_EQ(st.flushed_appends, static_cast<uint64_t>(kTotal));
   EXPECT_LT(st.flushes, static_cast<uint64_t>(kTotal)) << st.ToString();
   EXPECT_GT(st.max_batch, 1u) << st.ToString();
+  // Writers that keep several appends pending: rounds wait the window for them.
+  EXPECT_LT(st.flushes_at_once * 4, st.flushes) << st.ToString();
   EXPECT_EQ(st.flush_latency.count, st.flushes);
   EXPECT_GT(st.flush_latency.sum_ns, 0u);
   for (int t = 0; t < kThreads; ++t) {
@@ -69,6 +71,47 @@ TEST(GroupCommitTest, ManyThreadsShareFlushes) {
       ASSERT_TRUE(*got == Pattern(oid, 4096));
     }
   }
+}
+
+// A writer with one append in flight at a time: each round has that append only, so after
+// a few rounds the flusher stops waiting the window for others (with a 50 ms window, each
+// append would otherwise wait 50 ms for nobody). Adaptive off: every round waits it.
+int RoundsAtOnceOfALoneWriter(bool adaptive) {
+  StoreOptions o = Options(FreshDir(adaptive ? "lone-adaptive" : "lone-fixed"), Durability::kDurable);
+  o.group_commit_window = absl::Milliseconds(50);
+  o.adaptive_group_commit = adaptive;
+  auto opened = ObjectStore::Open(o);
+  EXPECT_TRUE(opened.ok()) << opened.status();
+  if (!opened.ok()) return -1;
+  ObjectStore& store = **opened;
+  for (int i = 0; i < 30; ++i) {
+    const std::string oid = "lone-" + std::to_string(i);
+    std::string data = Pattern(oid, 4096);
+    struct iovec iov = {data.data(), data.size()};
+    absl::Mutex mu;
+    bool done = false;
+    absl::Status status;
+    auto ticket = store.Append(oid, 0, &iov, 1, PayloadCrc(oid, data.data(), data.size()), 0,
+                               [&](absl::Status s) {
+                                 absl::MutexLock l(&mu);
+                                 status = std::move(s);
+                                 done = true;
+                               });
+    EXPECT_TRUE(ticket.ok()) << ticket.status();
+    absl::MutexLock l(&mu);
+    mu.Await(absl::Condition(&done));
+    EXPECT_TRUE(status.ok()) << status;
+  }
+  const StoreStats st = store.GetStats();
+  EXPECT_EQ(st.flushes, 30u) << st.ToString();
+  return static_cast<int>(st.flushes_at_once);
+}
+
+TEST(GroupCommitTest, ALoneWriterStopsWaitingTheWindow) {
+  // The bet starts at "writes come in groups" and moves 1/16 per write toward what it
+  // sees: below the bar after 11 lone writes.
+  EXPECT_GE(RoundsAtOnceOfALoneWriter(/*adaptive=*/true), 18);
+  EXPECT_EQ(RoundsAtOnceOfALoneWriter(/*adaptive=*/false), 0);
 }
 
 TEST(GroupCommitTest, DestructorFlushesAndFiresPendingCallbacks) {
