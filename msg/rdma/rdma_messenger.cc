@@ -226,41 +226,50 @@ void RdmaMessenger::HandleAccepted(std::unique_ptr<SideChannel> ch) {
   const EntityName peer = a->hello.name;
   bool lossless = (a->auth.flags & kAuthLossless) != 0;
   const bool want_ring = (a->auth.flags & kAuthWantRing) != 0;
-  std::shared_ptr<RdmaConnection> conn, replaced;
+  std::shared_ptr<RdmaConnection> conn;
+  std::vector<std::shared_ptr<RdmaConnection>> replaced;
   bool resumed = false;
+  absl::Status refused;
   {
     absl::MutexLock l(&mu_);
     if (shut_down_) return;
     if (auto it = policies_.find(peer.type); it != policies_.end()) {
       lossless = it->second.lossless;
     }
-    auto key = std::make_pair(static_cast<int>(peer.type), peer.id);
-    auto it = sessions_.find(key);
-    if (it != sessions_.end() && it->second->cookie() == a->auth.cookie &&
-        it->second->lossless() && !it->second->closed() &&
-        (a->auth.flags & kAuthHadSession) != 0) {
-      conn = it->second;
-      resumed = true;
+    // msg/session/session_table.h: resume, or a new session that replaces the peer's
+    // unlinked ones.
+    auto admitted = sessions_.Admit(session::SessionRequest{
+        peer, a->auth.cookie, lossless, (a->auth.flags & kAuthHadSession) != 0});
+    if (!admitted.ok()) {
+      refused = admitted.status();
     } else {
-      if (it != sessions_.end()) replaced = it->second;
-      conn = std::make_shared<RdmaConnection>(shared_, peer, ch->peer(), lossless, want_ring,
-                                              a->auth.cookie);
-      conn->set_peer_instance(a->auth.instance);
-      sessions_[key] = conn;
+      replaced = std::move(admitted->replaced);
+      conn = std::move(admitted->resume);
+      resumed = conn != nullptr;
+      if (!resumed) {
+        conn = std::make_shared<RdmaConnection>(shared_, peer, ch->peer(), lossless, want_ring,
+                                                a->auth.cookie);
+        conn->set_peer_instance(a->auth.instance);
+        sessions_.Insert(conn);
+      }
     }
+  }
+  if (!refused.ok()) {
+    session::CountFailure(session::HandshakeError{refused, session::Blame::kAuth, true},
+                          &shared_->counters);
+    spdlog::warn("msgr rdma: refusing connection from {}: {}", ch->peer(), refused.ToString());
+    (void)ch->WriteClose(refused, absl::Now() + absl::Milliseconds(200));
+    return;
   }
   // Fenced after its handshake was checked and before SetFenced's sweep could see it.
   if (absl::Status fenced = shared_->fence.Check(peer, a->auth.instance); !fenced.ok()) {
     shared_->counters.fenced_refusals++;
     (void)ch->WriteClose(fenced, absl::Now() + absl::Milliseconds(200));
     conn->Reset(fenced, /*send_close=*/false);
-    if (replaced) replaced->Reset(fenced, /*send_close=*/false);
+    for (auto& r : replaced) r->Reset(fenced, /*send_close=*/false);
     return;
   }
-  if (replaced) {
-    replaced->Reset(absl::AbortedError(absl::StrCat(peer.ToString(), " started a new session")),
-                    /*send_close=*/false);
-  }
+  for (auto& r : replaced) r->Reset(session::ReplacedError(peer, ch->peer()), /*send_close=*/false);
   conn->ServeAccepted(std::move(ch), a->auth, resumed);
 }
 
@@ -268,7 +277,7 @@ void RdmaMessenger::SetFenced(std::vector<FencedPeer> fenced) {
   std::vector<std::shared_ptr<RdmaConnection>> accepted;
   {
     absl::MutexLock l(&mu_);
-    for (const auto& [key, c] : sessions_) accepted.push_back(c);
+    accepted = sessions_.All();
   }
   shared_->counters.fenced_sessions_closed += shared_->fence.SetAndSweep(
       std::move(fenced), accepted, "rdma",
@@ -281,12 +290,7 @@ void RdmaMessenger::SetFenced(std::vector<FencedPeer> fenced) {
 
 void RdmaMessenger::ForgetSession(const RdmaConnection* conn) {
   absl::MutexLock l(&mu_);
-  for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
-    if (it->second.get() == conn) {
-      sessions_.erase(it);
-      return;
-    }
-  }
+  sessions_.Erase(conn);
 }
 
 absl::StatusOr<ConnectionRef> RdmaMessenger::Connect(const std::string& addr,
@@ -310,7 +314,7 @@ void RdmaMessenger::ExpireSessions() {
   {
     absl::MutexLock l(&mu_);
     if (shut_down_) return;
-    for (const auto& [key, c] : sessions_) sessions.push_back(c);
+    sessions = sessions_.All();
   }
   const absl::Time now = absl::Now();
   for (const auto& c : sessions) c->ExpireIfGone(now);
@@ -358,7 +362,7 @@ bool RdmaMessenger::DeliverQpEvent(const verbs::AsyncEvent& ev) {
   {
     absl::MutexLock l(&mu_);
     if (shut_down_) return true;
-    for (const auto& [key, c] : sessions_) conns.push_back(c);
+    for (auto& c : sessions_.All()) conns.push_back(std::move(c));
     for (const auto& [key, c] : outgoing_) conns.push_back(c);
   }
   for (const auto& c : conns) {
@@ -398,7 +402,7 @@ std::vector<SessionInfo> RdmaMessenger::DumpSessions() const {
   {
     absl::MutexLock l(&mu_);
     for (const auto& [addr, c] : outgoing_) conns.push_back(c);
-    for (const auto& [key, c] : sessions_) conns.push_back(c);
+    for (auto& c : sessions_.All()) conns.push_back(std::move(c));
   }
   std::vector<SessionInfo> out;
   out.reserve(conns.size());
@@ -435,10 +439,10 @@ void RdmaMessenger::Shutdown() {
     shut_down_ = true;
     shared_->stopping = true;
     for (auto& [k, c] : outgoing_) conns.push_back(c);
-    for (auto& [k, c] : sessions_) conns.push_back(c);
+    for (auto& c : sessions_.All()) conns.push_back(std::move(c));
     outgoing_.clear();
     RepublishPollListLocked();
-    sessions_.clear();
+    sessions_.Clear();
   }
   {
     absl::MutexLock h(&shared_->hooks_mu);

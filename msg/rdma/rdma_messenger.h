@@ -41,6 +41,7 @@
 #include "msg/rdma/rdma_connection.h"
 #include "msg/rdma/rdma_shared.h"
 #include "msg/rdma/side_channel.h"
+#include "msg/session/session_table.h"
 
 namespace msgr::rdma {
 
@@ -108,9 +109,8 @@ class RdmaMessenger : public Messenger {
   using ConnList = std::vector<std::shared_ptr<RdmaConnection>>;
   std::shared_ptr<const ConnList> poll_list_ = std::make_shared<ConnList>();
   void RepublishPollListLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Accepted sessions by peer (type, id).
-  std::map<std::pair<int, uint64_t>, std::shared_ptr<RdmaConnection>> sessions_
-      ABSL_GUARDED_BY(mu_);
+  // Accepted sessions (msg/session/session_table.h).
+  session::SessionTable<RdmaConnection> sessions_ ABSL_GUARDED_BY(mu_);
   // Connector and handshake threads; finished ones are reaped as new ones start.
   struct Task {
     std::thread thread;

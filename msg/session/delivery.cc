@@ -19,6 +19,11 @@ absl::Status ReconnectTimeoutError(absl::string_view peer, absl::Duration timeou
       peer, " did not reconnect within ", absl::FormatDuration(timeout), "; session ended"));
 }
 
+absl::Status ReplacedError(const EntityName& peer, absl::string_view addr) {
+  return absl::UnavailableError(
+      absl::StrCat(peer.ToString(), " restarted (new session from ", addr, ")"));
+}
+
 absl::Status CheckOutgoingMessage(const Message& m, const MessengerOptions& options) {
   if (m.type >= kReservedMessageTypes) {
     return absl::InvalidArgumentError(

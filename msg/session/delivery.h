@@ -46,6 +46,10 @@ absl::Status MarkedDownError(absl::string_view peer);
 // a lossless session whose peer did not come back in time: DEADLINE_EXCEEDED "PEER did
 // not reconnect within T; session ended".
 absl::Status ReconnectTimeoutError(absl::string_view peer, absl::Duration timeout);
+// an accepted session its peer replaced with a new one (msg/session/session_table.h: it
+// came back with a new cookie, having restarted): UNAVAILABLE "client.4 restarted (new
+// session from ADDR)".
+absl::Status ReplacedError(const EntityName& peer, absl::string_view addr);
 
 // ------------------------------------------------------------------- flow control
 

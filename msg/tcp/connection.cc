@@ -216,6 +216,11 @@ absl::Status TcpConnection::WriteRecordShared(const RecordDesc& desc, std::strin
   return absl::OkStatus();
 }
 
+bool TcpConnection::closed() const {
+  absl::MutexLock l(&mu_);
+  return closed_;
+}
+
 void TcpConnection::MarkDown() {
   {
     absl::MutexLock l(&mu_);

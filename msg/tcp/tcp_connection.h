@@ -136,8 +136,8 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   void Stop();
   // Messenger shutdown, step 2 (no worker thread running): drop socket and timers.
   void DestroyIo();
-  // True for a server session whose client is not connected (may be replaced).
-  bool standby() const { return !connected_.load(); }
+  // The session is over (reset, marked down, or its messenger stopping): never resumed.
+  bool closed() const ABSL_LOCKS_EXCLUDED(mu_);
   // Resets the session from another thread (e.g. its client restarted).
   void ResetAsync(absl::Status why);
   // Resets it and returns once the strand did (nothing read after that is delivered).

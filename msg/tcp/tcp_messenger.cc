@@ -99,41 +99,22 @@ absl::Status TcpMessenger::AttachAccepted(std::shared_ptr<asio::ip::tcp::socket>
   {
     absl::MutexLock l(&mu_);
     if (shut_down_) return absl::UnavailableError("messenger is shutting down");
-    auto it = policy.lossless ? sessions_.find(auth.cookie) : sessions_.end();
-    if (it != sessions_.end()) {
-      // A cookie crosses the wire in the clear: a peer resuming a session must present the
-      // name the session was opened with (and, with auth, the cluster key). Not a secret
-      // per session: a peer with the key that claims the same name still gets in.
-      if (!(it->second->peer_name() == hello.name)) {
-        return absl::PermissionDeniedError(
-            absl::StrCat("session cookie belongs to ", it->second->peer_name().ToString(),
-                         ", not to ", hello.name.ToString()));
-      }
-      conn = it->second;
-    } else {
-      // A client that restarted comes back with a new cookie: its old session, if it
-      // has no socket, is over.
-      for (auto& [cookie, s] : sessions_) {
-        if (s->standby() && hello.name.type == EntityType::kClient &&
-            s->peer_name() == hello.name) {
-          replaced.push_back(s);
-        }
-      }
+    // msg/session/session_table.h: resume, or a new session that replaces the peer's
+    // unlinked ones.
+    auto admitted = sessions_.Admit(session::SessionRequest{
+        hello.name, auth.cookie, policy.lossless, (auth.flags & kAuthHadSession) != 0});
+    if (!admitted.ok()) return admitted.status();
+    replaced = std::move(admitted->replaced);
+    conn = std::move(admitted->resume);
+    if (conn == nullptr) {
       conn = std::make_shared<TcpConnection>(this, TcpConnection::Side::kServer, policy, peer_addr,
                                              want_ring, auth.cookie, hello.name);
       new_session = true;
-      if (policy.lossless) {
-        sessions_[auth.cookie] = conn;
-      } else {
-        lossy_[conn.get()] = conn;
-      }
+      sessions_.Insert(conn);
       all_.Add(conn);
     }
   }
-  for (auto& s : replaced) {
-    s->ResetAsync(absl::UnavailableError(
-        absl::StrCat(hello.name.ToString(), " restarted (new session from ", peer_addr, ")")));
-  }
+  for (auto& s : replaced) s->ResetAsync(session::ReplacedError(hello.name, peer_addr));
   if (new_session) conn->set_peer_instance(auth.instance);
   // Fenced after the acceptor checked and before SetFenced's sweep could see the session.
   if (absl::Status fenced = shared_->fence.Check(hello.name, auth.instance); !fenced.ok()) {
@@ -149,8 +130,7 @@ void TcpMessenger::SetFenced(std::vector<FencedPeer> fenced) {
   std::vector<std::shared_ptr<TcpConnection>> accepted;
   {
     absl::MutexLock l(&mu_);
-    for (const auto& [cookie, c] : sessions_) accepted.push_back(c);
-    for (const auto& [ptr, c] : lossy_) accepted.push_back(c);
+    accepted = sessions_.All();
   }
   shared_->counters.fenced_sessions_closed += shared_->fence.SetAndSweep(
       std::move(fenced), accepted, "tcp",
@@ -167,9 +147,7 @@ void TcpMessenger::Forget(const TcpConnection* conn) {
       break;
     }
   }
-  auto it = sessions_.find(conn->cookie());
-  if (it != sessions_.end() && it->second.get() == conn) sessions_.erase(it);
-  lossy_.erase(conn);
+  sessions_.Erase(conn);
 }
 
 std::vector<SessionInfo> TcpMessenger::DumpSessions() const {
@@ -178,8 +156,7 @@ std::vector<SessionInfo> TcpMessenger::DumpSessions() const {
   {
     absl::MutexLock l(&mu_);
     for (const auto& [addr, c] : outgoing_) conns.push_back(c);
-    for (const auto& [cookie, c] : sessions_) conns.push_back(c);
-    for (const auto& [ptr, c] : lossy_) conns.push_back(c);
+    for (auto& c : sessions_.All()) conns.push_back(std::move(c));
   }
   std::vector<SessionInfo> out;
   out.reserve(conns.size());
@@ -253,8 +230,7 @@ void TcpMessenger::Shutdown() {
     absl::MutexLock l(&mu_);
     acceptor_.reset();
     outgoing_.clear();
-    sessions_.clear();
-    lossy_.clear();
+    sessions_.Clear();
     all_.items.clear();
     handshakes_.items.clear();
   }

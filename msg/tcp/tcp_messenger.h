@@ -34,6 +34,7 @@
 #include "msg/messenger.h"
 #include "msg/session/fence.h"
 #include "msg/session/secure_mode.h"
+#include "msg/session/session_table.h"
 
 namespace msgr::tcp {
 
@@ -104,11 +105,9 @@ class TcpMessenger : public Messenger {
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_ ABSL_GUARDED_BY(mu_);
   std::map<EntityType, Policy> policies_ ABSL_GUARDED_BY(mu_);
-  // Outgoing connections by peer address; accepted sessions by client cookie.
+  // Outgoing connections by peer address; accepted sessions (msg/session/session_table.h).
   std::map<std::string, std::shared_ptr<TcpConnection>> outgoing_ ABSL_GUARDED_BY(mu_);
-  std::map<uint64_t, std::shared_ptr<TcpConnection>> sessions_ ABSL_GUARDED_BY(mu_);
-  // Accepted lossy sessions (never resumed), kept so Shutdown can close them.
-  std::map<const TcpConnection*, std::shared_ptr<TcpConnection>> lossy_ ABSL_GUARDED_BY(mu_);
+  session::SessionTable<TcpConnection> sessions_ ABSL_GUARDED_BY(mu_);
   // Every connection and handshake made (expired entries pruned as the lists grow), for
   // Shutdown. A weak_ptr to a make_shared object keeps its memory: pruning bounds that.
   template <typename T>

@@ -526,6 +526,45 @@ TEST_P(MessengerTest, LosslessSessionOfAVanishedClientEndsAfterTheReconnectTimeo
   });
 }
 
+// A client that restarts comes back with a new cookie: the server ends its old session,
+// unlinked since the old process died, at once (not after session_reconnect_timeout),
+// with the same words on both backends (msg/session/session_table.h), and serves the new.
+TEST_P(MessengerTest, AClientBackWithANewSessionEndsItsOldOne) {
+  RecordingDispatcher sd;
+  auto server = MakeServer(&sd);  // session_reconnect_timeout: the default 120 s
+  const pid_t child = testing::SpawnClientChild({GetParam(), addr_, "23", "exit"});
+  ASSERT_GT(child, 0) << "cannot start tests/msg/client_child";
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  ASSERT_TRUE(Eventually([&] {
+    auto sessions = server->DumpSessions();
+    return sessions.size() == 1 && sessions[0].state == "standby";
+  })) << "the dead client's session never lost its link";
+  EXPECT_TRUE(sd.Locked([&] { return sd.resets.empty(); }));
+
+  RecordingDispatcher cd;
+  auto client = Make(Options(EntityType::kClient, 23), &cd);  // the same name, restarted
+  auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossless(), true});
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_TRUE((*conn)->WriteRecord(RecordDesc{"o", 1, 0, 0}, "new", absl::Seconds(10)).ok());
+  ASSERT_TRUE(cd.WaitFor([&] { return cd.record_acks.size() == 1; }));
+  ASSERT_TRUE(sd.WaitFor([&] { return !sd.resets.empty(); }, std::chrono::seconds(5)))
+      << "the old session was kept beside the new one";
+  sd.Locked([&] {
+    ASSERT_EQ(sd.resets.size(), 1u);
+    EXPECT_TRUE(absl::IsUnavailable(sd.resets[0])) << sd.resets[0];
+    EXPECT_NE(sd.resets[0].message().find("client.23 restarted (new session from "),
+              std::string::npos)
+        << sd.resets[0];
+  });
+  auto sessions = server->DumpSessions();
+  ASSERT_EQ(sessions.size(), 1u);
+  EXPECT_EQ(sessions[0].state, "connected");
+  EXPECT_EQ(sessions[0].peer.ToString(), "client.23");
+  client->Shutdown();
+}
+
 // Shutdown says goodbye: the server ends the sessions the client had opened at once (the
 // ring is freed), without waiting session_reconnect_timeout; and the server's own
 // Shutdown does not end its clients' sessions for them.
