@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "msg/rdma/rdma_connection.h"
+#include "msg/session/backoff.h"
 #include "msg/session/handshake_steps.h"
 #include "spdlog/spdlog.h"
 
@@ -291,7 +292,7 @@ absl::Status RdmaConnection::ClientHandshake() {
 }
 
 void RdmaConnection::RunConnector() {
-  absl::Duration backoff = absl::ZeroDuration();
+  session::ReconnectBackoff backoff(shared_->options.reconnect_backoff_max);
   for (;;) {
     {
       absl::MutexLock l(&mu_);
@@ -299,7 +300,7 @@ void RdmaConnection::RunConnector() {
     }
     const absl::Status s = ClientHandshake();
     if (s.ok()) {
-      backoff = absl::ZeroDuration();
+      backoff.Reset();
       // Connected: send keepalives on the side channel until the link goes away; a peer
       // that stops answering them (its dispatcher is stuck, or it hangs) is reset.
       const MessengerOptions& o = shared_->options;
@@ -366,10 +367,9 @@ void RdmaConnection::RunConnector() {
       Reset(s, /*send_close=*/false);
       return;
     }
-    backoff = std::min(std::max(backoff * 2, absl::Milliseconds(10)),
-                       shared_->options.reconnect_backoff_max);
+    const absl::Duration wait = backoff.Next();
     absl::MutexLock l(&mu_);
-    const absl::Time until = absl::Now() + backoff;
+    const absl::Time until = absl::Now() + wait;
     while (!closed_ && !shared_->stopping && absl::Now() < until) {
       cv_.WaitWithDeadline(&mu_, until);
     }

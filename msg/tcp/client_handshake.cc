@@ -144,11 +144,8 @@ void TcpConnection::OnConnectFailed(const absl::Status& why, bool refused_by_pee
 }
 
 void TcpConnection::ScheduleReconnect() {
-  const absl::Duration max = shared_->options.reconnect_backoff_max;
-  backoff_ = backoff_ == absl::ZeroDuration() ? absl::Milliseconds(5) : backoff_ * 2;
-  if (backoff_ > max) backoff_ = max;
   if (!timer_) timer_ = std::make_unique<asio::steady_timer>(msgr_->io());
-  timer_->expires_after(absl::ToChronoNanoseconds(backoff_));
+  timer_->expires_after(absl::ToChronoNanoseconds(backoff_.Next()));
   timer_->async_wait(asio::bind_executor(
       strand_, [self = shared_from_this(), gen = gen_](boost::system::error_code ec) {
         if (ec || gen != self->gen_) return;

@@ -590,7 +590,7 @@ void TcpConnection::OnEstablished(const Ready& ready, const EntityName& peer) {
     wr_fd_ = socket_->native_handle();
     wr_open_ = true;  // from here on any thread may write
   }
-  backoff_ = absl::ZeroDuration();
+  backoff_.Reset();
   liveness_.Heard(Clock::now());
   spdlog::debug("msgr tcp: connected to {} ({} session)", PeerDesc(), resumed ? "resumed" : "new");
   StartRead();

@@ -42,6 +42,7 @@
 #include "msg/frame.h"
 #include "msg/handshake.h"
 #include "msg/messenger.h"
+#include "msg/session/backoff.h"
 #include "msg/session/record_acks.h"
 #include "msg/session/delivery.h"
 #include "msg/session/handshake_steps.h"
@@ -343,7 +344,7 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   std::atomic<uint64_t> in_seq_{0};
   // Receiver: ring position after the last record published (ReleaseRing's hint).
   std::atomic<uint64_t> rx_published_pos_{0};
-  absl::Duration backoff_ = absl::ZeroDuration();
+  session::ReconnectBackoff backoff_{shared_->options.reconnect_backoff_max};
   session::Liveness liveness_;  // heard from the peer: any bytes read
   // reader
   ReadBuffer rx_buf_{kReadBufferBytes};
