@@ -287,7 +287,7 @@ void RdmaConnection::Reset(const absl::Status& why, bool send_close) {
     retired->tp->Kill();
   }
   Retire(std::move(retired));
-  if (!outgoing_) {
+  {
     absl::MutexLock h(&shared_->hooks_mu);
     if (shared_->forget_session) shared_->forget_session(this);
   }

@@ -277,7 +277,7 @@ void RdmaMessenger::SetFenced(std::vector<FencedPeer> fenced) {
   std::vector<std::shared_ptr<RdmaConnection>> accepted;
   {
     absl::MutexLock l(&mu_);
-    accepted = sessions_.All();
+    accepted = sessions_.Accepted();
   }
   shared_->counters.fenced_sessions_closed += shared_->fence.SetAndSweep(
       std::move(fenced), accepted, "rdma",
@@ -290,7 +290,7 @@ void RdmaMessenger::SetFenced(std::vector<FencedPeer> fenced) {
 
 void RdmaMessenger::ForgetSession(const RdmaConnection* conn) {
   absl::MutexLock l(&mu_);
-  sessions_.Erase(conn);
+  if (sessions_.Erase(conn) && conn->outgoing_) RepublishPollListLocked();
 }
 
 absl::StatusOr<ConnectionRef> RdmaMessenger::Connect(const std::string& addr,
@@ -299,10 +299,9 @@ absl::StatusOr<ConnectionRef> RdmaMessenger::Connect(const std::string& addr,
   {
     absl::MutexLock l(&mu_);
     if (shut_down_) return absl::FailedPreconditionError("messenger is shut down");
-    auto it = outgoing_.find(addr);
-    if (it != outgoing_.end() && !it->second->closed()) return ConnectionRef(it->second);
+    if (auto open = sessions_.Outgoing(addr)) return ConnectionRef(open);
     conn = std::make_shared<RdmaConnection>(shared_, addr, options);
-    outgoing_[addr] = conn;
+    sessions_.InsertOutgoing(addr, conn);
     RepublishPollListLocked();
   }
   StartThread([conn] { conn->RunConnector(); });
@@ -314,7 +313,7 @@ void RdmaMessenger::ExpireSessions() {
   {
     absl::MutexLock l(&mu_);
     if (shut_down_) return;
-    sessions = sessions_.All();
+    sessions = sessions_.Accepted();
   }
   const absl::Time now = absl::Now();
   for (const auto& c : sessions) c->ExpireIfGone(now);
@@ -362,8 +361,7 @@ bool RdmaMessenger::DeliverQpEvent(const verbs::AsyncEvent& ev) {
   {
     absl::MutexLock l(&mu_);
     if (shut_down_) return true;
-    for (auto& c : sessions_.All()) conns.push_back(std::move(c));
-    for (const auto& [key, c] : outgoing_) conns.push_back(c);
+    conns = sessions_.All();
   }
   for (const auto& c : conns) {
     if (c->OnQpEvent(ev)) return true;  // a live QP number belongs to one connection
@@ -401,8 +399,7 @@ std::vector<SessionInfo> RdmaMessenger::DumpSessions() const {
   std::vector<std::shared_ptr<RdmaConnection>> conns;
   {
     absl::MutexLock l(&mu_);
-    for (const auto& [addr, c] : outgoing_) conns.push_back(c);
-    for (auto& c : sessions_.All()) conns.push_back(std::move(c));
+    conns = sessions_.All();
   }
   std::vector<SessionInfo> out;
   out.reserve(conns.size());
@@ -417,7 +414,7 @@ void RdmaMessenger::SetPolicy(EntityType type, Policy policy) {
 
 void RdmaMessenger::RepublishPollListLocked() {
   auto list = std::make_shared<ConnList>();
-  for (const auto& [addr, c] : outgoing_) list->push_back(c);
+  *list = sessions_.AllOutgoing();
   std::atomic_store(&poll_list_, std::shared_ptr<const ConnList>(std::move(list)));
 }
 
@@ -438,11 +435,9 @@ void RdmaMessenger::Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
     shared_->stopping = true;
-    for (auto& [k, c] : outgoing_) conns.push_back(c);
-    for (auto& c : sessions_.All()) conns.push_back(std::move(c));
-    outgoing_.clear();
-    RepublishPollListLocked();
+    conns = sessions_.All();
     sessions_.Clear();
+    RepublishPollListLocked();
   }
   {
     absl::MutexLock h(&shared_->hooks_mu);

@@ -71,7 +71,7 @@ class RdmaMessenger : public Messenger {
   RdmaStats stats() const { return shared_->Stats(); }
   const std::string& device_name() const;
 
-  // The accepting side removes a session that ended (from RdmaConnection::Reset).
+  // A session that ended for good leaves the table (from RdmaConnection::Reset).
   void ForgetSession(const RdmaConnection* conn);
 
  private:
@@ -102,15 +102,14 @@ class RdmaMessenger : public Messenger {
   mutable absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::map<EntityType, Policy> policies_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::shared_ptr<RdmaConnection>> outgoing_ ABSL_GUARDED_BY(mu_);
-  // outgoing_'s connections as an immutable snapshot, replaced under mu_ when outgoing_
-  // changes: Poll() reads it with std::atomic_load, without mu_ and without allocating
+  // Our sessions by peer address and the accepted ones (msg/session/session_table.h).
+  session::SessionTable<RdmaConnection> sessions_ ABSL_GUARDED_BY(mu_);
+  // The outgoing sessions as an immutable snapshot, replaced under mu_ when they
+  // change: Poll() reads it with std::atomic_load, without mu_ and without allocating
   // (callers spin on Poll()).
   using ConnList = std::vector<std::shared_ptr<RdmaConnection>>;
   std::shared_ptr<const ConnList> poll_list_ = std::make_shared<ConnList>();
   void RepublishPollListLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Accepted sessions (msg/session/session_table.h).
-  session::SessionTable<RdmaConnection> sessions_ ABSL_GUARDED_BY(mu_);
   // Connector and handshake threads; finished ones are reaped as new ones start.
   struct Task {
     std::thread thread;

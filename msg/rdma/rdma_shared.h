@@ -162,8 +162,8 @@ struct RdmaShared {
   // Handles the device's queued asynchronous events now (the messenger's handler).
   void DrainAsyncEvents();
 
-  // Set by the messenger while it lives: an accepted session ended for good; the device's
-  // asynchronous events handled now.
+  // Set by the messenger while it lives: a session (ours or accepted) ended for good;
+  // the device's asynchronous events handled now.
   absl::Mutex hooks_mu;
   std::function<void(const RdmaConnection*)> forget_session ABSL_GUARDED_BY(hooks_mu);
   std::function<void()> drain_async_events ABSL_GUARDED_BY(hooks_mu);

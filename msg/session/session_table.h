@@ -1,6 +1,10 @@
-// The accepting side's sessions, and the one rule of both backends for what a peer that
+// A messenger's sessions, and the one rule of both backends for what a peer that
 // authenticated gets (msg/PROTOCOL.md, "Sessions, lossless resume, exactly-once"):
 //
+//   * connecting side: one session per peer address; Connect to an address returns the
+//     session to it unless that one is over (then a new one takes its place);
+//
+// Accepting side:
 //   * a lossless session is found by the cookie the peer sent in AUTH. It is resumed if the
 //     peer says it had a session (AUTH flag had_session) and it is not over; it must be
 //     resumed under the name that opened it (else PERMISSION_DENIED: the cookie crosses the
@@ -16,13 +20,14 @@
 // Sans-I/O and not thread-safe: the messenger holds its lock around every call, and does
 // what a decision says (resets the replaced sessions, attaches the link) after releasing
 // it. C is the backend's connection: peer_name(), cookie(), lossless(), is_connected(),
-// closed().
+// closed(). A session leaves the table when it ends for good (Erase).
 #ifndef MSGR_MSG_SESSION_SESSION_TABLE_H_
 #define MSGR_MSG_SESSION_SESSION_TABLE_H_
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -77,7 +82,26 @@ class SessionTable {
     return a;
   }
 
-  // A new session (after Admit said so): takes its cookie's place if it is lossless.
+  // Connecting side: the session to `addr` that is not over, or null.
+  std::shared_ptr<C> Outgoing(const std::string& addr) const {
+    auto it = outgoing_.find(addr);
+    if (it == outgoing_.end() || it->second->closed()) return nullptr;
+    return it->second;
+  }
+  // A new session to `addr` (after Outgoing found none): takes the place of an ended one.
+  void InsertOutgoing(const std::string& addr, std::shared_ptr<C> c) {
+    outgoing_[addr] = std::move(c);
+  }
+  // The connecting side's sessions (ended ones not yet erased included).
+  std::vector<std::shared_ptr<C>> AllOutgoing() const {
+    std::vector<std::shared_ptr<C>> all;
+    all.reserve(outgoing_.size());
+    for (const auto& [addr, s] : outgoing_) all.push_back(s);
+    return all;
+  }
+
+  // Accepting side: a new session (after Admit said so): takes its cookie's place if it is
+  // lossless.
   void Insert(std::shared_ptr<C> c) {
     if (c->lossless()) {
       lossless_[c->cookie()] = std::move(c);
@@ -87,28 +111,49 @@ class SessionTable {
     }
   }
 
-  // `c` ended for good (a session that replaced it under its cookie stays).
-  void Erase(const C* c) {
+  // `c` ended for good (a session that took its place, under its cookie or address,
+  // stays). Returns true if it was there.
+  bool Erase(const C* c) {
+    size_t n = lossy_.erase(c);
     auto it = lossless_.find(c->cookie());
-    if (it != lossless_.end() && it->second.get() == c) lossless_.erase(it);
-    lossy_.erase(c);
+    if (it != lossless_.end() && it->second.get() == c) {
+      lossless_.erase(it);
+      ++n;
+    }
+    for (auto o = outgoing_.begin(); o != outgoing_.end(); ++o) {
+      if (o->second.get() == c) {
+        outgoing_.erase(o);
+        ++n;
+        break;
+      }
+    }
+    return n != 0;
   }
 
-  std::vector<std::shared_ptr<C>> All() const {
+  // The accepting side's sessions.
+  std::vector<std::shared_ptr<C>> Accepted() const {
     std::vector<std::shared_ptr<C>> all;
     all.reserve(lossless_.size() + lossy_.size());
     for (const auto& [cookie, s] : lossless_) all.push_back(s);
     for (const auto& [ptr, s] : lossy_) all.push_back(s);
     return all;
   }
-  size_t size() const { return lossless_.size() + lossy_.size(); }
+  // Both sides' (DumpSessions, shutdown).
+  std::vector<std::shared_ptr<C>> All() const {
+    std::vector<std::shared_ptr<C>> all = AllOutgoing();
+    for (auto& s : Accepted()) all.push_back(std::move(s));
+    return all;
+  }
+  size_t size() const { return outgoing_.size() + lossless_.size() + lossy_.size(); }
   void Clear() {
+    outgoing_.clear();
     lossless_.clear();
     lossy_.clear();
   }
 
  private:
-  std::map<uint64_t, std::shared_ptr<C>> lossless_;  // by cookie
+  std::map<std::string, std::shared_ptr<C>> outgoing_;  // by peer address
+  std::map<uint64_t, std::shared_ptr<C>> lossless_;     // by cookie
   std::map<const C*, std::shared_ptr<C>> lossy_;
 };
 

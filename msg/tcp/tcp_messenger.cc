@@ -62,12 +62,11 @@ absl::StatusOr<ConnectionRef> TcpMessenger::Connect(const std::string& addr,
   {
     absl::MutexLock l(&mu_);
     if (shut_down_) return absl::FailedPreconditionError("messenger is shut down");
-    auto it = outgoing_.find(addr);
-    if (it != outgoing_.end()) return ConnectionRef(it->second);
+    if (auto open = sessions_.Outgoing(addr)) return ConnectionRef(open);
     conn = std::make_shared<TcpConnection>(this, TcpConnection::Side::kClient, options.policy, addr,
                                            options.want_ring, NewCookie());
     conn->set_expected_peer(options.peer);
-    outgoing_[addr] = conn;
+    sessions_.InsertOutgoing(addr, conn);
     all_.Add(conn);
   }
   conn->StartConnect();
@@ -130,7 +129,7 @@ void TcpMessenger::SetFenced(std::vector<FencedPeer> fenced) {
   std::vector<std::shared_ptr<TcpConnection>> accepted;
   {
     absl::MutexLock l(&mu_);
-    accepted = sessions_.All();
+    accepted = sessions_.Accepted();
   }
   shared_->counters.fenced_sessions_closed += shared_->fence.SetAndSweep(
       std::move(fenced), accepted, "tcp",
@@ -141,12 +140,6 @@ void TcpMessenger::SetFenced(std::vector<FencedPeer> fenced) {
 
 void TcpMessenger::Forget(const TcpConnection* conn) {
   absl::MutexLock l(&mu_);
-  for (auto it = outgoing_.begin(); it != outgoing_.end(); ++it) {
-    if (it->second.get() == conn) {
-      outgoing_.erase(it);
-      break;
-    }
-  }
   sessions_.Erase(conn);
 }
 
@@ -155,8 +148,7 @@ std::vector<SessionInfo> TcpMessenger::DumpSessions() const {
   std::vector<std::shared_ptr<TcpConnection>> conns;
   {
     absl::MutexLock l(&mu_);
-    for (const auto& [addr, c] : outgoing_) conns.push_back(c);
-    for (auto& c : sessions_.All()) conns.push_back(std::move(c));
+    conns = sessions_.All();
   }
   std::vector<SessionInfo> out;
   out.reserve(conns.size());
@@ -229,7 +221,6 @@ void TcpMessenger::Shutdown() {
   {
     absl::MutexLock l(&mu_);
     acceptor_.reset();
-    outgoing_.clear();
     sessions_.Clear();
     all_.items.clear();
     handshakes_.items.clear();

@@ -105,8 +105,7 @@ class TcpMessenger : public Messenger {
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_ ABSL_GUARDED_BY(mu_);
   std::map<EntityType, Policy> policies_ ABSL_GUARDED_BY(mu_);
-  // Outgoing connections by peer address; accepted sessions (msg/session/session_table.h).
-  std::map<std::string, std::shared_ptr<TcpConnection>> outgoing_ ABSL_GUARDED_BY(mu_);
+  // Our sessions by peer address and the accepted ones (msg/session/session_table.h).
   session::SessionTable<TcpConnection> sessions_ ABSL_GUARDED_BY(mu_);
   // Every connection and handshake made (expired entries pruned as the lists grow), for
   // Shutdown. A weak_ptr to a make_shared object keeps its memory: pruning bounds that.

@@ -131,5 +131,30 @@ TEST(SessionTableTest, LossySessionsAreListedButNeverResumedOrReplaced) {
   EXPECT_EQ(t.size(), 0u);
 }
 
+TEST(SessionTableTest, OneOpenSessionPerPeerAddressOnTheConnectingSide) {
+  SessionTable<FakeSession> t;
+  EXPECT_EQ(t.Outgoing("10.0.0.1:6800"), nullptr);
+  auto s = Session(kOsd1, 5);
+  t.InsertOutgoing("10.0.0.1:6800", s);
+  EXPECT_EQ(t.Outgoing("10.0.0.1:6800"), s);
+  EXPECT_EQ(t.Outgoing("10.0.0.2:6800"), nullptr);
+  s->closed_ = true;  // over: Connect makes a new one, which takes its place
+  EXPECT_EQ(t.Outgoing("10.0.0.1:6800"), nullptr);
+  auto next = Session(kOsd1, 6);
+  t.InsertOutgoing("10.0.0.1:6800", next);
+  EXPECT_FALSE(t.Erase(s.get()));  // the ended one was already replaced
+  EXPECT_EQ(t.Outgoing("10.0.0.1:6800"), next);
+  // Outgoing sessions are listed with the accepted ones, but never admit a peer.
+  t.Insert(Session(kClient4, 77));
+  EXPECT_EQ(t.All().size(), 2u);
+  EXPECT_EQ(t.Accepted().size(), 1u);
+  auto a = t.Admit(Request(kOsd1, 6, /*had_session=*/true));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->resume, nullptr);
+  EXPECT_TRUE(t.Erase(next.get()));
+  EXPECT_EQ(t.Outgoing("10.0.0.1:6800"), nullptr);
+  EXPECT_EQ(t.size(), 1u);
+}
+
 }  // namespace
 }  // namespace msgr::session
