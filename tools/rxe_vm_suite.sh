@@ -20,7 +20,8 @@
 #    (default 600 s). Skipped with --no-two-hosts, and when ENTRY arguments are given
 #    unless --two-hosts is too; --only-two-hosts skips phase 1.
 # 4. Prints one "PASS name (secs)" or "FAIL name: reason" line per entry (with the end of
-#    the output of failed ones), then exactly one line
+#    the output of failed ones, and the "FIGURES: ..." lines of passed ones), then exactly
+#    one line
 #        rdma-vm: N passed, N failed
 #    and exits non-zero if anything failed, including a VM that did not boot (then every
 #    entry that did not run counts as failed).
@@ -273,6 +274,12 @@ report() {
     [[ ${PHASES[$i]} == 2 ]] && name="[two hosts] $name"
     if [[ "$status" == PASS ]]; then
       echo "PASS $name (${secs} s)"
+      # An entry's "FIGURES: ..." lines (benchmark ratios, e.g. msgr vs perftest) go to the
+      # summary too, so that every run reports them.
+      local figs
+      for figs in "$RESULTS/$i.log" "$RESULTS/two/a/$i.log" "$RESULTS/two/b/$i.log"; do
+        [[ -s "$figs" ]] && { grep -h 'FIGURES: ' "$figs" | sed 's/^/  /' || true; }
+      done
       PASSED=$((PASSED + 1))
     else
       reason=${status#FAIL }

@@ -11,11 +11,14 @@
 #   two_host_cluster_test.sh [--seconds N] [--ms-type rdma|tcp]   (the kill run's length;
 #                             tcp runs the same cases over the same link, for comparison)
 #   two_host_cluster_test.sh --perf [--seconds N]
-#     figures, not a test (for the notes; not in TWO_HOSTS): ib_write_lat / ib_write_bw
-#     -s 4096 between the two rxe0s (perftest; skipped if it is not installed), then one
-#     cluster with --ms-type both: the bench's 4 KiB -t 1 latency and -t 16 IOPS over rdma
-#     and over tcp, N seconds each (default 20; each bench is a new client process, so its
-#     connection setup, seconds under emulation for rdma, is inside them).
+#     figures (in TWO_HOSTS with a short N, so every CI run reports them): ib_write_lat /
+#     ib_write_bw -s 4096 between the two rxe0s (perftest; skipped if it is not
+#     installed), then one cluster with --ms-type both: the bench's 4 KiB -t 1 latency and
+#     -t 16 IOPS over rdma and over tcp, N seconds each (default 20; each bench is a new
+#     client process, so its connection setup, seconds under emulation for rdma, is inside
+#     them); b ends with one line "FIGURES: ..." comparing msgr over rdma with perftest
+#     (issue 17's ratios; tools/rxe_vm_suite.sh prints it). Fails if a bench fails or
+#     reports errors; the figures themselves decide nothing.
 # The halves talk through files in MSGR_VM_SYNC (a 9p directory both guests see, set by
 # tools/rxe_vm/suite_guest.sh): the cluster directory there holds only what both need
 # (keyring, pki/, mon.addr); data, pid files and admin sockets stay in a's /tmp.
@@ -187,6 +190,39 @@ perf_b() {
   done
 }
 
+# figures_b OUT: the line that compares msgr over rdma with perftest on the same link.
+figures_b() {
+  python3 - "$1" "$SYNC/ib_write_lat.b.log" "$SYNC/ib_write_bw.b.log" <<'PY'
+import json, os, sys
+out, lat_log, bw_log = sys.argv[1:4]
+def row(path):  # perftest's result row for 4096-byte messages, or None
+    if not os.path.exists(path):
+        return None
+    for line in open(path):
+        f = line.split()
+        if len(f) >= 5 and f[0] == "4096":
+            return f
+    return None
+def bench(name):
+    try:
+        return json.load(open(os.path.join(out, name)))
+    except (OSError, ValueError):
+        return None
+lat, bw = row(lat_log), row(bw_log)
+t1, t16 = bench("perf-rdma-1.json"), bench("perf-rdma-16.json")
+parts = []
+if t1 and lat:
+    typical = float(lat[4])  # t_typical [usec]
+    parts.append("rdma 4K -t 1 p50 %.0f us = %.1fx ib_write_lat's typical %.0f us"
+                 % (t1["lat_us"]["p50"], t1["lat_us"]["p50"] / typical, typical))
+if t16 and bw:
+    rate = float(bw[4]) * 1e6  # MsgRate [Mpps]
+    parts.append("rdma 4K -t 16 %.0f IOPS = %.1f%% of ib_write_bw's %.0f writes/s"
+                 % (t16["iops"], 100.0 * t16["iops"] / rate, rate))
+print("FIGURES: " + ("; ".join(parts) if parts else "none (perftest or a bench gave no result)"))
+PY
+}
+
 run_b() {
   [[ $PERF == 1 ]] && perftest_b
   local out=/tmp/msgr-two-host-b.$MS_TYPE
@@ -198,7 +234,11 @@ run_b() {
     return
   fi
   BENCH=("$BIN/client/bench/bench" --cluster-dir "$SHARED" --ms-type "$MS_TYPE" --rdma-device "$DEV" --quiet)
-  if [[ $PERF == 1 ]]; then perf_b "$out"; return; fi
+  if [[ $PERF == 1 ]]; then
+    perf_b "$out"
+    log "$(figures_b "$out")"
+    return
+  fi
 
   # 1. Verified bench.
   if timeout 300 "${BENCH[@]}" -b 4K -t 16 --seconds 5 --prefix verified --verify \
