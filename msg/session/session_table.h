@@ -1,10 +1,10 @@
-// A messenger's sessions, and the one rule of both backends for what a peer that
-// authenticated gets (msg/PROTOCOL.md, "Sessions, lossless resume, exactly-once"):
+// A messenger's sessions, and the one set of rules of both backends for them
+// (msg/PROTOCOL.md, "Sessions, lossless resume, exactly-once").
 //
-//   * connecting side: one session per peer address; Connect to an address returns the
-//     session to it unless that one is over (then a new one takes its place);
+// Connecting side: one session per peer address; Connect to an address returns the
+// session to it unless that one is over (then a new one takes its place).
 //
-// Accepting side:
+// Accepting side, what a peer that authenticated gets:
 //   * a lossless session is found by the cookie the peer sent in AUTH. It is resumed if the
 //     peer says it had a session (AUTH flag had_session) and it is not over; it must be
 //     resumed under the name that opened it (else PERMISSION_DENIED: the cookie crosses the
