@@ -167,6 +167,9 @@ struct MessengerOptions {
   X(payload_bytes_copied_tx, kCounter, kBytes,                                            \
     "record payload bytes this process's CPU copied sending: into frames or staging "    \
     "buffers, the kernel's socket copy, the soft HCA's memcpy")                           \
+  X(record_crc_bytes_tx, kCounter, kBytes,                                                \
+    "record payload bytes this process's CPU ran crc32c over sending (0 for records "    \
+    "whose crc the caller gave: RecordDesc::payload_crc)")                                \
   X(payload_bytes_copied_rx, kCounter, kBytes,                                            \
     "record payload bytes this process's CPU copied receiving (the kernel's socket copy " \
     "into the ring; 0 for RDMA: the peer's HCA placed them)")                             \
@@ -231,6 +234,12 @@ struct RecordDesc {
   uint64_t tid = 0;
   uint64_t object_offset = 0;
   uint16_t flags = 0;         // kRecordFlag*
+  // The record's payload crc32c (over oid then payload: msg/ring/ring_format.h's
+  // RecordPayloadCrc) when the caller has it already -- an OSD forwarding a record it
+  // received and checked, with the same oid and payload -- so the messenger does not run
+  // crc32c over the payload again. The receiver checks it as always: a wrong value gets
+  // the record refused as corrupt.
+  std::optional<uint32_t> payload_crc;
 };
 
 // Memory a record payload can be sent from without the messenger copying it

@@ -394,6 +394,8 @@ void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
       }
       item->desc.oid.assign(rec.oid, h.oid_len);
       item->desc.object_offset = h.object_offset;
+      // Same oid, same payload: the crc the poller checked (no second crc32c pass here).
+      item->desc.payload_crc = h.payload_crc;
       item->desc.flags = h.flags & (kRecordFlagTruncate | kRecordFlagLast);
       switch (part.kind) {
         case WritePart::Kind::kWhole:

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "msg/ring/ring_format.h"
 #include "tests/msg/client_child_spawn.h"
 #include "tests/msg/messenger_test_util.h"
 #include "tests/msg/test_pki.h"
@@ -217,6 +218,58 @@ TEST_P(MessengerTest, RingRecordsWrapAroundByteIdentical) {
   EXPECT_EQ(client->counters().records_sent, static_cast<uint64_t>(kN));
   EXPECT_EQ(server->counters().records_received, static_cast<uint64_t>(kN));
   EXPECT_EQ(sd.Locked([&] { return sd.rings[0]->bytes(); }), kTestRing);
+}
+
+// RecordDesc::payload_crc: a caller that has the record's crc already (an OSD forwarding
+// what it received and checked) spares the sender's crc32c pass; the receiver still checks
+// it, so a wrong one is refused as corrupt, never delivered as the record.
+TEST_P(MessengerTest, ACrcTheCallerGivesIsNotSummedAgainAndAWrongOneIsRefused) {
+  RecordingDispatcher sd, cd;
+  auto server = MakeServer(&sd);
+  auto client = Make(Options(EntityType::kClient, 24), &cd);
+  auto conn = client->Connect(addr_, ConnectOptions{Policy::Lossless(), /*want_ring=*/true});
+  ASSERT_TRUE(conn.ok());
+  const std::string a = Pattern(6000, 1), b = Pattern(7000, 2);
+  RecordDesc given{"given", 1, 0, 0};
+  given.payload_crc = RecordPayloadCrc(given.oid.data(), given.oid.size(), a.data(), a.size());
+  ASSERT_TRUE((*conn)->WriteRecord(given, a, absl::Seconds(10)).ok());
+  ASSERT_TRUE((*conn)->WriteRecord(RecordDesc{"summed", 2, 0, 0}, b, absl::Seconds(10)).ok());
+  ASSERT_TRUE(cd.WaitFor([&] { return cd.record_acks.size() == 2; }));
+  auto* drainer = sd.drainer();
+  ASSERT_TRUE(Eventually([&] { return drainer->Count() == 2; }));
+  ASSERT_EQ(drainer->Error(), "");
+  auto got = drainer->Records();
+  EXPECT_TRUE(got[0].oid == "given" && got[0].payload == a);
+  EXPECT_TRUE(got[1].oid == "summed" && got[1].payload == b);
+  // Only the record without a given crc was summed by the sender.
+  EXPECT_EQ(client->counters().record_crc_bytes_tx, b.size());
+
+  // A wrong crc (lossy: the session is not resumed to send it again).
+  RecordingDispatcher bd;
+  auto liar = Make(Options(EntityType::kClient, 25), &bd);
+  auto bad = liar->Connect(addr_, ConnectOptions{Policy::Lossy(), /*want_ring=*/true});
+  ASSERT_TRUE(bad.ok());
+  const uint64_t crc_errors_before = server->counters().crc_errors;
+  RecordDesc wrong{"wrong", 1, 0, 0};
+  wrong.payload_crc = *given.payload_crc;  // the crc of other bytes
+  (void)(*bad)->WriteRecord(wrong, b, absl::Seconds(10));
+  // tcp checks the payload as it reads it (crc_errors, the connection closed); rdma's
+  // HCA places it and the ring's consumer finds the mismatch.
+  EXPECT_TRUE(Eventually([&] {
+    if (server->counters().crc_errors > crc_errors_before) return true;
+    for (size_t i = 1; i < sd.Locked([&] { return sd.drainers.size(); }); ++i) {
+      if (sd.Locked([&] { return sd.drainers[i]->Error(); }).find("crc mismatch") !=
+          std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  })) << "a record with a wrong crc was not refused";
+  for (size_t i = 1; i < sd.Locked([&] { return sd.drainers.size(); }); ++i) {
+    EXPECT_EQ(sd.Locked([&] { return sd.drainers[i]->Count(); }), 0u);
+  }
+  liar->Shutdown();
+  client->Shutdown();
 }
 
 TEST_P(MessengerTest, RingCreditBackpressure) {

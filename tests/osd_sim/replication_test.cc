@@ -119,6 +119,14 @@ class ReplicationTest : public ::testing::Test {
   }
 
   nlohmann::json Perf(int id) { return nlohmann::json::parse(osds_[id]->PerfDumpJson()); }
+  // A messenger counter of one backend, summed over the running OSDs' perf dumps.
+  uint64_t Sum(const char* backend, const char* counter) {
+    uint64_t n = 0;
+    for (int id = 0; id < kOsds; ++id) {
+      if (osds_[id] != nullptr) n += Perf(id)["messenger"][backend][counter].get<uint64_t>();
+    }
+    return n;
+  }
   // Waits (bounded) until the running OSDs lead `pgs` active PGs between them and none is
   // peering (until then clients' ops are refused and retried, which counts them twice).
   void WaitActive(uint64_t pgs) {
@@ -267,13 +275,6 @@ class RdmaClusterReplicationTest : public ReplicationTest {
     cluster_type_ = "rdma";
     ReplicationTest::SetUp();
   }
-  uint64_t Sum(const char* backend, const char* counter) {
-    uint64_t n = 0;
-    for (int id = 0; id < kOsds; ++id) {
-      if (osds_[id] != nullptr) n += Perf(id)["messenger"][backend][counter].get<uint64_t>();
-    }
-    return n;
-  }
 };
 
 TEST_F(ReplicationTest, EveryWriteLandsOnEveryMemberOfItsActingSet) {
@@ -286,6 +287,10 @@ TEST_F(ReplicationTest, EveryWriteLandsOnEveryMemberOfItsActingSet) {
   RecordCounts(&client_records, &replica_records);
   EXPECT_GT(client_records, 40u);
   EXPECT_EQ(replica_records, 2 * client_records);
+  // Forwarded records carry the crc the primary's poller checked: no OSD ran crc32c over
+  // a payload to send it (RecordDesc::payload_crc).
+  EXPECT_GT(Sum("tcp", "record_bytes_sent"), 0u);
+  EXPECT_EQ(Sum("tcp", "record_crc_bytes_tx"), 0u);
   // Each OSD holds exactly the objects whose acting set names it.
   const placement::PlacementMap map = Map();
   for (int id = 0; id < kOsds; ++id) {
@@ -327,6 +332,8 @@ TEST_F(RdmaClusterReplicationTest, ReplicasAreWrittenOverRdmaAndReadBackWhileAMe
   // Client records came over tcp, every replica record over rdma, none of them over tcp.
   EXPECT_EQ(Sum("tcp", "records_received"), client_records);
   EXPECT_EQ(Sum("rdma", "records_received"), replica_records);
+  EXPECT_GT(Sum("rdma", "record_bytes_sent"), 0u);
+  EXPECT_EQ(Sum("rdma", "record_crc_bytes_tx"), 0u);
   ExpectObjects(0, 40, 1);
   // A member killed: acknowledged objects read back from the others, writes go on degraded.
   osds_[0].reset();
