@@ -456,13 +456,8 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
   }
   // The soft HCA's WRITE is a memcpy by this process's CPU (a real HCA's DMA is none).
   if (shared_->soft_device) shared_->counters.payload_bytes_copied_tx += payload.size();
-  uint32_t payload_crc;
-  if (desc.payload_crc.has_value()) {
-    payload_crc = *desc.payload_crc;
-  } else {
-    payload_crc = RecordPayloadCrc(oid, desc.oid.size(), body, payload.size());
-    shared_->counters.record_crc_bytes_tx += payload.size();
-  }
+  const uint32_t payload_crc =
+      session::OutgoingRecordCrc(desc, oid, body, payload.size(), &shared_->counters);
   RecordHeader h;
   FillRecordHeader(&h, RecordType::kWrite, desc.flags, p->seq,
                    static_cast<uint16_t>(desc.oid.size()), static_cast<uint32_t>(payload.size()),

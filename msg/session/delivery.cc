@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "msg/ring/ring_format.h"
 
 namespace msgr::session {
 
@@ -22,6 +23,13 @@ absl::Status ReconnectTimeoutError(absl::string_view peer, absl::Duration timeou
 absl::Status ReplacedError(const EntityName& peer, absl::string_view addr) {
   return absl::UnavailableError(
       absl::StrCat(peer.ToString(), " restarted (new session from ", addr, ")"));
+}
+
+uint32_t OutgoingRecordCrc(const RecordDesc& desc, const void* oid, const void* payload,
+                           size_t len, LiveMessengerCounters* c) {
+  if (desc.payload_crc.has_value()) return *desc.payload_crc;
+  c->record_crc_bytes_tx += len;
+  return RecordPayloadCrc(oid, desc.oid.size(), payload, len);
 }
 
 absl::Status CheckOutgoingMessage(const Message& m, const MessengerOptions& options) {

@@ -28,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "msg/messenger.h"
+#include "msg/messenger_counters.h"
 
 namespace msgr::session {
 
@@ -50,6 +51,14 @@ absl::Status ReconnectTimeoutError(absl::string_view peer, absl::Duration timeou
 // came back with a new cookie, having restarted): UNAVAILABLE "client.4 restarted (new
 // session from ADDR)".
 absl::Status ReplacedError(const EntityName& peer, absl::string_view addr);
+
+// ------------------------------------------------------------------- ring records
+
+// The payload crc32c a sender writes into a record's header: the caller's
+// (RecordDesc::payload_crc), else RecordPayloadCrc over `oid` then `payload`, whose bytes
+// it then counts in `c->record_crc_bytes_tx`.
+uint32_t OutgoingRecordCrc(const RecordDesc& desc, const void* oid, const void* payload,
+                           size_t len, LiveMessengerCounters* c);
 
 // ------------------------------------------------------------------- flow control
 

@@ -153,13 +153,8 @@ absl::Status TcpConnection::WriteRecordShared(const RecordDesc& desc, std::strin
     f->payload.assign(payload.data(), payload.size());
     shared_->counters.payload_bytes_copied_tx += payload.size();
   }
-  uint32_t record_crc;
-  if (desc.payload_crc.has_value()) {
-    record_crc = *desc.payload_crc;
-  } else {
-    record_crc = RecordPayloadCrc(desc.oid.data(), desc.oid.size(), payload.data(), payload.size());
-    shared_->counters.record_crc_bytes_tx += payload.size();
-  }
+  const uint32_t record_crc = session::OutgoingRecordCrc(
+      desc, desc.oid.data(), payload.data(), payload.size(), &shared_->counters);
   const size_t record_bytes = RecordBytes(desc.oid.size(), payload.size());
   const absl::Time deadline = absl::Now() + timeout;
   bool waited = false;
