@@ -264,7 +264,7 @@ absl::Status Osd::Init() {
   ReplicatorOptions ro;
   ro.self = options_.id;
   ro.ms_type = cluster_type;
-  replicator_ = std::make_unique<Replicator>(ro, peer_messenger);
+  replicator_ = std::make_unique<Replicator>(ro, peer_messenger, &pg_log_);
   registry_.Add({"replication", -1, [this] {
                    return std::vector{replicator_->counters().Group("replication")};
                  }});
@@ -273,7 +273,7 @@ absl::Status Osd::Init() {
   if (options_.durability != store::Durability::kMemory) {
     peering.state_path = absl::StrCat(options_.data_dir, "/pg_states");
   }
-  peering_ = std::make_unique<Peering>(peering, store_.get(), replicator_.get());
+  peering_ = std::make_unique<Peering>(peering, store_.get(), replicator_.get(), &pg_log_);
   registry_.Add({"peering", -1, [this] {
                    return std::vector{peering_->counters().Group("peering")};
                  }});
@@ -546,7 +546,7 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
       // local copy is gone), with a write's min_size rule.
       std::string key;
       if (s = StoreKey(req->pool, req->oid, &key); !s.ok()) break;
-      std::vector<int> replicas;
+      Replicator::DeletePlan replicas;
       const bool replicate = !from_osd && replicator_ && replicator_->replicating();
       absl::StatusOr<uint64_t> ticket;
       {
@@ -575,7 +575,7 @@ void Osd::ServeRequest(const ConnectionRef& conn, const Message& m, ReadSlot* sl
       step("store: durable delete");
       s = ticket.ok() ? store_->WaitDurable(*ticket) : ticket.status();
       if (s.ok()) ++deletes_;
-      if (replicate && !replicas.empty() && (s.ok() || absl::IsNotFound(s))) {
+      if (replicate && !replicas.peers.empty() && (s.ok() || absl::IsNotFound(s))) {
         step("replicas: delete");
         // A replica may hold a copy the primary lost (NOT_FOUND here): delete it too.
         absl::Status r = replicator_->ReplicateDelete(req->pool, req->oid, replicas,

@@ -40,6 +40,7 @@
 #include "osd_sim/mon/control_auth.h"
 #include "osd_sim/mon/mon_client.h"
 #include "osd_sim/peering.h"
+#include "osd_sim/pg_log.h"
 #include "osd_sim/poller.h"
 #include "osd_sim/replicator.h"
 #include "osd_sim/store/object_store.h"
@@ -205,6 +206,9 @@ class Osd : public Dispatcher, public RecordSink {
   absl::Status DigestEntries(uint32_t pool, ListBody* body) const;
 
   const OsdOptions options_;
+  // The primary's PG log (before store_: writes in flight may hold tickets until the
+  // store and the replicator are gone).
+  PgLog pg_log_;
   std::unique_ptr<store::ObjectStore> store_;
   std::vector<std::unique_ptr<Poller>> pollers_;
   std::vector<std::unique_ptr<Messenger>> messengers_;

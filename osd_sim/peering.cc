@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -46,8 +47,9 @@ std::string PgName(uint32_t pool, uint32_t pg) { return absl::StrCat(pool, ".", 
 
 }  // namespace
 
-Peering::Peering(const PeeringOptions& options, store::ObjectStore* store, Replicator* replicator)
-    : options_(options), store_(store), replicator_(replicator) {
+Peering::Peering(const PeeringOptions& options, store::ObjectStore* store, Replicator* replicator,
+                 PgLog* log)
+    : options_(options), store_(store), replicator_(replicator), log_(log) {
   LoadState();
   thread_ = std::thread([this] { Loop(); });
   pthread_setname_np(thread_.native_handle(), "osd-peering");
@@ -112,9 +114,14 @@ void Peering::HandleMaps(const std::vector<placement::PlacementMap>& pools) {
       }
       const bool primary = pm.OsdOfPg(pg) == self && member_now;
       if (!primary) {
+        // The log tells what members miss of this OSD's copy only while it leads the PG.
+        if (st.primary && log_ != nullptr) log_->Reset(PgKey{pm.pool_id(), pg});
         st.primary = false;
         st.active = false;
       } else if (changed || !st.primary) {
+        // A PG this OSD starts to lead: entries a write admitted just before it last stopped
+        // leading may have left are dropped; the log starts with this interval.
+        if (!st.primary && log_ != nullptr) log_->Reset(PgKey{pm.pool_id(), pg});
         st.primary = true;
         st.active = false;
         ++st.interval;
@@ -300,6 +307,7 @@ absl::Status Peering::Peer(const PgKey& key) {
   int best = self_as_of > 0 ? self : -1;
   uint64_t best_as_of = self_as_of;
   std::map<int, bool> complete;  // of the others that answered
+  std::map<int, uint64_t> as_of;  // of those, as of when (0: a new or emptied copy)
   std::vector<int> held;  // of those, the ones that had a complete copy once
   std::string silent;
   for (size_t i = 0; i < others.size(); ++i) {
@@ -311,6 +319,7 @@ absl::Status Peering::Peer(const PgKey& key) {
       continue;
     }
     complete[others[i]] = info->complete;
+    as_of[others[i]] = info->as_of_epoch;
     if (info->as_of_epoch > 0) held.push_back(others[i]);
     if (info->as_of_epoch > 0 && (best < 0 || info->as_of_epoch > best_as_of)) {
       best = others[i];
@@ -345,30 +354,50 @@ absl::Status Peering::Peer(const PgKey& key) {
     // No OSD ever knew its copy complete (a new cluster, every OSD that is in now up, as
     // checked above): merge what they all have (each object this OSD lacks, from the
     // first OSD that has it; nothing is deleted).
+    if (log_ != nullptr) log_->Reset(key);  // this copy changes: the log starts again
     for (int id : others) {
       if (absl::Status s = PullFrom(id, key, pg_num, /*authoritative=*/false); !s.ok()) return s;
     }
   } else if (best != self) {
+    if (log_ != nullptr) log_->Reset(key);  // this copy changes: the log starts again
     spdlog::info("osd.{}: pg {}: pulling from osd.{} (complete as of epoch {}; this OSD's "
                  "copy as of {})", options_.self, PgName(key.pool, key.pg), best, best_as_of,
                  self_as_of);
     if (absl::Status s = PullFrom(best, key, pg_num, /*authoritative=*/true); !s.ok()) return s;
   }
-  // 3. Make every up member that is not complete equal to this copy.
+  // 3. Make every up member that is not complete equal to this copy: from the PG log when
+  // it knows what the member missed, else by comparing whole copies. `through`: every
+  // entry logged so far is in this OSD's store (no write of the older interval is between
+  // its admission and its append any more), so a sync from here on covers them.
+  uint64_t through = 0;
+  if (log_ != nullptr) {
+    absl::MutexLock barrier(&admit_mu_);
+    through = log_->Head();
+  }
   absl::StatusOr<Listing> local;
   for (int id : members) {
     if (id == self) continue;
     auto c = complete.find(id);
-    if (c != complete.end() && c->second) continue;
-    if (!local.ok()) local = LocalListing(key, pg_num);
-    if (!local.ok()) return local.status();
-    if (absl::Status s = PushTo(id, key, pg_num, *local); !s.ok()) return s;
+    if (c != complete.end() && c->second) {
+      if (log_ != nullptr) log_->MarkInSync(key, id, 0);  // trusted: tracked from now
+      continue;
+    }
+    std::optional<std::vector<std::string>> missed;
+    if (log_ != nullptr && as_of[id] > 0) missed = log_->MissedBy(key, id);
+    if (missed.has_value()) {
+      if (absl::Status s = RecoverFromLog(id, key, *missed); !s.ok()) return s;
+    } else {
+      if (!local.ok()) local = LocalListing(key, pg_num);
+      if (!local.ok()) return local.status();
+      if (absl::Status s = PushTo(id, key, pg_num, *local); !s.ok()) return s;
+    }
     PgRequest a;
     a.type = kPgActivate;
     a.pool = key.pool;
     a.pg = key.pg;
     a.epoch = epoch;
     if (absl::Status s = ReplyStatus(Call(id, a)); !s.ok()) return s;
+    if (log_ != nullptr) log_->MarkInSync(key, id, through);
   }
   // 4. Active, unless the interval moved on meanwhile (then it is queued again).
   {
@@ -452,6 +481,7 @@ absl::StatusOr<Peering::Listing> Peering::Digests(uint32_t pool,
     auto data = store_->Read(placement::PoolObjectName(pool, oid));
     if (absl::IsNotFound(data.status())) continue;  // deleted since the listing
     if (!data.ok()) return data.status();
+    bytes_digested_.fetch_add(data->size(), std::memory_order_relaxed);
     out[oid] = Entry{data->size(), Crc32c(0, data->data(), data->size())};
   }
   return out;
@@ -486,8 +516,7 @@ absl::Status Peering::PullFrom(int osd, const PgKey& key, uint32_t pg_num, bool 
   if (!remote.ok()) return remote.status();
   auto local = LocalListing(key, pg_num);
   if (!local.ok()) return local.status();
-  uint64_t objects = 0, bytes = 0;
-  std::vector<std::string> wanted;
+  std::vector<std::string> wanted, remove;
   std::vector<uint64_t> sizes;
   for (const auto& [oid, e] : *remote) {
     auto mine = local->find(oid);
@@ -498,6 +527,19 @@ absl::Status Peering::PullFrom(int osd, const PgKey& key, uint32_t pg_num, bool 
     wanted.push_back(oid);
     sizes.push_back(e.size);
   }
+  for (const auto& [oid, e] : *local) {
+    if (authoritative && remote->count(oid) == 0) remove.push_back(oid);
+  }
+  if (absl::Status s = FetchObjects(osd, key, wanted, sizes, remove); !s.ok()) return s;
+  absl::MutexLock l(&mu_);
+  ++counters_.backfills;
+  return absl::OkStatus();
+}
+
+absl::Status Peering::FetchObjects(int osd, const PgKey& key, const std::vector<std::string>& wanted,
+                                   const std::vector<uint64_t>& sizes,
+                                   const std::vector<std::string>& remove) {
+  uint64_t objects = 0, bytes = 0;
   // Reads in flight together (a round trip each would bound a sync by the latency).
   for (size_t first = 0; first < wanted.size();) {
     const size_t n = BatchOf(sizes, first);
@@ -526,8 +568,7 @@ absl::Status Peering::PullFrom(int osd, const PgKey& key, uint32_t pg_num, bool 
     if (absl::Status s = store_->WaitDurable(tickets); !s.ok()) return s;
     first += n;
   }
-  for (const auto& [oid, e] : *local) {
-    if (!authoritative || remote->count(oid) != 0) continue;
+  for (const std::string& oid : remove) {
     auto ticket = store_->Delete(placement::PoolObjectName(key.pool, oid));
     if (absl::IsNotFound(ticket.status())) continue;
     if (!ticket.ok()) return ticket.status();
@@ -544,7 +585,6 @@ absl::Status Peering::PullFrom(int osd, const PgKey& key, uint32_t pg_num, bool 
 absl::Status Peering::PushTo(int osd, const PgKey& key, uint32_t pg_num, const Listing& local) {
   auto remote = RemoteListing(osd, key, pg_num);
   if (!remote.ok()) return remote.status();
-  uint64_t objects = 0, bytes = 0;
   std::vector<std::string> differ, extra;
   std::vector<uint64_t> sizes;
   for (const auto& [oid, e] : local) {
@@ -558,18 +598,51 @@ absl::Status Peering::PushTo(int osd, const PgKey& key, uint32_t pg_num, const L
   for (const auto& [oid, e] : *remote) {
     if (local.count(oid) == 0) extra.push_back(oid);
   }
+  if (absl::Status s = SendObjects(osd, key, differ, sizes, extra, "backfill"); !s.ok()) return s;
+  absl::MutexLock l(&mu_);
+  ++counters_.backfills;
+  return absl::OkStatus();
+}
+
+absl::Status Peering::RecoverFromLog(int osd, const PgKey& key,
+                                     const std::vector<std::string>& oids) {
+  std::vector<std::string> copy, remove;
+  std::vector<uint64_t> sizes;
+  for (const std::string& oid : oids) {
+    auto size = store_->Stat(placement::PoolObjectName(key.pool, oid));
+    if (absl::IsNotFound(size.status())) {
+      remove.push_back(oid);  // deleted here (or never written): deleted there too
+      continue;
+    }
+    if (!size.ok()) return size.status();
+    copy.push_back(oid);
+    sizes.push_back(*size);
+  }
+  if (absl::Status s = SendObjects(osd, key, copy, sizes, remove, "recovery from the PG log");
+      !s.ok()) {
+    return s;
+  }
+  absl::MutexLock l(&mu_);
+  ++counters_.recoveries_from_log;
+  return absl::OkStatus();
+}
+
+absl::Status Peering::SendObjects(int osd, const PgKey& key, const std::vector<std::string>& copy,
+                                  const std::vector<uint64_t>& sizes,
+                                  const std::vector<std::string>& remove, const char* how) {
+  uint64_t objects = 0, bytes = 0;
   // Pushes in flight together, each read from the store just before its batch goes.
-  for (size_t first = 0; first < differ.size();) {
+  for (size_t first = 0; first < copy.size();) {
     const size_t n = BatchOf(sizes, first);
     std::vector<PgRequest> batch;
     for (size_t i = 0; i < n; ++i) {
-      auto data = store_->Read(placement::PoolObjectName(key.pool, differ[first + i]));
-      if (absl::IsNotFound(data.status())) continue;  // deleted since the listing
+      auto data = store_->Read(placement::PoolObjectName(key.pool, copy[first + i]));
+      if (absl::IsNotFound(data.status())) continue;
       if (!data.ok()) return data.status();
       PgRequest& push = batch.emplace_back();
       push.type = kPgPush;
       push.pool = key.pool;
-      push.oid = differ[first + i];
+      push.oid = copy[first + i];
       push.data = std::move(*data);
       bytes += push.data.size();
     }
@@ -586,15 +659,15 @@ absl::Status Peering::PushTo(int osd, const PgKey& key, uint32_t pg_num, const L
     objects += batch.size();
     first += n;
   }
-  for (size_t first = 0; first < extra.size();) {
-    const size_t n = std::min(extra.size() - first, kBatchObjects);
+  for (size_t first = 0; first < remove.size();) {
+    const size_t n = std::min(remove.size() - first, kBatchObjects);
     auto replies = replicator_->CallEach(
         std::vector<int>(n, osd),
         [&](size_t i, uint64_t tid) {
           ObjectRequest r;
           r.type = kDelete;
           r.tid = tid;
-          r.oid = extra[first + i];
+          r.oid = remove[first + i];
           r.pool = key.pool;
           return Encode(r);
         },
@@ -606,8 +679,8 @@ absl::Status Peering::PushTo(int osd, const PgKey& key, uint32_t pg_num, const L
     objects += n;
     first += n;
   }
-  spdlog::info("osd.{}: pg {}: osd.{} synced ({} objects copied or deleted, {} bytes)",
-               options_.self, PgName(key.pool, key.pg), osd, objects, bytes);
+  spdlog::info("osd.{}: pg {}: osd.{} synced by {} ({} objects copied or deleted, {} bytes)",
+               options_.self, PgName(key.pool, key.pg), osd, how, objects, bytes);
   absl::MutexLock l(&mu_);
   ++counters_.pushes;
   counters_.objects_recovered += objects;
@@ -753,6 +826,12 @@ absl::StatusOr<uint64_t> Peering::RemoveStray(const PgKey& key) {
 PeeringCounters Peering::counters() const {
   absl::ReaderMutexLock l(&mu_);
   PeeringCounters c = counters_;
+  c.bytes_digested = bytes_digested_.load(std::memory_order_relaxed);
+  if (log_ != nullptr) {
+    const PgLog::Stats ls = log_->stats();
+    c.pg_log_entries = ls.entries;
+    c.pg_log_trimmed = ls.trimmed;
+  }
   for (const auto& [key, st] : pgs_) {
     if (!st.primary) continue;
     ++(st.active ? c.pgs_active : c.pgs_peering);

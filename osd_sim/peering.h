@@ -39,8 +39,12 @@
 // in the copy the new primary syncs from. Ceph's rule is the same (a peering query makes
 // the OSD asked advance its map first).
 //
-// Limits (README "Replication"): every object of a PG being synced is read and crc'd on
-// both sides (no PG log: the sync costs the PG's data, not the writes missed).
+// Step 3 is *recovery* from the primary's PG log (osd_sim/pg_log.h) when the log knows what
+// the member missed -- it was tracked since this OSD leads the PG, and its copy survived
+// (as_of_epoch > 0: not a new or emptied store): only those objects are copied or deleted,
+// nothing else is read. Otherwise it is *backfill*: every object of the PG is read and
+// crc'd on both sides and the ones that differ are copied (a new member, a primary that
+// restarted or pulled its copy, a log trimmed past the member's point).
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef MSGR_OSD_SIM_PEERING_H_
@@ -62,6 +66,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "msg/base/perf_counters.h"
+#include "osd_sim/pg_log.h"
 #include "osd_sim/replicator.h"
 #include "osd_sim/store/object_store.h"
 #include "proto/osd_protocol.h"
@@ -82,7 +87,14 @@ namespace msgr::osd {
     "stray PG copies this OSD dropped when their PG's members were all up and complete")     \
   X(stray_objects_removed, kCounter, kNone, "objects those drops deleted")                  \
   X(queries_behind_map, kCounter, kNone,                                                      \
-    "peer queries that came with a newer map than this OSD's; answered once it had that map")
+    "peer queries that came with a newer map than this OSD's; answered once it had that map") \
+  X(recoveries_from_log, kCounter, kNone,                                                     \
+    "member syncs that copied only the objects the PG log says it missed")                   \
+  X(backfills, kCounter, kNone, "syncs (pushes or pulls) that compared the PG's whole copies") \
+  X(bytes_digested, kCounter, kBytes,                                                         \
+    "object bytes this OSD read to compare copies (its listings for syncs)")                 \
+  X(pg_log_entries, kGauge, kNone, "entries in this OSD's PG logs (PGs it leads)")           \
+  X(pg_log_trimmed, kCounter, kNone, "PG log entries dropped for room (older syncs backfill)")
 
 MSGR_COUNTER_SNAPSHOT(PeeringCounters, MSGR_PEERING_COUNTERS);
 
@@ -100,8 +112,10 @@ struct PeeringOptions {
 
 class Peering {
  public:
-  // `store` and `replicator` (whose sessions carry the requests) outlive this object.
-  Peering(const PeeringOptions& options, store::ObjectStore* store, Replicator* replicator);
+  // `store`, `replicator` (whose sessions carry the requests) and `log` (the one the
+  // replicator appends to; may be null: every sync compares whole copies) outlive this.
+  Peering(const PeeringOptions& options, store::ObjectStore* store, Replicator* replicator,
+          PgLog* log = nullptr);
   ~Peering();  // Stop()
   void Stop();
 
@@ -144,11 +158,7 @@ class Peering {
   PeeringCounters counters() const;
 
  private:
-  struct PgKey {
-    uint32_t pool;
-    uint32_t pg;
-    bool operator<(const PgKey& o) const { return pool != o.pool ? pool < o.pool : pg < o.pg; }
-  };
+  using PgKey = PgId;
   struct PgState {
     bool complete = false;        // complete now (a member since as_of, or synced)
     uint64_t as_of = 0;           // last epoch the copy was known complete (0: never)
@@ -179,14 +189,24 @@ class Peering {
   absl::StatusOr<Listing> Digests(uint32_t pool, const std::vector<std::string>& oids) const;
   absl::StatusOr<Listing> LocalListing(const PgKey& key, uint32_t pg_num) const;
   absl::StatusOr<Listing> RemoteListing(int osd, const PgKey& key, uint32_t pg_num);
-  // Makes `osd`'s copy equal to this OSD's (`local`).
+  // Makes `osd`'s copy equal to this OSD's (`local`): backfill.
   absl::Status PushTo(int osd, const PgKey& key, uint32_t pg_num, const Listing& local);
+  // Makes `osd`'s copy of `oids` (what the PG log says it missed) equal to this OSD's.
+  absl::Status RecoverFromLog(int osd, const PgKey& key, const std::vector<std::string>& oids);
+  // Copies `copy` (of `sizes`) to `osd` and deletes `remove` there; counts them.
+  absl::Status SendObjects(int osd, const PgKey& key, const std::vector<std::string>& copy,
+                           const std::vector<uint64_t>& sizes,
+                           const std::vector<std::string>& remove, const char* how);
   // kPgRemove: deletes this OSD's copy of a PG it is not a member of (in its own map) and
   // forgets that it ever had one. Returns the objects deleted.
   absl::StatusOr<uint64_t> RemoveStray(const PgKey& key);
   // Makes this OSD's copy equal to `osd`'s (`authoritative`: its copy is complete), or
   // adds the objects `osd` has and this OSD lacks (a merge when no copy is complete).
   absl::Status PullFrom(int osd, const PgKey& key, uint32_t pg_num, bool authoritative);
+  // Reads `wanted` (of `sizes`) from `osd` into this OSD's store and deletes `remove` here.
+  absl::Status FetchObjects(int osd, const PgKey& key, const std::vector<std::string>& wanted,
+                            const std::vector<uint64_t>& sizes,
+                            const std::vector<std::string>& remove);
   // One request to `osd` (`make` encodes it with its tid), and its reply.
   absl::StatusOr<Reply> CallOne(int osd, const std::function<Message(uint64_t)>& make);
   absl::StatusOr<Reply> Call(int osd, const PgRequest& req);
@@ -200,6 +220,8 @@ class Peering {
   const PeeringOptions options_;
   store::ObjectStore* const store_;
   Replicator* const replicator_;
+  PgLog* const log_;
+  mutable std::atomic<uint64_t> bytes_digested_{0};  // Digests() is const
 
   // Admissions hold it shared; a query from a newer map takes it once, alone (a barrier).
   // Never taken while holding mu_ (an admission takes mu_ inside it).

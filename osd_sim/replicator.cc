@@ -24,16 +24,23 @@ class Replicator::Write {
  public:
   Write(PersistCallback done, int outstanding, uint32_t size, uint32_t min_size,
         std::vector<int> peers, std::atomic<uint64_t>* degraded,
-        std::atomic<uint64_t>* refused)
+        std::atomic<uint64_t>* refused, PgLog::Ticket logged)
       : done_(std::move(done)),
         outstanding_(outstanding),
         size_(size),
         min_size_(min_size),
         peers_(std::move(peers)),
         degraded_(degraded),
-        refused_(refused) {}
+        refused_(refused),
+        logged_(std::move(logged)) {}
 
   const std::vector<int>& peers() const { return peers_; }
+
+  // Replica `peer`'s copy is through (Finish), and its outcome goes to the PG log.
+  void ReplicaDone(int peer, const absl::Status& s, bool excused) {
+    logged_.Resolved(peer, s.ok());
+    Finish(/*local=*/false, s, excused);
+  }
 
   // One copy is through: the local one (`local`) or a replica's; the last one runs `done`.
   // A replica's copy that failed is excused (`excused`) only when the map took that member
@@ -51,6 +58,7 @@ class Replicator::Write {
         ++copies_;
       } else if (local) {
         local_ = s;
+        logged_.Diverged();  // the replicas may hold what this copy lacks
       } else if (!excused && replica_error_.ok()) {
         replica_error_ = s;
       }
@@ -85,11 +93,13 @@ class Replicator::Write {
   const std::vector<int> peers_;
   std::atomic<uint64_t>* const degraded_;
   std::atomic<uint64_t>* const refused_;
+  const PgLog::Ticket logged_;
 };
 
 // One record on its way to one peer.
 struct Replicator::Item {
   std::shared_ptr<Write> write;
+  int peer = 0;
   RecordDesc desc;
   std::string_view payload;  // ring memory of the client's ring, valid until write's done
   bool copying = false;      // the sender is inside WriteRecord with it (under mu_)
@@ -115,8 +125,8 @@ struct Replicator::Peer {
   std::thread thread;
 };
 
-Replicator::Replicator(const ReplicatorOptions& options, Messenger* messenger)
-    : options_(options), messenger_(messenger) {}
+Replicator::Replicator(const ReplicatorOptions& options, Messenger* messenger, PgLog* log)
+    : options_(options), messenger_(messenger), log_(log) {}
 
 Replicator::~Replicator() { Stop(); }
 
@@ -176,17 +186,22 @@ absl::StatusOr<std::shared_ptr<Replicator::Write>> Replicator::Begin(const Recor
   }
   absl::MutexLock l(&mu_);
   placement::PoolSize pool;
-  auto peers = UpReplicasLocked(pool_id, oid, &pool);
+  uint32_t pg;
+  auto peers = UpReplicasLocked(pool_id, oid, &pool, &pg);
   if (!peers.ok()) return peers.status();
   ++counters_.writes_replicated;
   const int outstanding = 1 + static_cast<int>(peers->size());
+  PgLog::Ticket logged = log_ != nullptr ? log_->Append(PgId{pool_id, pg}, oid, *peers)
+                                         : PgLog::Ticket();
   return std::make_shared<Write>(std::move(done), outstanding, pool.size, pool.min_size,
-                                 std::move(*peers), &degraded_, &replica_missing_);
+                                 std::move(*peers), &degraded_, &replica_missing_,
+                                 std::move(logged));
 }
 
 absl::StatusOr<std::vector<int>> Replicator::UpReplicasLocked(uint32_t pool_id,
                                                               std::string_view oid,
-                                                              placement::PoolSize* pool) {
+                                                              placement::PoolSize* pool,
+                                                              uint32_t* pg_out) {
   if (stopped_ || map_ == nullptr) return absl::UnavailableError("the OSD has no map yet");
   auto it = pools_.find(pool_id);
   if (it == pools_.end()) {
@@ -196,6 +211,7 @@ absl::StatusOr<std::vector<int>> Replicator::UpReplicasLocked(uint32_t pool_id,
   }
   const placement::PlacementMap& pmap = *it->second;
   const uint32_t pg = pmap.PgOf(oid);
+  *pg_out = pg;
   *pool = pmap.pool();
   std::vector<int> peers;
   std::string down;
@@ -219,10 +235,17 @@ absl::StatusOr<std::vector<int>> Replicator::UpReplicasLocked(uint32_t pool_id,
   return peers;
 }
 
-absl::StatusOr<std::vector<int>> Replicator::DeleteTargets(uint32_t pool, std::string_view oid) {
+absl::StatusOr<Replicator::DeletePlan> Replicator::DeleteTargets(uint32_t pool,
+                                                                 std::string_view oid) {
   absl::MutexLock l(&mu_);
   placement::PoolSize size;
-  return UpReplicasLocked(pool, oid, &size);
+  uint32_t pg;
+  auto peers = UpReplicasLocked(pool, oid, &size, &pg);
+  if (!peers.ok()) return peers.status();
+  DeletePlan plan;
+  if (log_ != nullptr) plan.logged = log_->Append(PgId{pool, pg}, oid, *peers);
+  plan.peers = std::move(*peers);
+  return plan;
 }
 
 std::vector<absl::StatusOr<Reply>> Replicator::CallAll(
@@ -286,8 +309,9 @@ std::vector<absl::StatusOr<Reply>> Replicator::CallEach(
 }
 
 absl::Status Replicator::ReplicateDelete(uint32_t pool, const std::string& oid,
-                                         const std::vector<int>& peers, bool local_ok,
+                                         const DeletePlan& plan, bool local_ok,
                                          absl::Duration timeout) {
+  const std::vector<int>& peers = plan.peers;
   uint32_t min_size = 1;
   // Each replica's incarnation now: one that fails and is still that incarnation, up, at
   // the end keeps the object while it counts as complete (as for writes, Write::Finish).
@@ -320,7 +344,9 @@ absl::Status Replicator::ReplicateDelete(uint32_t pool, const std::string& oid,
     for (size_t i = 0; i < peers.size(); ++i) {
       absl::Status s = replies[i].ok() ? absl::Status(replies[i]->code, replies[i]->error)
                                        : replies[i].status();
-      if (s.ok() || absl::IsNotFound(s)) {  // a replica without the object is done too
+      const bool gone = s.ok() || absl::IsNotFound(s);  // a replica without it is done too
+      plan.logged.Resolved(peers[i], gone);
+      if (gone) {
         ++copies_gone;
         continue;
       }
@@ -380,6 +406,7 @@ void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
     for (int id : w->peers()) {
       auto item = std::make_shared<Item>();
       item->write = w;
+      item->peer = id;
       item->payload = std::string_view(reinterpret_cast<const char*>(rec.payload), h.payload_len);
       Peer* peer = stopped_ ? nullptr : PeerLocked(id);
       if (peer == nullptr) {
@@ -431,7 +458,7 @@ void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
     }
     counters_.replica_failures += lost.size();
   }
-  for (Lost& l : lost) l.item->write->Finish(/*local=*/false, l.why, l.gone);
+  for (Lost& l : lost) l.item->write->ReplicaDone(l.item->peer, l.why, l.gone);
 }
 
 bool Replicator::LeftTheMapLocked(int id, uint64_t up_from) const {
@@ -524,7 +551,7 @@ void Replicator::SendLoop(Peer* peer) {
 }
 
 void Replicator::Resolve(const std::shared_ptr<Item>& item, const absl::Status& s, bool gone) {
-  item->write->Finish(/*local=*/false, s, gone);
+  item->write->ReplicaDone(item->peer, s, gone);
 }
 
 void Replicator::DropPeerLocked(int id, const std::string& why, bool gone) {

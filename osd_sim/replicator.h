@@ -31,8 +31,9 @@
 // PG's up replicas over the same sessions and answers the client once each has replied,
 // with the same min_size rule (ReplicateDelete).
 //
-// Left for later (README "Replication"): recovery of a returning replica from a PG log,
-// backfill of a new member.
+// PG log (osd_sim/pg_log.h): as primary, every record and delete is logged with the
+// replicas it was sent to, and each replica's outcome; peering then syncs a returning
+// member by copying only what it missed.
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef MSGR_OSD_SIM_REPLICATOR_H_
@@ -57,6 +58,7 @@
 #include "msg/base/perf_counters.h"
 #include "msg/messenger.h"
 #include "msg/ring/ring.h"
+#include "osd_sim/pg_log.h"
 #include "osd_sim/poller.h"
 #include "proto/osd_protocol.h"
 #include "proto/placement.h"
@@ -95,7 +97,8 @@ class Replicator {
  public:
   // Peer sessions are opened with `messenger` (the OSD's cluster messenger, or its
   // public one of the cluster type), whose Dispatcher passes OnRecordsAcked/OnReset here.
-  Replicator(const ReplicatorOptions& options, Messenger* messenger);
+  // `log` (may be null: nothing logged) outlives this object.
+  Replicator(const ReplicatorOptions& options, Messenger* messenger, PgLog* log = nullptr);
   ~Replicator();  // Stop()
   // Drops every peer session; forwards still queued count as lost. Idempotent.
   void Stop();
@@ -127,16 +130,20 @@ class Replicator {
   void AbortWrite(uint32_t write_id);
 
   // A client's delete of `oid` in pool `pool`, whose local copy the caller deletes: the PG's
-  // up replicas to send it to (after the local delete), or UNAVAILABLE at once below
-  // min_size (then the caller deletes nothing).
-  absl::StatusOr<std::vector<int>> DeleteTargets(uint32_t pool, std::string_view oid);
-  // Sends the delete to `peers` (DeleteTargets) and waits until each replied, its session
+  // up replicas to send it to (after the local delete), logged, or UNAVAILABLE at once
+  // below min_size (then the caller deletes nothing).
+  struct DeletePlan {
+    std::vector<int> peers;
+    PgLog::Ticket logged;  // each peer's outcome goes here (dropped: counted as missed)
+  };
+  absl::StatusOr<DeletePlan> DeleteTargets(uint32_t pool, std::string_view oid);
+  // Sends the delete to `plan.peers` and waits until each replied, its session
   // ended or `timeout` passed. OK when at least min_size copies are gone (the local one,
   // `local_ok`, included) and every replica that did not confirm has left the map (down, or
   // restarted: it is synced before it serves again); UNAVAILABLE naming the replicas that
   // did not confirm otherwise (one still up would keep the object as a complete copy).
   // A replica without the object counts as done. Blocks: not on a messenger thread.
-  absl::Status ReplicateDelete(uint32_t pool, const std::string& oid, const std::vector<int>& peers,
+  absl::Status ReplicateDelete(uint32_t pool, const std::string& oid, const DeletePlan& plan,
                                bool local_ok, absl::Duration timeout);
   // Sends the request `make(tid)` returns to each of `peers` (opening sessions as needed)
   // and waits until each replied, its session ended or `timeout` passed: one result per
@@ -176,14 +183,16 @@ class Replicator {
   Peer* PeerLocked(int id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The up members of `oid`'s PG in pool `pool_id` other than this OSD, or UNAVAILABLE
   // (with why) when the pool is unknown or they are fewer than min_size - 1.
+  // `*pg`: the object's PG.
   absl::StatusOr<std::vector<int>> UpReplicasLocked(uint32_t pool_id, std::string_view oid,
-                                                    placement::PoolSize* pool)
+                                                    placement::PoolSize* pool, uint32_t* pg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks down and joins the peers dropped so far (outside mu_: MarkDown calls back).
   void ReapRetired();
 
   const ReplicatorOptions options_;
   Messenger* const messenger_;
+  PgLog* const log_;
   std::atomic<uint32_t> pool_size_{1};
 
   mutable absl::Mutex mu_;

@@ -450,6 +450,72 @@ TEST_F(ReplicationTest, ARestartedOsdIsRecoveredBeforeItServesItsStaleCopies) {
   ExpectObjects(30, 10, 1);
 }
 
+// Recovery from the PG log: the primaries that led osd.0's PGs while it was down tracked
+// what it missed, so when it comes back with its store they copy it exactly those objects
+// and compare no whole copies. (Where osd.0 itself leads a PG again it pulls by comparing
+// copies: its own log did not survive its restart.)
+TEST_F(ReplicationTest, AReturningReplicaGetsOnlyWhatItMissedFromThePrimarysPgLog) {
+  durable_ = {0};
+  osds_[0].reset();
+  StartOsd(0);
+  WaitUp(0, true);
+  WaitActive(32);
+  WriteObjects(40, 160, 1);  // 160 objects osd.0 will not miss
+  MissWritesOnOsd0();        // it misses 0..19 (version 2) and the deletes of 20..29
+  auto peering = [&](const char* counter) {
+    uint64_t n = 0;
+    for (int id = 1; id < kOsds; ++id) n += Perf(id)["peering"][counter].get<uint64_t>();
+    return n;
+  };
+  const uint64_t from_log = peering("recoveries_from_log");
+  const uint64_t backfills = peering("backfills");
+  const uint64_t recovered = peering("objects_recovered");
+  const uint64_t digested = peering("bytes_digested");
+  EXPECT_GT(peering("pg_log_entries"), 0u);
+  StartOsd(0);
+  WaitUp(0, true);
+  WaitActive(32);
+
+  const placement::PlacementMap map = Map();
+  uint64_t missed_as_replica = 0;  // objects of 0..29 in PGs osd.0 is a replica of
+  uint64_t led_bytes = 0;          // bytes of the live objects of the PGs osd.0 leads
+  for (int i = 0; i < 200; ++i) {
+    const uint32_t pg = map.PgOf(absl::StrCat("obj.", i));
+    const auto& acting = map.ActingOfPg(pg);
+    const bool member = std::count(acting.begin(), acting.end(), 0) > 0;
+    if (map.OsdOfPg(pg) == 0) {
+      if (i < 20 || i >= 30) led_bytes += i % 5 == 0 ? 300 << 10 : 4096 + i;
+    } else if (member && i < 30) {
+      ++missed_as_replica;
+    }
+  }
+  ASSERT_GT(missed_as_replica, 0u) << "placement left osd.0 no replica PG with a missed object";
+  EXPECT_GT(peering("recoveries_from_log"), from_log);
+  EXPECT_EQ(peering("backfills"), backfills) << "a primary compared whole copies with osd.0";
+  EXPECT_EQ(peering("objects_recovered") - recovered, missed_as_replica);
+  // Only osd.0's pulls of the PGs it leads read objects on the others (their listings).
+  EXPECT_LE(peering("bytes_digested") - digested, led_bytes);
+
+  // Each OSD holds exactly the objects whose acting set names it, and osd.0's copies are the
+  // newest: read back with the two others of their acting sets down.
+  for (int id = 0; id < kOsds; ++id) {
+    uint64_t expected = 0;
+    for (int i = 0; i < 200; ++i) {
+      if (i >= 20 && i < 30) continue;
+      const auto& acting = map.ActingOfPg(map.PgOf(absl::StrCat("obj.", i)));
+      expected += std::count(acting.begin(), acting.end(), id);
+    }
+    EXPECT_EQ(Objects(id), expected) << "osd." << id;
+  }
+  osds_[1].reset();
+  osds_[2].reset();
+  WaitUp(1, false);
+  WaitUp(2, false);
+  ExpectObjects(0, 20, 2);
+  ExpectDeleted(20, 10);
+  ExpectObjects(30, 10, 1);
+}
+
 // A stale copy never goes active alone: every OSD is stopped (a whole-cluster restart), the one that missed writes and deletes comes back first and is the only
 // up member of its PGs. It must not serve its old copies, nor spread them to the others
 // once they return (the thrasher found both); with all back, the newest versions win.
