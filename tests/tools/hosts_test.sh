@@ -21,12 +21,16 @@
 #      monitor wants mutual TLS), with a client certificate `out` is refused (needs
 #      client.admin), with the admin's it works;
 #  10. `cluster.sh join` on another host, with only the files an operator copies there
-#      (keyring, pki/ca.crt, pki/osd.K.*): the OSD comes up with that host's address.
+#      (keyring, pki/ca.crt, pki/osd.K.*): the OSD comes up with that host's address;
+#  11. replicas on different hosts: a pool of size 3 (every object on all three OSD hosts),
+#      one OSD host's link down for 5 s mid-run: no op fails, every acknowledged write reads
+#      back, scrub finds every copy equal, and the returning OSD was recovered from the
+#      primaries' PG logs (perf dump peering.recoveries_from_log).
 # Needs root. Not a Bazel test: the sandbox and the ASan rerun do not fit root network
 # setup. Run by tools/test.sh (step hosts) or by hand: bash tests/tools/hosts_test.sh.
 #   hosts_test.sh [--only CASE[,CASE...]]   run only these cases (the setup still runs):
 #       map verified-bench kill9 garbage link-cut partition netem-1ms
-#       soft-rdma-across-hosts control-plane-roles join
+#       replicated soft-rdma-across-hosts control-plane-roles join
 # Uses bazel-bin (MSGR_BIN) and builds nothing (MSGR_REBUILD=0 is set for the tools).
 # HOSTS_TEST_CLUSTER_ARGS: more tools/cluster.sh start flags, after this test's own
 # (`--durability durable --grace-ms 3000`), e.g. `--durability memory --poller-spin-us 50`.
@@ -40,8 +44,8 @@ HOSTS=(bash "$TOOLS/hosts.sh")
 CLIENT_HOST=4
 SECONDS_PER_RUN=${HOSTS_TEST_SECONDS:-12}
 PASS=0 FAIL=0 SKIP=0
-CASES=(map verified-bench kill9 garbage link-cut partition netem-1ms soft-rdma-across-hosts
-       control-plane-roles join)
+CASES=(map verified-bench kill9 garbage link-cut partition netem-1ms replicated
+       soft-rdma-across-hosts control-plane-roles join)
 ONLY=""
 # shellcheck source=tools/lib/flags.sh
 source "$TOOLS/lib/flags.sh"
@@ -96,13 +100,13 @@ MONCTL=("$BIN/osd_sim/mon/monctl" --cluster-dir "$DIR")
 on_client() { "${HOSTS[@]}" exec "$CLIENT_HOST" "$@"; }
 BENCH=(bash "$TOOLS/bench.sh" --mon "$MON" --ms-type tcp --cluster-dir "$DIR" --quiet)
 
-# verify_acked CASE LOG: every object in LOG reads back (from the client host).
+# verify_acked CASE LOG [BENCH FLAGS]: every object in LOG reads back (from the client host).
 verify_acked() {
   local name=$1 oids=$2 n
   n=$(wc -l < "$oids")
   if [[ $n -lt 20 ]]; then fail_case "$name" "only $n writes acknowledged"; return 1; fi
   if ! on_client bash "$TOOLS/bench.sh" verify --mon "$MON" --ms-type tcp --cluster-dir "$DIR" \
-      --oids "$oids" --json "$oids.verify.json" >"$oids.verify.log" 2>&1; then
+      --oids "$oids" --json "$oids.verify.json" "${@:3}" >"$oids.verify.log" 2>&1; then
     fail_case "$name" "verify failed: $(tail -3 "$oids.verify.log" | tr '\n' ' ')"
     return 1
   fi
@@ -273,6 +277,59 @@ PY
   fi
 }
 
+# 11. Pool rep3 (size 3, min_size 2): each object on the three OSD hosts. osd.2's host loses
+# its link for 5 s mid-run (the monitor marks it down; writes go on with two copies); once
+# it is back and every PG active, the acknowledged writes read back, scrub finds the copies
+# equal, and the primaries recovered osd.2 from their PG logs.
+# pg_log_recoveries: peering.recoveries_from_log summed over the OSDs' perf dumps.
+pg_log_recoveries() {
+  local asok n=0 v
+  for asok in "$DIR"/run/osd.*.asok; do
+    v=$("$BIN/osd_sim/tools/msgr_admin" "$asok" perf dump 2>/dev/null | python3 -c \
+      "import json,sys; print(json.load(sys.stdin)['peering']['recoveries_from_log'])" 2>/dev/null)
+    n=$((n + ${v:-0}))
+  done
+  echo "$n"
+}
+case_replicated() {
+  local out=$DIR/replicated pid errors before after i scrubbed=0
+  local MSGR=("$BIN/client/cli/msgr" --cluster-dir "$DIR" --pool rep3)
+  if ! "${MONCTL[@]}" pool create rep3 --size 3 --min-size 2 --pg-num 16 >"$out.pool.log" 2>&1; then
+    fail_case replicated "monctl pool create: $(tail -1 "$out.pool.log")"
+    return
+  fi
+  before=$(pg_log_recoveries)
+  on_client "${BENCH[@]}" --pool rep3 -b 16K -t 8 --seconds "$SECONDS_PER_RUN" --prefix replicated \
+    --acked-log "$out.acked" --json "$out.json" >"$out.log" 2>&1 &
+  pid=$!
+  sleep 3
+  "${HOSTS[@]}" link 3 down
+  sleep 5
+  "${HOSTS[@]}" link 3 up
+  if ! wait "$pid"; then
+    fail_case replicated "bench failed: $(grep -v '^\s*[0-9]' "$out.log" | tail -3 | tr '\n' ' ')"
+    return
+  fi
+  errors=$(bench_errors "$out.json")
+  [[ $errors == 0 ]] || { fail_case replicated "$errors ops failed"; return; }
+  "${MONCTL[@]}" --wait-s 30 wait 2 up >/dev/null 2>&1
+  verify_acked replicated "$out.acked" --pool rep3 || return
+  # Scrub compares the copies on the up OSDs: retried while the PGs still sync (30 s).
+  for i in $(seq 30); do
+    if on_client "${MSGR[@]}" scrub >"$out.scrub" 2>&1; then scrubbed=1; break; fi
+    sleep 1
+  done
+  after=$(pg_log_recoveries)
+  if [[ $scrubbed != 1 ]]; then
+    fail_case replicated "scrub: $(tail -3 "$out.scrub" | tr '\n' ' ')"
+  elif [[ $after -le $before ]]; then
+    fail_case replicated "no PG was recovered from a PG log ($before before, $after after)"
+  else
+    pass replicated
+    log "  $(tail -1 "$out.scrub"); $((after - before)) member syncs from PG logs"
+  fi
+}
+
 # 8. An rdma OSD on host 1 and a soft-provider client on the client host: refused at once.
 case_soft_rdma_across_hosts() {
   local osd9 start rc took i
@@ -340,6 +397,7 @@ want garbage && case_garbage
 want link-cut && case_link_cut
 want partition && case_partition
 want netem-1ms && case_netem_1ms
+want replicated && case_replicated
 want soft-rdma-across-hosts && case_soft_rdma_across_hosts
 want control-plane-roles && case_control_plane_roles
 want join && case_join

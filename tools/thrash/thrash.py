@@ -635,8 +635,9 @@ class Run:
                 pass
         if peer:
             log("peering (all OSDs): " + ", ".join(
-                f"{k} {peer[k]}" for k in ("peerings", "pulls", "pushes", "objects_recovered",
-                                           "bytes_recovered", "peering_errors")))
+                f"{k} {peer[k]}" for k in ("peerings", "pulls", "pushes", "recoveries_from_log",
+                                           "backfills", "objects_recovered", "bytes_recovered",
+                                           "peering_errors")))
         try:
             r = subprocess.run(self.on_client_host(
                 [os.path.join(self.bin, "client/cli/msgr"), "--cluster-dir", self.dir, "scrub"]),
