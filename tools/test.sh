@@ -132,8 +132,8 @@ if [[ $QUICK -eq 0 ]]; then
   # (this machine's kernel has no sch_netem: the rdma-vm step runs that case in its guest).
   echo "=== step hosts: tests/tools/hosts_test.sh (mon, 3 OSDs and a client on 5 test hosts)"
   step_start=$SECONDS
-  if bazel build -c opt //client/bench:bench //osd_sim:osd //osd_sim/mon:mon //osd_sim/mon:monctl \
-      //osd_sim/tools:msgr_admin >"$LOGDIR/hosts-build.log" 2>&1; then
+  if bazel build -c opt //client/bench:bench //client/cli:msgr //osd_sim:osd //osd_sim/mon:mon \
+      //osd_sim/mon:monctl //osd_sim/tools:msgr_admin >"$LOGDIR/hosts-build.log" 2>&1; then
     timeout 600 bash tests/tools/hosts_test.sh 2>&1 | tee "$LOGDIR/hosts.log" | grep -E '^hosts_test: |^hosts: '
     line=$(grep -E '^hosts: [0-9]+ passed, [0-9]+ failed' "$LOGDIR/hosts.log" | tail -1)
     hpass=$(echo "$line" | sed -nE 's/^hosts: ([0-9]+) passed.*/\1/p')
