@@ -69,13 +69,14 @@ absl::Status EventLoop::Add(std::shared_ptr<LoopClient> c) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = Token(c.get(), false);
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->loop_cq()->event_fd(), &ev) != 0) {
+  verbs::CompletionQueue* cq = c->loop_cq();
+  if (cq != nullptr && epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, cq->event_fd(), &ev) != 0) {
     return ErrnoStatus(errno, "epoll_ctl(cq)");
   }
   ev.events = EPOLLIN | EPOLLRDHUP;
   ev.data.u64 = Token(c.get(), true);
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->loop_side_fd(), &ev) != 0) {
-    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->loop_cq()->event_fd(), nullptr);
+    if (cq != nullptr) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, cq->event_fd(), nullptr);
     return ErrnoStatus(errno, "epoll_ctl(side channel)");
   }
   {
@@ -96,7 +97,9 @@ void EventLoop::Remove(const LoopClient* c) {
     keep = std::move(it->second);
     clients_.erase(it);
     ++version_;
-    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, keep->loop_cq()->event_fd(), nullptr);
+    if (keep->loop_cq() != nullptr) {
+      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, keep->loop_cq()->event_fd(), nullptr);
+    }
     epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, keep->loop_side_fd(), nullptr);
   }
   // `keep` may be the last reference: the client is destroyed outside the lock.
@@ -168,6 +171,7 @@ bool EventLoop::PollAll(const std::vector<std::shared_ptr<LoopClient>>& clients)
   verbs::Completion wc[kPollBatch];
   for (const auto& c : clients) {
     if (c->OnPoll()) work = true;
+    if (c->loop_cq() == nullptr) continue;
     const int n = c->loop_cq()->Poll(wc, kPollBatch);
     if (n > 0) {
       if (c->OnCompletions(wc, n)) work = true;
@@ -259,7 +263,9 @@ void EventLoop::Run() {
     } else {
       // Going to sleep (awaiting clients have asked for a completion with their next
       // ack): arm every channel, then look once more.
-      for (const auto& c : clients) (void)c->loop_cq()->RequestNotify();
+      for (const auto& c : clients) {
+        if (c->loop_cq() != nullptr) (void)c->loop_cq()->RequestNotify();
+      }
       idle_slept = true;
       if (PollAll(clients)) {
         last_work = absl::Now();
@@ -307,7 +313,7 @@ void EventLoop::Run() {
       if (!c) continue;
       if (token & 1) {
         c->OnSideReadable();
-      } else {
+      } else if (c->loop_cq() != nullptr) {
         c->loop_cq()->ConsumeEvents();
         last_work = absl::Now();
       }

@@ -40,6 +40,7 @@ namespace msgr::rdma {
 class LoopClient {
  public:
   virtual ~LoopClient() = default;
+  // Null for a client with a side channel only (a handshake in progress).
   virtual verbs::CompletionQueue* loop_cq() = 0;
   virtual int loop_side_fd() = 0;
   // Completions polled from loop_cq(). Returns true if they are worth spinning for (a

@@ -114,9 +114,28 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   SessionInfo Info() const ABSL_LOCKS_EXCLUDED(mu_);
   // Connecting side: connect, resume and reconnect until closed (runs on its own thread).
   void RunConnector();
-  // Accepting side: the rest of the handshake for a peer whose AUTH passed. `resumed`
-  // tells whether this is an existing session.
-  void ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthReply& auth, bool resumed);
+  // Accepting side: the rest of the handshake for a peer whose AUTH passed, in three
+  // steps driven by the messenger's accept state machine on the completion thread
+  // (rdma_messenger.cc) as the client's frames arrive; no step waits for the peer.
+  // AcceptBegin (`resumed`: an existing session) prepares the transport and the ring and
+  // writes READY; AcceptSetup takes the client's setup frame, connects the QP and writes
+  // the server's; AcceptFinish takes the client's "ready" frame and installs the link. A
+  // step that fails has told the peer why (CLOSE), ended a new session and returns false.
+  struct AcceptState {
+    AuthReply auth;
+    bool resumed = false;
+    bool ring_resized = false;
+    absl::Time deadline;  // for the writes
+    std::shared_ptr<Transport> tp;
+    ServerSetup ss;
+    ClientSetup cs;
+  };
+  bool AcceptBegin(SideChannel& ch, const AuthReply& auth, bool resumed, AcceptState* st);
+  bool AcceptSetup(SideChannel& ch, const DecodedFrame& f, AcceptState* st);
+  void AcceptFinish(std::unique_ptr<SideChannel> ch, const DecodedFrame& f, AcceptState* st);
+  // A step of the above failed (or the handshake timed out): logged, CLOSE with `s`, and a
+  // new session reset.
+  void FailAccept(SideChannel* ch, const AcceptState& st, const absl::Status& s);
   // The client messenger's incarnation (its AUTH), for fencing; 0 on the client side.
   uint64_t peer_instance() const { return peer_instance_.load(); }
   void set_peer_instance(uint64_t instance) { peer_instance_.store(instance); }

@@ -376,17 +376,19 @@ void RdmaConnection::RunConnector() {
   }
 }
 
-void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthReply& auth,
-                                   bool resumed) {
-  const MessengerOptions& o = shared_->options;
-  const absl::Time deadline = absl::Now() + o.handshake_timeout;
-  auto fail = [&](const absl::Status& s) {
-    spdlog::warn("msgr rdma: setup with {} at {} failed: {}", peer_name().ToString(),
-                 ch ? ch->peer() : addr_, s.ToString());
-    // Tell the client why, with the code (it would otherwise see the channel close only).
-    if (ch && !s.ok()) (void)ch->WriteClose(s, absl::Now() + absl::Milliseconds(200));
-    if (!resumed) Reset(s, /*send_close=*/false);
-  };
+void RdmaConnection::FailAccept(SideChannel* ch, const AcceptState& st, const absl::Status& s) {
+  spdlog::warn("msgr rdma: setup with {} at {} failed: {}", peer_name().ToString(),
+               ch ? ch->peer() : addr_, s.ToString());
+  // Tell the client why, with the code (it would otherwise see the channel close only).
+  if (ch && !s.ok()) (void)ch->WriteClose(s, absl::Now() + absl::Milliseconds(200));
+  if (!st.resumed) Reset(s, /*send_close=*/false);
+}
+
+bool RdmaConnection::AcceptBegin(SideChannel& ch, const AuthReply& auth, bool resumed,
+                                 AcceptState* st) {
+  st->auth = auth;
+  st->resumed = resumed;
+  st->deadline = absl::Now() + shared_->options.handshake_timeout;
   if (resumed) {
     absl::Status s;
     {
@@ -395,23 +397,26 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
     }
     if (!s.ok()) {
       shared_->counters.protocol_errors++;
-      return fail(s);
+      FailAccept(&ch, *st, s);
+      return false;
     }
   }
   auto tp_or = Transport::Create(shared_->ctx, shared_->transport, shared_->budget.get(),
                                  peer_name().ToString());
-  if (!tp_or.ok()) return fail(tp_or.status());
-  std::shared_ptr<Transport> tp = *tp_or;
+  if (!tp_or.ok()) {
+    FailAccept(&ch, *st, tp_or.status());
+    return false;
+  }
+  st->tp = *tp_or;
 
   Ready ready;
-  ServerSetup ss;
-  absl::Status ring_error;  // handled after mu_ is released: fail() takes it
-  bool ring_resized = false;
+  ServerSetup& ss = st->ss;
+  absl::Status ring_error;  // handled after mu_ is released: FailAccept takes it
   {
     std::shared_ptr<Link> old;
     {
       absl::MutexLock l(&mu_);
-      if (closed_) return;
+      if (closed_) return false;
       if (link_) FaultLocked(link_.get(), absl::AbortedError("peer reconnected"), &old);
       const size_t ring_size = shared_->RingSizeFor(auth.ring_bytes);
       if (!ring_ && want_ring_) {
@@ -424,7 +429,7 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
         if (absl::Status s = NewRingLocked(ring_size, released_seq_); s.ok()) {
           old->Revoke();
           released_pos_ = 0;
-          ring_resized = true;
+          st->ring_resized = true;
           shared_->counters.ring_resizes++;
           spdlog::info("msgr rdma: session {} with {}: ring resized from {} KiB to {} KiB", id_,
                        peer_name_.ToString(), old->bytes() >> 10, ring_size >> 10);
@@ -455,12 +460,23 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
     }
     Retire(std::move(old));
   }
-  if (!ring_error.ok()) return fail(ring_error);
-  if (auto s = ch->WriteFrame(Header(FrameType::kReady), EncodeReady(ready), deadline); !s.ok()) {
-    return fail(s);
+  if (!ring_error.ok()) {
+    FailAccept(&ch, *st, ring_error);
+    return false;
   }
-  DecodedFrame f;
-  if (auto s = ch->ReadFrame(kMaxControlPayload, deadline, &f); !s.ok()) return fail(s);
+  if (auto s = ch.WriteFrame(Header(FrameType::kReady), EncodeReady(ready), st->deadline);
+      !s.ok()) {
+    FailAccept(&ch, *st, s);
+    return false;
+  }
+  return true;
+}
+
+bool RdmaConnection::AcceptSetup(SideChannel& ch, const DecodedFrame& f, AcceptState* st) {
+  auto fail = [&](const absl::Status& s) {
+    FailAccept(&ch, *st, s);
+    return false;
+  };
   if (auto s = Expect(f, FrameType::kMessage, kSetupClient, "RDMA setup"); !s.ok()) {
     return fail(s);
   }
@@ -472,37 +488,46 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
   if (cs->recv_buffers < 4 || cs->buffer_bytes <= kSendHeaderBytes) {
     return fail(absl::InvalidArgumentError("client receive pool too small"));
   }
+  st->cs = *cs;
   auto ep = verbs::QpEndpoint::Parse(cs->endpoint);
   if (!ep.ok()) return fail(ep.status());
-  if (auto s = tp->PostAllRecvs(); !s.ok()) return fail(s);
-  if (auto s = tp->qp()->Connect(*ep); !s.ok()) return fail(s);
-  ss.endpoint = tp->qp()->local_endpoint().Serialize();
-  ss.recv_buffers = tp->config().recv_buffers;
-  ss.buffer_bytes = tp->config().buffer_bytes;
-  if (auto s = ch->WriteFrame(Header(FrameType::kMessage, kSetupServer), EncodeServerSetup(ss),
-                              deadline);
+  Transport& tp = *st->tp;
+  if (auto s = tp.PostAllRecvs(); !s.ok()) return fail(s);
+  if (auto s = tp.qp()->Connect(*ep); !s.ok()) return fail(s);
+  ServerSetup& ss = st->ss;
+  ss.endpoint = tp.qp()->local_endpoint().Serialize();
+  ss.recv_buffers = tp.config().recv_buffers;
+  ss.buffer_bytes = tp.config().buffer_bytes;
+  if (auto s = ch.WriteFrame(Header(FrameType::kMessage, kSetupServer), EncodeServerSetup(ss),
+                             st->deadline);
       !s.ok()) {
     return fail(s);
   }
-  if (auto s = ch->ReadFrame(kMaxControlPayload, deadline, &f); !s.ok()) return fail(s);
-  if (auto s = Expect(f, FrameType::kMessage, kSetupReady, "RDMA ready"); !s.ok()) {
-    return fail(s);
-  }
+  return true;
+}
 
+void RdmaConnection::AcceptFinish(std::unique_ptr<SideChannel> ch, const DecodedFrame& f,
+                                  AcceptState* st) {
+  if (auto s = Expect(f, FrameType::kMessage, kSetupReady, "RDMA ready"); !s.ok()) {
+    return FailAccept(ch.get(), *st, s);
+  }
+  const bool resumed = st->resumed;
+  const ClientSetup& cs = st->cs;
+  std::shared_ptr<Transport> tp = st->tp;
   auto link = std::make_shared<Link>(weak_from_this(), tp, std::move(ch));
-  link->peer_recv_buffers = cs->recv_buffers;
-  link->frag_bytes = std::min(cs->buffer_bytes, tp->config().buffer_bytes) -
+  link->peer_recv_buffers = cs.recv_buffers;
+  link->frag_bytes = std::min(cs.buffer_bytes, tp->config().buffer_bytes) -
                      static_cast<uint32_t>(kSendHeaderBytes);
-  link->ctrl_addr = cs->ctrl_addr;
-  link->ctrl_rkey = cs->ctrl_rkey;
+  link->ctrl_addr = cs.ctrl_addr;
+  link->ctrl_rkey = cs.ctrl_rkey;
   std::shared_ptr<RdmaRecvRing> ring;
   {
     absl::MutexLock l(&mu_);
     if (closed_ || shared_->stopping) return;
-    send_credits_ = cs->recv_buffers;
+    send_credits_ = cs.recv_buffers;
     credits_owed_ = 0;
     ack_sent_ = in_seq_;
-    if (resumed) RequeueLocked(auth.in_seq);  // in_seq checked on arrival
+    if (resumed) RequeueLocked(st->auth.in_seq);  // in_seq checked on arrival
     AttachLinkLocked(link);
     shared_->counters.connections_open++;
     if (resumed) shared_->counters.reconnects++;
@@ -526,7 +551,7 @@ void RdmaConnection::ServeAccepted(std::unique_ptr<SideChannel> ch, const AuthRe
                  tp->config().buffer_bytes, ring_ ? ring_->bytes() >> 10 : 0);
     const bool first = !accepted_;
     accepted_ = true;
-    if (!first && ring_resized) {
+    if (!first && st->ring_resized) {
       Dispatch([ring](const ConnectionRef& c) {
         static_cast<RdmaConnection*>(c.get())->shared_->dispatcher->OnRingAttached(c, ring);
       });

@@ -21,62 +21,6 @@ uint32_t OptionU32(const MessengerOptions& o, const std::string& key, uint32_t d
   return v;
 }
 
-// Server half of the authenticated handshake (HELLO, CHALLENGE, AUTH): msg/session's
-// state machine over the side channel, as the TCP backend runs it over its socket:
-// logged reason, counted, CLOSE sent when due, never reaches a dispatcher.
-struct Authenticated {
-  Hello hello;
-  AuthReply auth;
-};
-
-absl::StatusOr<Authenticated> ServerAuthenticate(RdmaShared& shared, SideChannel& ch) {
-  const MessengerOptions& o = shared.options;
-  const absl::Time deadline = absl::Now() + o.handshake_timeout;
-  session::ServerHandshake hs(o.name, o.auth, ch.peer());
-  auto fail = [&](const absl::Status&) {
-    const session::HandshakeError& e = hs.last_error();
-    session::CountFailure(e, &shared.counters);
-    if (e.send_close) (void)ch.WriteEncoded(session::CloseFrame(e), deadline);
-    if (e.blame == session::Blame::kNone && !e.send_close) {
-      spdlog::info("msgr rdma: handshake with {} ended: {}", hs.who(), e.why.ToString());
-    } else {
-      spdlog::warn("msgr rdma: refusing connection from {}: {}", hs.who(), e.why.ToString());
-    }
-    return e.why;
-  };
-  // A read that runs past the deadline is the handshake timing out.
-  auto read = [&](DecodedFrame* f) {
-    const absl::Status s = ch.ReadFrame(kMaxControlPayload, deadline, f);
-    if (s.ok()) return s;
-    return absl::IsDeadlineExceeded(s) ? hs.OnTimeout(o.handshake_timeout) : hs.OnReadError(s);
-  };
-  DecodedFrame f;
-  if (absl::Status s = read(&f); !s.ok()) return fail(s);
-  auto challenge = hs.OnHello(f.header, f.payload);
-  if (!challenge.ok()) return fail(challenge.status());
-  if (absl::Status s = ch.WriteEncoded(*challenge, deadline); !s.ok()) {
-    return fail(hs.OnReadError(s));
-  }
-  if (absl::Status s = read(&f); !s.ok()) return fail(s);
-  auto auth = hs.OnAuth(f.header, f.payload);
-  if (!auth.ok()) return fail(auth.status());
-  if (absl::Status fenced = shared.fence.Check(hs.hello().name, auth->instance); !fenced.ok()) {
-    shared.counters.fenced_refusals++;
-    return fail(hs.Refuse(fenced, session::Blame::kNone, /*send_close=*/true));
-  }
-  // A peer recently cut off for an RDMA access outside its memory is not served yet.
-  if (const absl::Time until = shared.BannedUntil(hs.hello().name); until > absl::Now()) {
-    shared.counters.cutoff_refusals++;
-    return fail(hs.Refuse(
-        absl::PermissionDeniedError(absl::StrCat(
-            hs.hello().name.ToString(), " is not served for another ",
-            absl::FormatDuration(absl::Ceil(until - absl::Now(), absl::Seconds(1))),
-            ": it made an RDMA access outside the memory it was given (rdma_cutoff_ban_s)")),
-        session::Blame::kNone, /*send_close=*/true));
-  }
-  return Authenticated{hs.hello(), *auth};
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const MessengerOptions& options,
@@ -163,8 +107,10 @@ absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const Messenger
     return s;
   }
   // Lossless sessions whose client is gone end after session_reconnect_timeout.
+  // So do handshakes that did not finish within handshake_timeout.
   shared->loop->SetTick([raw = m.get()] { raw->ExpireSessions(); },
-                        std::min(absl::Seconds(1), options.session_reconnect_timeout / 4));
+                        std::min({absl::Seconds(1), options.session_reconnect_timeout / 4,
+                                  options.handshake_timeout / 4}));
   spdlog::info("msgr rdma: {} messenger on device {} (provider {})", options.name.ToString(),
                ctx->device->attr().name, ctx->device->attr().provider);
   return std::unique_ptr<Messenger>(std::move(m));
@@ -196,9 +142,176 @@ void RdmaMessenger::AcceptLoop() {
       }
       return;
     }
-    auto holder = std::make_shared<std::unique_ptr<SideChannel>>(std::move(*ch));
-    StartThread([this, holder] { HandleAccepted(std::move(*holder)); });
+    auto a = std::make_shared<Accepting>(this, std::move(*ch));
+    {
+      absl::MutexLock l(&mu_);
+      if (shut_down_) return;
+      accepting_[a.get()] = a;
+    }
+    if (absl::Status s = shared_->loop->Add(a); !s.ok()) {
+      spdlog::warn("msgr rdma: cannot serve the connection from {}: {}", a->peer(),
+                   s.ToString());
+      absl::MutexLock l(&mu_);
+      accepting_.erase(a.get());
+    }
   }
+}
+
+RdmaMessenger::Accepting::Accepting(RdmaMessenger* m, std::unique_ptr<SideChannel> ch)
+    : m_(m),
+      ch_(std::move(ch)),
+      fd_(ch_->fd()),
+      peer_(ch_->peer()),
+      deadline_(absl::Now() + m->shared_->options.handshake_timeout),
+      hs_(m->shared_->options.name, m->shared_->options.auth, peer_) {}
+
+void RdmaMessenger::Accepting::OnSideReadable() {
+  while (step_ != Step::kDone) {
+    DecodedFrame f;
+    absl::Status error;
+    const FrameDecoder::Result r = ch_->ReadAvailable(&f, &error);
+    if (r == FrameDecoder::Result::kNeedMore) return;
+    if (r == FrameDecoder::Result::kError) {
+      if (step_ == Step::kHello || step_ == Step::kAuth) {
+        (void)hs_.OnReadError(error);
+        FailHandshake();
+      } else {
+        conn_->FailAccept(ch_.get(), st_, error);
+      }
+      return Done();
+    }
+    switch (step_) {
+      case Step::kHello: {
+        auto challenge = hs_.OnHello(f.header, f.payload);
+        if (!challenge.ok()) return FailHandshake(), Done();
+        if (absl::Status w = ch_->WriteEncoded(*challenge, deadline_); !w.ok()) {
+          (void)hs_.OnReadError(w);
+          return FailHandshake(), Done();
+        }
+        step_ = Step::kAuth;
+        break;
+      }
+      case Step::kAuth:
+        if (!OnAuth(f)) return Done();
+        step_ = Step::kSetup;
+        break;
+      case Step::kSetup:
+        if (!conn_->AcceptSetup(*ch_, f, &st_)) return Done();
+        step_ = Step::kReady;
+        break;
+      case Step::kReady:
+        // The channel becomes the link's: this attempt leaves the loop first (the link
+        // registers the same socket).
+        Done();
+        conn_->AcceptFinish(std::move(ch_), f, &st_);
+        return;
+      case Step::kDone:
+        return;
+    }
+  }
+}
+
+bool RdmaMessenger::Accepting::OnAuth(const DecodedFrame& f) {
+  RdmaShared& shared = *m_->shared_;
+  auto auth = hs_.OnAuth(f.header, f.payload);
+  if (!auth.ok()) return FailHandshake(), false;
+  const EntityName peer = hs_.hello().name;
+  if (absl::Status fenced = shared.fence.Check(peer, auth->instance); !fenced.ok()) {
+    shared.counters.fenced_refusals++;
+    (void)hs_.Refuse(fenced, session::Blame::kNone, /*send_close=*/true);
+    return FailHandshake(), false;
+  }
+  // A peer recently cut off for an RDMA access outside its memory is not served yet.
+  if (const absl::Time until = shared.BannedUntil(peer); until > absl::Now()) {
+    shared.counters.cutoff_refusals++;
+    (void)hs_.Refuse(
+        absl::PermissionDeniedError(absl::StrCat(
+            peer.ToString(), " is not served for another ",
+            absl::FormatDuration(absl::Ceil(until - absl::Now(), absl::Seconds(1))),
+            ": it made an RDMA access outside the memory it was given (rdma_cutoff_ban_s)")),
+        session::Blame::kNone, /*send_close=*/true);
+    return FailHandshake(), false;
+  }
+  bool lossless = (auth->flags & kAuthLossless) != 0;
+  const bool want_ring = (auth->flags & kAuthWantRing) != 0;
+  std::vector<std::shared_ptr<RdmaConnection>> replaced;
+  bool resumed = false;
+  absl::Status refused;
+  {
+    absl::MutexLock l(&m_->mu_);
+    if (m_->shut_down_) return false;
+    if (auto it = m_->policies_.find(peer.type); it != m_->policies_.end()) {
+      lossless = it->second.lossless;
+    }
+    // msg/session/session_table.h: resume, or a new session that replaces the peer's
+    // unlinked ones.
+    auto admitted = m_->sessions_.Admit(session::SessionRequest{
+        peer, auth->cookie, lossless, (auth->flags & kAuthHadSession) != 0});
+    if (!admitted.ok()) {
+      refused = admitted.status();
+    } else {
+      replaced = std::move(admitted->replaced);
+      conn_ = std::move(admitted->resume);
+      resumed = conn_ != nullptr;
+      if (!resumed) {
+        conn_ = std::make_shared<RdmaConnection>(m_->shared_, peer, peer_, lossless, want_ring,
+                                                 auth->cookie);
+        conn_->set_peer_instance(auth->instance);
+        m_->sessions_.Insert(conn_);
+      }
+    }
+  }
+  if (!refused.ok()) {
+    session::CountFailure(session::HandshakeError{refused, session::Blame::kAuth, true},
+                          &shared.counters);
+    spdlog::warn("msgr rdma: refusing connection from {}: {}", peer_, refused.ToString());
+    (void)ch_->WriteClose(refused, absl::Now() + absl::Milliseconds(200));
+    return false;
+  }
+  // Fenced after its handshake was checked and before SetFenced's sweep could see it.
+  if (absl::Status fenced = shared.fence.Check(peer, auth->instance); !fenced.ok()) {
+    shared.counters.fenced_refusals++;
+    (void)ch_->WriteClose(fenced, absl::Now() + absl::Milliseconds(200));
+    conn_->Reset(fenced, /*send_close=*/false);
+    for (auto& r : replaced) r->Reset(fenced, /*send_close=*/false);
+    return false;
+  }
+  for (auto& r : replaced) r->Reset(session::ReplacedError(peer, peer_), /*send_close=*/false);
+  return conn_->AcceptBegin(*ch_, *auth, resumed, &st_);
+}
+
+void RdmaMessenger::Accepting::FailHandshake() {
+  const session::HandshakeError& e = hs_.last_error();
+  session::CountFailure(e, &m_->shared_->counters);
+  if (e.send_close) (void)ch_->WriteEncoded(session::CloseFrame(e), deadline_);
+  if (e.blame == session::Blame::kNone && !e.send_close) {
+    spdlog::info("msgr rdma: handshake with {} ended: {}", hs_.who(), e.why.ToString());
+  } else {
+    spdlog::warn("msgr rdma: refusing connection from {}: {}", hs_.who(), e.why.ToString());
+  }
+}
+
+bool RdmaMessenger::Accepting::Expire(absl::Time now) {
+  if (step_ == Step::kDone) return true;
+  if (now < deadline_) return false;
+  const absl::Duration timeout = m_->shared_->options.handshake_timeout;
+  if (step_ == Step::kHello || step_ == Step::kAuth) {
+    (void)hs_.OnTimeout(timeout);
+    FailHandshake();
+  } else {
+    conn_->FailAccept(ch_.get(), st_,
+                      absl::DeadlineExceededError(absl::StrCat(
+                          "RDMA setup did not finish within ", absl::FormatDuration(timeout))));
+  }
+  Done();
+  return true;
+}
+
+void RdmaMessenger::Accepting::Done() {
+  step_ = Step::kDone;
+  m_->shared_->loop->Remove(this);
+  absl::MutexLock l(&m_->mu_);
+  m_->accepting_.erase(this);  // the loop's handler still holds a reference
 }
 
 void RdmaMessenger::StartThread(std::function<void()> fn) {
@@ -218,59 +331,6 @@ void RdmaMessenger::StartThread(std::function<void()> fn) {
                           done->store(true);
                         }),
                         done});
-}
-
-void RdmaMessenger::HandleAccepted(std::unique_ptr<SideChannel> ch) {
-  auto a = ServerAuthenticate(*shared_, *ch);
-  if (!a.ok()) return;
-  const EntityName peer = a->hello.name;
-  bool lossless = (a->auth.flags & kAuthLossless) != 0;
-  const bool want_ring = (a->auth.flags & kAuthWantRing) != 0;
-  std::shared_ptr<RdmaConnection> conn;
-  std::vector<std::shared_ptr<RdmaConnection>> replaced;
-  bool resumed = false;
-  absl::Status refused;
-  {
-    absl::MutexLock l(&mu_);
-    if (shut_down_) return;
-    if (auto it = policies_.find(peer.type); it != policies_.end()) {
-      lossless = it->second.lossless;
-    }
-    // msg/session/session_table.h: resume, or a new session that replaces the peer's
-    // unlinked ones.
-    auto admitted = sessions_.Admit(session::SessionRequest{
-        peer, a->auth.cookie, lossless, (a->auth.flags & kAuthHadSession) != 0});
-    if (!admitted.ok()) {
-      refused = admitted.status();
-    } else {
-      replaced = std::move(admitted->replaced);
-      conn = std::move(admitted->resume);
-      resumed = conn != nullptr;
-      if (!resumed) {
-        conn = std::make_shared<RdmaConnection>(shared_, peer, ch->peer(), lossless, want_ring,
-                                                a->auth.cookie);
-        conn->set_peer_instance(a->auth.instance);
-        sessions_.Insert(conn);
-      }
-    }
-  }
-  if (!refused.ok()) {
-    session::CountFailure(session::HandshakeError{refused, session::Blame::kAuth, true},
-                          &shared_->counters);
-    spdlog::warn("msgr rdma: refusing connection from {}: {}", ch->peer(), refused.ToString());
-    (void)ch->WriteClose(refused, absl::Now() + absl::Milliseconds(200));
-    return;
-  }
-  // Fenced after its handshake was checked and before SetFenced's sweep could see it.
-  if (absl::Status fenced = shared_->fence.Check(peer, a->auth.instance); !fenced.ok()) {
-    shared_->counters.fenced_refusals++;
-    (void)ch->WriteClose(fenced, absl::Now() + absl::Milliseconds(200));
-    conn->Reset(fenced, /*send_close=*/false);
-    for (auto& r : replaced) r->Reset(fenced, /*send_close=*/false);
-    return;
-  }
-  for (auto& r : replaced) r->Reset(session::ReplacedError(peer, ch->peer()), /*send_close=*/false);
-  conn->ServeAccepted(std::move(ch), a->auth, resumed);
 }
 
 void RdmaMessenger::SetFenced(std::vector<FencedPeer> fenced) {
@@ -317,6 +377,12 @@ void RdmaMessenger::ExpireSessions() {
   }
   const absl::Time now = absl::Now();
   for (const auto& c : sessions) c->ExpireIfGone(now);
+  std::vector<std::shared_ptr<Accepting>> accepting;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [k, a] : accepting_) accepting.push_back(a);
+  }
+  for (const auto& a : accepting) a->Expire(now);
   RetryUnmatchedQpEvents();
   shared_->BuryLingering(/*all=*/false);
 }
@@ -461,6 +527,10 @@ void RdmaMessenger::Shutdown() {
   for (auto& t : tasks) t.thread.join();
   shared_->workers->Stop();
   shared_->loop->Stop();
+  {
+    absl::MutexLock l(&mu_);
+    accepting_.clear();  // handshakes in progress: their sockets close
+  }
   conns.clear();
   shared_->BuryLingering(/*all=*/true);
 }

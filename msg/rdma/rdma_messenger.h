@@ -38,9 +38,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "msg/messenger.h"
+#include "msg/rdma/event_loop.h"
 #include "msg/rdma/rdma_connection.h"
 #include "msg/rdma/rdma_shared.h"
 #include "msg/rdma/side_channel.h"
+#include "msg/session/handshake_steps.h"
 #include "msg/session/session_table.h"
 
 namespace msgr::rdma {
@@ -77,8 +79,47 @@ class RdmaMessenger : public Messenger {
  private:
   explicit RdmaMessenger(std::shared_ptr<RdmaShared> shared) : shared_(std::move(shared)) {}
   void AcceptLoop();
-  void HandleAccepted(std::unique_ptr<SideChannel> ch);
   void StartThread(std::function<void()> fn);
+
+  // One accepted side channel until its session is set up: the server half of the
+  // handshake (HELLO -> CHALLENGE; AUTH -> admission, READY; the client's setup -> the
+  // server's; the client's "ready" -> the link) as a state machine on the completion
+  // thread, fed the channel's frames as they arrive. No thread waits for a slow or silent
+  // peer; the loop's tick ends an attempt past handshake_timeout. Loop thread only.
+  class Accepting : public LoopClient {
+   public:
+    Accepting(RdmaMessenger* m, std::unique_ptr<SideChannel> ch);
+    verbs::CompletionQueue* loop_cq() override { return nullptr; }
+    int loop_side_fd() override { return fd_; }
+    bool OnCompletions(const verbs::Completion*, int) override { return false; }
+    void OnCqError() override {}
+    void OnSideReadable() override;
+    // Ends the attempt if it is past its deadline; true when it is over.
+    bool Expire(absl::Time now);
+    const std::string& peer() const { return peer_; }
+
+   private:
+    enum class Step { kHello, kAuth, kSetup, kReady, kDone };
+    // AUTH arrived: checks, admission (msg/session/session_table.h), READY. False: over.
+    bool OnAuth(const DecodedFrame& f);
+    // The handshake failed as hs_.last_error() says: counted, CLOSE if due, logged.
+    void FailHandshake();
+    // Leaves the loop and the messenger's list (the channel closes with this object,
+    // unless the link took it).
+    void Done();
+
+    RdmaMessenger* const m_;
+    std::unique_ptr<SideChannel> ch_;
+    const int fd_;
+    const std::string peer_;
+    const absl::Time deadline_;
+    session::ServerHandshake hs_;
+    Step step_ = Step::kHello;
+    std::shared_ptr<RdmaConnection> conn_;  // from AUTH on
+    RdmaConnection::AcceptState st_;
+  };
+  // Handshakes in progress (the loop holds them too).
+  std::map<const Accepting*, std::shared_ptr<Accepting>> accepting_ ABSL_GUARDED_BY(mu_);
   // Loop-thread tick: ends lossless sessions whose peer did not come back in time.
   void ExpireSessions();
   // Loop thread: the device's asynchronous events (a QP event goes to its connection).
@@ -110,7 +151,7 @@ class RdmaMessenger : public Messenger {
   using ConnList = std::vector<std::shared_ptr<RdmaConnection>>;
   std::shared_ptr<const ConnList> poll_list_ = std::make_shared<ConnList>();
   void RepublishPollListLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Connector and handshake threads; finished ones are reaped as new ones start.
+  // Connector threads (the connecting side); finished ones are reaped as new ones start.
   struct Task {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
