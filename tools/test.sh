@@ -103,14 +103,17 @@ if [[ $QUICK -eq 0 ]]; then
   tpass=0 tfail=0
   if bazel build -c opt //client/thrash:workload //osd_sim:osd //osd_sim/mon:mon \
       //osd_sim/mon:monctl //osd_sim/tools:msgr_admin >"$LOGDIR/thrash-build.log" 2>&1; then
-    for spec in tcp:1 rdma:2; do
-      ms=${spec%%:*} seed=${spec##*:}
+    # BACKEND:SEED:POOL_SIZE. The rdma run keeps three copies of each object on four OSDs:
+    # replication over rdma, recovery from PG logs and backfill under the same faults.
+    for spec in tcp:1:1 rdma:2:3; do
+      IFS=: read -r ms seed size <<<"$spec"
       MSGR_REBUILD=0 bash tools/thrash.sh --minutes 2.5 --seed "$seed" --ms-type "$ms" \
-        --max-size 1048576 --out "$LOGDIR/thrash-$ms" >"$LOGDIR/thrash-$ms.log" 2>&1
+        --pool-size "$size" --max-size 1048576 --out "$LOGDIR/thrash-$ms" \
+        >"$LOGDIR/thrash-$ms.log" 2>&1
       rc=$?
       last=$(tail -1 "$LOGDIR/thrash-$ms.log")
       grep -E '^thrash: .* faults injected|^ops: ' "$LOGDIR/thrash-$ms.log"
-      echo "thrash $ms (seed $seed): $last"
+      echo "thrash $ms (seed $seed, pool size $size): $last"
       if [[ $rc -eq 0 && "$last" == "violations: 0" ]]; then
         tpass=$((tpass + 1))
       else
