@@ -89,7 +89,7 @@ std::string LocalHostName() {
 
 }  // namespace
 
-Osd::Osd(const OsdOptions& options) : options_(options) {}
+Osd::Osd(const OsdOptions& options) : options_(options), pg_log_(options.pg_log_entries) {}
 
 Osd::~Osd() { Stop(); }
 

@@ -84,6 +84,9 @@ struct OsdOptions {
   absl::Duration poller_nap = absl::Microseconds(100);  // PollerOptions::nap
   size_t poller_nap_rings = 8;                          // PollerOptions::nap_rings
   size_t ring_bytes = kDefaultRingBytes;
+  // PG log entries kept for all PGs this OSD leads (osd_sim/pg_log.h); 0: no log, every
+  // returning member is backfilled.
+  size_t pg_log_entries = PgLog::kDefaultMaxEntries;
   AuthConfig auth;
   std::string ms_mode = "crc";  // tcp messengers' MessengerOptions::ms_mode: crc | secure
   // How the OSD proves itself to the monitor (mutual TLS as osd.<id> with the cluster PKI,

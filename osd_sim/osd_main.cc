@@ -47,7 +47,7 @@ constexpr const char* kUsage =
     "           [--rdma-device soft|IBDEV]\n"
     "           [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB] [--weight W]\n"
     "           [--metrics-addr HOST:PORT [--metrics-addr-file FILE]]\n"
-    "           [--op-complaint-time S]\n"
+    "           [--op-complaint-time S] [--pg-log-entries N]\n"
     "           [--public-addr HOST[:PORT] | --public-network CIDR] [--rdma-port PORT]\n"
     "           [--cluster-addr HOST[:PORT] | --cluster-network CIDR] [--host NAME]\n"
     "           [--ms-mode crc|secure] [--ms-cluster-type tcp|rdma]\n"
@@ -70,6 +70,10 @@ constexpr const char* kUsage =
     "                            poller nap rather than spin (default 8; 0: never nap)\n"
     "  --op-complaint-time S     a write in flight longer than S seconds is a slow op\n"
     "                            (slow_ops gauge, dump_ops_in_flight; default 30)\n"
+    "  --pg-log-entries N        PG log entries kept for the PGs this OSD leads: a member\n"
+    "                            that comes back is sent only what it missed while they\n"
+    "                            reach back far enough (default 262144; 0: no log, every\n"
+    "                            returning member is backfilled by comparing copies)\n"
     "  --public-addr HOST[:PORT] where clients reach this OSD: HOST a numeric address of\n"
     "                            this host (IPv6 in brackets), PORT the tcp listener's\n"
     "                            (default 127.0.0.1, free ports)\n"
@@ -223,7 +227,7 @@ int main(int argc, char** argv) {
   }
   for (const char* name :
        {"pollers", "poller-spin-us", "poller-wakeup-us", "poller-nap-us", "poller-nap-rings",
-        "ring-bytes", "capacity"}) {
+        "ring-bytes", "capacity", "pg-log-entries"}) {
     if (!flags->GetUint(name, 0).ok()) return Fail(std::string(flags->GetUint(name, 0).status().message()));
   }
   o.pollers = static_cast<int>(*flags->GetUint("pollers", 1));
@@ -246,6 +250,7 @@ int main(int argc, char** argv) {
     return Fail("--ring-bytes must be a power of two of at least 65536");
   }
   o.capacity_bytes = *flags->GetUint("capacity", 0);
+  o.pg_log_entries = *flags->GetUint("pg-log-entries", msgr::osd::PgLog::kDefaultMaxEntries);
   for (absl::string_view cpu : absl::StrSplit(flags->Get("poller-cpus"), ',', absl::SkipEmpty())) {
     int c;
     if (!absl::SimpleAtoi(cpu, &c) || c < 0) return Fail("--poller-cpus takes a list like 0,1");

@@ -37,6 +37,7 @@ PgLog::PgLog(size_t max_entries) : max_entries_(max_entries) {}
 
 PgLog::Ticket PgLog::Append(const PgId& pg, std::string_view oid,
                             const std::vector<int>& targets) {
+  if (max_entries_ == 0) return Ticket();
   absl::MutexLock l(&mu_);
   const uint64_t pos = ++head_;
   Pg& p = pgs_[pg];
@@ -92,6 +93,7 @@ void PgLog::Reset(const PgId& pg) {
 }
 
 void PgLog::MarkInSync(const PgId& pg, int osd, uint64_t through) {
+  if (max_entries_ == 0) return;
   absl::MutexLock l(&mu_);
   Member& m = pgs_[pg].members[osd];
   m.tracked = true;
@@ -102,6 +104,7 @@ void PgLog::MarkInSync(const PgId& pg, int osd, uint64_t through) {
 }
 
 std::optional<std::vector<std::string>> PgLog::MissedBy(const PgId& pg, int osd) const {
+  if (max_entries_ == 0) return std::nullopt;
   absl::MutexLock l(&mu_);
   auto p = pgs_.find(pg);
   if (p == pgs_.end()) return std::nullopt;

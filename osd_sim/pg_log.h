@@ -61,6 +61,7 @@ class PgLog {
  public:
   // ~150 bytes per entry: 262,144 entries (the default) are ~40 MB at most per OSD.
   static constexpr size_t kDefaultMaxEntries = size_t{1} << 18;
+  // `max_entries` 0: no log (Append logs nothing, MissedBy never knows).
   explicit PgLog(size_t max_entries = kDefaultMaxEntries);
   PgLog(const PgLog&) = delete;
   PgLog& operator=(const PgLog&) = delete;

@@ -7,7 +7,7 @@
 #                          [--poller-wakeup-us US] [--poller-nap-us US] [--poller-nap-rings N]
 #                          [--capacity BYTES]
 #                          [--ring-bytes BYTES] [--rdma-device soft|IBDEV] [--grace-ms MS]
-#                          [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB]
+#                          [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB] [--pg-log-entries N]
 #                          [--metrics] [--hosts] [--ms-mode crc|secure]
 #                          [--pool-size N [--pool-min-size M]] [--ms-cluster-type tcp|rdma]
 #   tools/cluster.sh stop --cluster-dir DIR
@@ -70,7 +70,7 @@ usage() { usage_text >&2; exit 2; }
 CMD=${1:-}; [[ -n "$CMD" && "$CMD" != -h && "$CMD" != --help ]] || usage; shift
 DIR="" OSDS=3 MS_TYPE=tcp DURABILITY=durable AUTH=secret POLLERS=1 POLLER_CPUS="" ID=""
 POLLER_SPIN_US="" POLLER_WAKEUP_US="" POLLER_NAP_US="" POLLER_NAP_RINGS=""
-CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" RDMA_MAX_REG_MB="" RDMA_RING_MIN_KB="" GRACE_MS=3000 KILL=0
+CAPACITY=0 RING_BYTES="" RDMA_DEVICE="" RDMA_MAX_REG_MB="" RDMA_RING_MIN_KB="" PG_LOG_ENTRIES="" GRACE_MS=3000 KILL=0
 POOL_SIZE=1 POOL_MIN_SIZE=0
 METRICS=0 HOSTS=0 MS_MODE=crc MON="" PUBLIC_ADDR="" PUBLIC_NETWORK="" HOST_NAME=""
 MS_CLUSTER_TYPE=""
@@ -95,6 +95,7 @@ while flags_next; do
     --rdma-device) flag_value RDMA_DEVICE ;;
     --rdma-max-registered-mb) flag_value RDMA_MAX_REG_MB ;;
     --rdma-ring-min-kb) flag_value RDMA_RING_MIN_KB ;;
+    --pg-log-entries) flag_value PG_LOG_ENTRIES ;;
     --grace-ms) flag_value GRACE_MS ;;
     --pool-size) flag_value POOL_SIZE ;;
     --pool-min-size) flag_value POOL_MIN_SIZE ;;
@@ -187,6 +188,7 @@ RING_BYTES="$RING_BYTES"
 RDMA_DEVICE="$RDMA_DEVICE"
 RDMA_MAX_REG_MB="$RDMA_MAX_REG_MB"
 RDMA_RING_MIN_KB="$RDMA_RING_MIN_KB"
+PG_LOG_ENTRIES="$PG_LOG_ENTRIES"
 METRICS=$METRICS
 HOSTS=$HOSTS
 GRACE_MS=$GRACE_MS
@@ -220,7 +222,7 @@ osd_settings() {
               "poller-wakeup-us=$POLLER_WAKEUP_US" "poller-nap-us=$POLLER_NAP_US" \
               "poller-nap-rings=$POLLER_NAP_RINGS" "ring-bytes=$RING_BYTES" \
               "rdma-device=$RDMA_DEVICE" "rdma-max-registered-mb=$RDMA_MAX_REG_MB" \
-              "rdma-ring-min-kb=${RDMA_RING_MIN_KB:-}" "ms-mode=$MS_MODE" "auth=$AUTH" \
+              "rdma-ring-min-kb=${RDMA_RING_MIN_KB:-}" "pg-log-entries=${PG_LOG_ENTRIES:-}" "ms-mode=$MS_MODE" "auth=$AUTH" \
               "public-addr=${PUBLIC_ADDR:-}" "public-network=${PUBLIC_NETWORK:-}" \
               "host=${HOST_NAME:-}" "ms-cluster-type=${MS_CLUSTER_TYPE:-}"; do
     if [[ $# -gt 0 && " $* " != *" ${line%%=*} "* ]]; then continue; fi
@@ -245,7 +247,7 @@ write_msgr_conf() {
     echo
     echo "[osd]"
     osd_settings ms-type durability pollers capacity poller-cpus poller-spin-us \
-      poller-wakeup-us poller-nap-us poller-nap-rings ring-bytes rdma-max-registered-mb rdma-ring-min-kb public-addr \
+      poller-wakeup-us poller-nap-us poller-nap-rings ring-bytes rdma-max-registered-mb rdma-ring-min-kb pg-log-entries public-addr \
       public-network host ms-cluster-type
     echo
     echo "[client]"
@@ -263,7 +265,7 @@ set_osd_section() {
       --rdma-max-registered-mb) keys+=(rdma-max-registered-mb) ;;
       --host) keys+=(host) ;;
       --ms-type|--durability|--pollers|--capacity|--poller-cpus|--poller-spin-us|\
-      --poller-wakeup-us|--poller-nap-us|--poller-nap-rings|--ring-bytes|--rdma-device|--rdma-ring-min-kb|--ms-mode|--auth|\
+      --poller-wakeup-us|--poller-nap-us|--poller-nap-rings|--ring-bytes|--rdma-device|--rdma-ring-min-kb|--pg-log-entries|--ms-mode|--auth|\
       --public-addr|--public-network|--ms-cluster-type) keys+=("${flag#--}") ;;
     esac
   done

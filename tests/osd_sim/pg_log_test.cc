@@ -143,5 +143,15 @@ TEST(PgLogTest, AMemberWhoseMissedEntriesWereTrimmedIsUnknownUntilSynced) {
   EXPECT_EQ(Missed(log, 2), Names{"after"});
 }
 
+TEST(PgLogTest, WithNoEntriesAllowedNothingIsLoggedOrKnown) {
+  PgLog log(/*max_entries=*/0);
+  log.MarkInSync(kPg, 1, 0);
+  PgLog::Ticket t = log.Append(kPg, "a", {1});
+  t.Resolved(1, true);
+  EXPECT_EQ(t.pos(), 0u);
+  EXPECT_EQ(log.stats().entries, 0u);
+  EXPECT_EQ(Missed(log, 1), Names{"<unknown>"});  // every returning member is backfilled
+}
+
 }  // namespace
 }  // namespace msgr::osd
