@@ -76,20 +76,26 @@ std::string MapToTable(const v1::ClusterMap& map) {
                           map.blocklist_size(), map.blocklist_size() == 1 ? "y" : "ies");
   }
   if (!map.osd_pg_stats().empty()) {  // live, from GetMap
-    uint64_t active = 0, peering = 0, recovered = 0;
+    uint64_t active = 0, peering = 0, recovered = 0, from_log = 0, backfills = 0;
     std::vector<std::string> waiting;
     for (const auto& [id, s] : map.osd_pg_stats()) {
       active += s.pgs_active();
       peering += s.pgs_peering();
       recovered += s.objects_recovered();
+      from_log += s.recoveries_from_log();
+      backfills += s.backfills();
       if (s.pgs_peering() > 0) waiting.push_back(absl::StrCat("osd.", id, " ", s.pgs_peering()));
     }
     std::sort(waiting.begin(), waiting.end());
-    absl::StrAppendFormat(&out, "pgs: %d active, %d peering%s; %d objects recovered\n", active,
+    absl::StrAppendFormat(&out, "pgs: %d active, %d peering%s; %d objects recovered%s\n", active,
                           peering,
                           waiting.empty() ? ""
                                           : absl::StrCat(" (ops wait; ", absl::StrJoin(waiting, ", "), ")"),
-                          recovered);
+                          recovered,
+                          from_log + backfills == 0
+                              ? ""
+                              : absl::StrCat(" (", from_log, " member syncs from PG logs, ",
+                                             backfills, " backfills)"));
   }
   if (map.osds_size() == 0) return out;
   absl::StrAppendFormat(&out, "%5s  %-12s %-21s %-4s %-3s %7s %8s  %s\n", "ID", "HOST", "ADDR",

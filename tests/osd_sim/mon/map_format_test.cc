@@ -73,9 +73,17 @@ TEST(MapFormatTest, TableSummarisesPeeringFromHeartbeats) {
   s.set_objects_recovered(5);
   (*map.mutable_osd_pg_stats())[1] = s;
   const std::string t = MapToTable(map);
-  EXPECT_NE(t.find("pgs: 126 active, 2 peering (ops wait; osd.1 2); 12 objects recovered"),
+  EXPECT_NE(t.find("pgs: 126 active, 2 peering (ops wait; osd.1 2); 12 objects recovered\n"),
             std::string::npos)
       << t;
+  // How the members were synced, once any was.
+  s.set_recoveries_from_log(4);
+  s.set_backfills(1);
+  (*map.mutable_osd_pg_stats())[1] = s;
+  const std::string t2 = MapToTable(map);
+  EXPECT_NE(t2.find("12 objects recovered (4 member syncs from PG logs, 1 backfills)\n"),
+            std::string::npos)
+      << t2;
 }
 
 TEST(MapFormatTest, PoolsInJsonTableAndPoolList) {
