@@ -8,6 +8,9 @@ namespace {
 
 // A PG keeps at least this many entries however many PGs share the budget.
 constexpr size_t kMinEntriesPerPg = 64;
+// A member with more marks than this in one PG (one gone for long: a mark per write it
+// misses) is no longer followed: it is backfilled when it comes back.
+constexpr size_t kMaxMarksPerMember = 4096;
 
 }  // namespace
 
@@ -54,6 +57,14 @@ PgLog::Ticket PgLog::Append(const PgId& pg, std::string_view oid,
     if (m.tracked && std::find(targets.begin(), targets.end(), id) == targets.end()) {
       m.marks.emplace(pos, /*missed=*/true);  // not sent a copy
     }
+    if (m.marks.size() > kMaxMarksPerMember) {
+      // Bounded memory: what it missed is no longer known (until a sync as of a point).
+      for (auto mk = m.marks.begin(); mk != m.marks.end();) {
+        mk = mk->second ? m.marks.erase(mk) : std::next(mk);
+      }
+      m.missed_trimmed = 0;
+      m.overflowed = true;
+    }
   }
   const size_t share = std::max(kMinEntriesPerPg, max_entries_ / pgs_.size());
   while (p.by_pos.size() > share) {
@@ -97,6 +108,7 @@ void PgLog::MarkInSync(const PgId& pg, int osd, uint64_t through) {
   absl::MutexLock l(&mu_);
   Member& m = pgs_[pg].members[osd];
   m.tracked = true;
+  if (through > 0) m.overflowed = false;
   for (auto mk = m.marks.begin(); mk != m.marks.end() && mk->first <= through;) {
     mk = mk->second ? m.marks.erase(mk) : std::next(mk);
   }
@@ -109,7 +121,9 @@ std::optional<std::vector<std::string>> PgLog::MissedBy(const PgId& pg, int osd)
   auto p = pgs_.find(pg);
   if (p == pgs_.end()) return std::nullopt;
   auto m = p->second.members.find(osd);
-  if (m == p->second.members.end() || !m->second.tracked) return std::nullopt;
+  if (m == p->second.members.end() || !m->second.tracked || m->second.overflowed) {
+    return std::nullopt;
+  }
   uint64_t frontier = head_;
   if (!m->second.marks.empty()) frontier = m->second.marks.begin()->first - 1;
   if (m->second.missed_trimmed > 0) frontier = std::min(frontier, m->second.missed_trimmed - 1);

@@ -26,6 +26,10 @@
 // primary that restarts (its log is in memory) syncs returning members by comparing
 // copies, as before.
 //
+// Memory: the entries (a share of `max_entries` per PG) and, per member, its outstanding
+// and missed marks; a member that misses more than a few thousand writes of one PG (down
+// for long) is no longer followed and is backfilled when it comes back.
+//
 // What this does not cover: a member that restarted without its store (memory mode, a new
 // disk) -- the caller passes only members whose copy survived (PgInfoBody::as_of_epoch);
 // divergence between members that peering already trusted as complete.
@@ -117,6 +121,9 @@ class PgLog {
     bool tracked = false;
     std::map<uint64_t, bool> marks;  // position -> missed (true) or outstanding (false)
     uint64_t missed_trimmed = 0;     // newest missed position dropped with a trim (0: none)
+    // Its missed marks were dropped for room (kMaxMarksPerMember, pg_log.cc): unknown until
+    // a sync as of a point (MarkInSync with `through` > 0).
+    bool overflowed = false;
   };
   struct Pg {
     std::map<uint64_t, std::string> by_pos;

@@ -143,6 +143,23 @@ TEST(PgLogTest, AMemberWhoseMissedEntriesWereTrimmedIsUnknownUntilSynced) {
   EXPECT_EQ(Missed(log, 2), Names{"after"});
 }
 
+TEST(PgLogTest, AMemberGoneForLongIsNoLongerFollowedUntilSynced) {
+  PgLog log;
+  log.MarkInSync(kPg, 1, 0);
+  log.MarkInSync(kPg, 2, 0);
+  // osd.2 misses 10,000 writes of the same ten objects: the log keeps ten entries, and
+  // osd.2's marks stop at a bound.
+  for (int i = 0; i < 10000; ++i) log.Append(kPg, std::to_string(i % 10), {1}).Resolved(1, true);
+  EXPECT_EQ(log.stats().entries, 10u);
+  EXPECT_EQ(Missed(log, 2), Names{"<unknown>"});
+  EXPECT_EQ(Missed(log, 1), Names{});
+  log.MarkInSync(kPg, 2, 0);  // trusted complete is not enough to know again
+  EXPECT_EQ(Missed(log, 2), Names{"<unknown>"});
+  log.MarkInSync(kPg, 2, log.Head());  // a sync as of a point is
+  log.Append(kPg, "x", {1});
+  EXPECT_EQ(Missed(log, 2), Names{"x"});
+}
+
 TEST(PgLogTest, WithNoEntriesAllowedNothingIsLoggedOrKnown) {
   PgLog log(/*max_entries=*/0);
   log.MarkInSync(kPg, 1, 0);
