@@ -240,6 +240,29 @@ class ReplicationTest : public ::testing::Test {
     WriteObjects(0, 20, 2);
     DeleteObjects(20, 10);
   }
+  // After MissWritesOnOsd0 (objects [0, n), n >= 40) and osd.0's return: each OSD holds
+  // exactly the live objects whose acting set names it, and with osd.1 and osd.2 stopped
+  // (osd.0 then serves every PG it is in) 0..19 read back at version 2, 20..29 are gone,
+  // 30..39 are at version 1.
+  void ExpectPlacedAndNewestWithOthersDown(int n) {
+    const placement::PlacementMap map = Map();
+    for (int id = 0; id < kOsds; ++id) {
+      uint64_t expected = 0;
+      for (int i = 0; i < n; ++i) {
+        if (i >= 20 && i < 30) continue;
+        const auto& acting = map.ActingOfPg(map.PgOf(absl::StrCat("obj.", i)));
+        expected += std::count(acting.begin(), acting.end(), id);
+      }
+      EXPECT_EQ(Objects(id), expected) << "osd." << id;
+    }
+    osds_[1].reset();
+    osds_[2].reset();
+    WaitUp(1, false);
+    WaitUp(2, false);
+    ExpectObjects(0, 20, 2);
+    ExpectDeleted(20, 10);
+    ExpectObjects(30, 10, 1);
+  }
   void ExpectDeleted(int first, int n) {
     for (int i = first; i < first + n; ++i) {
       EXPECT_TRUE(absl::IsNotFound(client_->Read(absl::StrCat("obj.", i)).status())) << "obj." << i;
@@ -431,23 +454,7 @@ TEST_F(ReplicationTest, ARestartedOsdIsRecoveredBeforeItServesItsStaleCopies) {
   }
   EXPECT_GT(recovered, 0u);
   // Each OSD holds exactly the objects whose acting set names it, osd.0 included.
-  const placement::PlacementMap map = Map();
-  for (int id = 0; id < kOsds; ++id) {
-    uint64_t expected = 0;
-    for (int i = 0; i < 40; ++i) {
-      if (i >= 20 && i < 30) continue;
-      const auto& acting = map.ActingOfPg(map.PgOf(absl::StrCat("obj.", i)));
-      expected += std::count(acting.begin(), acting.end(), id);
-    }
-    EXPECT_EQ(Objects(id), expected) << "osd." << id;
-  }
-  osds_[1].reset();
-  osds_[2].reset();
-  WaitUp(1, false);
-  WaitUp(2, false);
-  ExpectObjects(0, 20, 2);
-  ExpectDeleted(20, 10);
-  ExpectObjects(30, 10, 1);
+  ExpectPlacedAndNewestWithOthersDown(40);
 }
 
 // Recovery from the PG log: the primaries that led osd.0's PGs while it was down tracked
@@ -498,22 +505,7 @@ TEST_F(ReplicationTest, AReturningReplicaGetsOnlyWhatItMissedFromThePrimarysPgLo
 
   // Each OSD holds exactly the objects whose acting set names it, and osd.0's copies are the
   // newest: read back with the two others of their acting sets down.
-  for (int id = 0; id < kOsds; ++id) {
-    uint64_t expected = 0;
-    for (int i = 0; i < 200; ++i) {
-      if (i >= 20 && i < 30) continue;
-      const auto& acting = map.ActingOfPg(map.PgOf(absl::StrCat("obj.", i)));
-      expected += std::count(acting.begin(), acting.end(), id);
-    }
-    EXPECT_EQ(Objects(id), expected) << "osd." << id;
-  }
-  osds_[1].reset();
-  osds_[2].reset();
-  WaitUp(1, false);
-  WaitUp(2, false);
-  ExpectObjects(0, 20, 2);
-  ExpectDeleted(20, 10);
-  ExpectObjects(30, 10, 1);
+  ExpectPlacedAndNewestWithOthersDown(200);
 }
 
 // A stale copy never goes active alone: every OSD is stopped (a whole-cluster restart), the one that missed writes and deletes comes back first and is the only
