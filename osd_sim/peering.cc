@@ -368,12 +368,9 @@ absl::Status Peering::Peer(const PgKey& key) {
   // 3. Make every up member that is not complete equal to this copy: from the PG log when
   // it knows what the member missed, else by comparing whole copies. `through`: every
   // entry logged so far is in this OSD's store (no write of the older interval is between
-  // its admission and its append any more), so a sync from here on covers them.
-  uint64_t through = 0;
-  if (log_ != nullptr) {
-    absl::MutexLock barrier(&admit_mu_);
-    through = log_->Head();
-  }
+  // its admission and its append any more), so a sync from here on covers them. Taken
+  // once, before the first member that needs a sync (admissions wait while it is taken).
+  std::optional<uint64_t> through;
   absl::StatusOr<Listing> local;
   for (int id : members) {
     if (id == self) continue;
@@ -381,6 +378,10 @@ absl::Status Peering::Peer(const PgKey& key) {
     if (c != complete.end() && c->second) {
       if (log_ != nullptr) log_->MarkInSync(key, id, 0);  // trusted: tracked from now
       continue;
+    }
+    if (log_ != nullptr && !through.has_value()) {
+      absl::MutexLock barrier(&admit_mu_);
+      through = log_->Head();
     }
     std::optional<std::vector<std::string>> missed;
     if (log_ != nullptr && as_of[id] > 0) missed = log_->MissedBy(key, id);
@@ -397,7 +398,7 @@ absl::Status Peering::Peer(const PgKey& key) {
     a.pg = key.pg;
     a.epoch = epoch;
     if (absl::Status s = ReplyStatus(Call(id, a)); !s.ok()) return s;
-    if (log_ != nullptr) log_->MarkInSync(key, id, through);
+    if (log_ != nullptr) log_->MarkInSync(key, id, *through);
   }
   // 4. Active, unless the interval moved on meanwhile (then it is queued again).
   {

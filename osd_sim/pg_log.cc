@@ -67,6 +67,7 @@ PgLog::Ticket PgLog::Append(const PgId& pg, std::string_view oid,
     }
   }
   const size_t share = std::max(kMinEntriesPerPg, max_entries_ / pgs_.size());
+  const uint64_t trimmed_before = p.trimmed_through;
   while (p.by_pos.size() > share) {
     auto first = p.by_pos.begin();
     p.trimmed_through = first->first;
@@ -76,15 +77,18 @@ PgLog::Ticket PgLog::Append(const PgId& pg, std::string_view oid,
     ++trimmed_;
   }
   // Missed marks behind the trim point say no more than "compare whole copies": keep one
-  // number instead (outstanding ones stay until their copies report).
-  for (auto& [id, m] : p.members) {
-    for (auto mk = m.marks.begin(); mk != m.marks.end() && mk->first <= p.trimmed_through;) {
-      if (!mk->second) {
-        ++mk;
-        continue;
+  // number instead (outstanding ones stay until their copies report). Only when this
+  // append trimmed: not a walk of every member's marks per write.
+  if (p.trimmed_through != trimmed_before) {
+    for (auto& [id, m] : p.members) {
+      for (auto mk = m.marks.begin(); mk != m.marks.end() && mk->first <= p.trimmed_through;) {
+        if (!mk->second) {
+          ++mk;
+          continue;
+        }
+        m.missed_trimmed = std::max(m.missed_trimmed, mk->first);
+        mk = m.marks.erase(mk);
       }
-      m.missed_trimmed = std::max(m.missed_trimmed, mk->first);
-      mk = m.marks.erase(mk);
     }
   }
   return Ticket(this, pg, pos);
