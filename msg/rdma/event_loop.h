@@ -61,6 +61,10 @@ class LoopClient {
   // makes (the rdma ring credit, WITH_IMM); true if it will, so that the loop may sleep on
   // the CQ's channel rather than nap. Idempotent until that completion arrives.
   virtual bool ArmWakeup() { return false; }
+  // True if the loop should also report loop_side_fd() writable (OnSideReadable), read
+  // when the client is added: a socket whose connect is in progress. Once it connected,
+  // the client calls EventLoop::SideConnected().
+  virtual bool side_connecting() const { return false; }
 };
 
 class EventLoop {
@@ -80,6 +84,12 @@ class EventLoop {
   // Runs `tick` on the loop thread about every `every` (checked whenever the loop wakes,
   // which is at least every 100 ms). Housekeeping only: it must not block.
   void SetTick(std::function<void()> tick, absl::Duration every);
+  // Runs `fn` once on the loop thread at `when` or soon after (timers are not cancelled:
+  // `fn` checks whether it is still wanted, e.g. through a weak_ptr). Timers still due at
+  // Stop() are dropped. Any thread; `fn` must not block.
+  void RunAt(absl::Time when, std::function<void()> fn);
+  // `c`'s side fd connected: the loop stops reporting it writable (side_connecting()).
+  void SideConnected(const LoopClient* c);
   // Runs `on_readable` on the loop thread whenever `fd` is readable (the device's
   // asynchronous-event fd). Level-triggered: the handler must drain what made it readable.
   // One such fd per loop; call before traffic starts.
@@ -98,6 +108,8 @@ class EventLoop {
   void Run();
   void Wake();
   bool PollAll(const std::vector<std::shared_ptr<LoopClient>>& clients);
+  // Runs the timers due at `now` (outside mu_); returns how long until the next one.
+  absl::Duration RunTimers(absl::Time now);
   // Asks every awaiting client for a wake-up (LoopClient::ArmWakeup); true if all got one.
   static bool ArmWakeups(const std::vector<std::shared_ptr<LoopClient>>& clients);
 
@@ -115,6 +127,7 @@ class EventLoop {
   std::function<void()> on_watched_fd_ ABSL_GUARDED_BY(mu_);
   int watched_fd_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Duration tick_every_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
+  std::multimap<absl::Time, std::function<void()>> timers_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

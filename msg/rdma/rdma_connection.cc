@@ -233,6 +233,12 @@ void RdmaConnection::FaultLocked(Link* link, const absl::Status& why,
   if (!outgoing_) link_lost_at_ = absl::Now();
   spdlog::info("msgr rdma: connection {} to {} ({}) faulted: {}", id_, addr_,
                peer_name_.ToString(), why.ToString());
+  if (lossless_ && outgoing_) {
+    // Reconnect and resume (the server keeps the session for session_reconnect_timeout).
+    shared_->loop->RunAt(absl::Now(), [w = weak_from_this()] {
+      if (auto c = w.lock()) c->Dial();
+    });
+  }
   if (!lossless_) {
     // Lossy: the session is over.
     closed_ = true;

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "msg/handshake.h"
 #include "msg/messenger.h"
+#include "msg/session/backoff.h"
 #include "msg/session/record_acks.h"
 #include "msg/rdma/event_loop.h"
 #include "msg/rdma/rdma_recv_ring.h"
@@ -81,7 +82,7 @@ class Link : public LoopClient {
 
 class RdmaConnection : public Connection, public std::enable_shared_from_this<RdmaConnection> {
  public:
-  // Connecting side (starts no thread; RdmaMessenger runs RunConnector()).
+  // Connecting side (starts no thread; RdmaMessenger calls StartConnecting()).
   RdmaConnection(std::shared_ptr<RdmaShared> shared, std::string addr,
                  const ConnectOptions& options);
   // Accepting side, for a peer that passed authentication.
@@ -112,8 +113,11 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // Messenger::DumpSessions' view of this session (any thread; takes mu_ briefly, then
   // walks the headers of the records published in the ring without it).
   SessionInfo Info() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Connecting side: connect, resume and reconnect until closed (runs on its own thread).
-  void RunConnector();
+  // Connecting side: connects, then resumes and reconnects until closed, all on the
+  // completion thread (rdma_connection_setup.cc): an attempt is a state machine fed by its
+  // socket (Dialer); keepalives, ring resizes and the backoff between attempts run on the
+  // loop's timers. No thread of its own.
+  void StartConnecting();
   // Accepting side: the rest of the handshake for a peer whose AUTH passed, in three
   // steps driven by the messenger's accept state machine on the completion thread
   // (rdma_messenger.cc) as the client's frames arrive; no step waits for the peer.
@@ -226,7 +230,21 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   std::vector<RecordAck> TakeAcksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ack_mu_, mu_);
   void HandOverAcks(const std::vector<RecordAck>& acks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ack_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status ClientHandshake();
+  // Connecting side (rdma_connection_setup.cc). Dial: one attempt, unless one is running
+  // or the session is connected or closed (loop thread). DialFailed: the attempt failed:
+  // OnConnectRefused, then a lossless session dials again after a backoff, a lossy one
+  // ends. PrepareClientSetup: the control region, the staging mirror for a ring of
+  // `ring_bytes` (in `*new_mirror` until FinishDial installs it), the receives posted and
+  // our setup frame's fields. FinishDial: the server's setup arrived: connects the QP,
+  // installs the link, resumes (a dispatch worker).
+  class Dialer;
+  void Dial();
+  void DialFailed(const absl::Status& s) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<ClientSetup> PrepareClientSetup(SideChannel& ch, Transport& tp,
+                                                 uint64_t ring_bytes, ChargedRegion* new_mirror);
+  absl::Status FinishDial(Dialer& d);
+  // Loop timer while `link` is the link: keepalives, liveness, ring resizes.
+  void Housekeep(const std::weak_ptr<Link>& link) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status InstallLink(std::shared_ptr<Link> link) ABSL_LOCKS_EXCLUDED(mu_);
   void FaultLocked(Link* link, const absl::Status& why, std::shared_ptr<Link>* retired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -302,6 +320,10 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   bool accepted_ ABSL_GUARDED_BY(mu_) = false;  // OnAccept delivered
   uint64_t frames_sent_ ABSL_GUARDED_BY(mu_) = 0;  // for inject_socket_failures
   session::Liveness liveness_ ABSL_GUARDED_BY(mu_);  // connecting side: keepalive acks
+  absl::Time next_keepalive_ ABSL_GUARDED_BY(mu_);    // connecting side
+  bool dialing_ ABSL_GUARDED_BY(mu_) = false;         // a Dialer runs
+  session::ReconnectBackoff backoff_ ABSL_GUARDED_BY(mu_){
+      shared_->options.reconnect_backoff_max};
   std::shared_ptr<Link> retire_ ABSL_GUARDED_BY(mu_);  // faulted under mu_; see RetireDeferred
   // Transports of this session's latest links: an asynchronous event may arrive after its
   // link was retired, even after the peer reconnected (retired transports linger
@@ -342,7 +364,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   uint64_t doorbelled_word_ ABSL_GUARDED_BY(mu_) = 0;  // sleep word of the last doorbell
   size_t max_record_payload_ ABSL_GUARDED_BY(mu_) = 0;
   // Ring size, connecting side (PROTOCOL.md "Ring sizes"): what the next AUTH asks for
-  // (0: the server's initial size); writers hold off while the connector drains the ring
+  // (0: the server's initial size); writers hold off while a resize drains the ring
   // for a resize; a writer that found the ring full or too small for its record leaves
   // the record's bytes as a hint to grow.
   uint64_t ring_request_ ABSL_GUARDED_BY(mu_) = 0;
@@ -350,13 +372,19 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   size_t grow_hint_ ABSL_GUARDED_BY(mu_) = 0;
   bool ring_at_max_ ABSL_GUARDED_BY(mu_) = false;  // a grow got the same size back
   absl::Time resize_not_before_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  // Where the ring's produced position was when the connector last saw it move, and when.
+  // Where the ring's produced position was when housekeeping last saw it move, and when.
   uint64_t idle_produced_ ABSL_GUARDED_BY(mu_) = ~uint64_t{0};
   absl::Time idle_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
-  // Connector thread: the ring size to ask for now (0: none), and the drain before it
-  // (false: records stayed in flight; the resize is given up for a while).
+  // The ring size to ask for now (0: none). ResizeIfWantedLocked starts a resize to it:
+  // writers hold off, and CheckResizeDrainLocked (again every kResizeDrainCheck, until
+  // `deadline`) faults the link once nothing is in flight, so that it resumes asking for
+  // the new size, or gives the resize up for a while if records stay in flight.
   uint64_t RingResizeWantedLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool DrainForResizeLocked(uint64_t to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ResizeIfWantedLocked(const std::shared_ptr<Link>& link, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckResizeDrainLocked(const std::shared_ptr<Link>& link, uint64_t to,
+                              absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static constexpr absl::Duration kResizeDrainCheck = absl::Milliseconds(2);
   void WantGrowLocked(size_t record_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   size_t ring_initial_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // the session's first ring size
   SentRecords sent_records_ ABSL_GUARDED_BY(mu_);         // written, not acknowledged

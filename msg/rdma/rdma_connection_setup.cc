@@ -45,69 +45,266 @@ FrameHeader Header(FrameType t, uint16_t msg_type = 0) {
 
 }  // namespace
 
-absl::Status RdmaConnection::ClientHandshake() {
-  const MessengerOptions& o = shared_->options;
-  const absl::Time deadline = absl::Now() + o.handshake_timeout;
-  auto ch_or = SideChannel::Connect(addr_, o.handshake_timeout);
-  if (!ch_or.ok()) return ch_or.status();
-  std::unique_ptr<SideChannel> ch = std::move(*ch_or);
-  // HELLO / CHALLENGE / AUTH / READY: msg/session's state machine, as on the TCP backend.
-  session::ClientHandshake hs(o.name, o.auth, addr_, WireMode::kCrc, expect_peer_);
-  auto failed = [&](const absl::Status&) {
-    const session::HandshakeError& e = hs.last_error();
-    session::CountFailure(e, &shared_->counters);
-    if (e.send_close) (void)ch->WriteEncoded(session::CloseFrame(e), deadline);
-    if (e.blame == session::Blame::kAuth) {
-      spdlog::warn("msgr rdma: handshake with {} refused: {}", hs.who(), e.why.ToString());
+// ---------------------------------------------------------------- connecting side
+
+// One connect attempt, on the completion thread: the socket's connect, HELLO /
+// CHALLENGE / AUTH / READY (msg/session's state machine, as on the TCP backend), then
+// the RDMA setup exchange, one step per event; no step waits for the peer. The last step
+// (FinishDial) runs on a dispatch worker: resending a resumed session's records may wait
+// for send-queue room, which only the completion thread frees.
+class RdmaConnection::Dialer : public LoopClient,
+                               public std::enable_shared_from_this<RdmaConnection::Dialer> {
+ public:
+  Dialer(std::shared_ptr<RdmaConnection> conn, std::unique_ptr<SideChannel> ch, bool connected)
+      : ch_(std::move(ch)),
+        conn_(std::move(conn)),
+        fd_(ch_->fd()),
+        deadline_(absl::Now() + conn_->shared_->options.handshake_timeout),
+        hs_(conn_->shared_->options.name, conn_->shared_->options.auth, conn_->addr_,
+            WireMode::kCrc, conn_->expect_peer_),
+        step_(connected ? Step::kHello : Step::kConnect) {}
+
+  verbs::CompletionQueue* loop_cq() override { return nullptr; }
+  int loop_side_fd() override { return fd_; }
+  bool OnCompletions(const verbs::Completion*, int) override { return false; }
+  void OnCqError() override {}
+  bool side_connecting() const override { return step_ == Step::kConnect; }
+  void OnSideReadable() override;
+  // Right after the loop took it: a socket that connected at once sends HELLO.
+  void Begin() {
+    if (step_ == Step::kHello) SendHello();
+  }
+  // The deadline timer: an attempt still running fails.
+  void Expire();
+  absl::Time deadline() const { return deadline_; }
+
+  // For FinishDial.
+  std::unique_ptr<SideChannel> ch_;
+  std::shared_ptr<Transport> tp_;
+  Ready ready_;
+  ServerSetup ss_;
+  ChargedRegion new_mirror_;   // the staging mirror, when it had to be (re)registered
+  uint32_t frag_buffer_bytes_ = 0;  // our receive buffers' size
+  EntityName peer() const { return hs_.peer(); }
+
+ private:
+  enum class Step { kConnect, kHello, kChallenge, kReady, kSetup, kDone };
+  void SendHello();
+  bool OnChallenge(const DecodedFrame& f);
+  bool OnReady(const DecodedFrame& f);
+  void OnServerSetup(const DecodedFrame& f);
+  // The handshake failed as hs_.last_error() says: counted, CLOSE if due, logged.
+  void FailHandshake();
+  void Fail(const absl::Status& s);
+  // Leaves the loop (the channel closes with this object unless FinishDial takes it).
+  void Done();
+
+  const std::shared_ptr<RdmaConnection> conn_;
+  const int fd_;
+  const absl::Time deadline_;
+  session::ClientHandshake hs_;
+  Step step_;
+};
+
+void RdmaConnection::Dialer::OnSideReadable() {
+  if (step_ == Step::kDone) return;
+  if (conn_->closed() || conn_->shared_->stopping) return Done();  // quietly: it is over
+  if (step_ == Step::kConnect) {
+    if (absl::Status s = ch_->FinishConnect(); !s.ok()) return Fail(s);
+    conn_->shared_->loop->SideConnected(this);
+    step_ = Step::kHello;
+    return SendHello();
+  }
+  while (step_ != Step::kDone) {
+    DecodedFrame f;
+    absl::Status error;
+    const FrameDecoder::Result r = ch_->ReadAvailable(&f, &error);
+    if (r == FrameDecoder::Result::kNeedMore) return;
+    if (r == FrameDecoder::Result::kError) {
+      if (step_ == Step::kSetup) return Fail(error);
+      (void)hs_.OnReadError(error);
+      return FailHandshake();
     }
-    return e.why;
-  };
-  auto read = [&](DecodedFrame* f) {
-    const absl::Status s = ch->ReadFrame(kMaxControlPayload, deadline, f);
-    if (s.ok()) return s;
-    return absl::IsDeadlineExceeded(s) ? hs.OnTimeout(o.handshake_timeout) : hs.OnReadError(s);
-  };
-  if (auto s = ch->WriteEncoded(hs.HelloFrame(), deadline); !s.ok()) return s;
-  DecodedFrame f;
-  if (absl::Status s = read(&f); !s.ok()) return failed(s);
+    switch (step_) {
+      case Step::kChallenge:
+        if (!OnChallenge(f)) return;
+        step_ = Step::kReady;
+        break;
+      case Step::kReady:
+        if (!OnReady(f)) return;
+        step_ = Step::kSetup;
+        break;
+      case Step::kSetup:
+        return OnServerSetup(f);
+      default:
+        return;
+    }
+  }
+}
+
+void RdmaConnection::Dialer::SendHello() {
+  if (absl::Status s = ch_->WriteEncoded(hs_.HelloFrame(), deadline_); !s.ok()) return Fail(s);
+  step_ = Step::kChallenge;
+}
+
+bool RdmaConnection::Dialer::OnChallenge(const DecodedFrame& f) {
+  RdmaConnection& c = *conn_;
   AuthReply resume;
-  resume.cookie = cookie_;
-  resume.instance = shared_->options.instance;
+  resume.cookie = c.cookie_;
+  resume.instance = c.shared_->options.instance;
+  {
+    absl::MutexLock l(&c.mu_);
+    resume.in_seq = c.in_seq_;
+    resume.flags = (c.want_ring_ ? kAuthWantRing : 0) | (c.lossless_ ? kAuthLossless : 0) |
+                   (c.had_session_ ? kAuthHadSession : 0);
+    // A lossy session cannot resize (a reconnect ends it): it asks for the largest ring.
+    resume.ring_bytes = c.lossless_ ? c.ring_request_ : c.shared_->options.ring_bytes;
+  }
+  auto auth = hs_.OnChallenge(f.header, f.payload, resume);
+  if (!auth.ok()) return FailHandshake(), false;
+  if (auto s = ch_->WriteEncoded(*auth, deadline_); !s.ok()) return Fail(s), false;
+  auto tp = Transport::Create(c.shared_->ctx, c.shared_->transport, c.shared_->budget.get(),
+                              c.addr_);
+  if (!tp.ok()) return Fail(tp.status()), false;
+  tp_ = *tp;
+  return true;
+}
+
+bool RdmaConnection::Dialer::OnReady(const DecodedFrame& f) {
+  auto ready = hs_.OnReady(f.header, f.payload, conn_->want_ring_);
+  if (!ready.ok()) return FailHandshake(), false;
+  ready_ = *ready;
+  auto cs = conn_->PrepareClientSetup(*ch_, *tp_, ready_.ring_bytes, &new_mirror_);
+  if (!cs.ok()) return Fail(cs.status()), false;
+  frag_buffer_bytes_ = cs->buffer_bytes;
+  if (auto s = ch_->WriteFrame(Header(FrameType::kMessage, kSetupClient),
+                               EncodeClientSetup(*cs), deadline_);
+      !s.ok()) {
+    return Fail(s), false;
+  }
+  return true;
+}
+
+void RdmaConnection::Dialer::OnServerSetup(const DecodedFrame& f) {
+  if (auto s = Expect(f, FrameType::kMessage, kSetupServer, "RDMA setup"); !s.ok()) {
+    return Fail(s);
+  }
+  auto ss = DecodeServerSetup(f.payload);
+  if (!ss.ok()) return Fail(ss.status());
+  ss_ = std::move(*ss);
+  // The channel becomes the link's: this attempt leaves the loop first (the link
+  // registers the same socket).
+  Done();
+  auto self = std::enable_shared_from_this<Dialer>::shared_from_this();
+  conn_->shared_->workers->Post(conn_->id_, [self] {
+    RdmaConnection& c = *self->conn_;
+    if (absl::Status s = c.FinishDial(*self); !s.ok()) c.DialFailed(s);
+  });
+}
+
+void RdmaConnection::Dialer::FailHandshake() {
+  const session::HandshakeError& e = hs_.last_error();
+  session::CountFailure(e, &conn_->shared_->counters);
+  if (e.send_close) (void)ch_->WriteEncoded(session::CloseFrame(e), deadline_);
+  if (e.blame == session::Blame::kAuth) {
+    spdlog::warn("msgr rdma: handshake with {} refused: {}", hs_.who(), e.why.ToString());
+  }
+  Fail(e.why);
+}
+
+void RdmaConnection::Dialer::Fail(const absl::Status& s) {
+  Done();
+  conn_->DialFailed(s);
+}
+
+void RdmaConnection::Dialer::Expire() {
+  switch (step_) {
+    case Step::kDone:
+      return;
+    case Step::kConnect:
+      return Fail(absl::DeadlineExceededError(
+          absl::StrCat("connect to ", conn_->addr_, " timed out")));
+    case Step::kSetup:
+      return Fail(absl::DeadlineExceededError(absl::StrCat(
+          "RDMA setup with ", conn_->addr_, " did not finish within ",
+          absl::FormatDuration(conn_->shared_->options.handshake_timeout))));
+    default:
+      (void)hs_.OnTimeout(conn_->shared_->options.handshake_timeout);
+      return FailHandshake();
+  }
+}
+
+void RdmaConnection::Dialer::Done() {
+  if (step_ == Step::kDone) return;
+  step_ = Step::kDone;
+  conn_->shared_->loop->Remove(this);  // the loop's handler still holds a reference
+}
+
+void RdmaConnection::StartConnecting() {
+  shared_->loop->RunAt(absl::Now(), [w = weak_from_this()] {
+    if (auto c = w.lock()) c->Dial();
+  });
+}
+
+void RdmaConnection::Dial() {
   {
     absl::MutexLock l(&mu_);
-    resume.in_seq = in_seq_;
-    resume.flags = (want_ring_ ? kAuthWantRing : 0) | (lossless_ ? kAuthLossless : 0) |
-                   (had_session_ ? kAuthHadSession : 0);
-    // A lossy session cannot resize (a reconnect ends it): it asks for the largest ring.
-    resume.ring_bytes = lossless_ ? ring_request_ : shared_->options.ring_bytes;
+    if (closed_ || shared_->stopping || link_ != nullptr || dialing_) return;
+    dialing_ = true;
   }
-  auto auth = hs.OnChallenge(f.header, f.payload, resume);
-  if (!auth.ok()) return failed(auth.status());
-  if (auto s = ch->WriteEncoded(*auth, deadline); !s.ok()) return s;
-  auto tp_or = Transport::Create(shared_->ctx, shared_->transport, shared_->budget.get(), addr_);
-  if (!tp_or.ok()) return tp_or.status();
-  std::shared_ptr<Transport> tp = *tp_or;
-  if (absl::Status s = read(&f); !s.ok()) return failed(s);
-  auto ready = hs.OnReady(f.header, f.payload, want_ring_);
-  if (!ready.ok()) return failed(ready.status());
+  bool connected = false;
+  auto ch = SideChannel::StartConnect(addr_, &connected);
+  if (!ch.ok()) return DialFailed(ch.status());
+  auto d = std::make_shared<Dialer>(shared_from_this(), std::move(*ch), connected);
+  if (absl::Status s = shared_->loop->Add(d); !s.ok()) return DialFailed(s);
+  shared_->loop->RunAt(d->deadline(), [w = std::weak_ptr<Dialer>(d)] {
+    if (auto d = w.lock()) d->Expire();
+  });
+  d->Begin();
+}
+
+void RdmaConnection::DialFailed(const absl::Status& s) {
+  absl::Duration wait;
+  {
+    absl::MutexLock l(&mu_);
+    dialing_ = false;
+    if (closed_ || shared_->stopping) return;
+    wait = backoff_.Next();
+  }
+  spdlog::info("msgr rdma: connecting to {} failed: {}", addr_, s.ToString());
+  Dispatch([s](const ConnectionRef& c) {
+    static_cast<RdmaConnection*>(c.get())->shared_->dispatcher->OnConnectRefused(c, s);
+  });
+  if (!lossless_) {
+    Reset(s, /*send_close=*/false);
+    return;
+  }
+  shared_->loop->RunAt(absl::Now() + wait, [w = weak_from_this()] {
+    if (auto c = w.lock()) c->Dial();
+  });
+}
+
+absl::StatusOr<ClientSetup> RdmaConnection::PrepareClientSetup(SideChannel& ch, Transport& tp,
+                                                               uint64_t ring_bytes,
+                                                               ChargedRegion* new_mirror) {
   // What we cannot set up is refused here, before the peer sets anything up for this
   // attempt and before the session's state changes: CLOSE with the code tells it why.
   auto refuse = [&](const absl::Status& s) {
-    (void)ch->WriteClose(s, absl::Now() + absl::Milliseconds(200));
+    (void)ch.WriteClose(s, absl::Now() + absl::Milliseconds(200));
     return s;
   };
   // The control region (kept for the connection's life) and the staging mirror (READY
   // gave the ring's size): registered here, outside mu_ (a refusal writes to the peer),
   // and installed once setup succeeded. A mirror that must grow is charged while the old
   // one still is: a tight budget may refuse what freeing first would have allowed.
-  ChargedRegion new_ctrl, new_mirror;
+  ChargedRegion new_ctrl;
   if (want_ring_) {
     bool need_ctrl, need_mirror;
     {
       absl::MutexLock l(&mu_);
       need_ctrl = !ctrl_mr_;
       // A mirror of another size is replaced (the ring was resized: nothing is staged).
-      need_mirror = !mirror_mr_ || mirror_mr_->length() != ready->ring_bytes;
+      need_mirror = !mirror_mr_ || mirror_mr_->length() != ring_bytes;
     }
     if (need_ctrl) {
       auto ctrl = AllocCharged(*shared_->budget, *shared_->ctx->pd, kCtrlRegionBytes,
@@ -117,15 +314,13 @@ absl::Status RdmaConnection::ClientHandshake() {
       new_ctrl = std::move(*ctrl);
     }
     if (need_mirror) {
-      auto mirror = AllocCharged(*shared_->budget, *shared_->ctx->pd, ready->ring_bytes,
+      auto mirror = AllocCharged(*shared_->budget, *shared_->ctx->pd, ring_bytes,
                                  verbs::kLocalWrite,
                                  absl::StrCat("the staging mirror of ", addr_, "'s ring"));
       if (!mirror.ok()) return refuse(mirror.status());
-      new_mirror = std::move(*mirror);
+      *new_mirror = std::move(*mirror);
     }
   }
-
-  // RDMA setup.
   ClientSetup cs;
   {
     absl::MutexLock l(&mu_);
@@ -136,19 +331,21 @@ absl::Status RdmaConnection::ClientHandshake() {
       cs.ctrl_bytes = static_cast<uint32_t>(ctrl_mr_->length());
     }
   }
-  if (auto s = tp->PostAllRecvs(); !s.ok()) return s;
-  cs.endpoint = tp->qp()->local_endpoint().Serialize();
-  cs.recv_buffers = tp->config().recv_buffers;
-  cs.buffer_bytes = tp->config().buffer_bytes;
-  if (auto s = ch->WriteFrame(Header(FrameType::kMessage, kSetupClient), EncodeClientSetup(cs),
-                              deadline);
-      !s.ok()) {
+  if (auto s = tp.PostAllRecvs(); !s.ok()) return s;
+  cs.endpoint = tp.qp()->local_endpoint().Serialize();
+  cs.recv_buffers = tp.config().recv_buffers;
+  cs.buffer_bytes = tp.config().buffer_bytes;
+  return cs;
+}
+
+absl::Status RdmaConnection::FinishDial(Dialer& d) {
+  const Ready* ready = &d.ready_;
+  const ServerSetup* ss = &d.ss_;
+  std::shared_ptr<Transport> tp = d.tp_;
+  auto refuse = [&](const absl::Status& s) {
+    (void)d.ch_->WriteClose(s, absl::Now() + absl::Milliseconds(200));
     return s;
-  }
-  if (auto s = ch->ReadFrame(kMaxControlPayload, deadline, &f); !s.ok()) return s;
-  if (auto s = Expect(f, FrameType::kMessage, kSetupServer, "RDMA setup"); !s.ok()) return s;
-  auto ss = DecodeServerSetup(f.payload);
-  if (!ss.ok()) return ss.status();
+  };
   if (want_ring_ && ss->ring_bytes != ready->ring_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("peer ", addr_, " announced a ring of ",
                                                    ready->ring_bytes, " bytes, then of ",
@@ -181,13 +378,15 @@ absl::Status RdmaConnection::ClientHandshake() {
       credit_seen_.store(0, std::memory_order_relaxed);
     }
   }
-  if (auto s = ch->WriteFrame(Header(FrameType::kMessage, kSetupReady), "", deadline); !s.ok()) {
+  if (auto s = d.ch_->WriteFrame(Header(FrameType::kMessage, kSetupReady), "",
+                                 d.deadline());
+      !s.ok()) {
     return s;
   }
 
-  auto link = std::make_shared<Link>(weak_from_this(), tp, std::move(ch));
+  auto link = std::make_shared<Link>(weak_from_this(), tp, std::move(d.ch_));
   link->peer_recv_buffers = ss->recv_buffers;
-  link->frag_bytes = std::min(ss->buffer_bytes, cs.buffer_bytes) -
+  link->frag_bytes = std::min(ss->buffer_bytes, d.frag_buffer_bytes_) -
                      static_cast<uint32_t>(kSendHeaderBytes);
   link->ring_addr = ss->ring_addr;
   link->ring_rkey = ss->ring_rkey;
@@ -199,7 +398,7 @@ absl::Status RdmaConnection::ClientHandshake() {
     absl::MutexLock l(&mu_);
     if (closed_ || shared_->stopping) return absl::CancelledError("connection closed");
     remote_reset = !resumed && had_session_;
-    peer_name_ = hs.peer();
+    peer_name_ = d.peer();
     if (remote_reset) {
       // The peer lost the session: what it had not acknowledged is gone on its side.
       // Under mu_ (clang cannot follow the lambda).
@@ -241,7 +440,7 @@ absl::Status RdmaConnection::ClientHandshake() {
       resizing_ = false;
       grow_hint_ = 0;
       ring_request_ = ss->ring_bytes;
-      if (new_mirror) mirror_mr_ = std::move(new_mirror);
+      if (d.new_mirror_) mirror_mr_ = std::move(d.new_mirror_);
       producer_->OnCredit(ready->ring_credit);
       sent_records_.OnCredit(ready->ring_credit, &acks_ready_);
       acks_pending_.store(!acks_ready_.empty(), std::memory_order_release);
@@ -263,11 +462,19 @@ absl::Status RdmaConnection::ClientHandshake() {
     shared_->counters.connections_open++;
     if (had_session_) shared_->counters.reconnects++;
     had_session_ = true;
+    dialing_ = false;
+    backoff_.Reset();
     if (auto s = shared_->loop->Add(link); !s.ok()) {
       std::shared_ptr<Link> retired;
-      FaultLocked(link.get(), s, &retired);
-      return s;
+      FaultLocked(link.get(), s, &retired);  // logged; a lossless session redials
+      return absl::OkStatus();               // (a lossy one is over)
     }
+    // Keepalives and ring resizes from now on, on the completion thread's timers.
+    liveness_.Heard(session::Liveness::Clock::now());
+    next_keepalive_ = absl::Now() + shared_->options.keepalive_interval;
+    shared_->loop->RunAt(next_keepalive_, [w = weak_from_this(), l = std::weak_ptr<Link>(link)] {
+      if (auto c = w.lock()) c->Housekeep(l);
+    });
     FlushLocked();
     cv_.SignalAll();
     spdlog::info(
@@ -291,87 +498,41 @@ absl::Status RdmaConnection::ClientHandshake() {
   return absl::OkStatus();
 }
 
-void RdmaConnection::RunConnector() {
-  session::ReconnectBackoff backoff(shared_->options.reconnect_backoff_max);
-  for (;;) {
-    {
-      absl::MutexLock l(&mu_);
-      if (closed_ || shared_->stopping) return;
-    }
-    const absl::Status s = ClientHandshake();
-    if (s.ok()) {
-      backoff.Reset();
-      // Connected: send keepalives on the side channel until the link goes away; a peer
-      // that stops answering them (its dispatcher is stuck, or it hangs) is reset.
-      const MessengerOptions& o = shared_->options;
-      mu_.Lock();
-      liveness_.Heard(session::Liveness::Clock::now());
-      absl::Time next_keepalive = absl::Now() + o.keepalive_interval;
-      while (link_ != nullptr && !closed_ && !shared_->stopping) {
-        // Woken early by a writer that wants a larger ring; idle rings shrink on a check
-        // at least every few seconds.
-        cv_.WaitWithDeadline(&mu_, std::min(next_keepalive, absl::Now() + absl::Seconds(5)));
-        if (link_ == nullptr || closed_ || shared_->stopping) break;
-        if (const uint64_t to = RingResizeWantedLocked(absl::Now()); to != 0) {
-          if (DrainForResizeLocked(to)) {
-            // Nothing in flight: reconnect and resume, asking for the new size (the
-            // server replaces the ring; PROTOCOL.md "Ring sizes").
-            std::shared_ptr<Link> link = link_;
-            const size_t from = producer_->ring_bytes();
-            mu_.Unlock();
-            Fault(link.get(),
-                  absl::AbortedError(absl::StrCat(
-                      "resizing the ring from ", from >> 10, " KiB to ",
-                      to == std::numeric_limits<uint64_t>::max()
-                          ? std::string("the largest the peer gives")
-                          : absl::StrCat(to >> 10, " KiB"))));
-            mu_.Lock();
-            break;
-          }
-          continue;
-        }
-        if (absl::Now() < next_keepalive) continue;
-        next_keepalive = absl::Now() + o.keepalive_interval;
-        const absl::Status why =
-            liveness_.Check(session::Liveness::Clock::now(), o.keepalive_timeout,
-                            absl::StrCat(peer_name_.ToString(), " at ", addr_));
-        if (!why.ok()) {
-          std::shared_ptr<Link> link = link_;
-          mu_.Unlock();
-          if (!lossless_) {
-            Reset(why, /*send_close=*/true);
-            return;
-          }
-          Fault(link.get(), why);  // lossless: reconnect and resume
-          mu_.Lock();
-          break;
-        }
-        std::shared_ptr<Link> link = link_;
-        mu_.Unlock();
-        FrameHeader h;
-        h.type = FrameType::kKeepalive;
-        if (link->ch->WriteFrame(h, "", absl::Now() + absl::Milliseconds(100)).ok()) {
-          shared_->counters.keepalives_sent++;
-        }
-        mu_.Lock();
-      }
-      mu_.Unlock();
-      continue;
-    }
-    if (shared_->stopping || closed()) return;
-    spdlog::info("msgr rdma: connecting to {} failed: {}", addr_, s.ToString());
-    Dispatch([s](const ConnectionRef& c) {
-      static_cast<RdmaConnection*>(c.get())->shared_->dispatcher->OnConnectRefused(c, s);
-    });
-    if (!lossless_) {
-      Reset(s, /*send_close=*/false);
-      return;
-    }
-    const absl::Duration wait = backoff.Next();
+// Connecting side, the completion thread's timer: keepalives (a peer that stops
+// answering them -- its dispatcher is stuck, or it hangs -- is reset) and ring resizes
+// (idle rings shrink on a check at least every few seconds), while `weak` is the link.
+void RdmaConnection::Housekeep(const std::weak_ptr<Link>& weak) {
+  const MessengerOptions& o = shared_->options;
+  std::shared_ptr<Link> link = weak.lock();
+  absl::Status why;
+  bool keepalive = false;
+  {
     absl::MutexLock l(&mu_);
-    const absl::Time until = absl::Now() + wait;
-    while (!closed_ && !shared_->stopping && absl::Now() < until) {
-      cv_.WaitWithDeadline(&mu_, until);
+    if (!link || link_ != link || closed_ || shared_->stopping) return;  // its fault redials
+    const absl::Time now = absl::Now();
+    ResizeIfWantedLocked(link, now);
+    if (now >= next_keepalive_) {
+      next_keepalive_ = now + o.keepalive_interval;
+      why = liveness_.Check(session::Liveness::Clock::now(), o.keepalive_timeout,
+                            absl::StrCat(peer_name_.ToString(), " at ", addr_));
+      keepalive = why.ok();
+    }
+    if (why.ok()) {
+      shared_->loop->RunAt(std::min(next_keepalive_, now + absl::Seconds(5)),
+                           [w = weak_from_this(), weak] {
+                             if (auto c = w.lock()) c->Housekeep(weak);
+                           });
+    }
+  }
+  if (!why.ok()) {
+    if (!lossless_) return Reset(why, /*send_close=*/true);
+    return Fault(link.get(), why);  // lossless: reconnect and resume
+  }
+  if (keepalive) {
+    FrameHeader h;
+    h.type = FrameType::kKeepalive;
+    if (link->ch->WriteFrame(h, "", absl::Now() + absl::Milliseconds(100)).ok()) {
+      shared_->counters.keepalives_sent++;
     }
   }
 }

@@ -314,25 +314,6 @@ void RdmaMessenger::Accepting::Done() {
   m_->accepting_.erase(this);  // the loop's handler still holds a reference
 }
 
-void RdmaMessenger::StartThread(std::function<void()> fn) {
-  absl::MutexLock l(&mu_);
-  if (shut_down_) return;
-  for (auto it = tasks_.begin(); it != tasks_.end();) {
-    if (it->done->load()) {
-      it->thread.join();
-      it = tasks_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  tasks_.push_back(Task{std::thread([fn = std::move(fn), done] {
-                          fn();
-                          done->store(true);
-                        }),
-                        done});
-}
-
 void RdmaMessenger::SetFenced(std::vector<FencedPeer> fenced) {
   std::vector<std::shared_ptr<RdmaConnection>> accepted;
   {
@@ -364,7 +345,7 @@ absl::StatusOr<ConnectionRef> RdmaMessenger::Connect(const std::string& addr,
     sessions_.InsertOutgoing(addr, conn);
     RepublishPollListLocked();
   }
-  StartThread([conn] { conn->RunConnector(); });
+  conn->StartConnecting();
   return ConnectionRef(conn);
 }
 
@@ -494,7 +475,6 @@ bool RdmaMessenger::Poll() {
 }
 
 void RdmaMessenger::Shutdown() {
-  std::list<Task> tasks;
   std::vector<std::shared_ptr<RdmaConnection>> conns;
   {
     absl::MutexLock l(&mu_);
@@ -520,11 +500,6 @@ void RdmaMessenger::Shutdown() {
   if (accept_thread_.joinable()) accept_thread_.join();
   listener_.reset();  // close the socket: later connects are refused, not left hanging
   for (auto& c : conns) c->Stop();
-  {
-    absl::MutexLock l(&mu_);
-    tasks.swap(tasks_);
-  }
-  for (auto& t : tasks) t.thread.join();
   shared_->workers->Stop();
   shared_->loop->Stop();
   {

@@ -27,7 +27,6 @@
 #ifndef MSGR_MSG_RDMA_RDMA_MESSENGER_H_
 #define MSGR_MSG_RDMA_RDMA_MESSENGER_H_
 
-#include <list>
 #include <map>
 #include <memory>
 #include <string>
@@ -79,7 +78,6 @@ class RdmaMessenger : public Messenger {
  private:
   explicit RdmaMessenger(std::shared_ptr<RdmaShared> shared) : shared_(std::move(shared)) {}
   void AcceptLoop();
-  void StartThread(std::function<void()> fn);
 
   // One accepted side channel until its session is set up: the server half of the
   // handshake (HELLO -> CHALLENGE; AUTH -> admission, READY; the client's setup -> the
@@ -151,12 +149,6 @@ class RdmaMessenger : public Messenger {
   using ConnList = std::vector<std::shared_ptr<RdmaConnection>>;
   std::shared_ptr<const ConnList> poll_list_ = std::make_shared<ConnList>();
   void RepublishPollListLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Connector threads (the connecting side); finished ones are reaped as new ones start.
-  struct Task {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> done;
-  };
-  std::list<Task> tasks_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace msgr::rdma

@@ -36,9 +36,6 @@ void RdmaConnection::ApplyCreditLocked() {
     records_.pop_front();
   }
   sent_records_.OnCredit(producer_->released(), &acks_ready_);
-  if (resizing_ && records_.empty() && sent_records_.size() == 0) {
-    cv_.SignalAll();  // DrainForResizeLocked waits
-  }
   acks_pending_.store(!acks_ready_.empty(), std::memory_order_release);
   awaiting_acks_.store(sent_records_.size() > 0, std::memory_order_relaxed);
 }
@@ -47,7 +44,15 @@ void RdmaConnection::WantGrowLocked(size_t record_bytes) {
   if (!lossless_ || ring_at_max_ || grow_hint_ >= record_bytes) return;
   const bool first = grow_hint_ == 0;
   grow_hint_ = record_bytes;
-  if (first) cv_.SignalAll();  // the connector resizes (RunConnector)
+  if (!first || !link_) return;
+  // Asks the completion thread to resize now rather than at its next housekeeping.
+  shared_->loop->RunAt(absl::Now(), [w = weak_from_this(), l = std::weak_ptr<Link>(link_)] {
+    auto c = w.lock();
+    auto link = l.lock();
+    if (!c || !link) return;
+    absl::MutexLock lock(&c->mu_);
+    if (c->link_ == link) c->ResizeIfWantedLocked(link, absl::Now());
+  });
 }
 
 uint64_t RdmaConnection::RingResizeWantedLocked(absl::Time now) {
@@ -65,7 +70,7 @@ uint64_t RdmaConnection::RingResizeWantedLocked(absl::Time now) {
     return to;
   }
   grow_hint_ = 0;
-  // Idle: the ring's produced position has not moved since the connector last looked
+  // Idle: the ring's produced position has not moved since the last housekeeping look
   // (it looks every keepalive interval or sooner), so writers pay no clock read for it.
   if (producer_->produced() != idle_produced_) {
     idle_produced_ = producer_->produced();
@@ -79,32 +84,58 @@ uint64_t RdmaConnection::RingResizeWantedLocked(absl::Time now) {
   return 0;
 }
 
-bool RdmaConnection::DrainForResizeLocked(uint64_t to) {
+void RdmaConnection::ResizeIfWantedLocked(const std::shared_ptr<Link>& link, absl::Time now) {
+  const uint64_t to = RingResizeWantedLocked(now);
+  if (to == 0) return;
   // Writers hold off from here on; what they wrote must be released before the ring may
   // change (the server only resizes a drained ring, PROTOCOL.md "Ring sizes").
+  resizing_ = true;
+  CheckResizeDrainLocked(link, to, now + shared_->options.handshake_timeout);
+}
+
+void RdmaConnection::CheckResizeDrainLocked(const std::shared_ptr<Link>& link, uint64_t to,
+                                            absl::Time deadline) {
   // In flight includes a record a writer reserved ring space for (sent_records_, under
   // mu_ with the reservation) and has not posted yet (records_, later): resizing then
   // would leave it on the old ring, and the resumed session would be refused for good.
-  resizing_ = true;
-  const absl::Time deadline = absl::Now() + shared_->options.handshake_timeout;
-  auto in_flight = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !records_.empty() || sent_records_.size() != 0;
-  };
-  while (in_flight() && link_ != nullptr && !closed_ && !shared_->stopping &&
-         absl::Now() < deadline) {
-    // ApplyCreditLocked signals when the last record is released (the completion thread
-    // applies credits while records are unacknowledged); the timeout rechecks the rest.
-    cv_.WaitWithDeadline(&mu_, std::min(deadline, absl::Now() + absl::Milliseconds(10)));
+  const bool in_flight = !records_.empty() || sent_records_.size() != 0;
+  if (link_ != link || closed_ || shared_->stopping) return;  // the next link starts afresh
+  if (!in_flight) {
+    // Nothing in flight: reconnect and resume, asking for the new size (the server
+    // replaces the ring; PROTOCOL.md "Ring sizes"). Faulted from the loop (Fault takes mu_).
+    ring_request_ = to;
+    const size_t from = producer_->ring_bytes();
+    shared_->loop->RunAt(absl::Now(), [w = weak_from_this(), l = std::weak_ptr<Link>(link),
+                                       from, to] {
+      auto c = w.lock();
+      auto link = l.lock();
+      if (!c || !link) return;
+      c->Fault(link.get(),
+               absl::AbortedError(absl::StrCat(
+                   "resizing the ring from ", from >> 10, " KiB to ",
+                   to == std::numeric_limits<uint64_t>::max()
+                       ? std::string("the largest the peer gives")
+                       : absl::StrCat(to >> 10, " KiB"))));
+    });
+    return;
   }
-  if (in_flight() || link_ == nullptr || closed_ || shared_->stopping) {
+  if (absl::Now() >= deadline) {
+    // Records stayed in flight: the resize is given up for a while.
     resizing_ = false;
     grow_hint_ = 0;
     resize_not_before_ = absl::Now() + kRingResizeBackoff;
-    cv_.SignalAll();
-    return false;
+    cv_.SignalAll();  // writers held off
+    return;
   }
-  ring_request_ = to;
-  return true;
+  // Looked at again shortly (the completion thread applies credits meanwhile).
+  shared_->loop->RunAt(absl::Now() + kResizeDrainCheck,
+                       [w = weak_from_this(), l = std::weak_ptr<Link>(link), to, deadline] {
+                         auto c = w.lock();
+                         auto link = l.lock();
+                         if (!c || !link) return;
+                         absl::MutexLock lock(&c->mu_);
+                         c->CheckResizeDrainLocked(link, to, deadline);
+                       });
 }
 
 bool RdmaConnection::app_polling() const {

@@ -42,25 +42,39 @@ SideChannel::SideChannel(int fd) : fd_(fd) {
 
 SideChannel::~SideChannel() { close(fd_); }
 
-absl::StatusOr<std::unique_ptr<SideChannel>> SideChannel::Connect(const std::string& addr,
-                                                                  absl::Duration timeout) {
+absl::StatusOr<std::unique_ptr<SideChannel>> SideChannel::StartConnect(const std::string& addr,
+                                                                       bool* connected) {
   auto sa = ResolveHostPort(addr);
   if (!sa.ok()) return sa.status();
   const int fd = socket(sa->family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return ErrnoStatus(errno, "socket");
   auto ch = std::make_unique<SideChannel>(fd);
-  if (connect(fd, sa->get(), sa->len) != 0) {
-    if (errno != EINPROGRESS) return ErrnoStatus(errno, absl::StrCat("connect to ", addr));
-    pollfd p{fd, POLLOUT, 0};
-    if (poll(&p, 1, MsUntil(absl::Now() + timeout)) <= 0) {
-      return absl::DeadlineExceededError(absl::StrCat("connect to ", addr, " timed out"));
-    }
-    int err = 0;
-    socklen_t len = sizeof(err);
-    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) return ErrnoStatus(err, absl::StrCat("connect to ", addr));
-  }
   ch->peer_ = addr;
+  *connected = connect(fd, sa->get(), sa->len) == 0;
+  if (!*connected && errno != EINPROGRESS) {
+    return ErrnoStatus(errno, absl::StrCat("connect to ", addr));
+  }
+  return ch;
+}
+
+absl::Status SideChannel::FinishConnect() {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err != 0) return ErrnoStatus(err, absl::StrCat("connect to ", peer_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<SideChannel>> SideChannel::Connect(const std::string& addr,
+                                                                  absl::Duration timeout) {
+  bool connected = false;
+  auto ch = StartConnect(addr, &connected);
+  if (!ch.ok() || connected) return ch;
+  pollfd p{(*ch)->fd(), POLLOUT, 0};
+  if (poll(&p, 1, MsUntil(absl::Now() + timeout)) <= 0) {
+    return absl::DeadlineExceededError(absl::StrCat("connect to ", addr, " timed out"));
+  }
+  if (absl::Status s = (*ch)->FinishConnect(); !s.ok()) return s;
   return ch;
 }
 

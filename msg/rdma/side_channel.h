@@ -3,9 +3,10 @@
 // (msg/frame.h); afterwards it stays open so that a peer that dies or closes is noticed at
 // once (EOF), and carries one last CLOSE frame on MarkDown.
 //
-// SideChannel wraps one connected socket with blocking, deadline-bounded frame I/O.
-// Thread-safety: one reader and one writer at a time (the setup thread during setup; then
-// the completion thread reads and any thread may write CLOSE under the owner's lock).
+// SideChannel wraps one socket: deadline-bounded writes, frames read as they arrive
+// (ReadAvailable) or with a deadline (ReadFrame), and a connect that need not wait.
+// Thread-safety: one reader and one writer at a time (the completion thread during setup
+// and after; any thread may write CLOSE or a keepalive answer, writes never interleave).
 #ifndef MSGR_MSG_RDMA_SIDE_CHANNEL_H_
 #define MSGR_MSG_RDMA_SIDE_CHANNEL_H_
 
@@ -32,6 +33,13 @@ class SideChannel {
   // Connects to "host:port" within `timeout`.
   static absl::StatusOr<std::unique_ptr<SideChannel>> Connect(const std::string& addr,
                                                               absl::Duration timeout);
+  // Starts connecting to "host:port" without waiting: the socket becomes writable when the
+  // connect is over; then FinishConnect() says how it ended. `*connected`: it already is
+  // (FinishConnect not needed).
+  static absl::StatusOr<std::unique_ptr<SideChannel>> StartConnect(const std::string& addr,
+                                                                   bool* connected);
+  // The outcome of StartConnect's connect, once the socket polled writable (or failed).
+  absl::Status FinishConnect();
 
   // Thread-safe against other writers (frames are never interleaved).
   absl::Status WriteFrame(const FrameHeader& h, std::string_view payload, absl::Time deadline);

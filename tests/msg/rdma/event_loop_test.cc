@@ -381,6 +381,42 @@ TEST(EventLoopTest, TickRunsRepeatedlyOnTheLoopThreadAndCanBeReplaced) {
   loop->Stop();
 }
 
+// Timers run once each, in time order, on the loop thread, not before they are due, and
+// wake a sleeping loop (its sleeps last up to 100 ms; a 5 ms timer must not wait for one).
+TEST(EventLoopTest, TimersRunOnceInOrderWhenDueAndWakeASleepingLoop) {
+  auto loop = MakeLoop();
+  ASSERT_NE(loop, nullptr);
+  absl::SleepFor(absl::Milliseconds(50));  // asleep by now: nothing to drive
+  absl::Mutex mu;
+  std::vector<int> order;
+  std::vector<absl::Duration> late;
+  bool off_thread = false;
+  EventLoop* l = loop.get();
+  const absl::Time t0 = absl::Now();
+  for (int i : {3, 1, 2}) {
+    const absl::Time due = t0 + absl::Milliseconds(5 * i);
+    loop->RunAt(due, [&, i, due] {
+      absl::MutexLock lock(&mu);
+      order.push_back(i);
+      late.push_back(absl::Now() - due);
+      if (!l->on_loop_thread()) off_thread = true;
+    });
+  }
+  ASSERT_TRUE(Eventually([&] {
+    absl::MutexLock lock(&mu);
+    return order.size() == 3;
+  }));
+  absl::SleepFor(absl::Milliseconds(30));
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+  EXPECT_FALSE(off_thread);
+  for (absl::Duration d : late) {
+    EXPECT_GE(d, absl::ZeroDuration()) << "ran before it was due";
+    // Generous for a loaded machine; a timer left to the next 100 ms wake-up would miss it.
+    EXPECT_LT(d, absl::Milliseconds(60)) << "a sleeping loop did not wake for it";
+  }
+}
+
 // A client awaiting one-sided writes has OnPoll called until it finds them, though no
 // completion or fd event ever arrives for them.
 TEST(EventLoopTest, OnPollFindsOneSidedWritesWhileAwaiting) {
