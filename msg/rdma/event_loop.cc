@@ -73,7 +73,7 @@ absl::Status EventLoop::Add(std::shared_ptr<LoopClient> c) {
   if (cq != nullptr && epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, cq->event_fd(), &ev) != 0) {
     return ErrnoStatus(errno, "epoll_ctl(cq)");
   }
-  ev.events = EPOLLIN | EPOLLRDHUP | (c->side_connecting() ? EPOLLOUT : 0);
+  ev.events = EPOLLIN | EPOLLRDHUP | (c->side_connecting() ? uint32_t{EPOLLOUT} : 0u);
   ev.data.u64 = Token(c.get(), true);
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->loop_side_fd(), &ev) != 0) {
     if (cq != nullptr) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, cq->event_fd(), nullptr);
@@ -142,19 +142,16 @@ void EventLoop::RunAt(absl::Time when, std::function<void()> fn) {
   if (earliest && !on_loop_thread()) Wake();  // it may be asleep past `when`
 }
 
-absl::Duration EventLoop::RunTimers(absl::Time now) {
+void EventLoop::RunTimers(absl::Time now) {
   std::vector<std::function<void()>> due;
-  absl::Duration next = absl::InfiniteDuration();
   {
     absl::MutexLock l(&mu_);
     while (!timers_.empty() && timers_.begin()->first <= now) {
       due.push_back(std::move(timers_.begin()->second));
       timers_.erase(timers_.begin());
     }
-    if (!timers_.empty()) next = timers_.begin()->first - now;
   }
   for (auto& fn : due) fn();
-  return due.empty() ? next : absl::ZeroDuration();  // a timer may have added a due one
 }
 
 void EventLoop::SetTick(std::function<void()> tick, absl::Duration every) {
@@ -245,7 +242,7 @@ void EventLoop::Run() {
   epoll_event evs[64];
   for (;;) {
     std::function<void()> tick;
-    absl::Duration next_timer = absl::InfiniteDuration();
+    bool timers_due = false;
     const absl::Time now = absl::Now();
     {
       absl::MutexLock l(&mu_);
@@ -259,10 +256,10 @@ void EventLoop::Run() {
         tick = tick_;
         last_tick = now;
       }
-      next_timer = timers_.empty() ? absl::InfiniteDuration() : timers_.begin()->first - now;
+      timers_due = !timers_.empty() && timers_.begin()->first <= now;
     }
     if (tick) tick();
-    if (next_timer <= absl::ZeroDuration()) next_timer = RunTimers(now);
+    if (timers_due) RunTimers(now);
     int timeout_ms = 0;
     bool awaiting = false;
     const bool work = PollAll(clients);
@@ -315,14 +312,18 @@ void EventLoop::Run() {
         continue;
       }
       timeout_ms = awaiting ? kAwaitSleepMs : kSleepMs;
-      if (next_timer < absl::Milliseconds(timeout_ms)) {
-        timeout_ms = static_cast<int>(
-            absl::ToInt64Milliseconds(absl::Ceil(next_timer, absl::Milliseconds(1))));
-      }
       {
         absl::MutexLock l(&mu_);
         if (stop_) break;
         if (version_ != seen_version) continue;
+        // Timers added during this round (by a handler on this thread: no wake-up) too.
+        if (!timers_.empty()) {
+          const absl::Duration next = timers_.begin()->first - absl::Now();
+          if (next < absl::Milliseconds(timeout_ms)) {
+            timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(
+                absl::Ceil(std::max(next, absl::ZeroDuration()), absl::Milliseconds(1))));
+          }
+        }
       }
     }
     last_side_check = now;

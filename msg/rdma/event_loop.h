@@ -108,8 +108,8 @@ class EventLoop {
   void Run();
   void Wake();
   bool PollAll(const std::vector<std::shared_ptr<LoopClient>>& clients);
-  // Runs the timers due at `now` (outside mu_); returns how long until the next one.
-  absl::Duration RunTimers(absl::Time now);
+  // Runs the timers due at `now` (outside mu_).
+  void RunTimers(absl::Time now);
   // Asks every awaiting client for a wake-up (LoopClient::ArmWakeup); true if all got one.
   static bool ArmWakeups(const std::vector<std::shared_ptr<LoopClient>>& clients);
 

@@ -233,6 +233,12 @@ void RdmaConnection::FaultLocked(Link* link, const absl::Status& why,
   if (!outgoing_) link_lost_at_ = absl::Now();
   spdlog::info("msgr rdma: connection {} to {} ({}) faulted: {}", id_, addr_,
                peer_name_.ToString(), why.ToString());
+  if (outgoing_ && resizing_ && !resize_faulting_) {
+    // A resize was draining the ring: given up for a while (writers go on once resumed).
+    resizing_ = false;
+    grow_hint_ = 0;
+    resize_not_before_ = absl::Now() + kRingResizeBackoff;
+  }
   if (lossless_ && outgoing_) {
     // Reconnect and resume (the server keeps the session for session_reconnect_timeout).
     shared_->loop->RunAt(absl::Now(), [w = weak_from_this()] {

@@ -236,7 +236,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // ends. PrepareClientSetup: the control region, the staging mirror for a ring of
   // `ring_bytes` (in `*new_mirror` until FinishDial installs it), the receives posted and
   // our setup frame's fields. FinishDial: the server's setup arrived: connects the QP,
-  // installs the link, resumes (a dispatch worker).
+  // installs the link, resumes (the setup thread: RdmaShared::setup).
   class Dialer;
   void Dial();
   void DialFailed(const absl::Status& s) ABSL_LOCKS_EXCLUDED(mu_);
@@ -369,6 +369,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // the record's bytes as a hint to grow.
   uint64_t ring_request_ ABSL_GUARDED_BY(mu_) = 0;
   bool resizing_ ABSL_GUARDED_BY(mu_) = false;
+  bool resize_faulting_ ABSL_GUARDED_BY(mu_) = false;  // drained: its link is being faulted
   size_t grow_hint_ ABSL_GUARDED_BY(mu_) = 0;
   bool ring_at_max_ ABSL_GUARDED_BY(mu_) = false;  // a grow got the same size back
   absl::Time resize_not_before_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

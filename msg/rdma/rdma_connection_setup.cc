@@ -50,8 +50,8 @@ FrameHeader Header(FrameType t, uint16_t msg_type = 0) {
 // One connect attempt, on the completion thread: the socket's connect, HELLO /
 // CHALLENGE / AUTH / READY (msg/session's state machine, as on the TCP backend), then
 // the RDMA setup exchange, one step per event; no step waits for the peer. The last step
-// (FinishDial) runs on a dispatch worker: resending a resumed session's records may wait
-// for send-queue room, which only the completion thread frees.
+// (FinishDial) runs on the messenger's setup thread: resending a resumed session's records
+// may wait for send-queue room, which only the completion thread frees.
 class RdmaConnection::Dialer : public LoopClient,
                                public std::enable_shared_from_this<RdmaConnection::Dialer> {
  public:
@@ -196,7 +196,7 @@ void RdmaConnection::Dialer::OnServerSetup(const DecodedFrame& f) {
   // registers the same socket).
   Done();
   auto self = std::enable_shared_from_this<Dialer>::shared_from_this();
-  conn_->shared_->workers->Post(conn_->id_, [self] {
+  conn_->shared_->setup->Post(conn_->id_, [self] {
     RdmaConnection& c = *self->conn_;
     if (absl::Status s = c.FinishDial(*self); !s.ok()) c.DialFailed(s);
   });
@@ -339,6 +339,11 @@ absl::StatusOr<ClientSetup> RdmaConnection::PrepareClientSetup(SideChannel& ch, 
 }
 
 absl::Status RdmaConnection::FinishDial(Dialer& d) {
+  if (absl::Now() > d.deadline()) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "RDMA setup with ", addr_, " did not finish within ",
+        absl::FormatDuration(shared_->options.handshake_timeout)));
+  }
   const Ready* ready = &d.ready_;
   const ServerSetup* ss = &d.ss_;
   std::shared_ptr<Transport> tp = d.tp_;
@@ -438,6 +443,7 @@ absl::Status RdmaConnection::FinishDial(Dialer& d) {
         resize_not_before_ = absl::Now() + kRingResizeBackoff;
       }
       resizing_ = false;
+      resize_faulting_ = false;
       grow_hint_ = 0;
       ring_request_ = ss->ring_bytes;
       if (d.new_mirror_) mirror_mr_ = std::move(d.new_mirror_);
@@ -462,13 +468,15 @@ absl::Status RdmaConnection::FinishDial(Dialer& d) {
     shared_->counters.connections_open++;
     if (had_session_) shared_->counters.reconnects++;
     had_session_ = true;
+    if (auto s = shared_->loop->Add(link); !s.ok()) {
+      // Never driven: undone, and the attempt fails (OnConnectRefused, then a backoff).
+      link_.reset();
+      shared_->counters.connections_open--;
+      tp->Kill();
+      return s;
+    }
     dialing_ = false;
     backoff_.Reset();
-    if (auto s = shared_->loop->Add(link); !s.ok()) {
-      std::shared_ptr<Link> retired;
-      FaultLocked(link.get(), s, &retired);  // logged; a lossless session redials
-      return absl::OkStatus();               // (a lossy one is over)
-    }
     // Keepalives and ring resizes from now on, on the completion thread's timers.
     liveness_.Heard(session::Liveness::Clock::now());
     next_keepalive_ = absl::Now() + shared_->options.keepalive_interval;

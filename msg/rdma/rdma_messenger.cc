@@ -93,6 +93,7 @@ absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const Messenger
   if (!loop.ok()) return loop.status();
   shared->loop = std::move(*loop);
   shared->workers = std::make_unique<Workers>(std::max(1, options.worker_threads));
+  shared->setup = std::make_unique<Workers>(1, "ms-rdma-setup");
   std::unique_ptr<RdmaMessenger> m(new RdmaMessenger(shared));
   {
     absl::MutexLock l(&shared->hooks_mu);
@@ -500,6 +501,7 @@ void RdmaMessenger::Shutdown() {
   if (accept_thread_.joinable()) accept_thread_.join();
   listener_.reset();  // close the socket: later connects are refused, not left hanging
   for (auto& c : conns) c->Stop();
+  shared_->setup->Stop();
   shared_->workers->Stop();
   shared_->loop->Stop();
   {

@@ -99,11 +99,13 @@ void RdmaConnection::CheckResizeDrainLocked(const std::shared_ptr<Link>& link, u
   // mu_ with the reservation) and has not posted yet (records_, later): resizing then
   // would leave it on the old ring, and the resumed session would be refused for good.
   const bool in_flight = !records_.empty() || sent_records_.size() != 0;
-  if (link_ != link || closed_ || shared_->stopping) return;  // the next link starts afresh
+  // A fault meanwhile gave the resize up (FaultLocked); the next link starts afresh.
+  if (link_ != link || closed_ || shared_->stopping) return;
   if (!in_flight) {
     // Nothing in flight: reconnect and resume, asking for the new size (the server
     // replaces the ring; PROTOCOL.md "Ring sizes"). Faulted from the loop (Fault takes mu_).
     ring_request_ = to;
+    resize_faulting_ = true;
     const size_t from = producer_->ring_bytes();
     shared_->loop->RunAt(absl::Now(), [w = weak_from_this(), l = std::weak_ptr<Link>(link),
                                        from, to] {

@@ -83,11 +83,11 @@ void RdmaShared::DrainAsyncEvents() {
   if (drain) drain();
 }
 
-Workers::Workers(int threads) {
+Workers::Workers(int threads, const char* name) {
   if (threads < 1) threads = 1;
   for (int i = 0; i < threads; ++i) queues_.push_back(std::make_unique<Queue>());
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i] {
-      pthread_setname_np(pthread_self(), "ms-rdma-disp");
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i, name] {
+      pthread_setname_np(pthread_self(), name);
       Run(queues_[i].get());
     });
 }

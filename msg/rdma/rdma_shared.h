@@ -48,7 +48,8 @@ struct RdmaCounters : LiveMessengerCounters, LiveRdmaCounters {};
 // Runs closures in order per key (connection) on a few threads.
 class Workers {
  public:
-  explicit Workers(int threads);
+  // `name`: the threads' name (a string literal; at most 15 characters).
+  explicit Workers(int threads, const char* name = "ms-rdma-disp");
   ~Workers();  // Stop()
   void Post(uint64_t key, std::function<void()> fn);
   // Drops queued work and joins the threads. Idempotent.
@@ -82,6 +83,9 @@ struct RdmaShared {
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> bytes_in_flight{0};
   std::unique_ptr<Workers> workers;
+  // One thread for the last step of connecting (RdmaConnection::FinishDial), which may wait
+  // for send-queue room: neither the completion thread nor the dispatcher's workers.
+  std::unique_ptr<Workers> setup;
   std::unique_ptr<EventLoop> loop;
   std::atomic<uint64_t> next_conn_id{1};
   // When the application last called Messenger::Poll (absl::GetCurrentTimeNanos): while it
