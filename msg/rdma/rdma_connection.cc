@@ -391,37 +391,23 @@ void RdmaConnection::Stop() {
 }
 
 void RdmaConnection::HandleSideReadable(Link* link) {
-  for (;;) {
-    DecodedFrame f;
-    absl::Status error;
-    const FrameDecoder::Result r = link->ch->ReadAvailable(&f, &error);
-    if (r == FrameDecoder::Result::kNeedMore) return;
-    if (r == FrameDecoder::Result::kError) {
-      {
-        absl::MutexLock l(&mu_);
-        if (link_.get() != link) return;
-      }
-      if (!absl::IsUnavailable(error)) shared_->counters.protocol_errors++;
-      Fault(link, absl::UnavailableError(
-                      absl::StrCat("side channel to ", addr_, " lost: ", error.message())));
-      return;
-    }
+  const absl::Status error = link->ch->DrainFrames([&](const DecodedFrame& f) {
     if (f.header.type == FrameType::kClose) {
       {
         absl::MutexLock l(&mu_);
-        if (link_.get() != link) return;
+        if (link_.get() != link) return false;
       }
       Reset(absl::UnavailableError(
                 absl::StrCat("peer ", addr_, " closed the session: ", f.payload)),
             /*send_close=*/false);
-      return;
+      return false;
     }
     if (f.header.type == FrameType::kKeepalive) {
       // Answered from the dispatch worker: a peer whose dispatcher is stuck stops answering.
       std::weak_ptr<Link> weak;
       {
         absl::MutexLock l(&mu_);
-        if (link_.get() != link) return;
+        if (link_.get() != link) return false;
         weak = link_;
       }
       Dispatch([weak](const ConnectionRef&) {
@@ -431,20 +417,26 @@ void RdmaConnection::HandleSideReadable(Link* link) {
           (void)l->ch->WriteFrame(h, "", absl::Now() + absl::Milliseconds(100));
         }
       });
-      continue;
+      return true;
     }
     if (f.header.type == FrameType::kKeepaliveAck) {
       absl::MutexLock l(&mu_);
       if (link_.get() == link) liveness_.Heard(session::Liveness::Clock::now());
-      continue;
+      return true;
     }
-    {
-      shared_->counters.protocol_errors++;
-      Fault(link, absl::InvalidArgumentError(absl::StrCat(
-                      "unexpected ", FrameTypeName(f.header.type), " frame on side channel")));
-      return;
-    }
+    shared_->counters.protocol_errors++;
+    Fault(link, absl::InvalidArgumentError(absl::StrCat(
+                    "unexpected ", FrameTypeName(f.header.type), " frame on side channel")));
+    return false;
+  });
+  if (error.ok()) return;
+  {
+    absl::MutexLock l(&mu_);
+    if (link_.get() != link) return;
   }
+  if (!absl::IsUnavailable(error)) shared_->counters.protocol_errors++;
+  Fault(link, absl::UnavailableError(
+                  absl::StrCat("side channel to ", addr_, " lost: ", error.message())));
 }
 
 }  // namespace msgr::rdma

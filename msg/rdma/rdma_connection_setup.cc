@@ -115,31 +115,27 @@ void RdmaConnection::Dialer::OnSideReadable() {
     step_ = Step::kHello;
     return SendHello();
   }
-  while (step_ != Step::kDone) {
-    DecodedFrame f;
-    absl::Status error;
-    const FrameDecoder::Result r = ch_->ReadAvailable(&f, &error);
-    if (r == FrameDecoder::Result::kNeedMore) return;
-    if (r == FrameDecoder::Result::kError) {
-      if (step_ == Step::kSetup) return Fail(error);
-      (void)hs_.OnReadError(error);
-      return FailHandshake();
-    }
+  const absl::Status error = ch_->DrainFrames([this](const DecodedFrame& f) {
     switch (step_) {
       case Step::kChallenge:
-        if (!OnChallenge(f)) return;
+        if (!OnChallenge(f)) return false;
         step_ = Step::kReady;
-        break;
+        return true;
       case Step::kReady:
-        if (!OnReady(f)) return;
+        if (!OnReady(f)) return false;
         step_ = Step::kSetup;
-        break;
+        return true;
       case Step::kSetup:
-        return OnServerSetup(f);
+        OnServerSetup(f);
+        return false;
       default:
-        return;
+        return false;
     }
-  }
+  });
+  if (error.ok() || step_ == Step::kDone) return;
+  if (step_ == Step::kSetup) return Fail(error);
+  (void)hs_.OnReadError(error);
+  FailHandshake();
 }
 
 void RdmaConnection::Dialer::SendHello() {

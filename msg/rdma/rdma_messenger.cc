@@ -167,49 +167,46 @@ RdmaMessenger::Accepting::Accepting(RdmaMessenger* m, std::unique_ptr<SideChanne
       hs_(m->shared_->options.name, m->shared_->options.auth, peer_) {}
 
 void RdmaMessenger::Accepting::OnSideReadable() {
-  while (step_ != Step::kDone) {
-    DecodedFrame f;
-    absl::Status error;
-    const FrameDecoder::Result r = ch_->ReadAvailable(&f, &error);
-    if (r == FrameDecoder::Result::kNeedMore) return;
-    if (r == FrameDecoder::Result::kError) {
-      if (step_ == Step::kHello || step_ == Step::kAuth) {
-        (void)hs_.OnReadError(error);
-        FailHandshake();
-      } else {
-        conn_->FailAccept(ch_.get(), st_, error);
-      }
-      return Done();
-    }
+  if (step_ == Step::kDone) return;
+  const absl::Status error = ch_->DrainFrames([this](const DecodedFrame& f) {
     switch (step_) {
       case Step::kHello: {
         auto challenge = hs_.OnHello(f.header, f.payload);
-        if (!challenge.ok()) return FailHandshake(), Done();
+        if (!challenge.ok()) return FailHandshake(), Done(), false;
         if (absl::Status w = ch_->WriteEncoded(*challenge, deadline_); !w.ok()) {
           (void)hs_.OnReadError(w);
-          return FailHandshake(), Done();
+          return FailHandshake(), Done(), false;
         }
         step_ = Step::kAuth;
-        break;
+        return true;
       }
       case Step::kAuth:
-        if (!OnAuth(f)) return Done();
+        if (!OnAuth(f)) return Done(), false;
         step_ = Step::kSetup;
-        break;
+        return true;
       case Step::kSetup:
-        if (!conn_->AcceptSetup(*ch_, f, &st_)) return Done();
+        if (!conn_->AcceptSetup(*ch_, f, &st_)) return Done(), false;
         step_ = Step::kReady;
-        break;
+        return true;
       case Step::kReady:
         // The channel becomes the link's: this attempt leaves the loop first (the link
         // registers the same socket).
         Done();
         conn_->AcceptFinish(std::move(ch_), f, &st_);
-        return;
+        return false;
       case Step::kDone:
-        return;
+        return false;
     }
+    return false;
+  });
+  if (error.ok() || step_ == Step::kDone) return;
+  if (step_ == Step::kHello || step_ == Step::kAuth) {
+    (void)hs_.OnReadError(error);
+    FailHandshake();
+  } else {
+    conn_->FailAccept(ch_.get(), st_, error);
   }
+  Done();
 }
 
 bool RdmaMessenger::Accepting::OnAuth(const DecodedFrame& f) {

@@ -181,6 +181,22 @@ FrameDecoder::Result SideChannel::ReadAvailable(DecodedFrame* out, absl::Status*
   return error->ok() ? FrameDecoder::Result::kNeedMore : FrameDecoder::Result::kError;
 }
 
+absl::Status SideChannel::DrainFrames(absl::FunctionRef<bool(const DecodedFrame&)> on_frame) {
+  for (;;) {
+    DecodedFrame f;
+    absl::Status error;
+    switch (ReadAvailable(&f, &error)) {
+      case FrameDecoder::Result::kNeedMore:
+        return absl::OkStatus();
+      case FrameDecoder::Result::kError:
+        return error;
+      case FrameDecoder::Result::kFrame:
+        if (!on_frame(f)) return absl::OkStatus();
+        break;
+    }
+  }
+}
+
 void SideChannel::Shutdown() { shutdown(fd_, SHUT_RDWR); }
 
 absl::StatusOr<std::unique_ptr<Listener>> Listener::Listen(const std::string& addr) {

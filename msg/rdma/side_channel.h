@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "msg/base/errno_status.h"
 #include "absl/status/statusor.h"
@@ -52,6 +53,11 @@ class SideChannel {
   // Non-blocking check after the fd polled readable: kUnavailable on EOF/error, else reads
   // whatever is there and returns frames one by one (kNeedMore when none is complete).
   FrameDecoder::Result ReadAvailable(DecodedFrame* out, absl::Status* error);
+  // ReadAvailable's frames, each handed to `on_frame` in order, until none is complete
+  // (OK), `on_frame` returns false (OK; the channel is not touched after that, so
+  // `on_frame` may give it away or destroy it), or reading fails (that error, after the
+  // frames that came before it).
+  absl::Status DrainFrames(absl::FunctionRef<bool(const DecodedFrame&)> on_frame);
 
   // Shuts the socket down (the peer sees EOF); the fd stays valid until destruction.
   void Shutdown();

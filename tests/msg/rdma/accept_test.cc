@@ -2,7 +2,6 @@
 // thread per connection being set up, and a connection that sends garbage, stays silent or
 // stops halfway through the handshake is closed with its reason counted, while
 // well-behaved clients keep being served and new ones get in.
-#include <dirent.h>
 
 #include <memory>
 #include <string>
@@ -23,31 +22,13 @@ namespace {
 using msgr::testing::HelloFrame;
 using msgr::testing::RawSocket;
 using testing::Recorder;
-
-MessengerOptions Options(EntityType type, uint64_t id) {
-  MessengerOptions o;
-  o.type = "rdma";
-  o.name = EntityName{type, id};
-  o.auth = AuthConfig::None();  // the raw sockets below speak no proof
-  o.backend_options["rdma_device"] = "soft";
-  o.ring_bytes = 256 * 1024;
-  return o;
-}
-
-// Threads of this process now.
-int Threads() {
-  int n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
-    closedir(d);
-  }
-  return n;
-}
+using testing::SoftNoAuthOptions;
+using testing::ThreadCount;
 
 class RdmaAcceptTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    MessengerOptions so = Options(EntityType::kOsd, 0);
+    MessengerOptions so = SoftNoAuthOptions(EntityType::kOsd, 0);
     so.handshake_timeout = absl::Milliseconds(1500);
     auto s = Messenger::Create(so, &server_d_);
     ASSERT_TRUE(s.ok()) << s.status();
@@ -73,7 +54,7 @@ class RdmaAcceptTest : public ::testing::Test {
   // A client messenger with a session to the server.
   Client* NewClient(uint64_t id) {
     auto c = std::make_unique<Client>();
-    auto m = Messenger::Create(Options(EntityType::kClient, id), &c->d);
+    auto m = Messenger::Create(SoftNoAuthOptions(EntityType::kClient, id), &c->d);
     EXPECT_TRUE(m.ok()) << m.status();
     c->m = std::move(*m);
     auto conn = c->m->Connect(addr_, ConnectOptions{});
@@ -101,13 +82,13 @@ class RdmaAcceptTest : public ::testing::Test {
 };
 
 TEST_F(RdmaAcceptTest, SilentConnectionsHoldNoThreadAndEndAtTheHandshakeTimeout) {
-  const int before = Threads();
+  const int before = ThreadCount();
   const uint64_t errors = server_->counters().protocol_errors;
   std::vector<std::unique_ptr<RawSocket>> silent;
   for (int i = 0; i < 40; ++i) silent.push_back(std::make_unique<RawSocket>(port_));
   absl::SleepFor(absl::Milliseconds(300));  // every one accepted by now
   // A blocking handshake took a thread per connection: 40 more.
-  EXPECT_LT(Threads() - before, 5);
+  EXPECT_LT(ThreadCount() - before, 5);
   // Meanwhile the server serves the session it has and sets up a new one.
   GoodClientWorks();
   Client* late = NewClient(2);

@@ -4,7 +4,6 @@
 // told to the dispatcher, and a lossless session keeps dialing an absent peer until it
 // comes, while the messenger's other sessions are served throughout.
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -24,25 +23,8 @@ namespace msgr::rdma {
 namespace {
 
 using testing::Recorder;
-
-MessengerOptions Options(EntityType type, uint64_t id) {
-  MessengerOptions o;
-  o.type = "rdma";
-  o.name = EntityName{type, id};
-  o.auth = AuthConfig::None();
-  o.backend_options["rdma_device"] = "soft";
-  o.ring_bytes = 256 * 1024;
-  return o;
-}
-
-int Threads() {
-  int n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
-    closedir(d);
-  }
-  return n;
-}
+using testing::SoftNoAuthOptions;
+using testing::ThreadCount;
 
 // A loopback port that completes TCP connects (the kernel's backlog) and never says a word.
 class SilentListener {
@@ -75,7 +57,7 @@ std::string FreeAddr() {
 class RdmaConnectTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto s = Messenger::Create(Options(EntityType::kOsd, 0), &server_d_);
+    auto s = Messenger::Create(SoftNoAuthOptions(EntityType::kOsd, 0), &server_d_);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
     server_d_.set_echo(true);
@@ -88,7 +70,7 @@ class RdmaConnectTest : public ::testing::Test {
     if (server_) server_->Shutdown();
   }
   void NewClient(absl::Duration handshake_timeout) {
-    MessengerOptions o = Options(EntityType::kClient, 1);
+    MessengerOptions o = SoftNoAuthOptions(EntityType::kClient, 1);
     o.handshake_timeout = handshake_timeout;
     auto c = Messenger::Create(o, &client_d_);
     ASSERT_TRUE(c.ok()) << c.status();
@@ -111,7 +93,7 @@ TEST_F(RdmaConnectTest, SessionsToSilentPeersHoldNoThreadAndFailAtTheHandshakeTi
   auto good = client_->Connect(server_addr_, ConnectOptions{});
   ASSERT_TRUE(good.ok()) << good.status();
   ASSERT_TRUE(Echoes(*good));
-  const int before = Threads();
+  const int before = ThreadCount();
   std::vector<std::unique_ptr<SilentListener>> silent;
   std::vector<ConnectionRef> dialing;
   for (int i = 0; i < 40; ++i) {
@@ -124,7 +106,7 @@ TEST_F(RdmaConnectTest, SessionsToSilentPeersHoldNoThreadAndFailAtTheHandshakeTi
   }
   absl::SleepFor(absl::Milliseconds(300));  // every connect is through, every HELLO sent
   // A connector thread per session took 40 more.
-  EXPECT_LT(Threads() - before, 5);
+  EXPECT_LT(ThreadCount() - before, 5);
   for (const auto& c : dialing) EXPECT_FALSE(c->is_connected());
   // The session that works keeps working meanwhile.
   EXPECT_TRUE(Echoes(*good));
@@ -155,7 +137,7 @@ TEST_F(RdmaConnectTest, ALosslessSessionDialsAnAbsentPeerUntilItComes) {
   // A server comes up on that address: the next attempt connects and the message goes.
   Recorder late_d;
   late_d.set_echo(true);
-  auto late = Messenger::Create(Options(EntityType::kOsd, 2), &late_d);
+  auto late = Messenger::Create(SoftNoAuthOptions(EntityType::kOsd, 2), &late_d);
   ASSERT_TRUE(late.ok()) << late.status();
   ASSERT_TRUE((*late)->Bind(addr).ok());
   EXPECT_TRUE(late_d.WaitMessages(1, absl::Seconds(10)));

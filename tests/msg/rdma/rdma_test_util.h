@@ -3,6 +3,7 @@
 #ifndef MSGR_TESTS_MSG_RDMA_RDMA_TEST_UTIL_H_
 #define MSGR_TESTS_MSG_RDMA_RDMA_TEST_UTIL_H_
 
+#include <dirent.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -257,6 +258,28 @@ class Drainer {
   std::string error_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
+
+// Options of an rdma messenger on the soft provider with no authentication (for tests that
+// speak raw frames, which carry no proof) and 256 KiB rings.
+inline MessengerOptions SoftNoAuthOptions(EntityType type, uint64_t id) {
+  MessengerOptions o;
+  o.type = "rdma";
+  o.name = EntityName{type, id};
+  o.auth = AuthConfig::None();
+  o.backend_options["rdma_device"] = "soft";
+  o.ring_bytes = 256 * 1024;
+  return o;
+}
+
+// Threads of this process now.
+inline int ThreadCount() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
 
 }  // namespace msgr::rdma::testing
 
