@@ -189,6 +189,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
     uint16_t type = 0;
     std::string payload;
     size_t sent = 0;  // bytes already posted (fragments)
+    bool ever_sent = false;  // a fragment was posted, on this link or an earlier one
   };
   struct SentRecord {  // a record the OSD has not released yet (client side)
     uint64_t seq = 0;

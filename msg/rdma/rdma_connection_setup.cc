@@ -401,17 +401,17 @@ absl::Status RdmaConnection::FinishDial(Dialer& d) {
     remote_reset = !resumed && had_session_;
     peer_name_ = d.peer();
     if (remote_reset) {
-      // The peer lost the session: what it had not acknowledged is gone on its side.
-      // Under mu_ (clang cannot follow the lambda).
-      unacked_.ForEach([&](const OutMsg& m) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        flow_.Release(m.payload.size(), &shared_->bytes_in_flight);
-      });
-      unacked_.Clear();
+      // The peer lost the session: what the old one sent is gone on its side, and the
+      // owner resends it (OnRemoteReset); messages never sent go in the new session,
+      // numbered from 1 (msg/session/delivery.h). Under mu_ (clang cannot follow the
+      // lambda).
+      unacked_.DropForNewSession(
+          &unsent_, [](const OutMsg& m) { return !m.ever_sent; },
+          [&](const OutMsg& m) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            flow_.Release(m.payload.size(), &shared_->bytes_in_flight);
+          });
       out_seq_ = 0;
-      for (auto& m : unsent_) {
-        m.seq = ++out_seq_;
-        m.sent = 0;
-      }
+      for (auto& m : unsent_) m.seq = ++out_seq_;
       in_seq_ = 0;
       for (SentRecord& r : records_) UnpinLocked(&r);
       records_.clear();

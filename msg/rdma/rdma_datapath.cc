@@ -286,6 +286,7 @@ void RdmaConnection::FlushLocked() {
       shared_->counters.doorbells_sent++;
     }
     m.sent += frag;
+    m.ever_sent = true;
     if (m.sent == m.payload.size()) {
       shared_->counters.msgs_sent++;
       shared_->counters.bytes_sent += m.payload.size();

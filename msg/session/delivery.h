@@ -137,6 +137,29 @@ class SendWindow {
     return n;
   }
 
+  // The peer lost the session and a new one replaces it (OnRemoteReset: the owner resends
+  // what the old session sent): every written item here, and every item of `unsent` that
+  // went out before (`never_sent(item)` false: requeued by a resume, or partly written),
+  // is dropped with release(item); the never-sent stay in `unsent`, in order, for the new
+  // session (numbered afresh by the caller). Returns how many were dropped.
+  template <typename Queue, typename Pred, typename F>
+  size_t DropForNewSession(Queue* unsent, Pred&& never_sent, F&& release) {
+    size_t n = sent_.size();
+    for (const T& t : sent_) release(t);
+    sent_.clear();
+    Queue keep;
+    for (auto& item : *unsent) {
+      if (never_sent(item)) {
+        keep.push_back(std::move(item));
+      } else {
+        release(item);
+        ++n;
+      }
+    }
+    unsent->swap(keep);
+    return n;
+  }
+
   template <typename F>
   void ForEach(F&& fn) const {
     for (const T& t : sent_) fn(t);

@@ -538,25 +538,17 @@ void TcpConnection::OnEstablished(const Ready& ready, const EntityName& peer) {
     absl::MutexLock l(&mu_);
     peer_name_ = peer;
     if (remote_reset) {
-      // Under mu_ (clang cannot follow the lambda).
-      sent_.ForEach([&](const OutFramePtr& f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        ReleaseAccountingLocked(*f);
-      });
-      sent_.Clear();
-      out_seq_ = 0;
       // Records were placed in the old ring; the owner resends them (OnRemoteReset), as
-      // it does messages the old session had sent (a frame with a seq was sent: requeued
-      // by a resume and not yet written again). Messages never sent go in the new session,
-      // numbered from 1 like everything in it.
-      std::deque<OutFramePtr> keep;
-      for (auto& f : out_queue_) {
-        if (f->type == FrameType::kMessage && f->seq == 0) {
-          keep.push_back(std::move(f));
-        } else if (f->type == FrameType::kMessage) {
-          ReleaseAccountingLocked(*f);
-        }
-      }
-      out_queue_.swap(keep);
+      // it does messages the old session had sent (a frame with a seq was sent, even if a
+      // resume requeued it). Messages never sent go in the new session, numbered from 1
+      // like everything in it. Under mu_ (clang cannot follow the lambdas).
+      sent_.DropForNewSession(
+          &out_queue_,
+          [](const OutFramePtr& f) { return f->type == FrameType::kMessage && f->seq == 0; },
+          [&](const OutFramePtr& f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            ReleaseAccountingLocked(*f);  // messages only
+          });
+      out_seq_ = 0;
       sent_records_.Clear();
     }
     if (want_ring_) {

@@ -57,6 +57,32 @@ TEST(DeliveryTest, SendWindowOfPointers) {
   EXPECT_EQ(w.size(), 1u);
 }
 
+// The peer restarted: whatever the old session sent -- written and unacknowledged, or
+// requeued by a resume and not written again -- is dropped (the owner resends it); only the
+// never-sent stay queued, in order.
+TEST(DeliveryTest, ANewSessionKeepsOnlyTheMessagesNeverSent) {
+  SendWindow<Frame> w;
+  w.Sent({1, "a"});
+  w.Sent({2, "b"});
+  w.Sent({3, "c"});
+  std::deque<Frame> unsent;
+  w.Ack(1, [](const Frame&) {});
+  EXPECT_EQ(w.RequeueInto(&unsent), 2u);  // a resume: b and c wait to be written again
+  unsent.push_back({4, "d"});             // queued, never written
+  w.Sent({9, "x"});                       // written on the resumed link, unacknowledged
+  unsent.push_back({5, "e"});
+  std::vector<std::string> released;
+  auto never_sent = [](const Frame& f) { return f.body == "d" || f.body == "e"; };
+  const size_t dropped = w.DropForNewSession(
+      &unsent, never_sent, [&](const Frame& f) { released.push_back(f.body); });
+  EXPECT_EQ(dropped, 3u);
+  EXPECT_EQ(released, (std::vector<std::string>{"x", "b", "c"}));
+  ASSERT_EQ(unsent.size(), 2u);
+  EXPECT_EQ(unsent[0].body, "d");
+  EXPECT_EQ(unsent[1].body, "e");
+  EXPECT_TRUE(w.empty());
+}
+
 TEST(DeliveryTest, FlowWindowHoldsBothLimitsButAlwaysTakesOneMessage) {
   MessengerOptions o;
   o.conn_max_msgs_in_flight = 3;
