@@ -107,7 +107,10 @@ class ReplicationTest : public ::testing::Test {
                                 : absl::OkStatus();
     };
     // held_: this OSD stays on its older map until the test lets it go.
-    o.map_hook = [this, id](uint64_t) { WaitUnheld(id); };
+    o.map_hook = [this, id](uint64_t epoch) {
+      WaitUnheld(id);
+      seen_epoch_[id] = epoch;
+    };
     if (cluster_type_ == "rdma") {
       o.ms_types = {"tcp", "rdma"};  // clients over tcp, replicas over rdma
       o.cluster_ms_type = "rdma";
@@ -127,21 +130,33 @@ class ReplicationTest : public ::testing::Test {
     }
     return n;
   }
-  // Waits (bounded) until the running OSDs lead `pgs` active PGs between them and none is
-  // peering (until then clients' ops are refused and retried, which counts them twice).
+  // Waits (bounded) until every running OSD has the monitor's latest map and they lead
+  // `pgs` active PGs between them with none peering (until then clients' ops are refused
+  // and retried, which counts them twice), for five looks in a row. Without the map check,
+  // three of four OSDs up lead every PG: the fourth's boot, applied a moment later, starts
+  // another round of peering under the test's first writes.
   void WaitActive(uint64_t pgs) {
     uint64_t active = 0, peering = 0;
+    int settled = 0;
+    auto mc = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
+    ASSERT_TRUE(mc.ok()) << mc.status();
     for (int i = 0; i < 500; ++i) {
+      auto map = (*mc)->GetMap();
+      ASSERT_TRUE(map.ok()) << map.status();
+      bool current = true;
       active = peering = 0;
       for (int id = 0; id < kOsds; ++id) {
         if (osds_[id] == nullptr) continue;
+        current = current && seen_epoch_[id].load() >= map->epoch();
         active += Perf(id)["peering"]["pgs_active"].get<uint64_t>();
         peering += Perf(id)["peering"]["pgs_peering"].get<uint64_t>();
       }
-      if (active == pgs && peering == 0) return;
+      settled = current && active == pgs && peering == 0 ? settled + 1 : 0;
+      if (settled >= 5) return;
       absl::SleepFor(absl::Milliseconds(20));
     }
-    FAIL() << active << " PGs active, " << peering << " peering; expected " << pgs << " active";
+    FAIL() << active << " PGs active, " << peering << " peering; expected " << pgs
+           << " active, every OSD on the monitor's latest map";
   }
   uint64_t Objects(int id) { return Perf(id)["store"]["objects"].get<uint64_t>(); }
   // Client and replica records stored, all OSDs. Pollers publish their counters after a
@@ -269,6 +284,8 @@ class ReplicationTest : public ::testing::Test {
     }
   }
   std::array<std::atomic<bool>, kOsds> refuse_{};
+  // The newest map epoch each OSD was handed (its map_hook), for WaitActive.
+  std::array<std::atomic<uint64_t>, kOsds> seen_epoch_{};
   // Holding maps back: an OSD (by id) or a client (by kHeldClient) in held_ does not apply
   // a new map until it is taken out.
   static constexpr int kHeldClient = -1;
