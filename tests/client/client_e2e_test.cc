@@ -3,6 +3,7 @@
 // back byte-identical; an OSD stopped in the middle of a write run and started again
 // (new address, new incarnation) loses nothing that was acknowledged, and every op
 // completes exactly once. Parameterized by backend; a backend not linked is skipped.
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -18,6 +19,7 @@
 #include "client/client.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "osd_sim/mon/mon_client.h"
 #include "osd_sim/mon/mon_server.h"
 #include "osd_sim/osd.h"
 
@@ -69,26 +71,39 @@ class ClientE2eTest : public ::testing::TestWithParam<std::string> {
       o.ring_bytes = 256 << 10;  // small: 300 KB objects need several records
       o.auth = auth_;
       o.backend_options["rdma_device"] = "soft";
+      o.map_hook = [this, i](uint64_t epoch) { seen_epoch_[i] = epoch; };
       osd_options_.push_back(o);
       StartOsd(i);
     }
     WaitActive();
   }
 
-  // Waits (bounded) until the OSDs lead every PG between them and none is peering.
+  // Waits (bounded) until every OSD has the monitor's latest map and they lead every PG
+  // between them with none peering, for five looks in a row (two of three OSDs up already
+  // lead every PG; the third's boot, applied a moment later, moves PGs and peers again).
   void WaitActive() {
     uint64_t active = 0, peering = 0;
+    int settled = 0;
+    auto mc = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
+    ASSERT_TRUE(mc.ok()) << mc.status();
     for (int t = 0; t < 500; ++t) {
+      auto map = (*mc)->GetMap();
+      ASSERT_TRUE(map.ok()) << map.status();
+      bool current = true;
       active = peering = 0;
-      for (const auto& o : osds_) {
-        const nlohmann::json d = nlohmann::json::parse(o->PerfDumpJson());
+      for (size_t i = 0; i < osds_.size(); ++i) {
+        if (osds_[i] == nullptr) continue;
+        current = current && seen_epoch_[i].load() >= map->epoch();
+        const nlohmann::json d = nlohmann::json::parse(osds_[i]->PerfDumpJson());
         active += d["peering"]["pgs_active"].get<uint64_t>();
         peering += d["peering"]["pgs_peering"].get<uint64_t>();
       }
-      if (active == 64 && peering == 0) return;
+      settled = current && active == 64 && peering == 0 ? settled + 1 : 0;
+      if (settled >= 5) return;
       absl::SleepFor(absl::Milliseconds(20));
     }
-    FAIL() << active << " PGs active, " << peering << " peering";
+    FAIL() << active << " PGs active, " << peering
+           << " peering; expected 64 active, every OSD on the monitor's latest map";
   }
   void TearDown() override {
     osds_.clear();
@@ -123,6 +138,7 @@ class ClientE2eTest : public ::testing::TestWithParam<std::string> {
   AuthConfig auth_{AuthConfig::Mode::kSecret, "client-e2e-secret"};
   std::unique_ptr<mon::MonServer> mon_;
   std::vector<osd::OsdOptions> osd_options_;
+  std::array<std::atomic<uint64_t>, kOsds> seen_epoch_{};  // newest map each OSD was handed
   std::vector<std::unique_ptr<osd::Osd>> osds_;
 };
 
