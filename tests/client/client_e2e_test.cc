@@ -22,6 +22,7 @@
 #include "osd_sim/mon/mon_client.h"
 #include "osd_sim/mon/mon_server.h"
 #include "osd_sim/osd.h"
+#include "tests/osd_sim/wait_active.h"
 
 namespace msgr::client {
 namespace {
@@ -78,32 +79,11 @@ class ClientE2eTest : public ::testing::TestWithParam<std::string> {
     WaitActive();
   }
 
-  // Waits (bounded) until every OSD has the monitor's latest map and they lead every PG
-  // between them with none peering, for five looks in a row (two of three OSDs up already
-  // lead every PG; the third's boot, applied a moment later, moves PGs and peers again).
+  // Waits until the OSDs lead every PG, none peering (tests/osd_sim/wait_active.h).
   void WaitActive() {
-    uint64_t active = 0, peering = 0;
-    int settled = 0;
-    auto mc = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
-    ASSERT_TRUE(mc.ok()) << mc.status();
-    for (int t = 0; t < 500; ++t) {
-      auto map = (*mc)->GetMap();
-      ASSERT_TRUE(map.ok()) << map.status();
-      bool current = true;
-      active = peering = 0;
-      for (size_t i = 0; i < osds_.size(); ++i) {
-        if (osds_[i] == nullptr) continue;
-        current = current && seen_epoch_[i].load() >= map->epoch();
-        const nlohmann::json d = nlohmann::json::parse(osds_[i]->PerfDumpJson());
-        active += d["peering"]["pgs_active"].get<uint64_t>();
-        peering += d["peering"]["pgs_peering"].get<uint64_t>();
-      }
-      settled = current && active == 64 && peering == 0 ? settled + 1 : 0;
-      if (settled >= 5) return;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    FAIL() << active << " PGs active, " << peering
-           << " peering; expected 64 active, every OSD on the monitor's latest map";
+    const absl::Status s =
+        osd::testing::WaitPgsActive(mon_->addr(), osds_, seen_epoch_.data(), 64);
+    if (!s.ok()) FAIL() << s;
   }
   void TearDown() override {
     osds_.clear();

@@ -22,6 +22,7 @@
 #include "osd_sim/mon/mon_server.h"
 #include "osd_sim/osd.h"
 #include "proto/cluster_map.h"
+#include "tests/osd_sim/wait_active.h"
 
 namespace msgr::osd {
 namespace {
@@ -130,33 +131,11 @@ class ReplicationTest : public ::testing::Test {
     }
     return n;
   }
-  // Waits (bounded) until every running OSD has the monitor's latest map and they lead
-  // `pgs` active PGs between them with none peering (until then clients' ops are refused
-  // and retried, which counts them twice), for five looks in a row. Without the map check,
-  // three of four OSDs up lead every PG: the fourth's boot, applied a moment later, starts
-  // another round of peering under the test's first writes.
+  // Waits until the running OSDs lead `pgs` active PGs, none peering (wait_active.h).
   void WaitActive(uint64_t pgs) {
-    uint64_t active = 0, peering = 0;
-    int settled = 0;
-    auto mc = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
-    ASSERT_TRUE(mc.ok()) << mc.status();
-    for (int i = 0; i < 500; ++i) {
-      auto map = (*mc)->GetMap();
-      ASSERT_TRUE(map.ok()) << map.status();
-      bool current = true;
-      active = peering = 0;
-      for (int id = 0; id < kOsds; ++id) {
-        if (osds_[id] == nullptr) continue;
-        current = current && seen_epoch_[id].load() >= map->epoch();
-        active += Perf(id)["peering"]["pgs_active"].get<uint64_t>();
-        peering += Perf(id)["peering"]["pgs_peering"].get<uint64_t>();
-      }
-      settled = current && active == pgs && peering == 0 ? settled + 1 : 0;
-      if (settled >= 5) return;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    FAIL() << active << " PGs active, " << peering << " peering; expected " << pgs
-           << " active, every OSD on the monitor's latest map";
+    const absl::Status s =
+        osd::testing::WaitPgsActive(mon_->addr(), osds_, seen_epoch_.data(), pgs);
+    if (!s.ok()) FAIL() << s;
   }
   uint64_t Objects(int id) { return Perf(id)["store"]["objects"].get<uint64_t>(); }
   // Client and replica records stored, all OSDs. Pollers publish their counters after a
