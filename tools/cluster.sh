@@ -10,6 +10,8 @@
 #                          [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB] [--pg-log-entries N]
 #                          [--metrics] [--hosts] [--ms-mode crc|secure]
 #                          [--pool-size N [--pool-min-size M]] [--ms-cluster-type tcp|rdma]
+#                          returns once every OSD is up and every PG active (a warning if
+#                          PGs still peer 30 s later)
 #   tools/cluster.sh stop --cluster-dir DIR
 #   tools/cluster.sh status --cluster-dir DIR
 #   tools/cluster.sh start-osd --cluster-dir DIR --id K     (re)starts one OSD with its data
@@ -343,6 +345,23 @@ all_up() {
   for ((id = 0; id < OSDS; id++)); do osd_up "$id" || return 1; done
 }
 
+# pgs_active: every up OSD reported (in a heartbeat) the monitor's latest map applied, and
+# between them they lead every PG of every pool with none peering. An OSD being "up" is
+# not enough: the PGs it leads peer after its boot (client ops on them wait meanwhile).
+pgs_active() {
+  local who=()
+  [[ "${AUTH:-secret}" == secret ]] && who=(--entity osd.0)
+  "$BIN/osd_sim/mon/monctl" --cluster-dir "$DIR" "${who[@]}" map-json | python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+up = [o for o in m["osds"] if o["up"]]
+pgs = sum(p["pg_num"] for p in m["pools"]) if m.get("pools") else m["pg_num"]
+current = all(o["applied_epoch"] >= m["epoch"] and "pgs_active" in o for o in up)
+active = sum(o.get("pgs_active", 0) for o in up)
+peering = sum(o.get("pgs_peering", 0) for o in up)
+sys.exit(0 if up and current and active == pgs and peering == 0 else 1)'
+}
+
 # metrics_ready DAEMON...: with --metrics, each DAEMON (mon, osd.0, ...) has written the
 # address it serves /metrics on (it does so once serving, after it is up).
 metrics_ready() {
@@ -389,6 +408,10 @@ case "$CMD" in
     for ((id = 0; id < OSDS; id++)); do daemons+=("osd.$id"); done
     wait_for 20 "metrics addresses" metrics_ready "${daemons[@]}" \
       || die "not every daemon serves /metrics within 20 s; see $DIR/log/"
+    if ((OSDS > 0)) && ! wait_for 30 "PGs active" pgs_active; then
+      echo "cluster.sh: warning: PGs not all active 30 s after the OSDs came up (ops on" \
+        "the others wait); see tools/cluster.sh status --cluster-dir $DIR" >&2
+    fi
     where=""
     [[ $HOSTS == 1 ]] && where=" on test hosts msgr-h0..msgr-h$(($(host_count) - 1))"
     echo "cluster up in $DIR$where: mon $(cat "$DIR/mon.addr"), $OSDS OSDs, ms-type $MS_TYPE, durability $DURABILITY, auth $AUTH" >&2

@@ -32,6 +32,11 @@ std::string MapToJson(const v1::ClusterMap& map) {
         {"host", o.host()},
         {"applied_epoch", applied == map.osd_applied_epochs().end() ? 0 : applied->second},
     });
+    // PGs it leads, active and peering, as of its last heartbeat (live maps only).
+    if (auto s = map.osd_pg_stats().find(o.id()); s != map.osd_pg_stats().end()) {
+      osds.back()["pgs_active"] = s->second.pgs_active();
+      osds.back()["pgs_peering"] = s->second.pgs_peering();
+    }
   }
   nlohmann::json pools = nlohmann::json::array();
   for (const placement::PoolInfo& p : placement::PoolsOf(map)) {

@@ -255,8 +255,11 @@ void MonClient::HeartbeatLoop(v1::BootOsdRequest boot, BootCallback on_boot,
       absl::MutexLock l(&mu_);
       stats = heartbeat_stats_;
     }
-    if (stats) stats(req.mutable_pg_stats());
+    // The epoch first: stats taken after it are at least that new, so a monitor that sees
+    // epoch E applied never pairs it with the PG states of the map before E (what
+    // `tools/cluster.sh start` waits on: PGs active on every OSD's latest map).
     req.set_applied_epoch(applied_epoch_.load());
+    if (stats) stats(req.mutable_pg_stats());
     const absl::Duration interval = absl::Milliseconds(heartbeat_ms_.load());
     grpc::ClientContext ctx;
     // Wait (up to the deadline) for a connection rather than failing fast: the blocked

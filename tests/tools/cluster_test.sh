@@ -78,14 +78,9 @@ echo "$status"
 grep -q "3 up, 3 in" <<<"$status" || fail "status does not show 3 OSDs up and in"
 grep -Eq "^osd\.0: [0-9]+ PGs led, 0 peering: all active" <<<"$status" \
   || fail "status does not show osd.0's PGs active (peering)"
-# The PG summary comes with the OSDs' next heartbeats (every second).
-for _ in $(seq 1 20); do
-  grep -Eq "^pgs: 128 active, 0 peering; [0-9]+ objects recovered" <<<"$status" && break
-  sleep 0.5
-  status=$(bash "$TOOLS/cluster.sh" status --cluster-dir "$DIR")
-done
+# `start` returns once the OSDs' heartbeats (on the latest map) show every PG active.
 grep -Eq "^pgs: 128 active, 0 peering; [0-9]+ objects recovered" <<<"$status" \
-  || fail "monctl status does not show the 128 PGs active from the OSDs' heartbeats"
+  || fail "cluster.sh start returned before monctl status showed the 128 PGs active"
 # --dir: the old spelling, in both forms.
 # (no process substitution: the rdma VM's initramfs has no /dev/fd)
 status=$(bash "$TOOLS/cluster.sh" status --dir "$DIR")
