@@ -3,8 +3,14 @@
 // without sleeping (no futex), and spin 0 always sleeps.
 #include "client/bench/completion_queue.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
+#include <fstream>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -19,6 +25,25 @@ Completion Make(uint64_t n) {
   Completion c;
   c.n = n;
   return c;
+}
+
+pid_t ThisTid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+// True once thread `tid` of this process sleeps in the kernel (state S: the driver's
+// condition-variable wait is a futex sleep; nothing else on its way there sleeps), false
+// after 10 s.
+bool WaitUntilAsleep(pid_t tid) {
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < until) {
+    std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t paren = stat.rfind(')');  // the state follows the (name)
+    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'S') {
+      return true;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  return false;
 }
 
 TEST(CompletionQueueTest, QueuedCompletionsAreTakenAtOnce) {
@@ -49,13 +74,18 @@ TEST(CompletionQueueTest, WaitEndsAtTheDeadline) {
 
 TEST(CompletionQueueTest, SleepingDriverIsWokenByAnotherThread) {
   CompletionQueue q;
+  // Pushed once the driver sleeps (a fixed delay could end before a loaded machine ran
+  // this thread into Wait: nothing to sleep for then).
+  const pid_t driver = ThisTid();
+  std::atomic<bool> saw_sleep{false};
   std::thread t([&] {
-    std::this_thread::sleep_for(20ms);
+    saw_sleep = WaitUntilAsleep(driver);
     q.Push(Make(7));
   });
   std::vector<Completion> out;
   EXPECT_EQ(q.Wait(&out, BenchClock::now() + 30s, /*spin=*/0us), 1u);
   t.join();
+  EXPECT_TRUE(saw_sleep.load()) << "the driver never slept";
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].n, 7u);
   EXPECT_EQ(q.counters().spin_hits, 0u);
@@ -64,14 +94,25 @@ TEST(CompletionQueueTest, SleepingDriverIsWokenByAnotherThread) {
 
 TEST(CompletionQueueTest, CompletionDuringTheSpinIsTakenWithoutSleeping) {
   CompletionQueue q;
+  // Pushed once the driver spins: its first look calls `poll` (a fixed delay could end
+  // before a loaded machine ran this thread into Wait: nothing to wait for then).
+  std::atomic<bool> spinning{false};
   std::thread t([&] {
-    std::this_thread::sleep_for(2ms);
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (!spinning.load() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(100us);
+    }
     q.Push(Make(3));
   });
   std::vector<Completion> out;
   // The spin bound (10 s) is far above the producer's delay, even on a loaded machine.
-  EXPECT_EQ(q.Wait(&out, BenchClock::now() + 30s, 10s), 1u);
+  EXPECT_EQ(q.Wait(&out, BenchClock::now() + 30s, 10s, [&] {
+              spinning = true;
+              return false;
+            }),
+            1u);
   t.join();
+  EXPECT_TRUE(spinning.load());
   EXPECT_EQ(q.counters().waits, 1u);
   EXPECT_EQ(q.counters().spin_hits, 1u);
   EXPECT_EQ(q.counters().sleeps, 0u);
