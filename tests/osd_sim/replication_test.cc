@@ -139,18 +139,25 @@ class ReplicationTest : public ::testing::Test {
   }
   uint64_t Objects(int id) { return Perf(id)["store"]["objects"].get<uint64_t>(); }
   // Client and replica records stored, all OSDs. Pollers publish their counters after a
-  // pass, which may end after the ack went out: read until two dumps in a row agree.
+  // pass, which may end after the ack went out (and a poller that does not run for a while
+  // publishes nothing: two dumps in a row can agree and both be old): read until the
+  // pollers have counted every record the OSDs' messengers received (their live counters,
+  // counted before the poller sees a record (tcp) or as it releases it (rdma)), at most 5 s.
   void RecordCounts(uint64_t* client_records, uint64_t* replica_records) {
-    for (int attempt = 0; attempt < 50; ++attempt) {
-      uint64_t c = 0, r = 0;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      uint64_t c = 0, r = 0, received = 0;
       for (int id = 0; id < kOsds; ++id) {
         if (osds_[id] == nullptr) continue;
-        c += Perf(id)["osd"]["ops"].get<uint64_t>();
-        r += Perf(id)["osd"]["replica_ops"].get<uint64_t>();
+        const nlohmann::json d = Perf(id);
+        c += d["osd"]["ops"].get<uint64_t>();
+        r += d["osd"]["replica_ops"].get<uint64_t>();
+        for (const auto& [backend, m] : d["messenger"].items()) {
+          received += m["records_received"].get<uint64_t>();
+        }
       }
-      if (attempt > 0 && c == *client_records && r == *replica_records) return;
       *client_records = c;
       *replica_records = r;
+      if (c + r == received) return;
       absl::SleepFor(absl::Milliseconds(50));
     }
   }
