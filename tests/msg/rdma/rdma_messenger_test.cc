@@ -611,12 +611,20 @@ TEST(RdmaMessenger, FullRingGrowsOnceItsRecordsAreReleased) {
     ASSERT_TRUE(p.conn->WriteRecord(d, want.back(), absl::Seconds(5)).ok()) << i;
   }
   want.push_back(Bytes(60 << 10, 44));
+  const uint64_t waits_before = p.client->counters().ring_credit_waits;
   absl::Status blocked = absl::UnknownError("not done");
   std::thread writer([&] {
     RecordDesc d{"full.4", 5, 0, 0};
     blocked = p.conn->WriteRecord(d, want.back(), absl::Seconds(20));
   });
-  absl::SleepFor(absl::Milliseconds(200));  // the writer waits for room, asks to grow
+  // The writer finds the ring full, asks to grow, then waits for room (counted): a fixed
+  // delay could end before a loaded machine ran it that far, and the four released first
+  // would make room without a resize.
+  for (int i = 0; i < 2000 && p.client->counters().ring_credit_waits == waits_before; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_GT(p.client->counters().ring_credit_waits, waits_before) << "the writer never waited";
+  absl::SleepFor(absl::Milliseconds(200));  // the completion thread starts the resize
   first->set_paused(false);                  // the four are released: the resize goes on
   ASSERT_TRUE(first->WaitRecords(4)) << first->error();
   ASSERT_TRUE(p.server_d.WaitRings(2)) << "no second ring";
