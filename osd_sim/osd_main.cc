@@ -18,9 +18,9 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <set>
 #include <string>
 
+#include "absl/flags/flag.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -32,8 +32,48 @@
 #include "osd_sim/mon/cluster_conf.h"
 #include "osd_sim/mon/control_auth.h"
 #include "osd_sim/osd.h"
+#include "osd_sim/pg_log.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
+
+// Flags with dashes on the command line (osd_sim/mon/cli_flags.h); every one but --id and
+// --conf may also come from the config file (cluster_conf.h: ConfKeysOf("osd")). kUsage
+// below is the help; a flag whose default is "not given" is read only where Has() says so.
+ABSL_FLAG(uint32_t, id, 0, "this OSD's number (required)");
+ABSL_FLAG(std::string, conf, "", "config file");
+ABSL_FLAG(std::string, mon, "", "monitor HOST:PORT (required)");
+ABSL_FLAG(std::string, data_dir, "", "the store's directory");
+ABSL_FLAG(std::string, run_dir, "", "admin socket directory");
+ABSL_FLAG(std::string, ms_type, "tcp", "tcp|rdma|both");
+ABSL_FLAG(std::string, ms_cluster_type, "", "tcp|rdma for OSD-to-OSD sessions");
+ABSL_FLAG(std::string, ms_mode, "crc", "crc|secure");
+ABSL_FLAG(std::string, durability, "durable", "durable|buffered|memory");
+ABSL_FLAG(uint64_t, pollers, 1, "poller threads");
+ABSL_FLAG(std::string, poller_cpus, "", "CPUs for the pollers, as 0,1");
+ABSL_FLAG(uint64_t, poller_spin_us, 1000, "fixed spin after a record (when given)");
+ABSL_FLAG(uint64_t, poller_wakeup_us, 1000, "hybrid polling's wake-up cost");
+ABSL_FLAG(uint64_t, poller_nap_us, 100, "nap between looks under many rings");
+ABSL_FLAG(uint64_t, poller_nap_rings, 8, "busy rings that make a poller nap");
+ABSL_FLAG(uint64_t, ring_bytes, msgr::kDefaultRingBytes, "largest RDMA ring");
+ABSL_FLAG(uint64_t, capacity, 0, "store capacity in bytes (0: none)");
+ABSL_FLAG(uint64_t, pg_log_entries, msgr::osd::PgLog::kDefaultMaxEntries, "PG log length");
+ABSL_FLAG(std::string, keyring, "", "the messenger key");
+ABSL_FLAG(std::string, auth, "secret", "secret|none");
+ABSL_FLAG(std::string, cluster_dir, "", "tools/cluster.sh directory (keyring, PKI)");
+ABSL_FLAG(std::string, rdma_device, "", "soft|IBDEV");
+ABSL_FLAG(double, weight, 1.0, "placement weight");
+ABSL_FLAG(uint64_t, rdma_max_registered_mb, 0, "registered memory limit (when given)");
+ABSL_FLAG(uint64_t, rdma_ring_min_kb, 0, "a session's first ring (when given)");
+ABSL_FLAG(std::string, metrics_addr, "", "Prometheus /metrics HOST:PORT");
+ABSL_FLAG(std::string, metrics_addr_file, "", "where to write the bound metrics address");
+ABSL_FLAG(double, op_complaint_time, 30, "seconds before a write is a slow op (when given)");
+ABSL_FLAG(std::string, public_addr, "", "HOST[:PORT] clients reach");
+ABSL_FLAG(std::string, public_network, "", "CIDR to pick the public address from");
+ABSL_FLAG(uint64_t, rdma_port, 0, "rdma side channel port");
+ABSL_FLAG(std::string, cluster_addr, "", "HOST[:PORT] other OSDs reach");
+ABSL_FLAG(std::string, cluster_network, "", "CIDR to pick the cluster address from");
+ABSL_FLAG(std::string, host, "", "host name in the map");
+ABSL_FLAG(std::string, log_level, "info", "trace|debug|info|warn|error");
 
 namespace {
 
@@ -109,22 +149,25 @@ void RaiseOpenFileLimit() {
 
 // --WHICH-addr HOST[:PORT] or --WHICH-network CIDR (WHICH: public, cluster) as "HOST:PORT"
 // (port 0 when not given); "" when neither flag is there.
-absl::StatusOr<std::string> AddressFromFlags(const msgr::mon::CliFlags& flags,
+absl::StatusOr<std::string> AddressFromFlags(const msgr::mon::ParsedFlags& flags,
                                              const std::string& which) {
   const std::string addr_flag = which + "-addr", net_flag = which + "-network";
   if (flags.Has(addr_flag) && flags.Has(net_flag)) {
     return absl::InvalidArgumentError(
         absl::StrCat("give --", addr_flag, " or --", net_flag, ", not both"));
   }
+  const bool is_public = which == "public";
   if (flags.Has(addr_flag)) {
-    auto hp = msgr::ParseHostOptionalPort(flags.Get(addr_flag), 0);
+    auto hp = msgr::ParseHostOptionalPort(
+        absl::GetFlag(is_public ? FLAGS_public_addr : FLAGS_cluster_addr), 0);
     if (!hp.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--", addr_flag, ": ", hp.status().message()));
     }
     return msgr::JoinHostPort(hp->host, hp->port);
   }
   if (flags.Has(net_flag)) {
-    auto host = msgr::LocalAddressIn(flags.Get(net_flag));
+    auto host = msgr::LocalAddressIn(
+        absl::GetFlag(is_public ? FLAGS_public_network : FLAGS_cluster_network));
     if (!host.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--", net_flag, ": ", host.status().message()));
     }
@@ -143,43 +186,38 @@ int main(int argc, char** argv) {
   // Debian's Abseil is built with Mutex deadlock detection on: a graph update per lock
   // acquisition on every hot path. Tests keep it; the daemons and the bench do not.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  // Every flag but --id and --conf may also come from the config file (cluster_conf.h).
-  const std::set<std::string>& conf_keys = msgr::mon::ConfKeysOf("osd");
-  std::set<std::string> known = conf_keys;
-  known.insert({"id", "conf", "help"});
-  auto flags = msgr::mon::CliFlags::Parse(argc, argv, known);
+  auto flags = msgr::mon::ParseFlags(argc, argv);
   if (!flags.ok()) return Fail(std::string(flags.status().message()));
-  if (flags->Has("help")) {
+  if (flags->help()) {
     std::fputs(kUsage, stdout);
     return 0;
   }
   const std::string conf_path =
-      msgr::mon::ConfPathFor(flags->Get("conf"), flags->Get("cluster-dir"));
+      msgr::mon::ConfPathFor(absl::GetFlag(FLAGS_conf), absl::GetFlag(FLAGS_cluster_dir));
   {
-    // [osd.K] by the id's number: --id 07 reads [osd.7] (the bad id itself is refused below).
-    std::string id = flags->Get("id");
-    if (uint32_t n = 0; absl::SimpleAtoi(id, &n)) id = std::to_string(n);
-    auto conf = msgr::mon::LoadSettings(flags->Get("conf"), flags->Get("cluster-dir"), "osd",
-                                        id, conf_keys);
-    if (!conf.ok()) {
-      std::fprintf(stderr, "osd: %s\n", std::string(conf.status().message()).c_str());
+    // [osd.K] by the id's number: --id 07 reads [osd.7].
+    const std::string id = flags->Given("id") ? std::to_string(absl::GetFlag(FLAGS_id)) : "";
+    auto conf = msgr::mon::LoadSettings(absl::GetFlag(FLAGS_conf),
+                                        absl::GetFlag(FLAGS_cluster_dir), "osd", id,
+                                        msgr::mon::ConfKeysOf("osd"));
+    absl::Status applied = conf.ok() ? flags->ApplyDefaults(*conf) : conf.status();
+    if (!applied.ok()) {
+      std::fprintf(stderr, "osd: %s\n", std::string(applied.message()).c_str());
       return 2;
     }
-    flags->SetDefaults(*conf);
   }
   spdlog::set_default_logger(spdlog::stderr_color_mt("osd"));
-  spdlog::set_level(spdlog::level::from_str(flags->Get("log-level", "info")));
+  spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ [%t] %v");
   RaiseOpenFileLimit();
   if (!conf_path.empty()) spdlog::info("settings from {} (flags override it)", conf_path);
 
   msgr::osd::OsdOptions o;
-  auto id = flags->GetUint("id", UINT64_MAX);
-  if (!id.ok() || *id == UINT64_MAX) return Fail("--id N is required");
-  o.id = static_cast<uint32_t>(*id);
-  o.mon_addr = flags->Get("mon");
+  if (!flags->Has("id")) return Fail("--id N is required");
+  o.id = absl::GetFlag(FLAGS_id);
+  o.mon_addr = absl::GetFlag(FLAGS_mon);
   if (o.mon_addr.empty()) return Fail("--mon HOST:PORT is required");
-  o.data_dir = flags->Get("data-dir");
+  o.data_dir = absl::GetFlag(FLAGS_data_dir);
   for (auto [which, out] : {std::pair<const char*, std::string*>{"public", &o.public_addr},
                              {"cluster", &o.cluster_addr}}) {
     auto addr = AddressFromFlags(*flags, which);
@@ -187,13 +225,13 @@ int main(int argc, char** argv) {
     if (!addr->empty()) *out = *addr;
   }
   {
-    auto port = flags->GetUint("rdma-port", 0);
-    if (!port.ok() || *port > 65535) return Fail("--rdma-port must be a port number (0..65535)");
-    o.rdma_port = static_cast<uint16_t>(*port);
+    const uint64_t port = absl::GetFlag(FLAGS_rdma_port);
+    if (port > 65535) return Fail("--rdma-port must be a port number (0..65535)");
+    o.rdma_port = static_cast<uint16_t>(port);
   }
-  o.host_name = flags->Get("host");
-  o.run_dir = flags->Get("run-dir");
-  const std::string ms = flags->Get("ms-type", "tcp");
+  o.host_name = absl::GetFlag(FLAGS_host);
+  o.run_dir = absl::GetFlag(FLAGS_run_dir);
+  const std::string ms = absl::GetFlag(FLAGS_ms_type);
   if (ms == "both") {
     o.ms_types = {"tcp", "rdma"};
   } else if (ms == "tcp" || ms == "rdma") {
@@ -202,17 +240,17 @@ int main(int argc, char** argv) {
     return Fail("--ms-type must be tcp, rdma or both");
   }
   // OSD-to-OSD sessions' backend (default: tcp when served); Osd::Start checks the rest.
-  o.cluster_ms_type = flags->Get("ms-cluster-type");
+  o.cluster_ms_type = absl::GetFlag(FLAGS_ms_cluster_type);
   if (!o.cluster_ms_type.empty() && o.cluster_ms_type != "tcp" && o.cluster_ms_type != "rdma") {
     return Fail("--ms-cluster-type must be tcp or rdma");
   }
-  o.ms_mode = flags->Get("ms-mode", "crc");
+  o.ms_mode = absl::GetFlag(FLAGS_ms_mode);
   if (o.ms_mode != "crc" && o.ms_mode != "secure") return Fail("--ms-mode must be crc or secure");
   if (o.ms_mode == "secure" && ms != "tcp") {
     return Fail("--ms-mode secure is tcp-only (one-sided RDMA writes bypass the CPU that would "
                 "decrypt them): use --ms-type tcp, or --ms-mode crc with rdma");
   }
-  const std::string dur = flags->Get("durability", "durable");
+  const std::string dur = absl::GetFlag(FLAGS_durability);
   if (dur == "durable") {
     o.durability = msgr::store::Durability::kDurable;
   } else if (dur == "buffered") {
@@ -225,52 +263,46 @@ int main(int argc, char** argv) {
   if (o.data_dir.empty() && o.durability != msgr::store::Durability::kMemory) {
     return Fail("--data-dir DIR is required (except with --durability memory)");
   }
-  for (const char* name :
-       {"pollers", "poller-spin-us", "poller-wakeup-us", "poller-nap-us", "poller-nap-rings",
-        "ring-bytes", "capacity", "pg-log-entries"}) {
-    if (!flags->GetUint(name, 0).ok()) return Fail(std::string(flags->GetUint(name, 0).status().message()));
-  }
-  o.pollers = static_cast<int>(*flags->GetUint("pollers", 1));
+  o.pollers = static_cast<int>(absl::GetFlag(FLAGS_pollers));
   if (flags->Has("poller-spin-us")) {  // a fixed spin, as before hybrid polling
-    o.poller_spin = absl::Microseconds(*flags->GetUint("poller-spin-us", 1000));
+    o.poller_spin = absl::Microseconds(absl::GetFlag(FLAGS_poller_spin_us));
     o.poller_adaptive_spin = false;
   }
-  o.poller_wakeup_cost = absl::Microseconds(*flags->GetUint("poller-wakeup-us", 1000));
-  o.poller_nap = absl::Microseconds(*flags->GetUint("poller-nap-us", 100));
-  o.poller_nap_rings = static_cast<size_t>(*flags->GetUint("poller-nap-rings", 8));
+  o.poller_wakeup_cost = absl::Microseconds(absl::GetFlag(FLAGS_poller_wakeup_us));
+  o.poller_nap = absl::Microseconds(absl::GetFlag(FLAGS_poller_nap_us));
+  o.poller_nap_rings = static_cast<size_t>(absl::GetFlag(FLAGS_poller_nap_rings));
   if (flags->Has("op-complaint-time")) {
-    double secs = 0;
-    if (!absl::SimpleAtod(flags->Get("op-complaint-time"), &secs) || !(secs > 0)) {
+    const double secs = absl::GetFlag(FLAGS_op_complaint_time);
+    if (!(secs > 0)) {
       return Fail("--op-complaint-time takes a number of seconds above 0, like 30 or 0.5");
     }
     o.op_complaint_time = absl::Seconds(secs);
   }
-  o.ring_bytes = *flags->GetUint("ring-bytes", msgr::kDefaultRingBytes);
+  o.ring_bytes = absl::GetFlag(FLAGS_ring_bytes);
   if (!msgr::IsValidRingSize(o.ring_bytes)) {
     return Fail("--ring-bytes must be a power of two of at least 65536");
   }
-  o.capacity_bytes = *flags->GetUint("capacity", 0);
-  o.pg_log_entries = *flags->GetUint("pg-log-entries", msgr::osd::PgLog::kDefaultMaxEntries);
-  for (absl::string_view cpu : absl::StrSplit(flags->Get("poller-cpus"), ',', absl::SkipEmpty())) {
+  o.capacity_bytes = absl::GetFlag(FLAGS_capacity);
+  o.pg_log_entries = absl::GetFlag(FLAGS_pg_log_entries);
+  for (absl::string_view cpu :
+       absl::StrSplit(absl::GetFlag(FLAGS_poller_cpus), ',', absl::SkipEmpty())) {
     int c;
     if (!absl::SimpleAtoi(cpu, &c) || c < 0) return Fail("--poller-cpus takes a list like 0,1");
     o.poller_cpus.push_back(c);
   }
-  if (flags->Has("weight") && !absl::SimpleAtod(flags->Get("weight"), &o.weight)) {
-    return Fail("--weight takes a number");
-  }
+  if (flags->Has("weight")) o.weight = absl::GetFlag(FLAGS_weight);
   // --auth none: no messenger authentication, no monitor TLS. --cluster-dir DIR (auth
   // secret): the messenger key DIR/keyring (or --keyring FILE) and mutual TLS to the
   // monitor as osd.<id> with DIR/pki. --keyring FILE alone (the older form): the messenger
   // key only, the monitor without TLS.
-  const std::string auth_mode = flags->Get("auth", "secret");
-  const std::string cluster_dir = flags->Get("cluster-dir");
+  const std::string auth_mode = absl::GetFlag(FLAGS_auth);
+  const std::string cluster_dir = absl::GetFlag(FLAGS_cluster_dir);
   if (auth_mode != "none" && auth_mode != "secret") return Fail("--auth must be secret or none");
   if (auth_mode == "none") {
     o.auth = msgr::AuthConfig::None();
   } else if (flags->Has("keyring") || !cluster_dir.empty()) {
     const std::string keyring =
-        flags->Has("keyring") ? flags->Get("keyring") : cluster_dir + "/keyring";
+        flags->Has("keyring") ? absl::GetFlag(FLAGS_keyring) : cluster_dir + "/keyring";
     auto auth = msgr::AuthConfig::FromKeyringFile(keyring);
     if (!auth.ok()) return Fail(absl::StrCat("keyring ", keyring, ": ", auth.status().message()));
     o.auth = *auth;
@@ -287,31 +319,32 @@ int main(int argc, char** argv) {
   } else {
     return Fail("give --cluster-dir DIR (its keyring and PKI), --keyring FILE or --auth none");
   }
-  if (flags->Has("rdma-device")) o.backend_options["rdma_device"] = flags->Get("rdma-device");
+  if (flags->Has("rdma-device")) o.backend_options["rdma_device"] = absl::GetFlag(FLAGS_rdma_device);
   if (flags->Has("rdma-max-registered-mb")) {
     // Registered memory the rdma messenger may hold (rings, pools); sessions beyond it are
     // refused with the reason (default 4096).
-    auto mb = flags->GetUint("rdma-max-registered-mb", 0);
-    if (!mb.ok() || *mb == 0 || *mb > UINT32_MAX) {
+    const uint64_t mb = absl::GetFlag(FLAGS_rdma_max_registered_mb);
+    if (mb == 0 || mb > UINT32_MAX) {
       return Fail("--rdma-max-registered-mb must be a positive number of MiB");
     }
-    o.backend_options["rdma_max_registered_mb"] = std::to_string(*mb);
+    o.backend_options["rdma_max_registered_mb"] = std::to_string(mb);
   }
   if (flags->Has("rdma-ring-min-kb")) {
     // A session's first ring (it grows with its client's load up to --ring-bytes).
-    auto kb = flags->GetUint("rdma-ring-min-kb", 0);
-    if (!kb.ok() || *kb < 64 || (*kb & (*kb - 1)) != 0 || (*kb << 10) > o.ring_bytes) {
+    const uint64_t kb = absl::GetFlag(FLAGS_rdma_ring_min_kb);
+    if (kb < 64 || (kb & (kb - 1)) != 0 || (kb << 10) > o.ring_bytes) {
       return Fail("--rdma-ring-min-kb must be a power of two of at least 64, at most "
                   "--ring-bytes");
     }
-    o.backend_options["rdma_ring_min_kb"] = std::to_string(*kb);
+    o.backend_options["rdma_ring_min_kb"] = std::to_string(kb);
   }
 
+  const std::string metrics_addr = absl::GetFlag(FLAGS_metrics_addr);
   if (flags->Has("metrics-addr-file") && !flags->Has("metrics-addr")) {
     return Fail("--metrics-addr-file needs --metrics-addr HOST:PORT");
   }
   if (flags->Has("metrics-addr")) {
-    auto addr = msgr::metrics::NormalizeMetricsAddr(flags->Get("metrics-addr"));
+    auto addr = msgr::metrics::NormalizeMetricsAddr(metrics_addr);
     if (!addr.ok()) return Fail(std::string(addr.status().message()));
   }
 
@@ -336,8 +369,8 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<msgr::metrics::MetricsServer> metrics;
   if (flags->Has("metrics-addr")) {
-    auto m = msgr::metrics::StartDaemonMetrics(flags->Get("metrics-addr"),
-                                               flags->Get("metrics-addr-file"),
+    auto m = msgr::metrics::StartDaemonMetrics(metrics_addr,
+                                               absl::GetFlag(FLAGS_metrics_addr_file),
                                                &(*osd)->counter_registry(),
                                                {{"osd", std::to_string(o.id)}});
     if (!m.ok()) {

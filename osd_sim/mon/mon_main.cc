@@ -6,10 +6,11 @@
 //       [--auth none|secret --cluster-dir DIR [--entity mon]] [--conf FILE]
 #include <signal.h>
 
+#include <cstdint>
 #include <cstdio>
-#include <set>
 #include <string>
 
+#include "absl/flags/flag.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "msg/base/perf_counters.h"
@@ -21,6 +22,24 @@
 #include "osd_sim/mon/mon_server.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
+
+// Flags with dashes on the command line (osd_sim/mon/cli_flags.h); every one but --conf may
+// also come from the config file (cluster_conf.h: ConfKeysOf("mon")). kUsage is the help.
+ABSL_FLAG(std::string, data_dir, "", "where the cluster map is kept (required)");
+ABSL_FLAG(std::string, addr, "", "listen HOST:PORT (when given; MonServerOptions' default)");
+ABSL_FLAG(std::string, addr_file, "", "where to write the bound HOST:PORT");
+ABSL_FLAG(uint64_t, grace_ms, 5000, "heartbeat silence before an OSD is marked down");
+ABSL_FLAG(uint64_t, heartbeat_ms, 1000, "heartbeat interval told to OSDs");
+ABSL_FLAG(uint64_t, pg_num, 128, "placement groups of a new cluster");
+ABSL_FLAG(uint64_t, pool_size, 1, "copies of each object in a new cluster's pool");
+ABSL_FLAG(uint64_t, pool_min_size, 0, "copies a write needs (0: N - N/2)");
+ABSL_FLAG(uint64_t, down_out_ms, 0, "down this long -> marked out (0: never)");
+ABSL_FLAG(std::string, metrics_addr, "", "Prometheus /metrics HOST:PORT");
+ABSL_FLAG(std::string, metrics_addr_file, "", "where to write the bound metrics address");
+ABSL_FLAG(std::string, auth, "none", "none|secret");
+ABSL_FLAG(std::string, cluster_dir, "", "the cluster PKI's directory");
+ABSL_FLAG(std::string, entity, msgr::mon::kMonEntity, "the certificate the monitor serves with");
+ABSL_FLAG(std::string, conf, "", "config file");
 
 namespace {
 
@@ -65,65 +84,59 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("mon"));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ mon: %v");
 
-  // Every flag but --conf may also come from the config file (cluster_conf.h).
-  const std::set<std::string>& conf_keys = msgr::mon::ConfKeysOf("mon");
-  std::set<std::string> known = conf_keys;
-  known.insert("conf");
-  auto flags = msgr::mon::CliFlags::Parse(argc, argv, known);
+  auto flags = msgr::mon::ParseFlags(argc, argv);
   if (!flags.ok()) return Fail(flags.status());
-  if (flags->Has("help")) {
+  if (flags->help()) {
     std::fputs(kUsage, stdout);
     return 0;
   }
   const std::string conf_path =
-      msgr::mon::ConfPathFor(flags->Get("conf"), flags->Get("cluster-dir"));
+      msgr::mon::ConfPathFor(absl::GetFlag(FLAGS_conf), absl::GetFlag(FLAGS_cluster_dir));
   {
-    auto conf = msgr::mon::LoadSettings(flags->Get("conf"), flags->Get("cluster-dir"), "mon",
-                                        "", conf_keys);
-    if (!conf.ok()) {
-      spdlog::critical("{}", std::string(conf.status().message()));
+    auto conf = msgr::mon::LoadSettings(absl::GetFlag(FLAGS_conf),
+                                        absl::GetFlag(FLAGS_cluster_dir), "mon", "",
+                                        msgr::mon::ConfKeysOf("mon"));
+    absl::Status applied = conf.ok() ? flags->ApplyDefaults(*conf) : conf.status();
+    if (!applied.ok()) {
+      spdlog::critical("{}", std::string(applied.message()));
       return 2;
     }
-    flags->SetDefaults(*conf);
   }
   if (!conf_path.empty()) spdlog::info("settings from {} (flags override it)", conf_path);
   if (!flags->positional().empty()) {
     return Fail(absl::InvalidArgumentError("unexpected argument " + flags->positional()[0]));
   }
   msgr::mon::MonServerOptions opts;
-  opts.monitor.data_dir = flags->Get("data-dir");
+  opts.monitor.data_dir = absl::GetFlag(FLAGS_data_dir);
   if (opts.monitor.data_dir.empty()) return Fail(absl::InvalidArgumentError("--data-dir is required"));
-  opts.addr = flags->Get("addr", opts.addr);
-  auto grace = flags->GetUint("grace-ms", 5000);
-  auto hb = flags->GetUint("heartbeat-ms", 1000);
-  auto pg = flags->GetUint("pg-num", 128);
-  auto down_out = flags->GetUint("down-out-ms", 0);
-  auto pool_size = flags->GetUint("pool-size", 1);
-  auto pool_min = flags->GetUint("pool-min-size", 0);
-  for (const auto* v : {&grace, &hb, &pg, &down_out, &pool_size, &pool_min}) {
-    if (!v->ok()) return Fail(v->status());
-  }
-  opts.monitor.grace = absl::Milliseconds(*grace);
-  opts.monitor.heartbeat_interval = absl::Milliseconds(*hb);
-  opts.monitor.down_out_interval = absl::Milliseconds(*down_out);
-  if (*pg > UINT32_MAX) return Fail(absl::InvalidArgumentError("--pg-num too large"));
-  opts.monitor.pg_num = static_cast<uint32_t>(*pg);
-  if (*pool_size > 16 || *pool_min > 16) {
+  if (flags->Has("addr")) opts.addr = absl::GetFlag(FLAGS_addr);
+  const uint64_t grace = absl::GetFlag(FLAGS_grace_ms);
+  const uint64_t hb = absl::GetFlag(FLAGS_heartbeat_ms);
+  const uint64_t pg = absl::GetFlag(FLAGS_pg_num);
+  const uint64_t down_out = absl::GetFlag(FLAGS_down_out_ms);
+  const uint64_t pool_size = absl::GetFlag(FLAGS_pool_size);
+  const uint64_t pool_min = absl::GetFlag(FLAGS_pool_min_size);
+  opts.monitor.grace = absl::Milliseconds(grace);
+  opts.monitor.heartbeat_interval = absl::Milliseconds(hb);
+  opts.monitor.down_out_interval = absl::Milliseconds(down_out);
+  if (pg > UINT32_MAX) return Fail(absl::InvalidArgumentError("--pg-num too large"));
+  opts.monitor.pg_num = static_cast<uint32_t>(pg);
+  if (pool_size > 16 || pool_min > 16) {
     return Fail(absl::InvalidArgumentError("--pool-size and --pool-min-size are at most 16"));
   }
-  opts.monitor.pool_size = static_cast<uint32_t>(*pool_size);
-  opts.monitor.pool_min_size = static_cast<uint32_t>(*pool_min);
+  opts.monitor.pool_size = static_cast<uint32_t>(pool_size);
+  opts.monitor.pool_min_size = static_cast<uint32_t>(pool_min);
   if (flags->Has("metrics-addr-file") && !flags->Has("metrics-addr")) {
     return Fail(absl::InvalidArgumentError("--metrics-addr-file needs --metrics-addr HOST:PORT"));
   }
   if (flags->Has("metrics-addr")) {
-    auto addr = msgr::metrics::NormalizeMetricsAddr(flags->Get("metrics-addr"));
+    auto addr = msgr::metrics::NormalizeMetricsAddr(absl::GetFlag(FLAGS_metrics_addr));
     if (!addr.ok()) return Fail(addr.status());
   }
   // A missing or wrong certificate is a setup error: say so before binding anything.
-  auto auth = msgr::mon::ControlAuth::FromFlags(flags->Get("auth", "none"),
-                                                flags->Get("cluster-dir"),
-                                                flags->Get("entity", msgr::mon::kMonEntity));
+  auto auth = msgr::mon::ControlAuth::FromFlags(absl::GetFlag(FLAGS_auth),
+                                                absl::GetFlag(FLAGS_cluster_dir),
+                                                absl::GetFlag(FLAGS_entity));
   if (!auth.ok()) return Fail(auth.status());
   opts.auth = *auth;
 
@@ -140,10 +153,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   spdlog::info("serving on {} (data dir {}, grace {} ms, heartbeat {} ms, down-out {} ms, "
-               "auth {})", (*server)->addr(), opts.monitor.data_dir, *grace, *hb, *down_out,
+               "auth {})", (*server)->addr(), opts.monitor.data_dir, grace, hb, down_out,
                opts.auth.Describe());
   if (flags->Has("addr-file")) {
-    absl::Status s = msgr::WriteFileAtomic(flags->Get("addr-file"),
+    absl::Status s = msgr::WriteFileAtomic(absl::GetFlag(FLAGS_addr_file),
                                                 absl::StrCat((*server)->addr(), "\n"));
     if (!s.ok()) {
       spdlog::critical("cannot write the addr file: {}", s.ToString());
@@ -156,8 +169,9 @@ int main(int argc, char** argv) {
   registry.Add({"mon", -1, [service] { return std::vector{service->Counters().Group("mon")}; }});
   std::unique_ptr<msgr::metrics::MetricsServer> metrics;
   if (flags->Has("metrics-addr")) {
-    auto m = msgr::metrics::StartDaemonMetrics(flags->Get("metrics-addr"),
-                                               flags->Get("metrics-addr-file"), &registry, {});
+    auto m = msgr::metrics::StartDaemonMetrics(absl::GetFlag(FLAGS_metrics_addr),
+                                               absl::GetFlag(FLAGS_metrics_addr_file),
+                                               &registry, {});
     if (!m.ok()) {
       spdlog::critical("{}", m.status().ToString());
       return 1;

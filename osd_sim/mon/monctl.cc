@@ -14,12 +14,14 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <mutex>
 #include <set>
 #include <string>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -30,6 +32,21 @@
 #include "osd_sim/mon/map_format.h"
 #include "osd_sim/mon/mon_client.h"
 #include "spdlog/spdlog.h"
+
+// Flags with dashes on the command line (osd_sim/mon/cli_flags.h); kConfKeys below may also
+// come from the config file. kUsage is the help.
+ABSL_FLAG(std::string, mon, "", "monitor HOST:PORT (default DIR/mon.addr)");
+ABSL_FLAG(uint64_t, timeout_ms, 5000, "give up on an unreachable monitor after N ms");
+ABSL_FLAG(uint64_t, wait_s, 30, "wait and blocklist: seconds to wait");
+ABSL_FLAG(std::string, auth, "", "none|secret (default: secret when DIR has a PKI)");
+ABSL_FLAG(std::string, cluster_dir, "", "a tools/cluster.sh directory");
+ABSL_FLAG(std::string, entity, msgr::mon::kAdminEntity, "whose certificate to use");
+ABSL_FLAG(std::string, conf, "", "config file");
+ABSL_FLAG(uint64_t, size, 0, "pool create: copies of each object");
+ABSL_FLAG(uint64_t, min_size, 0, "pool create: copies a write needs");
+ABSL_FLAG(uint64_t, pg_num, 0, "pool create: placement groups");
+ABSL_FLAG(std::string, instance, "", "blocklist: the hex instance");
+ABSL_FLAG(uint64_t, expire_s, 0, "blocklist: seconds the entry lasts (0: the monitor's)");
 
 namespace {
 
@@ -100,8 +117,8 @@ int WaitFor(msgr::mon::MonClient* client, uint32_t id, bool want_up, absl::Durat
 }
 
 // `pool create NAME [--size N] [--min-size M] [--pg-num P]` and `pool ls`.
-int PoolCommand(const msgr::mon::CliFlags& flags, const std::string& mon, absl::Duration timeout,
-                const msgr::mon::ControlAuth& auth) {
+int PoolCommand(const msgr::mon::ParsedFlags& flags, const std::string& mon,
+                absl::Duration timeout, const msgr::mon::ControlAuth& auth) {
   const std::vector<std::string>& args = flags.positional();
   const bool create = args.size() == 3 && args[1] == "create";
   const bool ls = args.size() == 2 && args[1] == "ls";
@@ -109,21 +126,15 @@ int PoolCommand(const msgr::mon::CliFlags& flags, const std::string& mon, absl::
   msgr::mon::v1::CreatePoolRequest req;
   if (create) {
     req.set_name(args[2]);
-    for (const char* f : {"size", "min-size", "pg-num"}) {
-      auto v = flags.GetUint(f, 0);
-      if (!v.ok()) return Usage(std::string(v.status().message()));
-      if (*v > UINT32_MAX) return Usage(absl::StrCat("--", f, " is too large"));
-      if (std::string(f) == "size") {
-        if (flags.Has("size") && *v == 0) return Usage("--size must be at least 1");
-        req.set_size(static_cast<uint32_t>(*v));
-      } else if (std::string(f) == "min-size") {
-        if (flags.Has("min-size") && *v == 0) return Usage("--min-size must be at least 1");
-        req.set_min_size(static_cast<uint32_t>(*v));
-      } else {
-        if (flags.Has("pg-num") && *v == 0) return Usage("--pg-num must be at least 1");
-        req.set_pg_num(static_cast<uint32_t>(*v));
-      }
+    for (const auto& [f, v] : {std::pair<const char*, uint64_t>{"size", absl::GetFlag(FLAGS_size)},
+                               {"min-size", absl::GetFlag(FLAGS_min_size)},
+                               {"pg-num", absl::GetFlag(FLAGS_pg_num)}}) {
+      if (v > UINT32_MAX) return Usage(absl::StrCat("--", f, " is too large"));
+      if (flags.Has(f) && v == 0) return Usage(absl::StrCat("--", f, " must be at least 1"));
     }
+    req.set_size(static_cast<uint32_t>(absl::GetFlag(FLAGS_size)));
+    req.set_min_size(static_cast<uint32_t>(absl::GetFlag(FLAGS_min_size)));
+    req.set_pg_num(static_cast<uint32_t>(absl::GetFlag(FLAGS_pg_num)));
   } else if (flags.Has("size") || flags.Has("min-size") || flags.Has("pg-num")) {
     return Usage("pool ls takes no --size, --min-size or --pg-num");
   }
@@ -177,7 +188,7 @@ int WaitApplied(msgr::mon::MonClient* client, uint64_t epoch, absl::Duration lim
 }
 
 // `blocklist [add] ENTITY [--instance HEX] [--expire-s S]`, `blocklist rm ENTITY`, `ls`.
-int BlocklistCommand(const msgr::mon::CliFlags& flags, const std::string& mon,
+int BlocklistCommand(const msgr::mon::ParsedFlags& flags, const std::string& mon,
                      absl::Duration timeout, const msgr::mon::ControlAuth& auth) {
   std::vector<std::string> args = flags.positional();
   if (args.size() == 2 && args[1] != "ls") args.insert(args.begin() + 1, "add");
@@ -190,20 +201,16 @@ int BlocklistCommand(const msgr::mon::CliFlags& flags, const std::string& mon,
     req.set_remove(args[1] == "rm");
     if (flags.Has("instance")) {
       uint64_t instance = 0;
-      if (!absl::SimpleHexAtoi(flags.Get("instance"), &instance) || instance == 0) {
+      if (!absl::SimpleHexAtoi(absl::GetFlag(FLAGS_instance), &instance) || instance == 0) {
         return Usage("--instance wants the hex instance that dump_sessions shows");
       }
       req.set_instance(instance);
     }
-    auto expire = flags.GetUint("expire-s", 0);
-    if (!expire.ok()) return Usage(std::string(expire.status().message()));
     if (req.remove() && flags.Has("expire-s")) return Usage("blocklist rm takes no --expire-s");
-    req.set_expire_s(*expire);
+    req.set_expire_s(absl::GetFlag(FLAGS_expire_s));
   } else if (flags.Has("instance") || flags.Has("expire-s")) {
     return Usage("blocklist ls takes no --instance or --expire-s");
   }
-  auto wait_s = flags.GetUint("wait-s", 30);
-  if (!wait_s.ok()) return Usage(std::string(wait_s.status().message()));
   auto client = msgr::mon::MonClient::Create(mon, timeout, auth);
   if (!client.ok()) return Error(client.status());
   if (ls) {
@@ -215,34 +222,35 @@ int BlocklistCommand(const msgr::mon::CliFlags& flags, const std::string& mon,
   auto reply = (*client)->Blocklist(req);
   if (!reply.ok()) return Error(reply.status());
   std::cout << (req.remove() ? "un-blocklisted " : "blocklisted ") << req.entity();
-  if (req.instance() != 0) std::cout << " instance " << flags.Get("instance");
+  if (req.instance() != 0) std::cout << " instance " << absl::GetFlag(FLAGS_instance);
   std::cout << " at epoch " << reply->epoch() << "; ";
   std::cout.flush();
-  return WaitApplied(client->get(), reply->epoch(), absl::Seconds(*wait_s));
+  return WaitApplied(client->get(), reply->epoch(),
+                     absl::Seconds(absl::GetFlag(FLAGS_wait_s)));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::off);  // errors are reported on stderr by us
-  const std::set<std::string> conf_keys = {"mon",  "timeout-ms", "wait-s",
+  // What a config file's [global] and [client] may set here (cluster_conf.h).
+  const std::set<std::string> kConfKeys = {"mon",  "timeout-ms",  "wait-s",
                                            "auth", "cluster-dir", "entity"};
-  std::set<std::string> known = conf_keys;
-  known.insert({"conf", "size", "min-size", "pg-num", "instance", "expire-s"});
-  auto flags = msgr::mon::CliFlags::Parse(argc, argv, known);
+  auto flags = msgr::mon::ParseFlags(argc, argv);
   if (!flags.ok()) return Usage(std::string(flags.status().message()));
-  if (flags->Has("help")) {
+  if (flags->help()) {
     std::fputs(kUsage, stdout);
     return 0;
   }
   {
-    auto conf = msgr::mon::LoadSettings(flags->Get("conf"), flags->Get("cluster-dir"), "client",
-                                        "", conf_keys);
-    if (!conf.ok()) return Usage(std::string(conf.status().message()));
-    flags->SetDefaults(*conf);
+    auto conf = msgr::mon::LoadSettings(absl::GetFlag(FLAGS_conf),
+                                        absl::GetFlag(FLAGS_cluster_dir), "client", "",
+                                        kConfKeys);
+    absl::Status applied = conf.ok() ? flags->ApplyDefaults(*conf) : conf.status();
+    if (!applied.ok()) return Usage(std::string(applied.message()));
   }
-  const std::string dir = flags->Get("cluster-dir");
-  std::string mon = flags->Get("mon");
+  const std::string dir = absl::GetFlag(FLAGS_cluster_dir);
+  std::string mon = absl::GetFlag(FLAGS_mon);
   if (mon.empty() && !dir.empty()) {
     auto addr = msgr::ReadFile(dir + "/mon.addr");
     if (!addr.ok() || absl::StripAsciiWhitespace(*addr).empty()) {
@@ -253,13 +261,13 @@ int main(int argc, char** argv) {
     mon = std::string(absl::StripAsciiWhitespace(*addr));
   }
   if (mon.empty()) return Usage("--mon HOST:PORT or --cluster-dir DIR is required");
-  auto timeout_ms = flags->GetUint("timeout-ms", 5000);
-  if (!timeout_ms.ok()) return Usage(std::string(timeout_ms.status().message()));
+  const absl::Duration timeout =
+      absl::Milliseconds(absl::GetFlag(FLAGS_timeout_ms));
   // A cluster directory with a PKI means a TLS monitor: use it unless told otherwise.
   const bool has_pki = !dir.empty() && access((dir + "/pki/ca.crt").c_str(), R_OK) == 0;
   auto auth = msgr::mon::ControlAuth::FromFlags(
-      flags->Get("auth", has_pki ? "secret" : "none"), dir,
-      flags->Get("entity", msgr::mon::kAdminEntity));
+      flags->Has("auth") ? absl::GetFlag(FLAGS_auth) : has_pki ? "secret" : "none", dir,
+      absl::GetFlag(FLAGS_entity));
   if (!auth.ok()) {
     // A bad flag value is usage; a missing or wrong certificate file is a setup error.
     if (absl::IsInvalidArgument(auth.status())) return Usage(std::string(auth.status().message()));
@@ -275,16 +283,13 @@ int main(int argc, char** argv) {
         (args[2] != "up" && args[2] != "down")) {
       return Usage("wait wants an OSD id and up or down");
     }
-    auto wait_s = flags->GetUint("wait-s", 30);
-    if (!wait_s.ok()) return Usage(std::string(wait_s.status().message()));
-    auto client = msgr::mon::MonClient::Create(mon, absl::Milliseconds(*timeout_ms), *auth);
+    auto client = msgr::mon::MonClient::Create(mon, timeout, *auth);
     if (!client.ok()) return Error(client.status());
-    return WaitFor(client->get(), id, args[2] == "up", absl::Seconds(*wait_s));
+    return WaitFor(client->get(), id, args[2] == "up",
+                   absl::Seconds(absl::GetFlag(FLAGS_wait_s)));
   }
-  if (cmd == "pool") return PoolCommand(*flags, mon, absl::Milliseconds(*timeout_ms), *auth);
-  if (cmd == "blocklist") {
-    return BlocklistCommand(*flags, mon, absl::Milliseconds(*timeout_ms), *auth);
-  }
+  if (cmd == "pool") return PoolCommand(*flags, mon, timeout, *auth);
+  if (cmd == "blocklist") return BlocklistCommand(*flags, mon, timeout, *auth);
   if (mark) {
     if (args.size() != 2 || !absl::SimpleAtoi(args[1], &id)) {
       return Usage(cmd + " wants one numeric OSD id");
@@ -295,7 +300,7 @@ int main(int argc, char** argv) {
     return Usage(cmd + " takes no arguments");
   }
 
-  auto client = msgr::mon::MonClient::Create(mon, absl::Milliseconds(*timeout_ms), *auth);
+  auto client = msgr::mon::MonClient::Create(mon, timeout, *auth);
   if (!client.ok()) return Error(client.status());
   if (mark) {
     auto epoch = cmd == "out" ? (*client)->MarkOut(id) : (*client)->MarkIn(id);

@@ -12,8 +12,16 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+
+// The OSD's address flags, for the command line over the file (ParseFlags sets them).
+ABSL_FLAG(std::string, public_addr, "", "address");
+ABSL_FLAG(std::string, public_network, "", "network");
+ABSL_FLAG(std::string, cluster_addr, "", "address");
+ABSL_FLAG(std::string, cluster_network, "", "network");
 
 namespace msgr::mon {
 namespace {
@@ -87,13 +95,15 @@ TEST(ClusterConfTest, AnAddressOverridesAWiderLayersNetworkAndBack) {
   auto osd4 = conf->SettingsFor("osd", "4", keys);
   EXPECT_EQ(*osd4, (Settings{{"public-network", "198.18.0.0/24"}, {"cluster-addr", "10.0.0.9"}}));
 
+  absl::FlagSaver saver;
   const char* argv[] = {"osd", "--public-addr", "198.18.0.20"};
-  auto flags = CliFlags::Parse(3, const_cast<char**>(argv), keys);
+  auto flags = ParseFlags(3, const_cast<char**>(argv));
   ASSERT_TRUE(flags.ok()) << flags.status();
-  flags->SetDefaults(*osd4);
-  EXPECT_EQ(flags->Get("public-addr"), "198.18.0.20");
+  ASSERT_TRUE(flags->ApplyDefaults(*osd4).ok());
+  EXPECT_EQ(absl::GetFlag(FLAGS_public_addr), "198.18.0.20");
   EXPECT_FALSE(flags->Has("public-network")) << "the command line's address replaces it";
-  EXPECT_EQ(flags->Get("cluster-addr"), "10.0.0.9");
+  EXPECT_EQ(absl::GetFlag(FLAGS_public_network), "");
+  EXPECT_EQ(absl::GetFlag(FLAGS_cluster_addr), "10.0.0.9");
 }
 
 TEST(ClusterConfTest, AClientSeesGlobalAndClientOnly) {

@@ -1,9 +1,8 @@
-// monctl's output formats and the tools' flag parser.
+// monctl's output formats (the tools' flag parser: cli_flags_test.cc).
 #include "osd_sim/mon/map_format.h"
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "osd_sim/mon/cli_flags.h"
 
 namespace msgr::mon {
 namespace {
@@ -114,27 +113,6 @@ TEST(MapFormatTest, PoolsInJsonTableAndPoolList) {
   const std::string ls = PoolsToTable(map);
   EXPECT_NE(ls.find("images"), std::string::npos) << ls;
   EXPECT_NE(ls.find("default"), std::string::npos) << ls;
-}
-
-TEST(CliFlagsTest, ParsesBothFormsAndPositionals) {
-  const char* argv[] = {"x", "--mon", "h:1", "--timeout-ms=20", "out", "3"};
-  auto f = CliFlags::Parse(6, const_cast<char**>(argv), {"mon", "timeout-ms"});
-  ASSERT_TRUE(f.ok()) << f.status();
-  EXPECT_EQ(f->Get("mon"), "h:1");
-  EXPECT_EQ(*f->GetUint("timeout-ms", 0), 20u);
-  EXPECT_EQ(f->positional(), (std::vector<std::string>{"out", "3"}));
-}
-
-TEST(CliFlagsTest, RejectsUnknownFlagsMissingValuesAndBadNumbers) {
-  const char* a1[] = {"x", "--nope", "1"};
-  EXPECT_FALSE(CliFlags::Parse(3, const_cast<char**>(a1), {"mon"}).ok());
-  const char* a2[] = {"x", "--mon"};
-  auto f2 = CliFlags::Parse(2, const_cast<char**>(a2), {"mon"});
-  EXPECT_NE(f2.status().message().find("--mon needs a value"), std::string::npos);
-  const char* a3[] = {"x", "--pg-num", "12x"};
-  auto f3 = CliFlags::Parse(3, const_cast<char**>(a3), {"pg-num"});
-  ASSERT_TRUE(f3.ok());
-  EXPECT_FALSE(f3->GetUint("pg-num", 1).ok());
 }
 
 }  // namespace
