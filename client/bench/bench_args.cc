@@ -4,13 +4,48 @@
 #include <cctype>
 #include <cmath>
 #include <functional>
-#include <map>
+#include <tuple>
+#include <utility>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "osd_sim/mon/cli_flags.h"
+
+// Every spelling of the bench's command line (bench_args.h), set by mon::ParseFlags and read
+// back by ParseBenchArgs (which checks them and restores the defaults). -b and -t are short
+// names of --object-size and --concurrency. The help is BenchUsage().
+ABSL_FLAG(std::string, mode, "write", "write|seq|rand");
+ABSL_FLAG(std::string, mon, "", "monitor HOST:PORT");
+ABSL_FLAG(std::string, ms_type, "tcp", "tcp|rdma");
+ABSL_FLAG(std::string, ms_mode, "", "crc|secure");
+ABSL_FLAG(std::string, object_size, "4M", "-b: object size (4K, 64K, 4M ...)");
+ABSL_FLAG(int, concurrency, 16, "-t: ops in flight");
+ABSL_FLAG(double, seconds, 10, "run time (0: until --count)");
+ABSL_FLAG(uint64_t, count, 0, "objects (0: no limit)");
+ABSL_FLAG(std::string, json, "", "results file");
+ABSL_FLAG(std::string, acked_log, "", "acknowledged object ids file");
+ABSL_FLAG(bool, verify, false, "read back every written object");
+ABSL_FLAG(std::string, auth, "", "secret|none (or, the old spelling, the keyring FILE)");
+ABSL_FLAG(std::string, keyring, "", "the cluster secret");
+ABSL_FLAG(std::string, prefix, "", "object id prefix");
+ABSL_FLAG(std::string, osd_pids, "", "OSD pids, as 10,11");
+ABSL_FLAG(std::string, cluster_dir, "", "a tools/cluster.sh directory");
+ABSL_FLAG(std::string, conf, "", "config file");
+ABSL_FLAG(std::string, oids, "", "verify: object ids file");
+ABSL_FLAG(double, op_timeout, 30, "per-op timeout, seconds");
+ABSL_FLAG(double, mon_timeout, 10, "monitor timeout, seconds");
+ABSL_FLAG(std::string, rdma_device, "", "soft|IBDEV");
+ABSL_FLAG(int, ms_threads, 0, "messenger worker threads (0: the client's default)");
+ABSL_FLAG(int, spin_us, 0, "poll for a completion this long before sleeping");
+ABSL_FLAG(int, submit_threads, -1, "threads issuing writes (-1: by object size)");
+ABSL_FLAG(uint64_t, max_objects, 0, "op n writes object n mod N (0: every op a new one)");
+ABSL_FLAG(int, clients, 1, "client instances in this process");
+ABSL_FLAG(bool, quiet, false, "no per-second progress lines");
+ABSL_FLAG(std::string, pool, "", "the pool (default: 'default')");
 
 namespace msgr::bench {
 namespace {
@@ -24,10 +59,9 @@ absl::Status Bad(absl::string_view flag, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(flag, ": ", why));
 }
 
-absl::StatusOr<double> Seconds(absl::string_view flag, const std::string& v, bool allow_zero) {
-  double d;
-  if (!absl::SimpleAtod(v, &d) || !std::isfinite(d) || d < 0 || (!allow_zero && d == 0)) {
-    return Bad(flag, absl::StrCat("'", v, "' is not a ", allow_zero ? "non-negative" : "positive",
+absl::StatusOr<double> Seconds(absl::string_view flag, double d, bool allow_zero) {
+  if (!std::isfinite(d) || d < 0 || (!allow_zero && d == 0)) {
+    return Bad(flag, absl::StrCat("'", d, "' is not a ", allow_zero ? "non-negative" : "positive",
                                   " number of seconds"));
   }
   return d;
@@ -70,134 +104,129 @@ absl::StatusOr<uint64_t> ParseSize(absl::string_view s) {
 }
 
 absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
+  // The flags are process globals: each call starts from their defaults, so that tests
+  // (and BenchMain) may parse many command lines.
+  mon::ResetFlagsDefinedIn(__FILE__);
+  mon::FlagParseOptions options;
+  options.short_names = {{"b", "object_size"}, {"t", "concurrency"}};
+  auto flags = mon::ParseFlags(in, options);
+  if (!flags.ok()) return flags.status();
+  const mon::ParsedFlags& f = *flags;
+
   BenchArgs a;
-  size_t i = 0;
-  if (!in.empty() && in[0] == "verify") {
-    a.mode = BenchArgs::Mode::kVerify;
-    i = 1;
+  const std::vector<std::string>& words = f.positional();
+  for (size_t i = 0; i < words.size(); ++i) {
+    // `verify` is a subcommand only as the first argument (BenchMain puts a config file's
+    // settings after it).
+    if (i == 0 && words[0] == "verify" && in[0] == "verify") {
+      a.mode = BenchArgs::Mode::kVerify;
+      continue;
+    }
+    return absl::InvalidArgumentError(absl::StrCat("unknown argument '", words[i], "'"));
   }
-  bool seconds_given = false;
-  for (; i < in.size(); ++i) {
-    std::string flag = in[i], value;
-    bool has_inline = false;
-    if (absl::StartsWith(flag, "--") && flag.find('=') != std::string::npos) {
-      value = flag.substr(flag.find('=') + 1);
-      flag = flag.substr(0, flag.find('='));
-      has_inline = true;
-    }
-    if (flag == "-h" || flag == "--help") {
-      a.help = true;
-      continue;
-    }
-    if (flag == "--verify" || flag == "--quiet") {
-      if (has_inline) return Bad(flag, "takes no value");
-      (flag == "--verify" ? a.verify : a.quiet) = true;
-      continue;
-    }
-    static const char* kWithValue[] = {
-        "--mon", "--ms-type", "-b", "-t", "--seconds", "--count", "--json", "--acked-log",
-        "--auth", "--keyring", "--prefix", "--osd-pids", "--cluster-dir", "--oids", "--op-timeout",
-        "--mon-timeout", "--rdma-device", "--ms-threads", "--spin-us", "--submit-threads", "--max-objects",
-        "--clients", "--mode", "--ms-mode", "--conf", "--pool"};
-    if (std::find(std::begin(kWithValue), std::end(kWithValue), flag) == std::end(kWithValue)) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown argument '", in[i], "'"));
-    }
-    if (!has_inline) {
-      if (i + 1 >= in.size()) return Bad(flag, "needs a value");
-      value = in[++i];
-    }
-    if (flag == "--mode") {
-      if (a.mode == BenchArgs::Mode::kVerify) return Bad(flag, "not with the verify subcommand");
-      if (value == "write") {
-        a.mode = BenchArgs::Mode::kWrite;
-      } else if (value == "seq") {
-        a.mode = BenchArgs::Mode::kSeq;
-      } else if (value == "rand") {
-        a.mode = BenchArgs::Mode::kRand;
-      } else {
-        return Bad(flag, absl::StrCat("'", value, "' is not write, seq or rand"));
-      }
-    } else if (flag == "--mon") {
-      if (!ValidHostPort(value)) return Bad(flag, absl::StrCat("'", value, "' is not HOST:PORT"));
-      a.mon = value;
-    } else if (flag == "--ms-type") {
-      if (value.empty() || !std::all_of(value.begin(), value.end(),
-                                        [](char c) { return std::islower(c) || c == '_'; })) {
-        return Bad(flag, "must be tcp or rdma");
-      }
-      a.ms_type = value;
-    } else if (flag == "-b") {
-      auto n = ParseSize(value);
-      if (!n.ok()) return Bad(flag, n.status().message());
-      a.object_size = *n;
-      a.object_size_given = true;
-    } else if (flag == "-t") {
-      if (!absl::SimpleAtoi(value, &a.concurrency) || a.concurrency < 1 ||
-          a.concurrency > kMaxConcurrency) {
-        return Bad(flag, absl::StrCat("'", value, "' is not a concurrency in 1..", kMaxConcurrency));
-      }
-    } else if (flag == "--seconds") {
-      auto s = Seconds(flag, value, /*allow_zero=*/true);
-      if (!s.ok()) return s.status();
-      a.seconds = *s;
-      seconds_given = true;
-    } else if (flag == "--ms-threads") {
-      if (!absl::SimpleAtoi(value, &a.ms_threads) || a.ms_threads < 1 || a.ms_threads > 64) {
-        return Bad(flag, absl::StrCat("'", value, "' is not a thread count in 1..64"));
-      }
-    } else if (flag == "--clients") {
-      if (!absl::SimpleAtoi(value, &a.clients) || a.clients < 1 || a.clients > kMaxClients) {
-        return Bad(flag, absl::StrCat("'", value, "' is not a client count in 1..", kMaxClients));
-      }
-    } else if (flag == "--max-objects") {
-      if (!absl::SimpleAtoi(value, &a.max_objects) || a.max_objects == 0) {
-        return Bad(flag, absl::StrCat("'", value, "' is not a positive object count"));
-      }
-    } else if (flag == "--submit-threads") {
-      if (!absl::SimpleAtoi(value, &a.submit_threads) || a.submit_threads < 0 ||
-          a.submit_threads > 64) {
-        return Bad(flag, absl::StrCat("'", value, "' is not a thread count in 0..64"));
-      }
-    } else if (flag == "--spin-us") {
-      if (!absl::SimpleAtoi(value, &a.spin_us) || a.spin_us < 0 || a.spin_us > kMaxSpinUs) {
-        return Bad(flag, absl::StrCat("'", value, "' is not a number of microseconds in 0..",
-                                      kMaxSpinUs));
-      }
-    } else if (flag == "--count") {
-      if (!absl::SimpleAtoi(value, &a.count) || a.count == 0) {
-        return Bad(flag, absl::StrCat("'", value, "' is not a positive count"));
-      }
-    } else if (flag == "--osd-pids") {
-      for (absl::string_view p : absl::StrSplit(value, ',', absl::SkipEmpty())) {
-        int pid;
-        if (!absl::SimpleAtoi(p, &pid) || pid <= 0) {
-          return Bad(flag, absl::StrCat("'", p, "' is not a pid"));
-        }
-        a.osd_pids.push_back(pid);
-      }
-    } else if (flag == "--auth") {
-      if (value.empty()) return Bad(flag, "needs a non-empty value");
-      if (value == "secret" || value == "none") {
-        a.auth = value;
-      } else {  // the old spelling of --keyring FILE
-        a.auth = "secret";
-        a.keyring = value;
-      }
-    } else if (flag == "--op-timeout" || flag == "--mon-timeout") {
-      auto s = Seconds(flag, value, /*allow_zero=*/false);
-      if (!s.ok()) return s.status();
-      (flag == "--op-timeout" ? a.op_timeout : a.mon_timeout) = *s;
+  a.help = f.help();
+  if (f.Given("mode")) {
+    const std::string mode = absl::GetFlag(FLAGS_mode);
+    if (a.mode == BenchArgs::Mode::kVerify) return Bad("--mode", "not with the verify subcommand");
+    if (mode == "write") {
+      a.mode = BenchArgs::Mode::kWrite;
+    } else if (mode == "seq") {
+      a.mode = BenchArgs::Mode::kSeq;
+    } else if (mode == "rand") {
+      a.mode = BenchArgs::Mode::kRand;
     } else {
-      if (value.empty()) return Bad(flag, "needs a non-empty value");
-      std::map<std::string, std::string*> strings = {
-          {"--json", &a.json_path},     {"--acked-log", &a.acked_log},
-          {"--keyring", &a.keyring},    {"--prefix", &a.prefix},
-          {"--cluster-dir", &a.cluster_dir}, {"--oids", &a.oids_file},
-          {"--rdma-device", &a.rdma_device}, {"--ms-mode", &a.ms_mode},
-          {"--conf", &a.conf},          {"--pool", &a.pool}};
-      *strings.at(flag) = value;
+      return Bad("--mode", absl::StrCat("'", mode, "' is not write, seq or rand"));
     }
   }
+  a.mon = absl::GetFlag(FLAGS_mon);
+  if (f.Given("mon") && !ValidHostPort(a.mon)) {
+    return Bad("--mon", absl::StrCat("'", a.mon, "' is not HOST:PORT"));
+  }
+  a.ms_type = absl::GetFlag(FLAGS_ms_type);
+  if (a.ms_type.empty() || !std::all_of(a.ms_type.begin(), a.ms_type.end(),
+                                        [](char c) { return std::islower(c) || c == '_'; })) {
+    return Bad("--ms-type", "must be tcp or rdma");
+  }
+  if (f.Given("object-size")) {
+    auto n = ParseSize(absl::GetFlag(FLAGS_object_size));
+    if (!n.ok()) return Bad("-b", n.status().message());
+    a.object_size = *n;
+    a.object_size_given = true;
+  }
+  a.concurrency = absl::GetFlag(FLAGS_concurrency);
+  if (a.concurrency < 1 || a.concurrency > kMaxConcurrency) {
+    return Bad("-t", absl::StrCat("'", a.concurrency, "' is not a concurrency in 1..",
+                                  kMaxConcurrency));
+  }
+  auto seconds = Seconds("--seconds", absl::GetFlag(FLAGS_seconds), /*allow_zero=*/true);
+  if (!seconds.ok()) return seconds.status();
+  a.seconds = *seconds;
+  a.ms_threads = absl::GetFlag(FLAGS_ms_threads);
+  if (f.Given("ms-threads") && (a.ms_threads < 1 || a.ms_threads > 64)) {
+    return Bad("--ms-threads", absl::StrCat("'", a.ms_threads, "' is not a thread count in 1..64"));
+  }
+  a.clients = absl::GetFlag(FLAGS_clients);
+  if (a.clients < 1 || a.clients > kMaxClients) {
+    return Bad("--clients",
+               absl::StrCat("'", a.clients, "' is not a client count in 1..", kMaxClients));
+  }
+  a.max_objects = absl::GetFlag(FLAGS_max_objects);
+  if (f.Given("max-objects") && a.max_objects == 0) {
+    return Bad("--max-objects", "'0' is not a positive object count");
+  }
+  a.submit_threads = absl::GetFlag(FLAGS_submit_threads);
+  if (f.Given("submit-threads") && (a.submit_threads < 0 || a.submit_threads > 64)) {
+    return Bad("--submit-threads",
+               absl::StrCat("'", a.submit_threads, "' is not a thread count in 0..64"));
+  }
+  a.spin_us = absl::GetFlag(FLAGS_spin_us);
+  if (a.spin_us < 0 || a.spin_us > kMaxSpinUs) {
+    return Bad("--spin-us", absl::StrCat("'", a.spin_us,
+                                         "' is not a number of microseconds in 0..", kMaxSpinUs));
+  }
+  a.count = absl::GetFlag(FLAGS_count);
+  if (f.Given("count") && a.count == 0) return Bad("--count", "'0' is not a positive count");
+  for (absl::string_view p :
+       absl::StrSplit(absl::GetFlag(FLAGS_osd_pids), ',', absl::SkipEmpty())) {
+    int pid;
+    if (!absl::SimpleAtoi(p, &pid) || pid <= 0) {
+      return Bad("--osd-pids", absl::StrCat("'", p, "' is not a pid"));
+    }
+    a.osd_pids.push_back(pid);
+  }
+  auto op_timeout = Seconds("--op-timeout", absl::GetFlag(FLAGS_op_timeout), false);
+  if (!op_timeout.ok()) return op_timeout.status();
+  a.op_timeout = *op_timeout;
+  auto mon_timeout = Seconds("--mon-timeout", absl::GetFlag(FLAGS_mon_timeout), false);
+  if (!mon_timeout.ok()) return mon_timeout.status();
+  a.mon_timeout = *mon_timeout;
+  using StringFlag = absl::Flag<std::string>;
+  for (const auto& [name, flag, out] : std::vector<std::tuple<const char*, StringFlag*, std::string*>>{
+           {"json", &FLAGS_json, &a.json_path},
+           {"acked-log", &FLAGS_acked_log, &a.acked_log},
+           {"keyring", &FLAGS_keyring, &a.keyring},
+           {"prefix", &FLAGS_prefix, &a.prefix},
+           {"cluster-dir", &FLAGS_cluster_dir, &a.cluster_dir},
+           {"oids", &FLAGS_oids, &a.oids_file},
+           {"rdma-device", &FLAGS_rdma_device, &a.rdma_device},
+           {"ms-mode", &FLAGS_ms_mode, &a.ms_mode},
+           {"conf", &FLAGS_conf, &a.conf},
+           {"pool", &FLAGS_pool, &a.pool},
+           {"auth", &FLAGS_auth, &a.auth}}) {
+    *out = absl::GetFlag(*flag);
+    if (f.Given(name) && out->empty()) {
+      return Bad(absl::StrCat("--", name), "needs a non-empty value");
+    }
+  }
+  // `--auth FILE`, the old spelling of --keyring FILE (the later of the two wins).
+  if (!a.auth.empty() && a.auth != "secret" && a.auth != "none") {
+    if (f.GivenAt("auth") > f.GivenAt("keyring")) a.keyring = a.auth;
+    a.auth = "secret";
+  }
+  a.verify = absl::GetFlag(FLAGS_verify);
+  a.quiet = absl::GetFlag(FLAGS_quiet);
+  const bool seconds_given = f.Given("seconds");
+
   if (a.help) return a;
   if (a.mon.empty() && a.cluster_dir.empty()) {
     return absl::InvalidArgumentError("--mon HOST:PORT (or --cluster-dir DIR) is required");

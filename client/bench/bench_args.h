@@ -9,20 +9,21 @@
 //   bench --mode seq|rand --mon HOST:PORT [--prefix P] [-t N] [--seconds S] ...
 //         (reads of what a write run left, as `rados bench seq|rand`)
 //
-// Parsing is pure (no I/O): errors are INVALID_ARGUMENT with a message naming the flag;
-// the caller prints it with Usage() and exits 2. Why not Abseil flags: see
-// osd_sim/mon/cli_flags.h (here too an absl bool flag would take `--verify=yes` and
-// `--noverify`, and a test would need a FlagSaver around every parse).
+// The flags are Abseil flags set by the shared parser of osd_sim/mon/cli_flags.h (our own
+// loop, not absl::ParseCommandLine, which exits on errors and wants underscores): -b and -t
+// are short names of --object-size and --concurrency; bools take `--verify`,
+// `--verify=true|false` and `--noverify`. Parsing does no I/O: errors are INVALID_ARGUMENT
+// with a message naming the flag; the caller prints it with Usage() and exits 2.
 #ifndef MSGR_CLIENT_BENCH_BENCH_ARGS_H_
 #define MSGR_CLIENT_BENCH_BENCH_ARGS_H_
 
 #include <cstdint>
 #include <set>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace msgr::bench {
 
@@ -70,7 +71,9 @@ struct BenchArgs {
 // "4096", "4K", "4k", "64KiB", "4M", "4MB", "1G": binary multiples. Must be > 0.
 absl::StatusOr<uint64_t> ParseSize(absl::string_view s);
 
-// `args` excludes the program name.
+// `args` excludes the program name. Sets the bench's flags (from their defaults, each
+// call) and reads them back: callable many times in one process, though not from two
+// threads at once.
 absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& args);
 
 std::string BenchUsage();

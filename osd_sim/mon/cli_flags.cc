@@ -8,7 +8,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "absl/strings/strip.h"
 
 namespace msgr::mon {
 namespace {
@@ -167,6 +166,29 @@ absl::StatusOr<ParsedFlags> ParseFlags(const std::vector<std::string>& args,
 
 absl::StatusOr<ParsedFlags> ParseFlags(int argc, char** argv, const FlagParseOptions& options) {
   return ParseFlags(std::vector<std::string>(argv + std::min(argc, 1), argv + argc), options);
+}
+
+std::string FlagsHelp() {
+  std::map<std::string, const absl::CommandLineFlag*> ours;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (FindOurFlag(name) == flag) ours[std::string(name)] = flag;
+  }
+  std::string out;
+  for (const auto& [name, flag] : ours) {
+    const std::string def = flag->DefaultValue();
+    absl::StrAppend(&out, "  --", Dashed(name), "  ", flag->Help(),
+                    def.empty() ? "" : absl::StrCat(" (default: ", def, ")"), "\n");
+  }
+  return out;
+}
+
+void ResetFlagsDefinedIn(absl::string_view file) {
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (flag->Filename() != file) continue;
+    std::string error;
+    // A flag's default always parses back (Abseil checks that round trip in debug builds).
+    flag->ParseFrom(flag->DefaultValue(), &error);
+  }
 }
 
 std::string FlagValueText(absl::string_view name) {

@@ -17,7 +17,8 @@
 // checking ("--pollers wants a non-negative integer, got 'x'").
 //
 // Thread-safety: flags are process globals. Parse in main() before starting threads (or in
-// a test, under an absl::FlagSaver); a ParsedFlags is a plain value.
+// a test, under an absl::FlagSaver, or after ResetFlagsDefinedIn); a ParsedFlags is a plain
+// value.
 #ifndef MSGR_OSD_SIM_MON_CLI_FLAGS_H_
 #define MSGR_OSD_SIM_MON_CLI_FLAGS_H_
 
@@ -84,6 +85,15 @@ absl::StatusOr<ParsedFlags> ParseFlags(const std::vector<std::string>& args,
 // The same for main()'s argv (argv[0] skipped).
 absl::StatusOr<ParsedFlags> ParseFlags(int argc, char** argv,
                                        const FlagParseOptions& options = {});
+
+// Sets every flag defined in `file` (pass __FILE__ from the file with the ABSL_FLAGs) back
+// to its default: for a parser called more than once in a process (absl::FlagSaver would do
+// too, but logs a line per flag it restores).
+void ResetFlagsDefinedIn(absl::string_view file);
+
+// Every flag this binary defines, one a line: `  --name-with-dashes  help (default: X)`
+// (no default shown when it is empty), sorted by name. For a --helpfull.
+std::string FlagsHelp();
 
 // The current value of a flag as text ("" if there is no such flag): for code that knows a
 // flag by name only (a --conf or --cluster-dir the binary defines).

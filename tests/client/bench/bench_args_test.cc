@@ -108,6 +108,42 @@ TEST(BenchArgsTest, BadArgumentsAreErrorsNamingTheFlag) {
   EXPECT_NE(a.status().message().find("-t"), std::string::npos) << a.status();
 }
 
+// The flags behind the parser are globals: a parse starts from their defaults, never from
+// what the previous one set.
+TEST(BenchArgsTest, EachParseStartsFromTheDefaults) {
+  auto first = ParseBenchArgs({"--mon", "h:1", "--verify", "-b", "4K", "-t", "2", "--json=j",
+                               "--auth", "/old/k"});
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = ParseBenchArgs({"--mon", "h:2"});
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_FALSE(second->verify);
+  EXPECT_FALSE(second->object_size_given);
+  EXPECT_EQ(second->object_size, 4u << 20);
+  EXPECT_EQ(second->concurrency, 16);
+  EXPECT_EQ(second->json_path, "");
+  EXPECT_EQ(second->auth, "");
+  EXPECT_EQ(second->keyring, "");
+}
+
+// Spellings the shared flag parser adds: --noverify, --verify=false, --flag_with_underscores,
+// and the later of --auth FILE and --keyring FILE naming the keyring.
+TEST(BenchArgsTest, NewSpellingsAndTheLaterKeyringWins) {
+  auto a = ParseBenchArgs({"--mon=h:1", "--verify", "--noverify", "--acked_log", "l"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(a->verify);
+  EXPECT_EQ(a->acked_log, "l");
+  auto off = ParseBenchArgs({"--mon=h:1", "--verify=false"});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->verify);
+  auto later_keyring = ParseBenchArgs({"--mon=h:1", "--auth", "/old", "--keyring", "/new"});
+  ASSERT_TRUE(later_keyring.ok()) << later_keyring.status();
+  EXPECT_EQ(later_keyring->keyring, "/new");
+  auto later_auth = ParseBenchArgs({"--mon=h:1", "--keyring", "/new", "--auth", "/old"});
+  ASSERT_TRUE(later_auth.ok()) << later_auth.status();
+  EXPECT_EQ(later_auth->keyring, "/old");
+  EXPECT_EQ(later_auth->auth, "secret");
+}
+
 TEST(BenchArgsTest, AuthIsSecretOrNoneAndTheKeyringHasItsOwnFlag) {
   auto secret = ParseBenchArgs({"--mon", "h:1", "--auth=secret", "--cluster-dir", "/c"});
   ASSERT_TRUE(secret.ok()) << secret.status();

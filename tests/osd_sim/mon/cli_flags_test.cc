@@ -190,6 +190,25 @@ TEST(CliFlagsTest, AnAlternativeOnTheCommandLineReplacesTheFilesOther) {
   }
 }
 
+TEST(CliFlagsTest, ResetFlagsDefinedInPutsThisFilesFlagsBackToTheirDefaults) {
+  absl::FlagSaver saver;
+  ASSERT_TRUE(ParseFlags(Args{"--mon=h:9", "--verify", "--seconds=2.5", "--pg-num=4"}).ok());
+  ResetFlagsDefinedIn(__FILE__);
+  EXPECT_EQ(absl::GetFlag(FLAGS_mon), "");
+  EXPECT_FALSE(absl::GetFlag(FLAGS_verify));
+  EXPECT_EQ(absl::GetFlag(FLAGS_seconds), 10);
+  EXPECT_EQ(absl::GetFlag(FLAGS_pg_num), 0u);
+  EXPECT_EQ(absl::GetFlag(FLAGS_timeout_ms), 5000u);
+}
+
+TEST(CliFlagsTest, FlagsHelpListsOurFlagsWithDashes) {
+  const std::string help = FlagsHelp();
+  EXPECT_NE(help.find("  --timeout-ms  milliseconds (default: 5000)\n"), std::string::npos)
+      << help;
+  EXPECT_NE(help.find("  --mon  monitor HOST:PORT\n"), std::string::npos) << help;
+  EXPECT_EQ(help.find("flagfile"), std::string::npos) << "Abseil's own are not ours";
+}
+
 TEST(CliFlagsTest, FlagValueTextReadsAFlagByName) {
   absl::FlagSaver saver;
   ASSERT_TRUE(ParseFlags(Args{"--mon=h:9"}).ok());
