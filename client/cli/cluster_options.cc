@@ -3,55 +3,64 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
+#include <iostream>
 
-#include "absl/flags/parse.h"
-#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "msg/entity_credentials.h"
+#include "osd_sim/mon/cli_flags.h"
 #include "osd_sim/mon/cluster_conf.h"
 
 namespace msgr::cli {
 
-absl::StatusOr<std::vector<std::string>> ParseDashedFlags(int argc, char** argv) {
-  std::vector<std::string> norm(argv, argv + argc);
-  for (size_t i = 1; i < norm.size(); ++i) {
-    std::string& a = norm[i];
-    if (a == "--") break;
-    if (a.size() < 2 || a[0] != '-' || a == "-") continue;
-    const size_t dashes = a[1] == '-' ? 2 : 1;
-    const size_t end = std::min(a.find('='), a.size());
-    std::replace(a.begin() + static_cast<std::ptrdiff_t>(dashes),
-                 a.begin() + static_cast<std::ptrdiff_t>(end), '-', '_');
-    absl::string_view name = absl::string_view(a).substr(dashes, end - dashes);
-    const bool known = absl::FindCommandLineFlag(name) != nullptr ||
-                       (absl::ConsumePrefix(&name, "no") &&
-                        absl::FindCommandLineFlag(name) != nullptr);
-    if (!known) {
-      std::string shown = a.substr(0, end);
-      std::replace(shown.begin(), shown.end(), '_', '-');
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", shown));
-    }
+namespace {
+
+// --help, -h and --helpfull: the program's usage message, then every flag. Abseil's own help
+// (absl::ParseCommandLine's) is not there: its parser exits on a bad flag.
+[[noreturn]] void PrintHelpAndExit() {
+  const absl::string_view usage = absl::ProgramUsageMessage();
+  if (!absl::StartsWith(usage, "Warning: SetProgramUsageMessage() never called")) {
+    std::cout << usage << (absl::EndsWith(usage, "\n") ? "" : "\n");
   }
-  std::vector<char*> nargv;
-  for (std::string& a : norm) nargv.push_back(a.data());
-  nargv.push_back(nullptr);
-  std::vector<char*> rest = absl::ParseCommandLine(argc, nargv.data());
-  return std::vector<std::string>(rest.begin() + 1, rest.end());
+  std::cout << "flags (dashes or underscores alike):\n" << mon::FlagsHelp();
+  std::exit(0);
+}
+
+absl::StatusOr<mon::ParsedFlags> ParseOrHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view a = argv[i];
+    if (a == "--") break;
+    if (a == "--helpfull" || a == "-helpfull") PrintHelpAndExit();
+  }
+  auto flags = mon::ParseFlags(argc, argv);
+  if (flags.ok() && flags->help()) PrintHelpAndExit();
+  return flags;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ParseDashedFlags(int argc, char** argv) {
+  auto flags = ParseOrHelp(argc, argv);
+  if (!flags.ok()) return flags.status();
+  return flags->positional();
 }
 
 absl::StatusOr<std::vector<std::string>> ParseDashedFlagsWithConf(
     int argc, char** argv, const std::set<std::string>& conf_keys) {
-  auto args = mon::WithConfSettings(std::vector<std::string>(argv, argv + argc), 1, "client",
-                                    conf_keys);
-  if (!args.ok()) return args.status();
-  std::vector<char*> nargv;
-  for (std::string& a : *args) nargv.push_back(a.data());
-  nargv.push_back(nullptr);
-  return ParseDashedFlags(static_cast<int>(args->size()), nargv.data());
+  auto flags = ParseOrHelp(argc, argv);
+  if (!flags.ok()) return flags.status();
+  // The binary defines --conf (and --cluster-dir, whose msgr.conf is the default file).
+  auto settings = mon::LoadSettings(mon::FlagValueText("conf"), mon::FlagValueText("cluster-dir"),
+                                    "client", "", conf_keys);
+  if (!settings.ok()) return settings.status();
+  absl::Status applied = flags->ApplyDefaults(*settings);
+  if (!applied.ok()) return applied;
+  return flags->positional();
 }
 
 std::string ClusterConf(const std::string& dir, const std::string& key) {

@@ -1,5 +1,6 @@
 // What the command-line clients (the object CLI, the thrasher's workload) share: Abseil
-// flags spelled with dashes, and ClientOptions found from a tools/cluster.sh directory.
+// flags spelled with dashes (the shared parser), and ClientOptions found from a
+// tools/cluster.sh directory.
 #ifndef MSGR_CLIENT_CLI_CLUSTER_OPTIONS_H_
 #define MSGR_CLIENT_CLI_CLUSTER_OPTIONS_H_
 
@@ -12,16 +13,19 @@
 
 namespace msgr::cli {
 
-// Parses argv with Abseil flags, which name flags with underscores: --cluster-dir and
-// --cluster_dir both work. An unknown flag is an error (INVALID_ARGUMENT naming it), not
-// Abseil's exit(1), so that callers exit with their usage code. Returns the positional
-// arguments (without the program name).
+// Sets the binary's Abseil flags from argv with the parser every tool here shares
+// (osd_sim/mon/cli_flags.h): --cluster-dir and --cluster_dir both work, `--flag value` and
+// `--flag=value`. An unknown flag or a bad value is an error (INVALID_ARGUMENT naming it),
+// not an exit, so that callers exit with their usage code. --help, -h and --helpfull print
+// the program's usage message (absl::SetProgramUsageMessage) and every flag, and exit 0.
+// Returns the positional arguments (without the program name).
 absl::StatusOr<std::vector<std::string>> ParseDashedFlags(int argc, char** argv);
 
-// ParseDashedFlags with the settings of --conf FILE (or of --cluster-dir DIR's msgr.conf)
-// that are among `conf_keys` as defaults, under the command line's (osd_sim/mon/
-// cluster_conf.h: [global] and [client]). The binary defines --conf. A file that does not
-// parse, or has a key no client takes, is INVALID_ARGUMENT "FILE:LINE: ...".
+// ParseDashedFlags, then the settings of --conf FILE (or of --cluster-dir DIR's msgr.conf)
+// that are among `conf_keys` for the flags the command line did not give (osd_sim/mon/
+// cluster_conf.h: [global] and [client]). The binary defines --conf and --cluster-dir. A
+// file that does not parse, or has a key no client takes, is INVALID_ARGUMENT
+// "FILE:LINE: ...".
 absl::StatusOr<std::vector<std::string>> ParseDashedFlagsWithConf(
     int argc, char** argv, const std::set<std::string>& conf_keys);
 
