@@ -319,7 +319,9 @@ int main(int argc, char** argv) {
   } else {
     return Fail("give --cluster-dir DIR (its keyring and PKI), --keyring FILE or --auth none");
   }
-  if (flags->Has("rdma-device")) o.backend_options["rdma_device"] = absl::GetFlag(FLAGS_rdma_device);
+  if (flags->Has("rdma-device")) {
+    o.backend_options["rdma_device"] = absl::GetFlag(FLAGS_rdma_device);
+  }
   if (flags->Has("rdma-max-registered-mb")) {
     // Registered memory the rdma messenger may hold (rings, pools); sessions beyond it are
     // refused with the reason (default 4096).

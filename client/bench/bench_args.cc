@@ -109,6 +109,7 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
   mon::ResetFlagsDefinedIn(__FILE__);
   mon::FlagParseOptions options;
   options.short_names = {{"b", "object_size"}, {"t", "concurrency"}};
+  options.unknown_as_argument = true;
   auto flags = mon::ParseFlags(in, options);
   if (!flags.ok()) return flags.status();
   const mon::ParsedFlags& f = *flags;
@@ -200,8 +201,8 @@ absl::StatusOr<BenchArgs> ParseBenchArgs(const std::vector<std::string>& in) {
   auto mon_timeout = Seconds("--mon-timeout", absl::GetFlag(FLAGS_mon_timeout), false);
   if (!mon_timeout.ok()) return mon_timeout.status();
   a.mon_timeout = *mon_timeout;
-  using StringFlag = absl::Flag<std::string>;
-  for (const auto& [name, flag, out] : std::vector<std::tuple<const char*, StringFlag*, std::string*>>{
+  using StringFlag = std::tuple<const char*, absl::Flag<std::string>*, std::string*>;
+  for (const auto& [name, flag, out] : std::vector<StringFlag>{
            {"json", &FLAGS_json, &a.json_path},
            {"acked-log", &FLAGS_acked_log, &a.acked_log},
            {"keyring", &FLAGS_keyring, &a.keyring},

@@ -43,6 +43,9 @@ struct FlagParseOptions {
   // One-letter spellings (without the dash) and the flag each stands for: {"b",
   // "object_size"} makes `-b 4K` set --object-size. `-h` is always --help.
   std::map<std::string, std::string> short_names;
+  // An unknown flag is "unknown argument '--foo=1'" (the whole word, the bench's wording,
+  // which its scripts look for) rather than "unknown flag --foo".
+  bool unknown_as_argument = false;
 };
 
 // What a command line gave; the values themselves are in the flags (absl::GetFlag).

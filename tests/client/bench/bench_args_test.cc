@@ -106,6 +106,8 @@ TEST(BenchArgsTest, BadArgumentsAreErrorsNamingTheFlag) {
   }
   auto a = ParseBenchArgs({"--mon", "h:1", "-t", "0"});
   EXPECT_NE(a.status().message().find("-t"), std::string::npos) << a.status();
+  auto unknown = ParseBenchArgs({"--mon", "h:1", "--no-such-flag"});
+  EXPECT_EQ(unknown.status().message(), "unknown argument '--no-such-flag'");
 }
 
 // The flags behind the parser are globals: a parse starts from their defaults, never from

@@ -124,6 +124,10 @@ TEST(CliFlagsTest, RejectsUnknownFlagsMissingValuesAndBadNumbers) {
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(unknown.status().message(), "unknown flag --nope");
   EXPECT_EQ(ParseFlags(Args{"--no_such=1"}).status().message(), "unknown flag --no-such");
+  FlagParseOptions bench_wording;
+  bench_wording.unknown_as_argument = true;
+  EXPECT_EQ(ParseFlags(Args{"--no-such=1"}, bench_wording).status().message(),
+            "unknown argument '--no-such=1'");
   auto missing = ParseFlags(Args{"--mon"});
   EXPECT_NE(missing.status().message().find("--mon needs a value"), std::string::npos)
       << missing.status();
