@@ -22,6 +22,8 @@ v1::ClusterMap SampleMap() {
   o->add_ms_types("rdma");
   o->set_up_from(10);
   (*map.mutable_osd_applied_epochs())[0] = 11;
+  (*map.mutable_osd_pg_stats())[0].set_pgs_active(120);
+  (*map.mutable_osd_pg_stats())[0].set_pgs_peering(8);
   o = map.add_osds();
   o->set_id(1);
   o->set_addr("127.0.0.1:6801");
@@ -46,6 +48,10 @@ TEST(MapFormatTest, JsonHasTheDocumentedFields) {
   EXPECT_EQ(j["osds"][1]["up"], false);
   EXPECT_EQ(j["osds"][1]["in"], false);
   EXPECT_EQ(j["osds"][1]["applied_epoch"], 0);  // never reported
+  // The PGs each OSD leads, from its last heartbeat (tools/cluster.sh start waits on them).
+  EXPECT_EQ(o["pgs_active"], 120);
+  EXPECT_EQ(o["pgs_peering"], 8);
+  EXPECT_FALSE(j["osds"][1].contains("pgs_active")) << "no heartbeat, no PG states";
 }
 
 TEST(MapFormatTest, TableSummarisesAndListsOsds) {
