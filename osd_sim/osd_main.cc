@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -290,7 +291,12 @@ int main(int argc, char** argv) {
     if (!absl::SimpleAtoi(cpu, &c) || c < 0) return Fail("--poller-cpus takes a list like 0,1");
     o.poller_cpus.push_back(c);
   }
-  if (flags->Has("weight")) o.weight = absl::GetFlag(FLAGS_weight);
+  if (flags->Has("weight")) {
+    o.weight = absl::GetFlag(FLAGS_weight);
+    if (!(o.weight >= 0) || !std::isfinite(o.weight)) {
+      return Fail("--weight takes a number of 0 or more, like 1 or 0.5");
+    }
+  }
   // --auth none: no messenger authentication, no monitor TLS. --cluster-dir DIR (auth
   // secret): the messenger key DIR/keyring (or --keyring FILE) and mutual TLS to the
   // monitor as osd.<id> with DIR/pki. --keyring FILE alone (the older form): the messenger

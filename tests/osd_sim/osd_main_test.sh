@@ -18,7 +18,7 @@ expect_refused() {
   grep -qF -- "$want" <<<"$out" || fail "$*: no '$want' in: ${out:0:300}"
 }
 
-expect_refused "--op-complaint-time takes a number of seconds above 0" --op-complaint-time abc
+expect_refused "--op-complaint-time wants a number, got 'abc'" --op-complaint-time abc
 expect_refused "--op-complaint-time takes a number of seconds above 0" --op-complaint-time 0
 expect_refused "poller-wakeup-us" --poller-wakeup-us fast
 expect_refused "poller-spin-us" --poller-spin-us -5
@@ -56,13 +56,16 @@ EOF
 # [osd] over [global]: osd.0 gets ring-bytes 100000, and durability memory from [global]
 # (else it would want --data-dir).
 expect_exit2 "--ring-bytes must be a power of two" --id 0 "${BASE[@]}" --conf "$CONF"
-# the command line over [osd]: on to --weight
-expect_exit2 "--weight takes a number" --id 0 "${BASE[@]}" --conf "$CONF" --ring-bytes 65536 \
-  --weight x
+# the command line over [osd]: on to --weight (a value that parses, refused after
+# --ring-bytes is checked; a value that does not parse is refused before any of them)
+expect_exit2 "--weight takes a number of 0 or more" --id 0 "${BASE[@]}" --conf "$CONF" \
+  --ring-bytes 65536 --weight=-1
 # [osd.1] over [osd]
-expect_exit2 "--weight takes a number" --id 1 "${BASE[@]}" --conf "$CONF" --weight x
+expect_exit2 "--weight takes a number of 0 or more" --id 1 "${BASE[@]}" --conf "$CONF" --weight=-1
 # ... found by the id's number: --id 01 is osd.1
-expect_exit2 "--weight takes a number" --id 01 "${BASE[@]}" --conf "$CONF" --weight x
+expect_exit2 "--weight takes a number of 0 or more" --id 01 "${BASE[@]}" --conf "$CONF" \
+  --weight=-1
+expect_exit2 "--weight wants a number, got 'x'" --id 0 "${BASE[@]}" --weight x
 # the command line over [global]
 expect_exit2 "--durability must be durable" --id 1 "${BASE[@]}" --conf "$CONF" --durability x
 # --cluster-dir DIR reads DIR/msgr.conf
