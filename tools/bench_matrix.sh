@@ -104,15 +104,21 @@ cleanup() {
 trap cleanup EXIT
 
 # bench_one DIR TYPE SIZE T TAG [BENCH FLAGS...]: one tools/bench.sh run -> $OUT/TAG.json
-# The memory-mode cluster keeps every object in RAM: its runs overwrite 256 objects.
+# The memory-mode cluster keeps every object in RAM: its runs overwrite the same 256
+# objects per size (one prefix for both backends and every rep), so a run does not need
+# new memory: on this VM memory touched for the first time costs more than the write
+# itself (docs/BENCHMARKS.md, "Session 25").
 bench_one() {
-  local dir=$1 type=$2 size=$3 t=$4 tag=$5 extra=("${@:6}")
+  local dir=$1 type=$2 size=$3 t=$4 tag=$5 extra=("${@:6}") prefix=$5
   [[ $type == rdma ]] && extra+=(--rdma-device soft)
-  [[ $dir == "$MEM" ]] && extra+=(--max-objects 256)
+  if [[ $dir == "$MEM" ]]; then
+    extra+=(--max-objects 256)
+    prefix="mem_$size"
+  fi
   [[ $t == 1 ]] && extra+=(--spin-us "$T1_SPIN")
   tools/bench.sh --mon "$(cat "$dir/mon.addr")" --ms-type "$type" -b "$size" -t "$t" \
     --seconds "$SECONDS_PER" --json "$OUT/$tag.json" --cluster-dir "$dir" --auth none \
-    --prefix "$tag" "${extra[@]}" > "$OUT/$tag.log" 2>&1 ||
+    --prefix "$prefix" "${extra[@]}" > "$OUT/$tag.log" 2>&1 ||
     log "bench $tag failed (see $OUT/$tag.log)"
 }
 
