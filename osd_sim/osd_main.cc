@@ -198,10 +198,8 @@ int main(int argc, char** argv) {
   {
     // [osd.K] by the id's number: --id 07 reads [osd.7].
     const std::string id = flags->Given("id") ? std::to_string(absl::GetFlag(FLAGS_id)) : "";
-    auto conf = msgr::mon::LoadSettings(absl::GetFlag(FLAGS_conf),
-                                        absl::GetFlag(FLAGS_cluster_dir), "osd", id,
-                                        msgr::mon::ConfKeysOf("osd"));
-    absl::Status applied = conf.ok() ? flags->ApplyDefaults(*conf) : conf.status();
+    absl::Status applied =
+        msgr::mon::ApplyConfSettings(&*flags, "osd", id, msgr::mon::ConfKeysOf("osd"));
     if (!applied.ok()) {
       std::fprintf(stderr, "osd: %s\n", std::string(applied.message()).c_str());
       return 2;

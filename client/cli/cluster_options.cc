@@ -55,10 +55,7 @@ absl::StatusOr<std::vector<std::string>> ParseDashedFlagsWithConf(
   auto flags = ParseOrHelp(argc, argv);
   if (!flags.ok()) return flags.status();
   // The binary defines --conf (and --cluster-dir, whose msgr.conf is the default file).
-  auto settings = mon::LoadSettings(mon::FlagValueText("conf"), mon::FlagValueText("cluster-dir"),
-                                    "client", "", conf_keys);
-  if (!settings.ok()) return settings.status();
-  absl::Status applied = flags->ApplyDefaults(*settings);
+  absl::Status applied = mon::ApplyConfSettings(&*flags, "client", "", conf_keys);
   if (!applied.ok()) return applied;
   return flags->positional();
 }

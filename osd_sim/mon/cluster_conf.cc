@@ -190,6 +190,14 @@ absl::StatusOr<std::map<std::string, std::string>> LoadSettings(
   return conf->SettingsFor(type, id, own_keys);
 }
 
+absl::Status ApplyConfSettings(ParsedFlags* flags, absl::string_view type, absl::string_view id,
+                               const std::set<std::string>& own_keys) {
+  auto settings =
+      LoadSettings(FlagValueText("conf"), FlagValueText("cluster-dir"), type, id, own_keys);
+  if (!settings.ok()) return settings.status();
+  return flags->ApplyDefaults(*settings);
+}
+
 absl::StatusOr<std::vector<std::string>> WithConfSettings(const std::vector<std::string>& args,
                                                           size_t at, absl::string_view type,
                                                           const std::set<std::string>& own_keys) {

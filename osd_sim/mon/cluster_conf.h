@@ -35,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "osd_sim/mon/cli_flags.h"
 
 namespace msgr::mon {
 
@@ -90,6 +91,12 @@ std::string ConfPathFor(const std::string& conf_flag, const std::string& cluster
 absl::StatusOr<std::map<std::string, std::string>> LoadSettings(
     const std::string& conf_flag, const std::string& cluster_dir, absl::string_view type,
     absl::string_view id, const std::set<std::string>& own_keys);
+
+// The settings of the file that the binary's --conf and --cluster-dir flags (as parsed
+// into `flags`) point to, applied to `flags` under the command line (ParsedFlags::
+// ApplyDefaults): what the daemons and tools do right after parsing.
+absl::Status ApplyConfSettings(ParsedFlags* flags, absl::string_view type, absl::string_view id,
+                               const std::set<std::string>& own_keys);
 
 // For parsers where the last of a repeated flag wins: `args` with the settings of its
 // --conf FILE (or of its --cluster-dir DIR's msgr.conf) inserted at position `at` as

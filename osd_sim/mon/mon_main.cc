@@ -93,10 +93,8 @@ int main(int argc, char** argv) {
   const std::string conf_path =
       msgr::mon::ConfPathFor(absl::GetFlag(FLAGS_conf), absl::GetFlag(FLAGS_cluster_dir));
   {
-    auto conf = msgr::mon::LoadSettings(absl::GetFlag(FLAGS_conf),
-                                        absl::GetFlag(FLAGS_cluster_dir), "mon", "",
-                                        msgr::mon::ConfKeysOf("mon"));
-    absl::Status applied = conf.ok() ? flags->ApplyDefaults(*conf) : conf.status();
+    absl::Status applied =
+        msgr::mon::ApplyConfSettings(&*flags, "mon", "", msgr::mon::ConfKeysOf("mon"));
     if (!applied.ok()) {
       spdlog::critical("{}", std::string(applied.message()));
       return 2;

@@ -243,10 +243,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   {
-    auto conf = msgr::mon::LoadSettings(absl::GetFlag(FLAGS_conf),
-                                        absl::GetFlag(FLAGS_cluster_dir), "client", "",
-                                        kConfKeys);
-    absl::Status applied = conf.ok() ? flags->ApplyDefaults(*conf) : conf.status();
+    absl::Status applied = msgr::mon::ApplyConfSettings(&*flags, "client", "", kConfKeys);
     if (!applied.ok()) return Usage(std::string(applied.message()));
   }
   const std::string dir = absl::GetFlag(FLAGS_cluster_dir);
