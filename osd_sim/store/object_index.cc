@@ -306,4 +306,22 @@ std::vector<ObjectIndex::Listed> ObjectIndex::List(std::string_view prefix,
   return out;
 }
 
+std::vector<ObjectIndex::Written> ObjectIndex::ListWrittenSince(std::string_view prefix,
+                                                                std::string_view after,
+                                                                uint64_t since,
+                                                                size_t max) const {
+  std::vector<Written> out;
+  auto it = after < prefix ? names_.lower_bound(prefix) : names_.upper_bound(after);
+  for (; it != names_.end() && out.size() < max; ++it) {
+    if (it->first.compare(0, prefix.size(), prefix) != 0) break;
+    const ObjectEntry& e = *it->second;
+    // Extents are sorted by seq: the last one is the newest write still applied (a
+    // relocated copy keeps the seq of the write it copies).
+    const uint64_t seq = std::max(e.trunc_seq, e.extents.empty() ? 0 : e.extents.back().seq);
+    if (seq < since) continue;
+    out.push_back({std::string(it->first), seq, e.deleted, e.deleted ? 0 : e.Size()});
+  }
+  return out;
+}
+
 }  // namespace msgr::store

@@ -129,6 +129,22 @@ class ObjectIndex {
   // length + deleted entries skipped).
   std::vector<Listed> List(std::string_view prefix, std::string_view after, size_t max) const;
 
+  // An object written or deleted at or after a point of the log (ListWrittenSince).
+  struct Written {
+    std::string oid;
+    uint64_t seq = 0;      // the seq its current state applies at (newest write or delete)
+    bool deleted = false;  // that was a delete: the object does not exist
+    uint64_t size = 0;     // 0 when deleted
+  };
+  // Up to `max` objects whose id starts with `prefix` and sorts after `after`, existing or
+  // deleted, whose current state applies at a seq >= `since`, in id order. Walks every
+  // entry under the prefix (O(entries), no payload read): for rare scans such as a
+  // returning primary's candidates (osd_sim/peering.h). A deleted entry is found only
+  // while the index remembers it: within a run always, after Open only if the delete
+  // record was still in the log (compaction drops it once nothing older is left).
+  std::vector<Written> ListWrittenSince(std::string_view prefix, std::string_view after,
+                                        uint64_t since, size_t max) const;
+
   // Objects that exist (deleted ones not counted).
   size_t object_count() const { return objects_.size() - deleted_; }
 

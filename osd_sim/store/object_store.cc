@@ -135,6 +135,15 @@ std::vector<ObjectIndex::Listed> ObjectStore::List(std::string_view prefix,
   return impl_->List(prefix, after, max);
 }
 
+std::vector<ObjectIndex::Written> ObjectStore::ListWrittenSince(std::string_view prefix,
+                                                               std::string_view after,
+                                                               uint64_t since,
+                                                               size_t max) const {
+  return impl_->ListWrittenSince(prefix, after, since, max);
+}
+
+uint64_t ObjectStore::NextSeq() const { return impl_->NextSeq(); }
+
 absl::Status ObjectStore::Compact() { return impl_->Compact(); }
 
 StoreStats ObjectStore::GetStats() const { return impl_->GetStats(); }
@@ -342,6 +351,19 @@ std::vector<ObjectIndex::Listed> ObjectStore::Impl::List(std::string_view prefix
                                                          size_t max) const {
   absl::MutexLock l(&mu_);
   return index_.List(prefix, after, max);
+}
+
+std::vector<ObjectIndex::Written> ObjectStore::Impl::ListWrittenSince(std::string_view prefix,
+                                                                     std::string_view after,
+                                                                     uint64_t since,
+                                                                     size_t max) const {
+  absl::MutexLock l(&mu_);
+  return index_.ListWrittenSince(prefix, after, since, max);
+}
+
+uint64_t ObjectStore::Impl::NextSeq() const {
+  absl::MutexLock l(&mu_);
+  return next_seq_;
 }
 
 StoreStats ObjectStore::Impl::GetStats() const {

@@ -212,6 +212,18 @@ class ObjectStore {
   std::vector<ObjectIndex::Listed> List(std::string_view prefix, std::string_view after,
                                         size_t max) const;
 
+  // ObjectIndex::ListWrittenSince: objects (deleted ones too) whose current state was
+  // written at a seq >= `since`, e.g. a NextSeq() taken earlier.
+  std::vector<ObjectIndex::Written> ListWrittenSince(std::string_view prefix,
+                                                     std::string_view after, uint64_t since,
+                                                     size_t max) const;
+  // The seq the next append will get, at least: every write and delete appended from now
+  // on applies at a seq >= this. Seqs only grow within a run and across Open (recovery
+  // continues after the highest seq in the log), so a value kept in a file still orders
+  // the writes of later runs after it -- as long as the records it counted are in the log
+  // (a torn tail discarded at Open gives its seqs out again).
+  uint64_t NextSeq() const;
+
   StoreStats GetStats() const;
 
   static constexpr int kMaxIovcnt = 1000;  // plus header, oid and pad: below IOV_MAX

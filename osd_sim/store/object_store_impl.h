@@ -59,6 +59,10 @@ class ObjectStore::Impl {
   bool Exists(std::string_view oid);
   std::vector<ObjectIndex::Listed> List(std::string_view prefix, std::string_view after,
                                         size_t max) const;
+  std::vector<ObjectIndex::Written> ListWrittenSince(std::string_view prefix,
+                                                     std::string_view after, uint64_t since,
+                                                     size_t max) const;
+  uint64_t NextSeq() const;
   StoreStats GetStats() const;
 
  private:

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "osd_sim/store/record.h"
 
@@ -96,6 +97,36 @@ TEST(ObjectIndexTest, ListPagesThroughOnePrefixInOrderSkippingDeleted) {
   EXPECT_TRUE(ix.List("b/", "b/9", 10).empty()) << "after the range";
   EXPECT_EQ(ix.List("", "", 100).size(), 8u);
   EXPECT_TRUE(ix.List("", "", 0).empty());
+}
+
+// A returning primary's candidates (osd_sim/peering.h): every object of a prefix whose
+// current state -- a write or a delete -- applies at or after a seq, deleted ones included.
+TEST(ObjectIndexTest, ListWrittenSinceDatesEachObjectByItsNewestWriteOrDelete) {
+  ObjectIndex ix;
+  ix.Apply("p/old", E(1, 0, 10), false);
+  ix.Apply("p/rewritten", E(2, 0, 10), false);
+  ix.Apply("p/gone", E(3, 0, 10), false);
+  ix.Apply("q/new", E(4, 0, 10), false);
+  ix.Apply("p/rewritten", E(5, 0, 4), false);  // partly over: both extents stay
+  ix.Delete("p/gone", 6);
+  ix.Apply("p/new", E(7, 0, 20), false);
+  auto since = [&](uint64_t seq, std::string_view after = "") {
+    std::vector<std::string> out;
+    for (const auto& w : ix.ListWrittenSince("p/", after, seq, 10)) {
+      out.push_back(absl::StrCat(w.oid, w.deleted ? "(deleted)" : "", "@", w.seq, ":", w.size));
+    }
+    return out;
+  };
+  EXPECT_EQ(since(5), (std::vector<std::string>{"p/gone(deleted)@6:0", "p/new@7:20",
+                                                 "p/rewritten@5:10"}));
+  EXPECT_EQ(since(7), (std::vector<std::string>{"p/new@7:20"}));
+  EXPECT_TRUE(since(8).empty());
+  EXPECT_EQ(since(0).size(), 4u) << "every entry of the prefix, q/ left out";
+  EXPECT_EQ(since(0, "p/new"), (std::vector<std::string>{"p/old@1:10", "p/rewritten@5:10"}));
+  EXPECT_EQ(ix.ListWrittenSince("p/", "", 0, 1).size(), 1u) << "a page of at most max";
+  // Written again after its delete: it exists, dated by the new write.
+  ix.Apply("p/gone", E(8, 0, 3), true);
+  EXPECT_EQ(since(8), (std::vector<std::string>{"p/gone@8:3"}));
 }
 
 TEST(ObjectIndexTest, PartialOverlapsKeepBothAndZeroLengthSetsSize) {
