@@ -36,13 +36,25 @@ void PgLog::Ticket::Diverged() const {
   if (log_ != nullptr) log_->Diverge(pg_, pos_);
 }
 
+void PgLog::Ticket::LocalDone() const {
+  if (log_ != nullptr) log_->LocalDone(pos_);
+}
+
 PgLog::PgLog(size_t max_entries) : max_entries_(max_entries) {}
 
 PgLog::Ticket PgLog::Append(const PgId& pg, std::string_view oid,
                             const std::vector<int>& targets) {
   if (max_entries_ == 0) return Ticket();
+  // Read before the write reaches the local store (the caller stores it after this
+  // returns): a lower bound of its seq there, taken outside the leaf lock.
+  const uint64_t low = next_seq_ ? next_seq_() : 0;
   absl::MutexLock l(&mu_);
   const uint64_t pos = ++head_;
+  written_[pg].unsettled.insert(low);
+  InFlight& f = in_flight_[pos];
+  f.pg = pg;
+  f.low = low;
+  f.pending = targets;
   Pg& p = pgs_[pg];
   auto [it, fresh] = p.by_oid.try_emplace(std::string(oid), pos);
   if (fresh) {
@@ -99,12 +111,44 @@ uint64_t PgLog::Head() const {
   return head_;
 }
 
+void PgLog::EraseLocked(std::map<PgId, Pg>::iterator it) {
+  entries_ -= it->second.by_pos.size();
+  if (it->second.retired) retired_.fetch_sub(1, std::memory_order_relaxed);
+  pgs_.erase(it);
+}
+
 void PgLog::Reset(const PgId& pg) {
   absl::MutexLock l(&mu_);
   auto it = pgs_.find(pg);
-  if (it == pgs_.end()) return;
-  entries_ -= it->second.by_pos.size();
-  pgs_.erase(it);
+  if (it != pgs_.end()) EraseLocked(it);
+}
+
+void PgLog::Retire(const PgId& pg) {
+  absl::MutexLock l(&mu_);
+  auto it = pgs_.find(pg);
+  if (it == pgs_.end() || it->second.retired) return;
+  it->second.retired = true;
+  retired_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void PgLog::CopyChanged(const PgId& pg) {
+  if (retired_.load(std::memory_order_relaxed) == 0) return;  // every replica write asks
+  absl::MutexLock l(&mu_);
+  auto it = pgs_.find(pg);
+  if (it != pgs_.end() && it->second.retired) EraseLocked(it);
+}
+
+bool PgLog::TrackAbsent(const PgId& pg, int osd, uint64_t since_epoch) {
+  if (max_entries_ == 0) return false;
+  absl::MutexLock l(&mu_);
+  Pg& p = pgs_[pg];
+  // Entries before the member's tracking began would not be marked for it.
+  if (!p.by_pos.empty() || p.trimmed_through > 0 || p.retired) return false;
+  Member& m = p.members[osd];
+  if (m.tracked) return false;
+  m.tracked = true;
+  m.since_epoch = since_epoch;
+  return true;
 }
 
 void PgLog::MarkInSync(const PgId& pg, int osd, uint64_t through) {
@@ -112,6 +156,7 @@ void PgLog::MarkInSync(const PgId& pg, int osd, uint64_t through) {
   absl::MutexLock l(&mu_);
   Member& m = pgs_[pg].members[osd];
   m.tracked = true;
+  m.since_epoch = 0;  // synced or trusted complete: its copy is this one's now
   if (through > 0) m.overflowed = false;
   for (auto mk = m.marks.begin(); mk != m.marks.end() && mk->first <= through;) {
     mk = mk->second ? m.marks.erase(mk) : std::next(mk);
@@ -123,20 +168,83 @@ std::optional<std::vector<std::string>> PgLog::MissedBy(const PgId& pg, int osd)
   if (max_entries_ == 0) return std::nullopt;
   absl::MutexLock l(&mu_);
   auto p = pgs_.find(pg);
-  if (p == pgs_.end()) return std::nullopt;
+  if (p == pgs_.end() || p->second.retired) return std::nullopt;
   auto m = p->second.members.find(osd);
-  if (m == p->second.members.end() || !m->second.tracked || m->second.overflowed) {
-    return std::nullopt;
-  }
+  if (m == p->second.members.end() || m->second.since_epoch > 0) return std::nullopt;
+  return MissedLocked(p->second, m->second);
+}
+
+std::optional<std::vector<std::string>> PgLog::MissedByReturning(const PgId& pg, int osd,
+                                                                 uint64_t as_of) const {
+  if (max_entries_ == 0) return std::nullopt;
+  absl::MutexLock l(&mu_);
+  auto p = pgs_.find(pg);
+  if (p == pgs_.end() || !p->second.retired) return std::nullopt;
+  auto m = p->second.members.find(osd);
+  if (m == p->second.members.end()) return std::nullopt;
+  // Tracked from the log's start: its copy must have been complete up to the map before
+  // this OSD started to lead (header comment).
+  if (m->second.since_epoch > 0 && as_of + 1 < m->second.since_epoch) return std::nullopt;
+  return MissedLocked(p->second, m->second);
+}
+
+std::optional<std::vector<std::string>> PgLog::MissedLocked(const Pg& p, const Member& m) const {
+  if (!m.tracked || m.overflowed) return std::nullopt;
   uint64_t frontier = head_;
-  if (!m->second.marks.empty()) frontier = m->second.marks.begin()->first - 1;
-  if (m->second.missed_trimmed > 0) frontier = std::min(frontier, m->second.missed_trimmed - 1);
-  if (frontier < p->second.trimmed_through) return std::nullopt;
+  if (!m.marks.empty()) frontier = m.marks.begin()->first - 1;
+  if (m.missed_trimmed > 0) frontier = std::min(frontier, m.missed_trimmed - 1);
+  if (frontier < p.trimmed_through) return std::nullopt;
   std::vector<std::string> out;
-  for (auto e = p->second.by_pos.upper_bound(frontier); e != p->second.by_pos.end(); ++e) {
+  for (auto e = p.by_pos.upper_bound(frontier); e != p.by_pos.end(); ++e) {
     out.push_back(e->second);
   }
   return out;
+}
+
+void PgLog::SetSequenceSource(std::function<uint64_t()> next_seq) {
+  next_seq_ = std::move(next_seq);
+}
+
+uint64_t PgLog::Watermark(const PgId& pg) const {
+  if (max_entries_ == 0 || !next_seq_) return 0;
+  // Read first: a write logged after this read has a lower bound at least this high, one
+  // logged before is in `unsettled` (or settled) once the lock is taken.
+  uint64_t w = next_seq_();
+  absl::MutexLock l(&mu_);
+  auto it = written_.find(pg);
+  if (it == written_.end()) return w;
+  w = std::min(w, it->second.pin);
+  if (!it->second.unsettled.empty()) w = std::min(w, *it->second.unsettled.begin());
+  return w;
+}
+
+void PgLog::RestoreWatermark(const PgId& pg, uint64_t seq) {
+  absl::MutexLock l(&mu_);
+  Written& w = written_[pg];
+  w.pin = std::min(w.pin, seq);
+}
+
+void PgLog::Resynced(const PgId& pg) {
+  absl::MutexLock l(&mu_);
+  written_.erase(pg);
+  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+    it = it->second.pg == pg ? in_flight_.erase(it) : std::next(it);
+  }
+}
+
+void PgLog::SettleLocked(std::map<uint64_t, InFlight>::iterator it, bool ok) {
+  Written& w = written_[it->second.pg];
+  if (auto u = w.unsettled.find(it->second.low); u != w.unsettled.end()) w.unsettled.erase(u);
+  if (!ok) w.pin = std::min(w.pin, it->second.low);
+  in_flight_.erase(it);
+}
+
+void PgLog::LocalDone(uint64_t pos) {
+  absl::MutexLock l(&mu_);
+  auto f = in_flight_.find(pos);
+  if (f == in_flight_.end()) return;
+  f->second.local_pending = false;
+  if (f->second.pending.empty()) SettleLocked(f, /*ok=*/true);
 }
 
 PgLog::Stats PgLog::stats() const {
@@ -146,6 +254,18 @@ PgLog::Stats PgLog::stats() const {
 
 void PgLog::Resolve(const PgId& pg, uint64_t pos, int osd, bool ok) {
   absl::MutexLock l(&mu_);
+  if (auto f = in_flight_.find(pos); f != in_flight_.end()) {
+    std::vector<int>& pending = f->second.pending;
+    auto it = std::find(pending.begin(), pending.end(), osd);
+    if (it != pending.end()) {
+      pending.erase(it);
+      if (!ok) {
+        SettleLocked(f, /*ok=*/false);
+      } else if (pending.empty() && !f->second.local_pending) {
+        SettleLocked(f, /*ok=*/true);
+      }
+    }
+  }
   auto p = pgs_.find(pg);
   if (p == pgs_.end()) return;
   auto m = p->second.members.find(osd);
@@ -161,6 +281,12 @@ void PgLog::Resolve(const PgId& pg, uint64_t pos, int osd, bool ok) {
 
 void PgLog::Abandon(const PgId& pg, uint64_t pos) {
   absl::MutexLock l(&mu_);
+  // Dropped before every member answered: it may be anywhere. Without members left to
+  // answer (none were sent a copy, or all took it), no member can hold a version this copy
+  // lacks: settled.
+  if (auto f = in_flight_.find(pos); f != in_flight_.end()) {
+    SettleLocked(f, /*ok=*/f->second.pending.empty());
+  }
   auto p = pgs_.find(pg);
   if (p == pgs_.end()) return;
   for (auto& [id, m] : p->second.members) {
@@ -171,6 +297,7 @@ void PgLog::Abandon(const PgId& pg, uint64_t pos) {
 
 void PgLog::Diverge(const PgId& pg, uint64_t pos) {
   absl::MutexLock l(&mu_);
+  if (auto f = in_flight_.find(pos); f != in_flight_.end()) SettleLocked(f, /*ok=*/false);
   auto p = pgs_.find(pg);
   if (p == pgs_.end()) return;
   for (auto& [id, m] : p->second.members) m.marks[pos] = true;

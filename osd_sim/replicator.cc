@@ -56,6 +56,7 @@ class Replicator::Write {
       absl::MutexLock l(&mu_);
       if (s.ok()) {
         ++copies_;
+        if (local) logged_.LocalDone();  // the PG's watermark (pg_log.h) may pass it
       } else if (local) {
         local_ = s;
         logged_.Diverged();  // the replicas may hold what this copy lacks
@@ -336,6 +337,7 @@ absl::Status Replicator::ReplicateDelete(uint32_t pool, const std::string& oid,
         return Encode(req);
       },
       timeout);
+  if (local_ok) plan.logged.LocalDone();
   uint32_t copies_gone = local_ok ? 1 : 0;
   std::string missing, kept_by_up;
   uint64_t failures = 0;

@@ -32,8 +32,10 @@
 // with the same min_size rule (ReplicateDelete).
 //
 // PG log (osd_sim/pg_log.h): as primary, every record and delete is logged with the
-// replicas it was sent to, and each replica's outcome; peering then syncs a returning
-// member by copying only what it missed.
+// replicas it was sent to, each replica's outcome and the local store's; peering then
+// syncs a returning member by copying only what it missed, and the PG's watermark (the
+// store seq before which every such write was taken everywhere) tells which objects this
+// OSD may hold in a version nobody else has, should it return as the PG's primary.
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef MSGR_OSD_SIM_REPLICATOR_H_

@@ -170,5 +170,121 @@ TEST(PgLogTest, WithNoEntriesAllowedNothingIsLoggedOrKnown) {
   EXPECT_EQ(Missed(log, 1), Names{"<unknown>"});  // every returning member is backfilled
 }
 
+// A member down when this OSD starts to lead the PG (its previous primary): tracked from
+// the log's start, asked only by that member returning as the primary, once the log is
+// retired, and only if its copy was complete up to the map before the log began.
+TEST(PgLogTest, AMemberDownAtTheStartIsKnownOnlyToItsReturnAsPrimary) {
+  PgLog log;
+  ASSERT_TRUE(log.TrackAbsent(kPg, 0, /*since_epoch=*/10));
+  EXPECT_FALSE(log.TrackAbsent(kPg, 0, 10)) << "tracked already";
+  log.MarkInSync(kPg, 1, 0);
+  for (const char* oid : {"x", "y", "x"}) log.Append(kPg, oid, {1}).Resolved(1, true);
+  EXPECT_FALSE(log.TrackAbsent(kPg, 3, 10)) << "entries before it would not be marked";
+  // As a returning replica, its own writes are unknown here: backfill.
+  EXPECT_EQ(Missed(log, 0), Names{"<unknown>"});
+  EXPECT_FALSE(log.MissedByReturning(kPg, 0, 9).has_value()) << "this OSD still leads";
+  log.Retire(kPg);
+  EXPECT_EQ(Missed(log, 1), Names{"<unknown>"}) << "a retired log syncs no replica";
+  auto missed = log.MissedByReturning(kPg, 0, /*as_of=*/9);
+  ASSERT_TRUE(missed.has_value());
+  std::sort(missed->begin(), missed->end());
+  EXPECT_EQ(*missed, (Names{"x", "y"}));
+  EXPECT_FALSE(log.MissedByReturning(kPg, 0, 8).has_value())
+      << "complete only up to epoch 8: a map before 10 may have had writes it lacks";
+  EXPECT_FALSE(log.MissedByReturning(kPg, 2, 9).has_value()) << "never tracked";
+  // A member tracked while up needs no epoch.
+  EXPECT_TRUE(log.MissedByReturning(kPg, 1, 1).has_value());
+  // Another OSD's primary wrote to this copy: the log no longer describes it.
+  log.CopyChanged(kOtherPg);
+  EXPECT_TRUE(log.MissedByReturning(kPg, 0, 9).has_value());
+  log.CopyChanged(kPg);
+  EXPECT_FALSE(log.MissedByReturning(kPg, 0, 9).has_value());
+  EXPECT_EQ(log.stats().entries, 0u);
+}
+
+TEST(PgLogTest, LeadingAgainDropsARetiredLogAndASyncEndsTrackingFromTheStart) {
+  PgLog log;
+  ASSERT_TRUE(log.TrackAbsent(kPg, 0, 5));
+  log.Append(kPg, "a", {1}).Resolved(1, true);
+  log.Retire(kPg);
+  log.Retire(kPg);  // once is enough
+  log.Reset(kPg);   // this OSD leads it again
+  EXPECT_FALSE(log.MissedByReturning(kPg, 0, 5).has_value());
+  log.CopyChanged(kPg);  // nothing retired left: nothing happens
+  ASSERT_TRUE(log.TrackAbsent(kPg, 0, 7));
+  log.MarkInSync(kPg, 0, log.Head());  // it came back as a replica and was backfilled
+  log.Append(kPg, "b", {});
+  EXPECT_EQ(Missed(log, 0), Names{"b"});
+}
+
+// The watermark: the store seq before which every write the primary logged was taken by
+// every member it was sent to and by its own store.
+TEST(PgLogTest, TheWatermarkStaysBeforeEveryWriteNotTakenEverywhere) {
+  PgLog log;
+  EXPECT_EQ(log.Watermark(kPg), 0u) << "no store seqs known";
+  uint64_t seq = 100;
+  log.SetSequenceSource([&seq] { return seq; });
+  EXPECT_EQ(log.Watermark(kPg), 100u);
+  PgLog::Ticket a = log.Append(kPg, "a", {1, 2});
+  seq = 101;  // "a" is stored at 100
+  PgLog::Ticket b = log.Append(kPg, "b", {1, 2});
+  seq = 102;
+  EXPECT_EQ(log.Watermark(kPg), 100u);
+  EXPECT_EQ(log.Watermark(kOtherPg), 102u) << "another PG's writes do not hold it";
+  a.Resolved(1, true);
+  a.Resolved(2, true);
+  a.Resolved(2, true);  // a repeated answer counts once
+  EXPECT_EQ(log.Watermark(kPg), 100u) << "the local store has not answered for a";
+  a.LocalDone();
+  EXPECT_EQ(log.Watermark(kPg), 101u);
+  b.LocalDone();
+  b.Resolved(1, true);
+  b.Resolved(2, false);  // refused: b's object may differ between members
+  seq = 110;
+  EXPECT_EQ(log.Watermark(kPg), 101u) << "a failed write holds it";
+  {
+    PgLog::Ticket c = log.Append(kPg, "c", {1});
+    c.LocalDone();  // dropped before osd.1 answered
+  }
+  {
+    PgLog::Ticket alone = log.Append(kOtherPg, "d", {});  // no member was sent a copy
+  }
+  EXPECT_EQ(log.Watermark(kOtherPg), 110u);
+  // This copy was replaced from an authority's: everything before is settled.
+  log.Resynced(kPg);
+  seq = 120;
+  EXPECT_EQ(log.Watermark(kPg), 120u);
+  a.Resolved(1, false);  // late outcomes of forgotten writes are ignored
+  EXPECT_EQ(log.Watermark(kPg), 120u);
+  // The local store failed a write the members took.
+  PgLog::Ticket e = log.Append(kPg, "e", {1});
+  seq = 121;
+  e.Resolved(1, true);
+  e.Diverged();
+  seq = 130;
+  EXPECT_EQ(log.Watermark(kPg), 120u);
+}
+
+TEST(PgLogTest, ARestoredWatermarkHoldsUntilTheCopyIsResynced) {
+  PgLog log;
+  uint64_t seq = 500;
+  log.SetSequenceSource([&seq] { return seq; });
+  log.RestoreWatermark(kPg, 40);
+  {
+    PgLog::Ticket t = log.Append(kPg, "a", {1});
+    t.Resolved(1, true);
+    t.LocalDone();
+  }
+  seq = 600;
+  EXPECT_EQ(log.Watermark(kPg), 40u) << "writes before the restart may not be anywhere else";
+  log.Reset(kPg);
+  EXPECT_EQ(log.Watermark(kPg), 40u) << "it is about this OSD's store, not the log's entries";
+  log.Resynced(kPg);
+  EXPECT_EQ(log.Watermark(kPg), 600u);
+  PgLog none(/*max_entries=*/0);
+  none.SetSequenceSource([] { return uint64_t{7}; });
+  EXPECT_EQ(none.Watermark(kPg), 0u) << "without a log, nothing is tracked: unknown";
+}
+
 }  // namespace
 }  // namespace msgr::osd
