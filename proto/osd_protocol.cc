@@ -67,7 +67,7 @@ Message Encode(const PgRequest& m) {
 
 bool IsPgRequest(uint16_t type) {
   return type == kPgQuery || type == kPgList || type == kPgPush || type == kPgActivate ||
-         type == kPgRemove;
+         type == kPgRemove || type == kPgMissed;
 }
 
 absl::StatusOr<PgRequest> DecodePgRequest(const Message& m) {
@@ -173,7 +173,7 @@ bool IsReply(uint16_t type) {
   return type == kReadReply || type == kStatReply || type == kDeleteReply ||
          type == kListReply || type == kScrubReply || type == kPgQueryReply ||
          type == kPgListReply || type == kPgPushReply || type == kPgActivateReply ||
-         type == kPgRemoveReply;
+         type == kPgRemoveReply || type == kPgMissedReply;
 }
 
 absl::StatusOr<Reply> DecodeReply(const Message& m) {
@@ -221,6 +221,77 @@ absl::StatusOr<ListBody> DecodeListBody(std::string_view data, bool digest) {
   uint8_t more;
   if (!r.Get(&more) || more > 1 || r.remaining() != 0) return Malformed("list-reply");
   b.more = more == 1;
+  return b;
+}
+
+namespace {
+
+// A count of strings, then each (length-prefixed); at most kMaxMissedObjects.
+void PutNames(WireWriter& w, const std::vector<std::string>& names) {
+  w.Put(static_cast<uint32_t>(names.size()));
+  for (const std::string& n : names) w.PutString32(n);
+}
+
+bool GetNames(WireReader& r, std::vector<std::string>* names) {
+  uint32_t n;
+  // Each name takes at least its 4-byte length: a count beyond what is left is malformed
+  // before anything is reserved for it.
+  if (!r.Get(&n) || n > kMaxMissedObjects || n > r.remaining() / 4) return false;
+  names->resize(n);
+  for (std::string& s : *names) {
+    if (!r.GetString32(kMaxOidBytes, &s)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string EncodeBody(const PgMissedQuery& b) {
+  std::string out;
+  WireWriter w(&out);
+  w.Put(b.as_of_epoch);
+  PutNames(w, b.candidates);
+  return out;
+}
+
+absl::StatusOr<PgMissedQuery> DecodePgMissedQuery(std::string_view data) {
+  WireReader r(data);
+  PgMissedQuery b;
+  if (!r.Get(&b.as_of_epoch) || !GetNames(r, &b.candidates) || r.remaining() != 0) {
+    return Malformed("pg-missed");
+  }
+  return b;
+}
+
+std::string EncodeBody(const PgMissedBody& b) {
+  std::string out;
+  WireWriter w(&out);
+  w.Put(static_cast<uint8_t>(b.known ? 1 : 0));
+  w.PutString32(std::string_view(b.why).substr(0, kMaxErrorBytes));
+  w.Put(static_cast<uint32_t>(b.present.size()));
+  for (const ListEntry& e : b.present) {
+    w.PutString32(e.oid);
+    w.Put(e.size);
+  }
+  PutNames(w, b.absent);
+  return out;
+}
+
+absl::StatusOr<PgMissedBody> DecodePgMissedBody(std::string_view data) {
+  WireReader r(data);
+  PgMissedBody b;
+  uint8_t known;
+  uint32_t n;
+  if (!r.Get(&known) || known > 1 || !r.GetString32(kMaxErrorBytes, &b.why) || !r.Get(&n) ||
+      n > kMaxMissedObjects || n > r.remaining() / 12) {
+    return Malformed("pg-missed-reply");
+  }
+  b.known = known == 1;
+  b.present.resize(n);
+  for (ListEntry& e : b.present) {
+    if (!r.GetString32(kMaxOidBytes, &e.oid) || !r.Get(&e.size)) return Malformed("pg-missed-reply");
+  }
+  if (!GetNames(r, &b.absent) || r.remaining() != 0) return Malformed("pg-missed-reply");
   return b;
 }
 

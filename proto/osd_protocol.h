@@ -41,6 +41,11 @@ enum MsgType : uint16_t {
   kPgActivateReply = 0x112,
   kPgRemove = 0x113,  // drop your (stray) copy of a PG: its members are all up and complete
   kPgRemoveReply = 0x114,
+  // What did I miss of this PG while you led it, and which of these objects do you hold?
+  // (a primary returning to a PG it led before; PgMissedQuery / PgMissedBody). An OSD of a
+  // build before it does not answer: the asker's timeout sends it to the whole-copy compare.
+  kPgMissed = 0x115,
+  kPgMissedReply = 0x116,
 };
 
 inline constexpr uint64_t kToEnd = UINT64_MAX;  // a read length: to the object's end
@@ -85,7 +90,8 @@ inline constexpr uint32_t kMaxScrubPage = 64;   // and a digest page's at this (
 
 // A peering request (kPg*), from one OSD to another. Fields a type does not use are 0 or
 // empty: kPgQuery pool+pg; kPgList pool+pg+pg_num+after (a page of kMaxScrubPage);
-// kPgPush pool+oid+data; kPgActivate pool+pg+epoch; kPgRemove pool+pg+epoch.
+// kPgPush pool+oid+data; kPgActivate pool+pg+epoch; kPgRemove pool+pg+epoch;
+// kPgMissed pool+pg+pg_num+epoch (the asker's map) + data (EncodeBody(PgMissedQuery)).
 struct PgRequest {
   MsgType type = kPgQuery;
   uint64_t tid = 0;
@@ -126,6 +132,24 @@ struct ListBody {
   bool more = false;               // the OSD has more after the last entry
 };
 
+// kPgMissed's request body: the asker's copy of the PG was complete as of `as_of_epoch`;
+// `candidates` are objects it may hold in a version of its own (its watermark,
+// osd_sim/pg_log.h), whose presence and size it wants too.
+struct PgMissedQuery {
+  uint64_t as_of_epoch = 0;
+  std::vector<std::string> candidates;
+};
+inline constexpr uint32_t kMaxMissedObjects = 16384;  // per query, and per reply list
+// kPgMissedReply's body. `known`: the answerer's PG log knows what the asker missed; then
+// every object of (what it missed) and (the candidates) is in `present` (with its size
+// there) or in `absent` (deleted or never written there). Not known: `why`, nothing else.
+struct PgMissedBody {
+  bool known = false;
+  std::string why;
+  std::vector<ListEntry> present;  // oid and size (no crc)
+  std::vector<std::string> absent;
+};
+
 Message Encode(const ReadRequest& m);
 Message Encode(const ObjectRequest& m);
 Message Encode(const ListRequest& m);
@@ -136,6 +160,8 @@ std::string EncodeBody(const StatBody& b);
 std::string EncodeBody(const PgInfoBody& b);
 // `digest`: the kScrubReply form (each entry's crc32c after its size).
 std::string EncodeBody(const ListBody& b, bool digest = false);
+std::string EncodeBody(const PgMissedQuery& b);
+std::string EncodeBody(const PgMissedBody& b);
 
 absl::StatusOr<ReadRequest> DecodeReadRequest(const Message& m);
 absl::StatusOr<ObjectRequest> DecodeObjectRequest(const Message& m);
@@ -149,6 +175,8 @@ absl::StatusOr<Reply> DecodeReply(const Message& m);
 absl::StatusOr<ReadReply> DecodeReadReply(const Message& m);
 absl::StatusOr<StatBody> DecodeStatBody(std::string_view data);
 absl::StatusOr<ListBody> DecodeListBody(std::string_view data, bool digest = false);
+absl::StatusOr<PgMissedQuery> DecodePgMissedQuery(std::string_view data);
+absl::StatusOr<PgMissedBody> DecodePgMissedBody(std::string_view data);
 
 bool IsReply(uint16_t type);
 

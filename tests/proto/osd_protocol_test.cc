@@ -171,7 +171,7 @@ TEST(OsdProtocolTest, ScrubPagesCarryEachObjectsCrcAndListsStayAsTheyWere) {
 }
 
 TEST(OsdProtocolTest, PeeringRequestsRoundTripAndTheirRepliesAreReplies) {
-  for (MsgType t : {kPgQuery, kPgList, kPgPush, kPgActivate, kPgRemove}) {
+  for (MsgType t : {kPgQuery, kPgList, kPgPush, kPgActivate, kPgRemove, kPgMissed}) {
     PgRequest r;
     r.type = t;
     r.tid = 9;
@@ -192,6 +192,47 @@ TEST(OsdProtocolTest, PeeringRequestsRoundTripAndTheirRepliesAreReplies) {
     EXPECT_FALSE(IsPgRequest(static_cast<uint16_t>(t + 1)));
   }
   EXPECT_FALSE(DecodePgRequest(Message{kRead, ""}).ok()) << "not a peering request";
+}
+
+// A returning primary's question to the OSD that led its PG meanwhile, and the answer.
+TEST(OsdProtocolTest, PgMissedQueriesAndRepliesRoundTripAndRejectGarbage) {
+  PgMissedQuery q;
+  q.as_of_epoch = 41;
+  q.candidates = {"a", "bb", ""};
+  auto qb = DecodePgMissedQuery(EncodeBody(q));
+  ASSERT_TRUE(qb.ok()) << qb.status();
+  EXPECT_EQ(qb->as_of_epoch, 41u);
+  EXPECT_EQ(qb->candidates, q.candidates);
+  EXPECT_TRUE(DecodePgMissedQuery(EncodeBody(PgMissedQuery{})).ok()) << "no candidates";
+
+  PgMissedBody b;
+  b.known = true;
+  b.present = {{"x", 4096, 0}, {"y", 0, 0}};
+  b.absent = {"gone"};
+  auto bb = DecodePgMissedBody(EncodeBody(b));
+  ASSERT_TRUE(bb.ok()) << bb.status();
+  EXPECT_TRUE(bb->known);
+  ASSERT_EQ(bb->present.size(), 2u);
+  EXPECT_EQ(bb->present[0].oid, "x");
+  EXPECT_EQ(bb->present[0].size, 4096u);
+  EXPECT_EQ(bb->absent, std::vector<std::string>{"gone"});
+  PgMissedBody unknown;
+  unknown.why = "osd.3 was not tracked";
+  auto ub = DecodePgMissedBody(EncodeBody(unknown));
+  ASSERT_TRUE(ub.ok());
+  EXPECT_FALSE(ub->known);
+  EXPECT_EQ(ub->why, unknown.why);
+
+  // Truncated, trailing bytes, a count larger than the data: malformed, not read past.
+  const std::string enc = EncodeBody(b);
+  EXPECT_FALSE(DecodePgMissedBody(enc.substr(0, enc.size() - 1)).ok());
+  EXPECT_FALSE(DecodePgMissedBody(enc + "x").ok());
+  std::string huge = EncodeBody(PgMissedQuery{});
+  huge[8] = '\xff';  // the candidates' count
+  EXPECT_FALSE(DecodePgMissedQuery(huge).ok());
+  EXPECT_FALSE(DecodePgMissedQuery("").ok());
+  EXPECT_TRUE(IsPgRequest(kPgMissed));
+  EXPECT_TRUE(IsReply(kPgMissedReply));
 }
 
 TEST(OsdProtocolTest, WriteFailuresAreDescribedForUsers) {
