@@ -16,7 +16,6 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "msg/base/errno_status.h"
-#include "msg/base/thread_cpu.h"
 #include "spdlog/spdlog.h"
 
 namespace msgr::osd {
@@ -155,9 +154,6 @@ void Poller::RemoveRings(const Connection* conn) {
 }
 
 void Poller::PublishLocked() {
-  // The thread's own CPU clock (only the poller thread calls this): what perf dump shows
-  // as this poller's CPU, next to the busy, spin and crc times.
-  counters_.cpu_ns = ThisThreadCpuNs();
   // Ops in flight and the slow ones: pending is in drain order, so the slow ones are a
   // prefix of each ring's (O(rings + slow ops) per publish, every 10 ms or before a sleep;
   // a sleep lasts max_sleep at most, so the gauge is that late at worst).
@@ -186,6 +182,9 @@ PollerCounters Poller::counters() const {
   absl::MutexLock l(&mu_);
   PollerCounters c = snapshot_;
   c.rings = ring_count_.load();
+  // The thread's CPU clock: what perf dump shows as this poller's CPU, next to the busy,
+  // spin and crc times.
+  c.cpu_ns = exited_ ? exit_cpu_ns_ : cpu_clock_.Ns();
   return c;
 }
 
@@ -525,6 +524,10 @@ size_t Poller::ActiveProducers(uint64_t now_ns) const {
 
 void Poller::Run() {
   tls_poller = this;
+  {
+    absl::MutexLock l(&mu_);
+    cpu_clock_ = ThreadCpuClock::OfThisThread();
+  }
   SpinPolicy spin_policy(SpinPolicy::Options{
       static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.spin)),
       static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.wakeup_cost)),
@@ -662,6 +665,7 @@ void Poller::Run() {
   // Dumps asked for meanwhile get what is left; later ones get nothing at once.
   {
     absl::MutexLock l(&mu_);
+    exit_cpu_ns_ = cpu_clock_.Ns();
     exited_ = true;
   }
   ServeDumps();

@@ -35,9 +35,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "msg/base/perf_counters.h"
+#include "msg/base/spin_policy.h"
+#include "msg/base/thread_cpu.h"
 #include "msg/messenger.h"
 #include "msg/ring/ring.h"
-#include "msg/base/spin_policy.h"
 
 namespace msgr::osd {
 
@@ -218,7 +219,8 @@ class Poller {
   // change, a signalled ring) without telling RDMA producers that it sleeps: no doorbells;
   // the next look finds their records. Counts itself in `*count` (naps or held_naps).
   void Nap(uint64_t* count);
-  // Poller thread: copies counters_ (with its CPU time) to what counters() returns.
+  // Poller thread: copies counters_ to what counters() returns (which adds the thread's
+  // CPU time: read there, not here, where it would be a system call per sleep).
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int index_;
@@ -239,6 +241,8 @@ class Poller {
   std::set<const Connection*> conns_ ABSL_GUARDED_BY(mu_);  // has_rings_of
   std::vector<std::shared_ptr<DumpRequest>> dumps_ ABSL_GUARDED_BY(mu_);  // DumpInFlight
   bool exited_ ABSL_GUARDED_BY(mu_) = false;  // the thread answers no more dumps
+  ThreadCpuClock cpu_clock_ ABSL_GUARDED_BY(mu_);  // the thread's, until it exits
+  uint64_t exit_cpu_ns_ ABSL_GUARDED_BY(mu_) = 0;  // its CPU time when it exited
   PollerCounters snapshot_ ABSL_GUARDED_BY(mu_);
 
   std::vector<std::unique_ptr<RingState>> rings_;  // poller thread only
