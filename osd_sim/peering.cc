@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,12 @@ namespace {
 // down within its grace; the PG waits meanwhile).
 constexpr absl::Duration kQueryTimeout = absl::Seconds(2);
 constexpr size_t kNamesPage = 1000;
+// The state file is rewritten this often when it changed (the PGs' watermarks advance
+// with every write): a restart then finds watermarks this old at most.
+constexpr absl::Duration kStateRefresh = absl::Seconds(1);
+// A returning primary with more candidates than this (written after its watermark)
+// compares whole copies instead: fetching each whole would cost more than the compare.
+constexpr size_t kMaxCandidates = kMaxMissedObjects / 2;
 // A sync keeps up to this many objects (and bytes) in flight to or from one peer.
 constexpr size_t kBatchObjects = 32;
 constexpr uint64_t kBatchBytes = 32ull << 20;
@@ -50,6 +57,7 @@ std::string PgName(uint32_t pool, uint32_t pg) { return absl::StrCat(pool, ".", 
 Peering::Peering(const PeeringOptions& options, store::ObjectStore* store, Replicator* replicator,
                  PgLog* log)
     : options_(options), store_(store), replicator_(replicator), log_(log) {
+  if (log_ != nullptr) log_->SetSequenceSource([store] { return store->NextSeq(); });
   LoadState();
   thread_ = std::thread([this] { Loop(); });
   pthread_setname_np(thread_.native_handle(), "osd-peering");
@@ -114,14 +122,19 @@ void Peering::HandleMaps(const std::vector<placement::PlacementMap>& pools) {
       }
       const bool primary = pm.OsdOfPg(pg) == self && member_now;
       if (!primary) {
-        // The log tells what members miss of this OSD's copy only while it leads the PG.
-        if (st.primary && log_ != nullptr) log_->Reset(PgKey{pm.pool_id(), pg});
+        // The log syncs members only while this OSD leads the PG; retired, it still tells
+        // a returning primary what it missed meanwhile (pg_log.h).
+        if (st.primary && log_ != nullptr) log_->Retire(PgKey{pm.pool_id(), pg});
         st.primary = false;
         st.active = false;
       } else if (changed || !st.primary) {
         // A PG this OSD starts to lead: entries a write admitted just before it last stopped
         // leading may have left are dropped; the log starts with this interval.
-        if (!st.primary && log_ != nullptr) log_->Reset(PgKey{pm.pool_id(), pg});
+        if (!st.primary) {
+          if (log_ != nullptr) log_->Reset(PgKey{pm.pool_id(), pg});
+          st.lead_from = epoch_;
+          st.prev_primary = st.up_members.empty() ? -1 : st.up_members.front();
+        }
         st.primary = true;
         st.active = false;
         ++st.interval;
@@ -138,12 +151,18 @@ void Peering::HandleMaps(const std::vector<placement::PlacementMap>& pools) {
   cv_.SignalAll();
 }
 
-// The state file: one line "POOL PG EPOCH" per PG this OSD's copy was complete in, as of
-// that epoch. Written (tmp + rename) after changes; read at start.
+// The state file: one line "POOL PG EPOCH WATERMARK" per PG this OSD's copy was complete
+// in, as of that epoch, with the PG's watermark (pg_log.h; 0: unknown) when the line was
+// written. Written (tmp + rename) after changes and every kStateRefresh while it changes;
+// read at start. A watermark only grows while the process runs, so the one read back is
+// never newer than the truth when it died. (Builds before the watermark wrote three
+// fields, read as an unknown watermark; they cannot read four: no downgrade.)
 std::string Peering::StateLocked() const {
   std::string out;
   for (const auto& [key, st] : pgs_) {
-    if (st.as_of > 0) absl::StrAppend(&out, key.pool, " ", key.pg, " ", st.as_of, "\n");
+    if (st.as_of == 0) continue;
+    const uint64_t watermark = log_ != nullptr ? log_->Watermark(key) : 0;
+    absl::StrAppend(&out, key.pool, " ", key.pg, " ", st.as_of, " ", watermark, "\n");
   }
   return out.empty() ? "\n" : out;
 }
@@ -164,10 +183,16 @@ void Peering::LoadState() {
   FILE* f = fopen(options_.state_path.c_str(), "r");
   if (f == nullptr) return;  // a new OSD
   unsigned pool, pg;
-  unsigned long long as_of;
+  unsigned long long as_of, watermark;
+  char line[128];
   absl::MutexLock l(&mu_);
-  while (fscanf(f, "%u %u %llu", &pool, &pg, &as_of) == 3) {
+  while (fgets(line, sizeof(line), f) != nullptr) {
+    const int n = sscanf(line, "%u %u %llu %llu", &pool, &pg, &as_of, &watermark);
+    if (n < 3) continue;
     pgs_[PgKey{pool, pg}].as_of = as_of;  // complete as of then, not now
+    // What it wrote as primary after its watermark may be nowhere else: candidates until
+    // its copy is next replaced from an authority's.
+    if (log_ != nullptr) log_->RestoreWatermark(PgKey{pool, pg}, n == 4 ? watermark : 0);
   }
   fclose(f);
 }
@@ -208,7 +233,11 @@ absl::Status Peering::CheckPrimary(uint32_t pool, std::string_view oid, uint64_t
     }
     pg = p->second->PgOf(oid);
   }
-  return CheckPrimaryOfPg(pool, pg, sender);
+  absl::Status s = CheckPrimaryOfPg(pool, pg, sender);
+  // Another primary's write, delete or push is about to change this copy: a retired log
+  // of the PG no longer describes it.
+  if (s.ok() && log_ != nullptr) log_->CopyChanged(PgKey{pool, pg});
+  return s;
 }
 
 absl::Status Peering::CheckPrimaryOfPg(uint32_t pool, uint32_t pg, uint64_t sender) const {
@@ -232,10 +261,20 @@ void Peering::Loop() {
     std::string state;
     {
       absl::MutexLock l(&mu_);
-      while (!stop_ && queue_.empty() && !save_pending_) cv_.Wait(&mu_);
+      while (!stop_ && queue_.empty() && !save_pending_) {
+        // Now and then, the watermarks: lazily, so a restart finds them a little old.
+        if (cv_.WaitWithTimeout(&mu_, kStateRefresh) && !options_.state_path.empty()) {
+          save_pending_ = true;
+        }
+      }
       if (save_pending_) {
         state = StateLocked();
         save_pending_ = false;
+        if (state == saved_state_) {
+          state.clear();  // unchanged: not written again
+        } else {
+          saved_state_ = state;
+        }
       }
       if (stop_) {
         if (!state.empty()) SaveState(state);
@@ -269,7 +308,8 @@ void Peering::Loop() {
 absl::Status Peering::Peer(const PgKey& key) {
   const int self = static_cast<int>(options_.self);
   std::shared_ptr<const placement::PlacementMap> pm;
-  uint64_t epoch, interval, self_as_of;
+  uint64_t epoch, interval, self_as_of, lead_from;
+  int prev_primary;
   bool self_complete;
   std::vector<int> members;
   {
@@ -282,6 +322,8 @@ absl::Status Peering::Peer(const PgKey& key) {
     self_complete = st.complete;
     self_as_of = st.as_of;
     members = st.up_members;
+    lead_from = st.lead_from;
+    prev_primary = st.prev_primary;
     ++counters_.peerings;
   }
   const uint32_t pg_num = pm->pg_num();
@@ -326,6 +368,19 @@ absl::Status Peering::Peer(const PgKey& key) {
       best_as_of = info->as_of_epoch;
     }
   }
+  // Among copies equally new, the one of the OSD that leads the PG when this one is down
+  // (the next up member in acting order): with stable placement, the interim primary,
+  // whose retired PG log can tell this OSD what it missed (PullFromLog).
+  if (best != self && best >= 0) {
+    for (int id : pm->ActingOfPg(key.pg)) {
+      if (id == self) continue;
+      auto a = as_of.find(id);
+      if (a != as_of.end() && a->second == best_as_of) {
+        best = id;
+        break;
+      }
+    }
+  }
   // A copy complete as of this very epoch cannot be beaten; otherwise a silent OSD might
   // hold a newer one.
   if (!silent.empty() && !(best == self && best_as_of >= epoch)) {
@@ -360,10 +415,41 @@ absl::Status Peering::Peer(const PgKey& key) {
     }
   } else if (best != self) {
     if (log_ != nullptr) log_->Reset(key);  // this copy changes: the log starts again
+    // Writes this OSD admitted under an older map are in its store before the pull (they
+    // are among the watermark's candidates, or overwritten by the copy pulled).
+    { absl::MutexLock barrier(&admit_mu_); }
     spdlog::info("osd.{}: pg {}: pulling from osd.{} (complete as of epoch {}; this OSD's "
                  "copy as of {})", options_.self, PgName(key.pool, key.pg), best, best_as_of,
                  self_as_of);
-    if (absl::Status s = PullFrom(best, key, pg_num, /*authoritative=*/true); !s.ok()) return s;
+    bool pulled = false;
+    // A surviving copy (as_of > 0) differs from the best one only by what the best one's
+    // log knows it missed and by what it wrote after its watermark: copy just those.
+    if (log_ != nullptr && options_.pull_from_log && self_as_of > 0) {
+      absl::Status s = PullFromLog(best, key, pg_num, epoch, self_as_of);
+      pulled = s.ok();
+      if (!pulled) {
+        absl::MutexLock l(&mu_);
+        ++counters_.log_pull_fallbacks;
+        spdlog::info("osd.{}: pg {}: compares its whole copy with osd.{}'s: {}", options_.self,
+                     PgName(key.pool, key.pg), best, s.ToString());
+      }
+    }
+    if (!pulled) {
+      if (absl::Status s = PullFrom(best, key, pg_num, /*authoritative=*/true); !s.ok()) return s;
+    }
+    // Equal to the authority's now: what it wrote as primary before is settled.
+    if (log_ != nullptr) log_->Resynced(key);
+  }
+  // A member down as this OSD starts to lead the PG, which led it before, may come back
+  // to lead it again: the log follows it from its start (pg_log.h, TrackAbsent: its copy
+  // lacks nothing acknowledged before the log began if it was complete up to the map
+  // before lead_from, which it asks with; its own unacknowledged writes it adds itself).
+  if (log_ != nullptr && prev_primary >= 0 && prev_primary != self &&
+      std::find(members.begin(), members.end(), prev_primary) == members.end()) {
+    const std::vector<int> acting = pm->ActingOfPg(key.pg);
+    if (std::find(acting.begin(), acting.end(), prev_primary) != acting.end()) {
+      log_->TrackAbsent(key, prev_primary, lead_from);
+    }
   }
   // 3. Make every up member that is not complete equal to this copy: from the PG log when
   // it knows what the member missed, else by comparing whole copies. `through`: every
@@ -583,6 +669,122 @@ absl::Status Peering::FetchObjects(int osd, const PgKey& key, const std::vector<
   return absl::OkStatus();
 }
 
+std::vector<std::string> Peering::LocalWrittenSince(const PgKey& key, uint32_t pg_num,
+                                                    uint64_t since) const {
+  std::vector<std::string> out;
+  const std::string prefix = placement::PoolObjectName(key.pool, "");
+  std::string from = prefix;
+  for (;;) {
+    auto page = store_->ListWrittenSince(prefix, from, since, kNamesPage);
+    for (auto& o : page) {
+      uint32_t pool;
+      std::string_view oid;
+      if (!placement::SplitPoolObjectName(o.oid, &pool, &oid) || pool != key.pool) continue;
+      if (placement::ObjectToPg(oid, pg_num) == key.pg) out.emplace_back(oid);
+    }
+    if (page.size() < kNamesPage) break;
+    from = std::move(page.back().oid);
+  }
+  return out;
+}
+
+absl::Status Peering::PullFromLog(int osd, const PgKey& key, uint32_t pg_num, uint64_t epoch,
+                                  uint64_t as_of) {
+  const uint64_t watermark = log_->Watermark(key);
+  if (watermark == 0) {
+    return absl::FailedPreconditionError(
+        "no watermark of this OSD's own writes to the PG (none saved)");
+  }
+  PgMissedQuery q;
+  q.as_of_epoch = as_of;
+  q.candidates = LocalWrittenSince(key, pg_num, watermark);
+  if (q.candidates.size() > kMaxCandidates) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        q.candidates.size(), " objects written after its watermark (more than ",
+        kMaxCandidates, ")"));
+  }
+  auto reply = CallOne(osd, [&](uint64_t tid) {
+    PgRequest r;
+    r.type = kPgMissed;
+    r.tid = tid;
+    r.pool = key.pool;
+    r.pg = key.pg;
+    r.pg_num = pg_num;
+    r.epoch = epoch;  // the OSD asked catches up to this map first, as for kPgQuery
+    r.data = EncodeBody(q);
+    return Encode(r);
+  });
+  if (absl::Status s = ReplyStatus(reply); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("osd.", osd, ": ", s.ToString()));
+  }
+  auto body = DecodePgMissedBody(reply->data);
+  if (!body.ok()) return absl::FailedPreconditionError(body.status().ToString());
+  if (!body->known) {
+    return absl::FailedPreconditionError(absl::StrCat("osd.", osd, "'s log: ", body->why));
+  }
+  std::vector<std::string> wanted;
+  std::vector<uint64_t> sizes;
+  for (ListEntry& e : body->present) {
+    wanted.push_back(std::move(e.oid));
+    sizes.push_back(e.size);
+  }
+  // From here on this copy changes: a failure is an error (the peering retries), not a
+  // fallback on a half-synced copy that a compare would have to finish anyway.
+  if (absl::Status s = FetchObjects(osd, key, wanted, sizes, body->absent); !s.ok()) return s;
+  spdlog::info("osd.{}: pg {}: synced from osd.{}'s PG log ({} candidates of its own after "
+               "its watermark; {} objects copied, {} deleted if present)",
+               options_.self, PgName(key.pool, key.pg), osd, q.candidates.size(), wanted.size(),
+               body->absent.size());
+  absl::MutexLock l(&mu_);
+  ++counters_.pulls_from_log;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PgMissedBody> Peering::AnswerMissed(const PgRequest& req, uint64_t sender) {
+  if (absl::Status s = CatchUp(req.epoch, sender); !s.ok()) return s;
+  if (req.pg_num == 0 || req.pg >= req.pg_num) {
+    return absl::InvalidArgumentError("pg missed: pg out of range");
+  }
+  auto q = DecodePgMissedQuery(req.data);
+  if (!q.ok()) return q.status();
+  // Only the PG's primary in this OSD's map (which is at least the asker's now) asks.
+  if (absl::Status s = CheckPrimaryOfPg(req.pool, req.pg, sender); !s.ok()) return s;
+  const PgKey key{req.pool, req.pg};
+  PgMissedBody b;
+  std::optional<std::vector<std::string>> missed;
+  std::string why = "no PG log";
+  if (log_ != nullptr) {
+    missed = log_->MissedByReturning(key, static_cast<int>(sender), q->as_of_epoch, &why);
+  }
+  if (!missed.has_value()) {
+    b.why = absl::StrCat("osd.", options_.self, " cannot tell what osd.", sender,
+                         " missed: ", why);
+    return b;
+  }
+  std::set<std::string> oids(missed->begin(), missed->end());
+  oids.insert(q->candidates.begin(), q->candidates.end());
+  if (oids.size() > kMaxMissedObjects) {
+    b.why = absl::StrCat(oids.size(), " objects to check, more than ", kMaxMissedObjects);
+    return b;
+  }
+  // Sizes from the index: nothing is read here (the asker fetches what it needs).
+  for (const std::string& oid : oids) {
+    auto size = store_->Stat(placement::PoolObjectName(req.pool, oid));
+    if (absl::IsNotFound(size.status())) {
+      b.absent.push_back(oid);
+    } else if (!size.ok()) {
+      return size.status();
+    } else {
+      b.present.push_back(ListEntry{oid, *size, 0});
+    }
+  }
+  b.known = true;
+  spdlog::info("osd.{}: pg {}: told osd.{} what it missed ({} objects by the log, {} "
+               "candidates of its own)", options_.self, PgName(req.pool, req.pg), sender,
+               missed->size(), q->candidates.size());
+  return b;
+}
+
 absl::Status Peering::PushTo(int osd, const PgKey& key, uint32_t pg_num, const Listing& local) {
   auto remote = RemoteListing(osd, key, pg_num);
   if (!remote.ok()) return remote.status();
@@ -752,6 +954,12 @@ Reply Peering::Serve(const PgRequest& req, uint64_t sender) {
       save_pending_ = true;
       return reply;
     }
+    case kPgMissed: {
+      auto body = AnswerMissed(req, sender);
+      if (!body.ok()) return fail(body.status());
+      reply.data = EncodeBody(*body);
+      return reply;
+    }
     case kPgRemove: {
       if (absl::Status s = CheckPrimaryOfPg(req.pool, req.pg, sender); !s.ok()) return fail(s);
       auto removed = RemoveStray(PgKey{req.pool, req.pg});
@@ -814,6 +1022,7 @@ absl::StatusOr<uint64_t> Peering::RemoveStray(const PgKey& key) {
   spdlog::log(n > 0 ? spdlog::level::info : spdlog::level::debug,
               "osd.{}: pg {}: stray copy removed ({} objects)", options_.self,
               PgName(key.pool, key.pg), n);
+  if (log_ != nullptr) log_->Reset(key);  // a retired log described the copy just dropped
   absl::MutexLock l(&mu_);
   PgState& st = pgs_[key];
   st.complete = false;

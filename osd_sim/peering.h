@@ -94,12 +94,21 @@ namespace msgr::osd {
   X(bytes_digested, kCounter, kBytes,                                                         \
     "object bytes this OSD read to compare copies (its listings for syncs)")                 \
   X(pg_log_entries, kGauge, kNone, "entries in this OSD's PG logs (PGs it leads)")           \
-  X(pg_log_trimmed, kCounter, kNone, "PG log entries dropped for room (older syncs backfill)")
+  X(pg_log_trimmed, kCounter, kNone, "PG log entries dropped for room (older syncs backfill)") \
+  X(pulls_from_log, kCounter, kNone,                                                          \
+    "pulls of a returning primary that copied only what the interim primary's PG log says "   \
+    "it missed and what it wrote after its watermark (no whole-copy compare)")                \
+  X(log_pull_fallbacks, kCounter, kNone,                                                      \
+    "pulls of a surviving copy that compared whole copies since the log or the watermark "    \
+    "could not tell (logged why)")
 
 MSGR_COUNTER_SNAPSHOT(PeeringCounters, MSGR_PEERING_COUNTERS);
 
 struct PeeringOptions {
   uint32_t self = 0;
+  // A returning primary's surviving copy is synced from the interim primary's PG log and
+  // its own watermark (PullFromLog) when both can tell; false: always compared whole.
+  bool pull_from_log = true;
   absl::Duration call_timeout = absl::Seconds(10);  // one request to a peer
   absl::Duration retry_delay = absl::Milliseconds(300);
   // Where each PG's "complete as of epoch" survives a restart (a file in the store's
@@ -168,6 +177,11 @@ class Peering {
     uint64_t interval = 0;        // bumped whenever the primary starts a new interval
     std::vector<int> up_members;  // the interval: up members in order (primary first)
     std::vector<uint64_t> up_from;
+    // Since this OSD leads the PG: the epoch it started to, and the PG's primary in the
+    // map it had before (-1: none known) -- a member down then is tracked by the log
+    // from its start only if it was that primary (pg_log.h, TrackAbsent).
+    uint64_t lead_from = 0;
+    int prev_primary = -1;
   };
   struct Entry {
     uint64_t size = 0;
@@ -203,6 +217,17 @@ class Peering {
   // Makes this OSD's copy equal to `osd`'s (`authoritative`: its copy is complete), or
   // adds the objects `osd` has and this OSD lacks (a merge when no copy is complete).
   absl::Status PullFrom(int osd, const PgKey& key, uint32_t pg_num, bool authoritative);
+  // Makes this OSD's surviving copy (complete as of `as_of`) equal to `osd`'s without
+  // comparing them: copies what `osd`'s retired PG log says this OSD missed and the
+  // objects this OSD wrote after its watermark (kPgMissed). FAILED_PRECONDITION (nothing
+  // changed) when either cannot tell: the caller compares whole copies instead.
+  absl::Status PullFromLog(int osd, const PgKey& key, uint32_t pg_num, uint64_t epoch,
+                           uint64_t as_of);
+  // This OSD's objects of the PG written or deleted at or after store seq `since`.
+  std::vector<std::string> LocalWrittenSince(const PgKey& key, uint32_t pg_num,
+                                             uint64_t since) const;
+  // kPgMissed from osd.`sender`: the body of the reply.
+  absl::StatusOr<PgMissedBody> AnswerMissed(const PgRequest& req, uint64_t sender);
   // Reads `wanted` (of `sizes`) from `osd` into this OSD's store and deletes `remove` here.
   absl::Status FetchObjects(int osd, const PgKey& key, const std::vector<std::string>& wanted,
                             const std::vector<uint64_t>& sizes,
@@ -234,6 +259,7 @@ class Peering {
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool save_pending_ ABSL_GUARDED_BY(mu_) = false;
+  std::string saved_state_ ABSL_GUARDED_BY(mu_);  // what the state file holds
   PeeringCounters counters_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace msgr::osd {
 namespace {
 
@@ -175,25 +177,40 @@ std::optional<std::vector<std::string>> PgLog::MissedBy(const PgId& pg, int osd)
 }
 
 std::optional<std::vector<std::string>> PgLog::MissedByReturning(const PgId& pg, int osd,
-                                                                 uint64_t as_of) const {
-  if (max_entries_ == 0) return std::nullopt;
+                                                                 uint64_t as_of,
+                                                                 std::string* why) const {
+  auto unknown = [why](std::string_view reason) {
+    if (why != nullptr) *why = std::string(reason);
+    return std::nullopt;
+  };
+  if (max_entries_ == 0) return unknown("no PG log");
   absl::MutexLock l(&mu_);
   auto p = pgs_.find(pg);
-  if (p == pgs_.end() || !p->second.retired) return std::nullopt;
+  if (p == pgs_.end()) return unknown("no log of the PG (its copy changed since it led it)");
+  if (!p->second.retired) return unknown("it still leads the PG");
   auto m = p->second.members.find(osd);
-  if (m == p->second.members.end()) return std::nullopt;
+  if (m == p->second.members.end()) return unknown("the member is not tracked");
   // Tracked from the log's start: its copy must have been complete up to the map before
   // this OSD started to lead (header comment).
-  if (m->second.since_epoch > 0 && as_of + 1 < m->second.since_epoch) return std::nullopt;
-  return MissedLocked(p->second, m->second);
+  if (m->second.since_epoch > 0 && as_of + 1 < m->second.since_epoch) {
+    return unknown(absl::StrCat("the member's copy is complete as of epoch ", as_of,
+                                ", the log starts at epoch ", m->second.since_epoch));
+  }
+  return MissedLocked(p->second, m->second, why);
 }
 
-std::optional<std::vector<std::string>> PgLog::MissedLocked(const Pg& p, const Member& m) const {
-  if (!m.tracked || m.overflowed) return std::nullopt;
+std::optional<std::vector<std::string>> PgLog::MissedLocked(const Pg& p, const Member& m,
+                                                            std::string* why) const {
+  auto unknown = [why](std::string_view reason) {
+    if (why != nullptr) *why = std::string(reason);
+    return std::nullopt;
+  };
+  if (!m.tracked) return unknown("the member is not tracked");
+  if (m.overflowed) return unknown("the member missed too many writes to follow");
   uint64_t frontier = head_;
   if (!m.marks.empty()) frontier = m.marks.begin()->first - 1;
   if (m.missed_trimmed > 0) frontier = std::min(frontier, m.missed_trimmed - 1);
-  if (frontier < p.trimmed_through) return std::nullopt;
+  if (frontier < p.trimmed_through) return unknown("entries it missed were trimmed");
   std::vector<std::string> out;
   for (auto e = p.by_pos.upper_bound(frontier); e != p.by_pos.end(); ++e) {
     out.push_back(e->second);

@@ -163,8 +163,10 @@ class PgLog {
   // the objects it may lack or hold in another version than this copy, as MissedBy, from
   // a retired log only; nullopt when the log cannot tell (not retired, not tracked,
   // trimmed, too many, or `as_of` older than the log's start requires).
+  // `why` (may be null): for nullopt, the reason.
   std::optional<std::vector<std::string>> MissedByReturning(const PgId& pg, int osd,
-                                                            uint64_t as_of) const;
+                                                            uint64_t as_of,
+                                                            std::string* why = nullptr) const;
 
   // Where the store's seqs come from (store::ObjectStore::NextSeq); without it writes
   // hold the watermark at 0. REQUIRES: called before the first Append (Peering's
@@ -217,7 +219,8 @@ class PgLog {
   };
 
   // Frontier-based MissedBy of a tracked member (mu_ held).
-  std::optional<std::vector<std::string>> MissedLocked(const Pg& p, const Member& m) const
+  std::optional<std::vector<std::string>> MissedLocked(const Pg& p, const Member& m,
+                                                      std::string* why = nullptr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The write at `pos` is settled (`ok`) or holds the watermark (!ok).
   void SettleLocked(std::map<uint64_t, InFlight>::iterator it, bool ok)

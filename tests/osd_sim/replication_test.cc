@@ -4,6 +4,9 @@
 // below min_size refuses writes (the client retries until its op timeout).
 #include <array>
 #include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <utility>
@@ -509,6 +512,119 @@ TEST_F(ReplicationTest, AReturningReplicaGetsOnlyWhatItMissedFromThePrimarysPgLo
   // Each OSD holds exactly the objects whose acting set names it, and osd.0's copies are the
   // newest: read back with the two others of their acting sets down.
   ExpectPlacedAndNewestWithOthersDown(200);
+}
+
+// A primary that comes back leads its PGs again (placement is stable): each is synced from
+// the interim primary's PG log -- what osd.0 missed while it was down -- plus the objects
+// osd.0 wrote itself after its watermark, with nothing read to compare copies. osd.0 is
+// stopped with the state file of an earlier lazy save put back, as a kill -9 leaves it:
+// its watermarks are older than its last writes, which are then candidates.
+TEST_F(ReplicationTest, AReturningPrimaryIsSyncedFromTheInterimPrimarysPgLog) {
+  durable_ = {0};
+  osds_[0].reset();
+  StartOsd(0);
+  WaitUp(0, true);
+  WaitActive(32);
+  WriteObjects(40, 160, 1);  // 160 objects osd.0 will not miss
+  WriteObjects(0, 40, 1);
+  absl::SleepFor(absl::Seconds(2));  // a lazy save of the state file with these watermarks
+  const std::string state_path = data_dirs_[0] + "/pg_states";
+  std::string saved;
+  {
+    std::ifstream in(state_path);
+    saved.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_FALSE(saved.empty());
+  WriteObjects(30, 10, 1);  // after that save: candidates (the same version everywhere)
+  osds_[0].reset();
+  { std::ofstream(state_path, std::ios::trunc) << saved; }
+  WaitUp(0, false);
+  WriteObjects(0, 20, 2);
+  DeleteObjects(20, 10);
+  auto others = [&](const char* counter) {
+    uint64_t n = 0;
+    for (int id = 1; id < kOsds; ++id) n += Perf(id)["peering"][counter].get<uint64_t>();
+    return n;
+  };
+  const uint64_t digested = others("bytes_digested");
+  const uint64_t backfills = others("backfills");
+  StartOsd(0);
+  WaitUp(0, true);
+  WaitActive(32);
+
+  const placement::PlacementMap map = Map();
+  uint64_t led_bytes = 0;  // bytes of the live objects of the PGs osd.0 leads
+  for (int i = 0; i < 200; ++i) {
+    if (map.OsdOfPg(map.PgOf(absl::StrCat("obj.", i))) != 0 || (i >= 20 && i < 30)) continue;
+    led_bytes += i % 5 == 0 ? 300 << 10 : 4096 + i;
+  }
+  const nlohmann::json p0 = Perf(0)["peering"];
+  const uint64_t pulls_from_log = p0["pulls_from_log"].get<uint64_t>();
+  const uint64_t read_to_compare =
+      p0["bytes_digested"].get<uint64_t>() + others("bytes_digested") - digested;
+  std::printf("osd.0 back: pulls_from_log %llu, fallbacks %llu, backfills %llu (others +%llu), "
+              "bytes_digested %llu (whole copies of the PGs it leads: %llu bytes), "
+              "objects_recovered %llu\n",
+              static_cast<unsigned long long>(pulls_from_log),
+              static_cast<unsigned long long>(p0["log_pull_fallbacks"].get<uint64_t>()),
+              static_cast<unsigned long long>(p0["backfills"].get<uint64_t>()),
+              static_cast<unsigned long long>(others("backfills") - backfills),
+              static_cast<unsigned long long>(read_to_compare),
+              static_cast<unsigned long long>(led_bytes),
+              static_cast<unsigned long long>(p0["objects_recovered"].get<uint64_t>()));
+  EXPECT_GT(pulls_from_log, 0u);
+  EXPECT_EQ(p0["log_pull_fallbacks"].get<uint64_t>(), 0u);
+  EXPECT_EQ(p0["backfills"].get<uint64_t>(), 0u) << "osd.0 compared whole copies";
+  EXPECT_EQ(others("backfills"), backfills) << "a primary compared whole copies with osd.0";
+  EXPECT_LT(read_to_compare, led_bytes / 10) << "copies were read to be compared";
+
+  auto scrub = client_->Scrub();
+  ASSERT_TRUE(scrub.ok()) << scrub.status();
+  EXPECT_TRUE(scrub->clean()) << scrub->problems.size() << " problems, first: "
+                              << (scrub->problems.empty() ? "" : scrub->problems.front());
+  ExpectPlacedAndNewestWithOthersDown(200);
+}
+
+// osd.0, the primary, deletes an object its replicas refuse to delete (not acknowledged:
+// a version of its own that no other copy has), then dies. The interim primary's log
+// cannot know that: osd.0 finds the object among its own writes after its watermark and
+// takes it back from the interim primary's copy when it returns.
+TEST_F(ReplicationTest, AReturningPrimaryUndoesItsOwnUnacknowledgedDelete) {
+  durable_ = {0};
+  osds_[0].reset();
+  StartOsd(0);
+  WaitUp(0, true);
+  WaitActive(32);
+  const placement::PlacementMap map = Map();
+  std::string oid;
+  std::vector<int> acting;
+  for (int i = 0; i < 500 && oid.empty(); ++i) {
+    const std::string o = absl::StrCat("d.", i);
+    acting = map.ActingOfPg(map.PgOf(o));
+    if (acting.size() == 3 && acting[0] == 0) oid = o;
+  }
+  ASSERT_FALSE(oid.empty());
+  ASSERT_TRUE(client_->Write(oid, Contents(7, 1, 8192)).ok());
+  refuse_[acting[1]] = true;
+  refuse_[acting[2]] = true;
+  EXPECT_FALSE(client_->Delete(oid).ok()) << "confirmed while the replicas kept their copies";
+  refuse_[acting[1]] = false;
+  refuse_[acting[2]] = false;
+  EXPECT_EQ(Objects(acting[1]), 1u);
+  osds_[0].reset();
+  WaitUp(0, false);
+  auto got = client_->Read(oid);
+  ASSERT_TRUE(got.ok()) << "from the interim primary: " << got.status();
+  StartOsd(0);
+  WaitUp(0, true);
+  WaitActive(32);
+  EXPECT_GT(Perf(0)["peering"]["pulls_from_log"].get<uint64_t>(), 0u);
+  got = client_->Read(oid);
+  ASSERT_TRUE(got.ok()) << "osd.0 kept its unacknowledged delete: " << got.status();
+  EXPECT_TRUE(*got == Contents(7, 1, 8192));
+  auto scrub = client_->Scrub();
+  ASSERT_TRUE(scrub.ok()) << scrub.status();
+  EXPECT_TRUE(scrub->clean()) << (scrub->problems.empty() ? "" : scrub->problems.front());
 }
 
 // A stale copy never goes active alone: every OSD is stopped (a whole-cluster restart), the one that missed writes and deletes comes back first and is the only
