@@ -154,15 +154,23 @@ void Peering::HandleMaps(const std::vector<placement::PlacementMap>& pools) {
 // The state file: one line "POOL PG EPOCH WATERMARK" per PG this OSD's copy was complete
 // in, as of that epoch, with the PG's watermark (pg_log.h; 0: unknown) when the line was
 // written. Written (tmp + rename) after changes and every kStateRefresh while it changes;
-// read at start. A watermark only grows while the process runs, so the one read back is
-// never newer than the truth when it died. (Builds before the watermark wrote three
+// read at start. A watermark stays true once computed (every write logged after it is
+// stored at a seq at or above it, pg_log.h), so the one read back, however old, is never
+// newer than the truth when the OSD died. (Builds before the watermark wrote three
 // fields, read as an unknown watermark; they cannot read four: no downgrade.)
-std::string Peering::StateLocked() const {
-  std::string out;
+Peering::StateRows Peering::StateRowsLocked() const {
+  StateRows rows;
   for (const auto& [key, st] : pgs_) {
-    if (st.as_of == 0) continue;
+    if (st.as_of > 0) rows.emplace_back(key, st.as_of);
+  }
+  return rows;
+}
+
+std::string Peering::FormatState(const StateRows& rows) const {
+  std::string out;
+  for (const auto& [key, as_of] : rows) {
     const uint64_t watermark = log_ != nullptr ? log_->Watermark(key) : 0;
-    absl::StrAppend(&out, key.pool, " ", key.pg, " ", st.as_of, " ", watermark, "\n");
+    absl::StrAppend(&out, key.pool, " ", key.pg, " ", as_of, " ", watermark, "\n");
   }
   return out.empty() ? "\n" : out;
 }
@@ -258,7 +266,8 @@ void Peering::Loop() {
   for (;;) {
     PgKey key{};
     bool have_key = false;
-    std::string state;
+    std::optional<StateRows> rows;
+    bool stopping = false;
     {
       absl::MutexLock l(&mu_);
       while (!stop_ && queue_.empty() && !save_pending_) {
@@ -268,26 +277,25 @@ void Peering::Loop() {
         }
       }
       if (save_pending_) {
-        state = StateLocked();
+        rows = StateRowsLocked();
         save_pending_ = false;
-        if (state == saved_state_) {
-          state.clear();  // unchanged: not written again
-        } else {
-          saved_state_ = state;
-        }
       }
-      if (stop_) {
-        if (!state.empty()) SaveState(state);
-        return;
-      }
-      if (!queue_.empty()) {
+      stopping = stop_;
+      if (!stopping && !queue_.empty()) {
         key = queue_.front();
         queue_.pop_front();
         pgs_[key].queued = false;
         have_key = true;
       }
     }
-    if (!state.empty()) SaveState(state);
+    if (rows.has_value() && !options_.state_path.empty()) {
+      std::string state = FormatState(*rows);
+      if (state != saved_state_) {  // unchanged: not written again
+        SaveState(state);
+        saved_state_ = std::move(state);
+      }
+    }
+    if (stopping) return;
     if (!have_key) continue;
     absl::Status s = Peer(key);
     if (s.ok()) continue;

@@ -3,8 +3,9 @@
 // writes to, holds every write and delete acknowledged so far.
 //
 // Each OSD keeps, per PG, whether its copy is *complete* (has every acknowledged write and
-// delete) and the last map epoch that was known (kept in a file of its store's directory,
-// so a restarted OSD still says how recent its copies are):
+// delete) and the last map epoch that was known, and its watermark (step 2 from the log,
+// below) (kept in a file of its store's directory, so a restarted OSD still says how
+// recent its copies are):
 //  * a member that stays up in the PG's up set from one map to the next, in the same
 //    incarnation (up_from), stays complete, as of the new epoch (writes and deletes reach
 //    every up member before they are acknowledged: one that an up member did not take
@@ -18,10 +19,12 @@
 // When the primary starts a new interval of a PG (the PG is *peering*: client ops get
 // UNAVAILABLE, which clients retry):
 //  1. it asks every up OSD about its copy (kPgQuery) and picks the copy known complete as
-//     of the newest epoch (its own on a tie);
-//  2. if that is another OSD's, it pulls: lists that PG there and here with each object's
-//     size and crc32c (kPgList), reads what differs (kRead), stores it, and deletes what
-//     the source does not have;
+//     of the newest epoch (its own on a tie; among others, the next in acting order: the
+//     PG's interim primary while this OSD was down);
+//  2. if that is another OSD's, it pulls. A surviving copy (as_of_epoch > 0) is pulled
+//     from the PG log (below) when it can be; otherwise it lists that PG there and here
+//     with each object's size and crc32c (kPgList), reads what differs (kRead), stores
+//     it, and deletes what the source does not have;
 //  3. it pushes to every up member that said it is not complete: what differs (kPgPush),
 //     deleting what the primary does not have, then tells it it is complete (kPgActivate);
 //  4. the PG is active: client ops flow.
@@ -46,6 +49,21 @@
 // crc'd on both sides and the ones that differ are copied (a new member, a primary that
 // restarted or pulled its copy, a log trimmed past the member's point).
 //
+// Step 2 from the log (PullFromLog): an OSD (Q) that comes back and leads a PG again
+// asks the copy it picked (R, the interim primary) with kPgMissed, sending its as_of and
+// its *candidates*: the PG's objects it wrote or deleted at or after its watermark (a
+// point of its store's order before which every write it applied as primary was taken
+// by every member and its own store; pg_log.h), which may be versions of its own that
+// never reached R. R, whose log followed Q from its start and was kept (retired) when R
+// stopped leading, answers with what Q missed and, for each of those and each candidate,
+// whether it holds it and its size (from its index: nothing is read). Q fetches what R
+// has and deletes what R lacks: its copy is then R's. R answers "unknown" when its log
+// cannot tell (it did not follow Q, or Q's copy is older than the log's start, entries
+// were trimmed, R's copy took another primary's writes since, R restarted); Q then
+// compares whole copies (peering.log_pull_fallbacks). The watermark is saved with the
+// PG's epoch in the state file every second or so (lazily: an older one only makes more
+// candidates); a PG without one compares.
+//
 // Thread-safety: every method may be called from any thread.
 #ifndef MSGR_OSD_SIM_PEERING_H_
 #define MSGR_OSD_SIM_PEERING_H_
@@ -59,6 +77,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -190,7 +209,11 @@ class Peering {
   using Listing = std::map<std::string, Entry>;  // plain oid -> digest
 
   void Loop();
-  std::string StateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The state file's lines: each PG's "complete as of" is taken under mu_, its watermark
+  // (the PG log's and the store's locks) after, outside it.
+  using StateRows = std::vector<std::pair<PgKey, uint64_t>>;
+  StateRows StateRowsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string FormatState(const StateRows& rows) const;
   void SaveState(const std::string& state);
   void LoadState();
   // One PG's peering as primary; OK when it is active.
@@ -259,7 +282,7 @@ class Peering {
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool save_pending_ ABSL_GUARDED_BY(mu_) = false;
-  std::string saved_state_ ABSL_GUARDED_BY(mu_);  // what the state file holds
+  std::string saved_state_;  // what the state file holds (the peering thread's only)
   PeeringCounters counters_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };

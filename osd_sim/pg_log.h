@@ -60,7 +60,9 @@
 //
 // What this does not cover: a member that restarted without its store (memory mode, a new
 // disk) -- the caller passes only members whose copy survived (PgInfoBody::as_of_epoch);
-// divergence between members that peering already trusted as complete.
+// divergence between members that peering already trusted as complete; a write the
+// primary forwarded and then lost from its own store (power loss before its flush: the
+// watermark assumes what the store returned from Append survives, as it does a kill -9).
 //
 // Thread-safety: every method may be called from any thread; the lock is a leaf (nothing
 // is called out under it; the store's seq is read before it is taken).
