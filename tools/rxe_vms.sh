@@ -116,7 +116,8 @@ prepare_run_dirs() {
     {
       printf 'VM_WORKTREE=%q\n' "$REPO"
       printf 'VM_CWD=%q\n' "$cwd"
-      printf 'VM_ROLE=%q VM_NIC=eth0 VM_ADDR=%q VM_PEER_ADDR=%q\n' "$role" "${ADDR[$role]}" "${ADDR[$peer]}"
+      printf 'VM_ROLE=%q VM_NIC=eth0 VM_ADDR=%q VM_PEER_ADDR=%q VM_PEER_MAC=%q\n' "$role" \
+        "${ADDR[$role]}" "${ADDR[$peer]}" "${MAC[$peer]}"
       printf 'VM_ENV=('; for s in "${GUEST_ENV[@]}"; do printf '%q ' "$s"; done; printf ')\n'
     } >"$RUN/$role/config"
     {

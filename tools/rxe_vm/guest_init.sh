@@ -7,7 +7,7 @@
 # The host's tools/rxe_vm.sh copies this file into the per-run directory, which the guest
 # sees at /run/msgr-vm (9p, read-write), next to:
 #   config    shell variables written by the host (VM_WORKTREE, VM_CWD, VM_ENV; for a guest
-#             of tools/rxe_vms.sh also VM_ROLE, VM_NIC, VM_ADDR, VM_PEER_ADDR)
+#             of tools/rxe_vms.sh also VM_ROLE, VM_NIC, VM_ADDR, VM_PEER_ADDR, VM_PEER_MAC)
 #   command   the COMMAND text, run with `bash -c`
 # and this script writes back:
 #   ready     guest uptime (s) when rxe0 was usable     stdout, stderr  COMMAND's output
@@ -71,6 +71,15 @@ setup_rdma() {
     # One of two guests: rxe0 on the NIC joined to the other guest, its GID from our
     # own address. rdma_cm works on it too (it is a real netdev), so no rxe1.
     rdma link add rxe0 type rxe netdev "$VM_NIC" || die "rdma link add rxe0 (netdev $VM_NIC) failed"
+    # The peer's MAC is known (tools/rxe_vms.sh gives both): a permanent neighbour entry,
+    # so that a burst of datagrams the host drops between the two qemus (both emulated on
+    # two busy cores) cannot fail ARP and turn into "No route to host" for TCP and rxe
+    # alike; lost packets are then retransmitted like on any lossy link.
+    if [[ -n "${VM_PEER_MAC:-}" ]]; then
+      ip neigh replace "$VM_PEER_ADDR" lladdr "$VM_PEER_MAC" dev "$VM_NIC" nud permanent \
+        || die "cannot add the neighbour entry of $VM_PEER_ADDR ($VM_PEER_MAC) on $VM_NIC"
+      log "neighbour $VM_PEER_ADDR on $VM_NIC: $(ip neigh show "$VM_PEER_ADDR" dev "$VM_NIC")"
+    fi
     wait_gid rxe0 "$(ipv4_gid "$VM_ADDR")" \
       || die "rxe0 has no GID for $VM_ADDR: $(cat /sys/class/infiniband/rxe0/ports/1/gids/* 2>&1 | sort -u | tr '\n' ' ')"
     log "rxe0 on $VM_NIC: GID ::ffff:$VM_ADDR at index $GID_INDEX"
@@ -92,7 +101,7 @@ run_command() {
   export MSGR_IN_RXE_VM=1 MSGR_RDMA_DEVICE=rxe0
   if [[ -n "${VM_NIC:-}" ]]; then
     # No MSGR_RDMA_GID_INDEX: between two hosts the provider's own choice is under test.
-    export MSGR_VM_ROLE=$VM_ROLE MSGR_VM_ADDR=$VM_ADDR MSGR_VM_PEER_ADDR=$VM_PEER_ADDR
+    export MSGR_VM_ROLE=$VM_ROLE MSGR_VM_NIC=$VM_NIC MSGR_VM_ADDR=$VM_ADDR MSGR_VM_PEER_ADDR=$VM_PEER_ADDR
     export MSGR_RDMA_CM_DEVICE=rxe0 MSGR_RDMA_CM_ADDR=$VM_ADDR
   else
     export MSGR_RDMA_GID_INDEX=1 MSGR_RDMA_CM_DEVICE=rxe1 MSGR_RDMA_CM_ADDR=169.254.77.1

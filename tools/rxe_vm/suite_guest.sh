@@ -49,6 +49,16 @@ barrier() {
   done
 }
 
+# link_report: the state of the link to the other guest, after a failed entry (tells a
+# lost link -- drops, errors, a neighbour entry gone -- from a bug in the entry).
+link_report() {
+  local nic=${MSGR_VM_NIC:-eth0}
+  echo "---- link to the other guest after this failure ($nic, peer ${MSGR_VM_PEER_ADDR:-?}) ----"
+  ip -s link show "$nic"
+  ip -s neigh show dev "$nic"
+  echo "----"
+}
+
 main() {
   local index name cmd start rc secs out=$RESULTS
   export GTEST_COLOR=no
@@ -73,6 +83,7 @@ main() {
     secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     echo "$secs" >"$out/$index.secs"
     verdict "$rc" "$out/$index.log" >"$out/$index.status"
+    if [[ $rc -ne 0 && -n "${MSGR_VM_ROLE:-}" ]]; then link_report >>"$out/$index.log" 2>&1; fi
   done <"$RESULTS/entries"
   return 0
 }
