@@ -440,16 +440,12 @@ void RdmaMessenger::RetryUnmatchedQpEvents() {
 }
 
 std::vector<SessionInfo> RdmaMessenger::DumpSessions() const {
-  // The table's lock only to copy it: each session is asked under its own lock, after.
-  std::vector<std::shared_ptr<RdmaConnection>> conns;
+  std::vector<std::shared_ptr<RdmaConnection>> conns;  // copied under the lock: session::InfoOf
   {
     absl::MutexLock l(&mu_);
     conns = sessions_.All();
   }
-  std::vector<SessionInfo> out;
-  out.reserve(conns.size());
-  for (const auto& c : conns) out.push_back(c->Info());
-  return out;
+  return session::InfoOf(conns);
 }
 
 void RdmaMessenger::SetPolicy(EntityType type, Policy policy) {

@@ -157,6 +157,16 @@ class SessionTable {
   std::map<const C*, std::shared_ptr<C>> lossy_;
 };
 
+// DumpSessions: what each of `sessions` says of itself. Each is asked under its own lock,
+// so the caller copies the table under the messenger's lock and calls this after.
+template <typename C>
+std::vector<SessionInfo> InfoOf(const std::vector<std::shared_ptr<C>>& sessions) {
+  std::vector<SessionInfo> out;
+  out.reserve(sessions.size());
+  for (const auto& s : sessions) out.push_back(s->Info());
+  return out;
+}
+
 }  // namespace msgr::session
 
 #endif  // MSGR_MSG_SESSION_SESSION_TABLE_H_

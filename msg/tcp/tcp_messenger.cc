@@ -144,16 +144,12 @@ void TcpMessenger::Forget(const TcpConnection* conn) {
 }
 
 std::vector<SessionInfo> TcpMessenger::DumpSessions() const {
-  // The table's lock only to copy it: each session is asked under its own lock, after.
-  std::vector<std::shared_ptr<TcpConnection>> conns;
+  std::vector<std::shared_ptr<TcpConnection>> conns;  // copied under the lock: session::InfoOf
   {
     absl::MutexLock l(&mu_);
     conns = sessions_.All();
   }
-  std::vector<SessionInfo> out;
-  out.reserve(conns.size());
-  for (const auto& c : conns) out.push_back(c->Info());
-  return out;
+  return session::InfoOf(conns);
 }
 
 void TcpMessenger::TrackHandshake(std::weak_ptr<ServerHandshake> hs) {
