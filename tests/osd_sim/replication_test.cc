@@ -235,6 +235,21 @@ class ReplicationTest : public ::testing::Test {
       ASSERT_TRUE(client_->Delete(absl::StrCat("obj.", i)).ok()) << "obj." << i;
     }
   }
+  // osd.0 again, with a durable store (it keeps its copies over a restart); every PG active.
+  void RestartOsd0Durable() {
+    durable_ = {0};
+    osds_[0].reset();
+    StartOsd(0);
+    WaitUp(0, true);
+    WaitActive(32);
+  }
+  // Every replica holds what its primary does (msgr scrub).
+  void ExpectScrubClean() {
+    auto scrub = client_->Scrub();
+    ASSERT_TRUE(scrub.ok()) << scrub.status();
+    EXPECT_TRUE(scrub->clean()) << scrub->problems.size() << " problems, first: "
+                                << (scrub->problems.empty() ? "" : scrub->problems.front());
+  }
   // Version 1 of objects 0..39 everywhere, then osd.0 stopped (a durable one keeps its
   // copies) while 0..19 get version 2 and 20..29 are deleted.
   void MissWritesOnOsd0() {
@@ -445,11 +460,7 @@ TEST_F(ReplicationTest, BelowMinSizeADeleteIsRefusedAndDeletesNothing) {
 // two other OSDs gone, every read (many served from its copies) returns the newest
 // version and no deleted object comes back.
 TEST_F(ReplicationTest, ARestartedOsdIsRecoveredBeforeItServesItsStaleCopies) {
-  durable_ = {0};
-  osds_[0].reset();
-  StartOsd(0);
-  WaitUp(0, true);
-  WaitActive(32);
+  RestartOsd0Durable();
   MissWritesOnOsd0();
   StartOsd(0);  // its store still has version 1 of all 40
   WaitUp(0, true);
@@ -468,11 +479,7 @@ TEST_F(ReplicationTest, ARestartedOsdIsRecoveredBeforeItServesItsStaleCopies) {
 // and compare no whole copies. (Where osd.0 itself leads a PG again it pulls by comparing
 // copies: its own log did not survive its restart.)
 TEST_F(ReplicationTest, AReturningReplicaGetsOnlyWhatItMissedFromThePrimarysPgLog) {
-  durable_ = {0};
-  osds_[0].reset();
-  StartOsd(0);
-  WaitUp(0, true);
-  WaitActive(32);
+  RestartOsd0Durable();
   WriteObjects(40, 160, 1);  // 160 objects osd.0 will not miss
   MissWritesOnOsd0();        // it misses 0..19 (version 2) and the deletes of 20..29
   auto peering = [&](const char* counter) {
@@ -520,11 +527,7 @@ TEST_F(ReplicationTest, AReturningReplicaGetsOnlyWhatItMissedFromThePrimarysPgLo
 // stopped with the state file of an earlier lazy save put back, as a kill -9 leaves it:
 // its watermarks are older than its last writes, which are then candidates.
 TEST_F(ReplicationTest, AReturningPrimaryIsSyncedFromTheInterimPrimarysPgLog) {
-  durable_ = {0};
-  osds_[0].reset();
-  StartOsd(0);
-  WaitUp(0, true);
-  WaitActive(32);
+  RestartOsd0Durable();
   WriteObjects(40, 160, 1);  // 160 objects osd.0 will not miss
   WriteObjects(0, 40, 1);
   absl::SleepFor(absl::Seconds(2));  // a lazy save of the state file with these watermarks
@@ -578,10 +581,7 @@ TEST_F(ReplicationTest, AReturningPrimaryIsSyncedFromTheInterimPrimarysPgLog) {
   EXPECT_EQ(others("backfills"), backfills) << "a primary compared whole copies with osd.0";
   EXPECT_LT(read_to_compare, led_bytes / 10) << "copies were read to be compared";
 
-  auto scrub = client_->Scrub();
-  ASSERT_TRUE(scrub.ok()) << scrub.status();
-  EXPECT_TRUE(scrub->clean()) << scrub->problems.size() << " problems, first: "
-                              << (scrub->problems.empty() ? "" : scrub->problems.front());
+  ExpectScrubClean();
   ExpectPlacedAndNewestWithOthersDown(200);
 }
 
@@ -590,11 +590,7 @@ TEST_F(ReplicationTest, AReturningPrimaryIsSyncedFromTheInterimPrimarysPgLog) {
 // cannot know that: osd.0 finds the object among its own writes after its watermark and
 // takes it back from the interim primary's copy when it returns.
 TEST_F(ReplicationTest, AReturningPrimaryUndoesItsOwnUnacknowledgedDelete) {
-  durable_ = {0};
-  osds_[0].reset();
-  StartOsd(0);
-  WaitUp(0, true);
-  WaitActive(32);
+  RestartOsd0Durable();
   const placement::PlacementMap map = Map();
   std::string oid;
   std::vector<int> acting;
@@ -622,9 +618,7 @@ TEST_F(ReplicationTest, AReturningPrimaryUndoesItsOwnUnacknowledgedDelete) {
   got = client_->Read(oid);
   ASSERT_TRUE(got.ok()) << "osd.0 kept its unacknowledged delete: " << got.status();
   EXPECT_TRUE(*got == Contents(7, 1, 8192));
-  auto scrub = client_->Scrub();
-  ASSERT_TRUE(scrub.ok()) << scrub.status();
-  EXPECT_TRUE(scrub->clean()) << (scrub->problems.empty() ? "" : scrub->problems.front());
+  ExpectScrubClean();
 }
 
 // A stale copy never goes active alone: every OSD is stopped (a whole-cluster restart), the one that missed writes and deletes comes back first and is the only
