@@ -325,7 +325,9 @@ absl::Status Osd::Init() {
     s->set_pgs_active(static_cast<uint32_t>(c.pgs_active));
     s->set_pgs_peering(static_cast<uint32_t>(c.pgs_peering));
     s->set_objects_recovered(c.objects_recovered);
-    s->set_recoveries_from_log(c.recoveries_from_log);
+    // Syncs from a PG log: members pushed by this primary, and PGs this OSD pulled from
+    // the interim primary's log when it came back to lead them.
+    s->set_recoveries_from_log(c.recoveries_from_log + c.pulls_from_log);
     s->set_backfills(c.backfills);
   });
   return mon_->StartHeartbeats(

@@ -436,10 +436,10 @@ p = json.load(sys.stdin).get("peering")
 if p:
     state = "peering (ops on those PGs wait)" if p["pgs_peering"] else "all active"
     print("%s: %d PGs led, %d peering: %s; recovered %d objects (%.1f MiB) in %d pulls, %d pushes"
-          " (%d member syncs from PG logs, %d backfills)"
+          " (%d syncs from PG logs, %d backfills)"
           % (sys.argv[1], p["pgs_active"] + p["pgs_peering"], p["pgs_peering"], state,
              p["objects_recovered"], p["bytes_recovered"] / 1048576.0, p["pulls"], p["pushes"],
-             p.get("recoveries_from_log", 0), p.get("backfills", 0)))
+             p.get("recoveries_from_log", 0) + p.get("pulls_from_log", 0), p.get("backfills", 0)))
 ' "$osd" || true
     done
     ;;

@@ -99,7 +99,7 @@ std::string MapToTable(const v1::ClusterMap& map) {
                           recovered,
                           from_log + backfills == 0
                               ? ""
-                              : absl::StrCat(" (", from_log, " member syncs from PG logs, ",
+                              : absl::StrCat(" (", from_log, " syncs from PG logs, ",
                                              backfills, " backfills)"));
   }
   if (map.osds_size() == 0) return out;

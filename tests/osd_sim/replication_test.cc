@@ -203,6 +203,25 @@ class ReplicationTest : public ::testing::Test {
     FAIL() << "osd." << id << " never became " << (up ? "up" : "down");
   }
 
+  // The syncs from PG logs the monitor last heard of from osd `id` (its heartbeats' PG
+  // stats: monctl status), once at least `want` (up to 10 s), else the last seen.
+  uint64_t MonitorLogSyncs(int id, uint64_t want) {
+    auto mc = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
+    if (!mc.ok()) return 0;
+    uint64_t seen = 0;
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      auto map = (*mc)->GetMap();
+      if (map.ok()) {
+        auto it = map->osd_pg_stats().find(static_cast<uint32_t>(id));
+        if (it != map->osd_pg_stats().end()) seen = it->second.recoveries_from_log();
+      }
+      if (seen >= want) break;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return seen;
+  }
+
   placement::PlacementMap Map() {
     auto mc = mon::MonClient::Create(mon_->addr(), absl::Seconds(5));
     return placement::ToPlacementMap(*(*mc)->GetMap(), "tcp");
@@ -577,6 +596,8 @@ TEST_F(ReplicationTest, AReturningPrimaryIsSyncedFromTheInterimPrimarysPgLog) {
               static_cast<unsigned long long>(p0["objects_recovered"].get<uint64_t>()));
   EXPECT_GT(pulls_from_log, 0u);
   EXPECT_EQ(p0["log_pull_fallbacks"].get<uint64_t>(), 0u);
+  EXPECT_GE(MonitorLogSyncs(0, pulls_from_log), pulls_from_log)
+      << "monctl status counts osd.0's pulls among its syncs from PG logs";
   EXPECT_EQ(p0["backfills"].get<uint64_t>(), 0u) << "osd.0 compared whole copies";
   EXPECT_EQ(others("backfills"), backfills) << "a primary compared whole copies with osd.0";
   EXPECT_LT(read_to_compare, led_bytes / 10) << "copies were read to be compared";

@@ -326,7 +326,7 @@ case_replicated() {
     fail_case replicated "no PG was recovered from a PG log ($before before, $after after)"
   else
     pass replicated
-    log "  $(tail -1 "$out.scrub"); $((after - before)) member syncs from PG logs"
+    log "  $(tail -1 "$out.scrub"); $((after - before)) syncs from PG logs"
   fi
 }
 

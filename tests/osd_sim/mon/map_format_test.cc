@@ -87,7 +87,7 @@ TEST(MapFormatTest, TableSummarisesPeeringFromHeartbeats) {
   s.set_backfills(1);
   (*map.mutable_osd_pg_stats())[1] = s;
   const std::string t2 = MapToTable(map);
-  EXPECT_NE(t2.find("12 objects recovered (4 member syncs from PG logs, 1 backfills)\n"),
+  EXPECT_NE(t2.find("12 objects recovered (4 syncs from PG logs, 1 backfills)\n"),
             std::string::npos)
       << t2;
 }
