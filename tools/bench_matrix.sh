@@ -89,6 +89,22 @@ if [[ $BUILD == 1 ]]; then
     //tests/msg/tcp:tcp_benchmark //tests/msg/rdma:ring_throughput_benchmark >&2
 fi
 export MSGR_REBUILD=0
+# The binaries the chosen sections run, checked before the first one (with --no-build, or
+# MSGR_BIN pointing at another build, one can be missing: say which and how to get it).
+NEEDS=()
+if want mem || want clients || want idle || want durable || want repl; then
+  NEEDS+=(osd_sim/osd osd_sim/mon/mon osd_sim/mon/monctl osd_sim/tools/msgr_admin client/bench/bench)
+fi
+if want mem || want msgr; then NEEDS+=(tests/msg/rdma/ring_throughput_benchmark); fi
+if want durable || want store; then NEEDS+=(osd_sim/store/store_benchmark); fi
+if want msgr; then NEEDS+=(tests/msg/tcp/tcp_benchmark); fi
+for b in "${NEEDS[@]}"; do
+  if [[ ! -x "$BIN/$b" ]]; then
+    echo "bench_matrix.sh: $BIN/$b is missing: run without --no-build (it builds what it" \
+         "runs), or bazel build -c opt //${b%/*}:${b##*/} for that build" >&2
+    exit 1
+  fi
+done
 if want durable && ! command -v fio >/dev/null; then
   echo "bench_matrix.sh: fio not found (apt-get install -y fio)" >&2; exit 1
 fi
