@@ -1,5 +1,9 @@
 #include "proto/osd_protocol.h"
 
+#include <cstdint>
+#include <limits>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "msg/base/wire.h"
 
@@ -118,15 +122,40 @@ std::string EncodeBody(const StatBody& b) {
   return out;
 }
 
-std::string EncodeBody(const ListBody& b, bool digest) {
-  std::string out;
-  WireWriter w(&out);
-  w.Put(static_cast<uint32_t>(b.entries.size()));
-  for (const ListEntry& e : b.entries) {
+namespace {
+
+// A count of entries, then each one's oid (length-prefixed), size and, with `digest`, crc32c:
+// kPgListReply's entries and kPgMissedReply's present objects.
+void PutEntries(WireWriter& w, const std::vector<ListEntry>& entries, bool digest) {
+  w.Put(static_cast<uint32_t>(entries.size()));
+  for (const ListEntry& e : entries) {
     w.PutString32(e.oid);
     w.Put(e.size);
     if (digest) w.Put(e.crc32c);
   }
+}
+
+// At most `max` entries. Each takes at least 12 bytes: a count beyond what the data holds
+// is malformed before anything is reserved for it.
+bool GetEntries(WireReader& r, bool digest, uint32_t max, std::vector<ListEntry>* entries) {
+  uint32_t n;
+  if (!r.Get(&n) || n > max || n > r.remaining() / 12) return false;
+  entries->resize(n);
+  for (ListEntry& e : *entries) {
+    if (!r.GetString32(kMaxOidBytes, &e.oid) || !r.Get(&e.size) ||
+        (digest && !r.Get(&e.crc32c))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string EncodeBody(const ListBody& b, bool digest) {
+  std::string out;
+  WireWriter w(&out);
+  PutEntries(w, b.entries, digest);
   w.Put(static_cast<uint8_t>(b.more ? 1 : 0));
   return out;
 }
@@ -207,17 +236,7 @@ absl::StatusOr<StatBody> DecodeStatBody(std::string_view data) {
 absl::StatusOr<ListBody> DecodeListBody(std::string_view data, bool digest) {
   WireReader r(data);
   ListBody b;
-  uint32_t n;
-  // Each entry takes at least 12 bytes: a count beyond what the data holds is malformed
-  // before anything is reserved for it.
-  if (!r.Get(&n) || n > r.remaining() / 12) return Malformed("list-reply");
-  b.entries.resize(n);
-  for (ListEntry& e : b.entries) {
-    if (!r.GetString32(kMaxOidBytes, &e.oid) || !r.Get(&e.size) ||
-        (digest && !r.Get(&e.crc32c))) {
-      return Malformed("list-reply");
-    }
-  }
+  if (!GetEntries(r, digest, std::numeric_limits<uint32_t>::max(), &b.entries)) return Malformed("list-reply");
   uint8_t more;
   if (!r.Get(&more) || more > 1 || r.remaining() != 0) return Malformed("list-reply");
   b.more = more == 1;
@@ -268,11 +287,7 @@ std::string EncodeBody(const PgMissedBody& b) {
   WireWriter w(&out);
   w.Put(static_cast<uint8_t>(b.known ? 1 : 0));
   w.PutString32(std::string_view(b.why).substr(0, kMaxErrorBytes));
-  w.Put(static_cast<uint32_t>(b.present.size()));
-  for (const ListEntry& e : b.present) {
-    w.PutString32(e.oid);
-    w.Put(e.size);
-  }
+  PutEntries(w, b.present, /*digest=*/false);
   PutNames(w, b.absent);
   return out;
 }
@@ -281,17 +296,12 @@ absl::StatusOr<PgMissedBody> DecodePgMissedBody(std::string_view data) {
   WireReader r(data);
   PgMissedBody b;
   uint8_t known;
-  uint32_t n;
-  if (!r.Get(&known) || known > 1 || !r.GetString32(kMaxErrorBytes, &b.why) || !r.Get(&n) ||
-      n > kMaxMissedObjects || n > r.remaining() / 12) {
+  if (!r.Get(&known) || known > 1 || !r.GetString32(kMaxErrorBytes, &b.why) ||
+      !GetEntries(r, /*digest=*/false, kMaxMissedObjects, &b.present) ||
+      !GetNames(r, &b.absent) || r.remaining() != 0) {
     return Malformed("pg-missed-reply");
   }
   b.known = known == 1;
-  b.present.resize(n);
-  for (ListEntry& e : b.present) {
-    if (!r.GetString32(kMaxOidBytes, &e.oid) || !r.Get(&e.size)) return Malformed("pg-missed-reply");
-  }
-  if (!GetNames(r, &b.absent) || r.remaining() != 0) return Malformed("pg-missed-reply");
   return b;
 }
 
