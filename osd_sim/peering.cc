@@ -50,6 +50,27 @@ absl::Status ReplyStatus(const absl::StatusOr<Reply>& r) {
   return absl::Status(r->code, r->error);
 }
 
+// Pages through a pool's objects in name order after `from` (`list(from)`: a page of up
+// to kNamesPage, each with its pool-qualified `oid`) and appends the plain ids of those in
+// PG `key` to `out` until it holds `max`.
+template <typename ListPage>
+void CollectPgObjects(const PgId& key, uint32_t pg_num, std::string from, size_t max,
+                      ListPage list, std::vector<std::string>* out) {
+  while (out->size() < max) {
+    auto page = list(from);
+    for (auto& o : page) {
+      uint32_t pool;
+      std::string_view oid;
+      if (!placement::SplitPoolObjectName(o.oid, &pool, &oid) || pool != key.pool) continue;
+      if (placement::ObjectToPg(oid, pg_num) != key.pg) continue;
+      out->emplace_back(oid);
+      if (out->size() == max) return;
+    }
+    if (page.size() < kNamesPage) return;
+    from = std::move(page.back().oid);
+  }
+}
+
 std::string PgName(uint32_t pool, uint32_t pg) { return absl::StrCat(pool, ".", absl::Hex(pg)); }
 
 }  // namespace
@@ -552,20 +573,9 @@ std::vector<std::string> Peering::LocalNames(const PgKey& key, uint32_t pg_num,
                                             std::string_view after, size_t max) const {
   std::vector<std::string> out;
   const std::string prefix = placement::PoolObjectName(key.pool, "");
-  std::string from = placement::PoolObjectName(key.pool, after);
-  while (out.size() < max) {
-    auto page = store_->List(prefix, from, kNamesPage);
-    for (auto& o : page) {
-      uint32_t pool;
-      std::string_view oid;
-      if (!placement::SplitPoolObjectName(o.oid, &pool, &oid) || pool != key.pool) continue;
-      if (placement::ObjectToPg(oid, pg_num) != key.pg) continue;
-      out.emplace_back(oid);
-      if (out.size() == max) break;
-    }
-    if (page.size() < kNamesPage) break;
-    from = std::move(page.back().oid);
-  }
+  CollectPgObjects(key, pg_num, placement::PoolObjectName(key.pool, after), max,
+                   [&](const std::string& from) { return store_->List(prefix, from, kNamesPage); },
+                   &out);
   return out;
 }
 
@@ -681,18 +691,11 @@ std::vector<std::string> Peering::LocalWrittenSince(const PgKey& key, uint32_t p
                                                     uint64_t since) const {
   std::vector<std::string> out;
   const std::string prefix = placement::PoolObjectName(key.pool, "");
-  std::string from = prefix;
-  for (;;) {
-    auto page = store_->ListWrittenSince(prefix, from, since, kNamesPage);
-    for (auto& o : page) {
-      uint32_t pool;
-      std::string_view oid;
-      if (!placement::SplitPoolObjectName(o.oid, &pool, &oid) || pool != key.pool) continue;
-      if (placement::ObjectToPg(oid, pg_num) == key.pg) out.emplace_back(oid);
-    }
-    if (page.size() < kNamesPage) break;
-    from = std::move(page.back().oid);
-  }
+  CollectPgObjects(key, pg_num, prefix, SIZE_MAX,
+                   [&](const std::string& from) {
+                     return store_->ListWrittenSince(prefix, from, since, kNamesPage);
+                   },
+                   &out);
   return out;
 }
 

@@ -8,6 +8,12 @@
 namespace msgr::osd {
 namespace {
 
+// "The log cannot tell", with the reason in `*why` (if given).
+std::optional<std::vector<std::string>> Unknown(std::string_view reason, std::string* why) {
+  if (why != nullptr) *why = std::string(reason);
+  return std::nullopt;
+}
+
 // A PG keeps at least this many entries however many PGs share the budget.
 constexpr size_t kMinEntriesPerPg = 64;
 // A member with more marks than this in one PG (one gone for long: a mark per write it
@@ -179,38 +185,30 @@ std::optional<std::vector<std::string>> PgLog::MissedBy(const PgId& pg, int osd)
 std::optional<std::vector<std::string>> PgLog::MissedByReturning(const PgId& pg, int osd,
                                                                  uint64_t as_of,
                                                                  std::string* why) const {
-  auto unknown = [why](std::string_view reason) {
-    if (why != nullptr) *why = std::string(reason);
-    return std::nullopt;
-  };
-  if (max_entries_ == 0) return unknown("no PG log");
+  if (max_entries_ == 0) return Unknown("no PG log", why);
   absl::MutexLock l(&mu_);
   auto p = pgs_.find(pg);
-  if (p == pgs_.end()) return unknown("no log of the PG (its copy changed since it led it)");
-  if (!p->second.retired) return unknown("it still leads the PG");
+  if (p == pgs_.end()) return Unknown("no log of the PG (its copy changed since it led it)", why);
+  if (!p->second.retired) return Unknown("it still leads the PG", why);
   auto m = p->second.members.find(osd);
-  if (m == p->second.members.end()) return unknown("the member is not tracked");
+  if (m == p->second.members.end()) return Unknown("the member is not tracked", why);
   // Tracked from the log's start: its copy must have been complete up to the map before
   // this OSD started to lead (header comment).
   if (m->second.since_epoch > 0 && as_of + 1 < m->second.since_epoch) {
-    return unknown(absl::StrCat("the member's copy is complete as of epoch ", as_of,
-                                ", the log starts at epoch ", m->second.since_epoch));
+    return Unknown(absl::StrCat("the member's copy is complete as of epoch ", as_of,
+                                ", the log starts at epoch ", m->second.since_epoch), why);
   }
   return MissedLocked(p->second, m->second, why);
 }
 
 std::optional<std::vector<std::string>> PgLog::MissedLocked(const Pg& p, const Member& m,
                                                             std::string* why) const {
-  auto unknown = [why](std::string_view reason) {
-    if (why != nullptr) *why = std::string(reason);
-    return std::nullopt;
-  };
-  if (!m.tracked) return unknown("the member is not tracked");
-  if (m.overflowed) return unknown("the member missed too many writes to follow");
+  if (!m.tracked) return Unknown("the member is not tracked", why);
+  if (m.overflowed) return Unknown("the member missed too many writes to follow", why);
   uint64_t frontier = head_;
   if (!m.marks.empty()) frontier = m.marks.begin()->first - 1;
   if (m.missed_trimmed > 0) frontier = std::min(frontier, m.missed_trimmed - 1);
-  if (frontier < p.trimmed_through) return unknown("entries it missed were trimmed");
+  if (frontier < p.trimmed_through) return Unknown("entries it missed were trimmed", why);
   std::vector<std::string> out;
   for (auto e = p.by_pos.upper_bound(frontier); e != p.by_pos.end(); ++e) {
     out.push_back(e->second);
