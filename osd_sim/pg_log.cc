@@ -51,11 +51,11 @@ void PgLog::Ticket::LocalDone() const {
 PgLog::PgLog(size_t max_entries) : max_entries_(max_entries) {}
 
 PgLog::Ticket PgLog::Append(const PgId& pg, std::string_view oid,
-                            const std::vector<int>& targets) {
+                            const std::vector<int>& targets, std::optional<uint64_t> low_in) {
   if (max_entries_ == 0) return Ticket();
   // Read before the write reaches the local store (the caller stores it after this
   // returns): a lower bound of its seq there, taken outside the leaf lock.
-  const uint64_t low = next_seq_ ? next_seq_() : 0;
+  const uint64_t low = low_in ? *low_in : SeqNow();
   absl::MutexLock l(&mu_);
   const uint64_t pos = ++head_;
   written_[pg].unsettled.insert(low);

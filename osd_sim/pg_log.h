@@ -130,7 +130,12 @@ class PgLog {
 
   // Logs a write or delete of `oid` (the plain object id) that this OSD applies as the
   // PG's primary and sends to `targets`.
-  Ticket Append(const PgId& pg, std::string_view oid, const std::vector<int>& targets);
+  // `low`: SeqNow() read before the write reaches the local store (default: read here).
+  Ticket Append(const PgId& pg, std::string_view oid, const std::vector<int>& targets,
+                std::optional<uint64_t> low = std::nullopt);
+  // The store's next seq (0 without a sequence source). The source takes the store's
+  // lock: a caller holding a lock of its own reads this before taking it.
+  uint64_t SeqNow() const { return next_seq_ ? next_seq_() : 0; }
 
   // The newest position appended, in any PG (0: none yet).
   uint64_t Head() const;

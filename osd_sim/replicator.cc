@@ -185,6 +185,9 @@ absl::StatusOr<std::shared_ptr<Replicator::Write>> Replicator::Begin(const Recor
   if (!placement::SplitPoolObjectName(name, &pool_id, &oid)) {
     return absl::InvalidArgumentError("malformed pool-qualified object id");
   }
+  // The store's seq before mu_: its source takes the store's lock, which must not nest
+  // inside ours (a store callback may reach this replicator).
+  const uint64_t low = log_ != nullptr ? log_->SeqNow() : 0;
   absl::MutexLock l(&mu_);
   placement::PoolSize pool;
   uint32_t pg;
@@ -192,7 +195,7 @@ absl::StatusOr<std::shared_ptr<Replicator::Write>> Replicator::Begin(const Recor
   if (!peers.ok()) return peers.status();
   ++counters_.writes_replicated;
   const int outstanding = 1 + static_cast<int>(peers->size());
-  PgLog::Ticket logged = log_ != nullptr ? log_->Append(PgId{pool_id, pg}, oid, *peers)
+  PgLog::Ticket logged = log_ != nullptr ? log_->Append(PgId{pool_id, pg}, oid, *peers, low)
                                          : PgLog::Ticket();
   return std::make_shared<Write>(std::move(done), outstanding, pool.size, pool.min_size,
                                  std::move(*peers), &degraded_, &replica_missing_,
@@ -238,13 +241,14 @@ absl::StatusOr<std::vector<int>> Replicator::UpReplicasLocked(uint32_t pool_id,
 
 absl::StatusOr<Replicator::DeletePlan> Replicator::DeleteTargets(uint32_t pool,
                                                                  std::string_view oid) {
+  const uint64_t low = log_ != nullptr ? log_->SeqNow() : 0;  // before mu_, as in Begin
   absl::MutexLock l(&mu_);
   placement::PoolSize size;
   uint32_t pg;
   auto peers = UpReplicasLocked(pool, oid, &size, &pg);
   if (!peers.ok()) return peers.status();
   DeletePlan plan;
-  if (log_ != nullptr) plan.logged = log_->Append(PgId{pool, pg}, oid, *peers);
+  if (log_ != nullptr) plan.logged = log_->Append(PgId{pool, pg}, oid, *peers, low);
   plan.peers = std::move(*peers);
   return plan;
 }
