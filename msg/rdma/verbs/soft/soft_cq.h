@@ -1,46 +1,39 @@
 // Soft provider: completion queue with an eventfd as its completion channel.
 //
-// Thread-safety: Push() from any thread (posters, the device service thread); Poll() from one
-// thread at a time; RequestNotify()/ConsumeEvents() from the polling thread.
+// Thread-safety: Push() from any thread or process (posters, the device service thread, a
+// peer's posting thread); Poll(), RequestNotify() and ConsumeEvents() from one thread at a
+// time (the consumer).
 #ifndef MSGR_MSG_RDMA_VERBS_SOFT_SOFT_CQ_H_
 #define MSGR_MSG_RDMA_VERBS_SOFT_SOFT_CQ_H_
 
-#include <atomic>
-#include <deque>
 #include <memory>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "msg/rdma/verbs/device.h"
+#include "msg/rdma/verbs/soft/shared_queues.h"
 
 namespace msgr {
 namespace verbs {
 namespace soft {
 
-// The shared state of a CQ; QPs keep it alive while they may still complete into it.
+// The state of a CQ, in shared memory (shared_queues.h): a peer's WRITE_WITH_IMM completes
+// into it directly. QPs keep it alive while they may still complete into it.
 class CqCore {
  public:
   static absl::StatusOr<std::shared_ptr<CqCore>> Create(int depth);
-  ~CqCore();
 
   // Appends a completion; wakes an armed channel. A full CQ is an overrun: the CQ fails.
-  void Push(const Completion& c);
-  int Poll(Completion* out, int max);
-  int event_fd() const { return efd_; }
-  void Arm();
-  void ConsumeEvents();
+  void Push(const Completion& c) { q_.Push(c); }
+  int Poll(Completion* out, int max) { return q_.Poll(out, max); }
+  int event_fd() const { return q_.event_fd(); }
+  void Arm() { q_.Arm(); }
+  void ConsumeEvents() { q_.ConsumeEvents(); }
+  // What a peer maps to complete into this CQ (handed over when its QP connects).
+  int mem_fd() const { return q_.mem_fd(); }
 
  private:
-  CqCore(int efd, size_t capacity) : efd_(efd), capacity_(capacity) {}
-
-  const int efd_;
-  const size_t capacity_;
-  std::atomic<size_t> size_{0};  // Lets an idle Poll() skip the lock.
-  absl::Mutex mu_;
-  std::deque<Completion> q_ ABSL_GUARDED_BY(mu_);
-  bool armed_ ABSL_GUARDED_BY(mu_) = false;
-  bool overrun_ ABSL_GUARDED_BY(mu_) = false;
+  explicit CqCore(SharedCq q) : q_(std::move(q)) {}
+  SharedCq q_;
 };
 
 class SoftCq : public CompletionQueue {

@@ -327,8 +327,11 @@ bool DeviceCore::HandleHello(const std::shared_ptr<Conn>& conn, const WireHeader
   qp->AddIncoming(conn);
   rep.type = static_cast<uint32_t>(MsgType::kHelloOk);
   rep.a = qp->pd_id();
-  absl::MutexLock l(&conn->write_mu);
-  return SendMessage(conn->fd, rep, nullptr, 0, table_.fd()).ok();
+  {
+    absl::MutexLock l(&conn->write_mu);
+    if (!SendMessage(conn->fd, rep, nullptr, 0, table_.fd()).ok()) return false;
+  }
+  return qp->SendInbox(conn);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -458,8 +461,10 @@ absl::StatusOr<std::unique_ptr<QueuePair>> SoftPd::CreateQp(const QpConfig& conf
   if (config.max_send_sge > kMaxSge || config.max_recv_sge > kMaxSge) {
     return absl::InvalidArgumentError(absl::StrCat("soft: at most ", kMaxSge, " SGEs"));
   }
+  absl::StatusOr<SharedRq> rq = SharedRq::Create(config.max_recv_wr);
+  if (!rq.ok()) return rq.status();
   std::random_device rd;
-  auto core = std::make_shared<QpCore>(core_, scq->core(), rcq->core(), config,
+  auto core = std::make_shared<QpCore>(core_, scq->core(), rcq->core(), std::move(*rq), config,
                                        core_->dev->NewQpNum(), rd() & 0xffffff);
   core_->dev->AddQp(core->qp_num(), core);
   return std::unique_ptr<QueuePair>(new SoftQp(std::move(core)));

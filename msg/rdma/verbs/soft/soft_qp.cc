@@ -28,14 +28,16 @@ RemotePeer::~RemotePeer() {
 }
 
 QpCore::QpCore(std::shared_ptr<PdCore> pd, std::shared_ptr<CqCore> send_cq,
-               std::shared_ptr<CqCore> recv_cq, const QpConfig& config, uint32_t qp_num,
-               uint32_t psn)
+               std::shared_ptr<CqCore> recv_cq, SharedRq rq, const QpConfig& config,
+               uint32_t qp_num, uint32_t psn)
     : pd_(std::move(pd)),
       send_cq_(std::move(send_cq)),
       recv_cq_(std::move(recv_cq)),
       config_(config),
       qp_num_(qp_num),
-      psn_(psn) {}
+      psn_(psn),
+      rq_(std::move(rq)),
+      rq_sges_(rq_.capacity()) {}
 
 QpEndpoint QpCore::LocalEndpoint() const {
   QpEndpoint ep;
@@ -106,6 +108,38 @@ absl::Status QpCore::ModifyToRtr(const QpEndpoint& remote) {
   peer->link = link;
   peer->table = std::move(*table);
   peer->pd_id = rep.a;
+  peer->qp_num = remote.qp_num;
+  // The peer's receive queue and receive CQ, sent right behind kHelloOk.
+  int inbox_fd[3] = {-1, -1, -1};
+  for (int i = 0; i < 3 && st.ok(); ++i) {
+    WireHeader ib;
+    int fd = -1;
+    st = RecvHeader(link->fd, &ib, &fd);
+    if (st.ok() && (ib.type != static_cast<uint32_t>(MsgType::kInbox) ||
+                    ib.a != static_cast<uint32_t>(i + 1) || fd < 0)) {
+      st = absl::InternalError(absl::StrCat("soft: peer device @", remote.locator,
+                                            " did not share its queues (message ", ib.type,
+                                            "): is it an older msgr?"));
+    }
+    if (fd < 0) continue;
+    if (st.ok()) {
+      inbox_fd[i] = fd;
+    } else {
+      ::close(fd);
+    }
+  }
+  if (!st.ok()) {
+    for (int fd : inbox_fd) {
+      if (fd >= 0) ::close(fd);
+    }
+    return st;
+  }
+  absl::StatusOr<SharedRq> rq = SharedRq::Attach(inbox_fd[0]);
+  absl::StatusOr<SharedCq> cq = SharedCq::Attach(inbox_fd[1], inbox_fd[2]);
+  if (!rq.ok()) return rq.status();
+  if (!cq.ok()) return cq.status();
+  peer->rq = std::make_unique<SharedRq>(std::move(*rq));
+  peer->cq = std::make_unique<SharedCq>(std::move(*cq));
   link->qp = weak_from_this();
   std::atomic_store(&remote_, peer);
   st = pd_->dev->AddConn(link);
@@ -142,7 +176,7 @@ void QpCore::Close() {
     closed_ = true;
     state_ = QpState::kError;
     sq_.clear();  // Destroying a QP discards its WRs without completions (as ibv_destroy_qp).
-    rq_.clear();
+    (void)rq_.Close();
     remote = std::atomic_load(&remote_);
     incoming.swap(incoming_);
     if (remote) {
@@ -247,10 +281,26 @@ void QpCore::FailAllLocked(WcStatus first) {
 }
 
 void QpCore::FlushRecvLocked() {
-  while (!rq_.empty()) {
-    PushRecvCompletion(rq_.front().wr_id, WcStatus::kWrFlushError, WcOpcode::kRecv, 0, 0, false);
-    rq_.pop_front();
+  for (uint64_t wr_id : rq_.Close()) {
+    PushRecvCompletion(wr_id, WcStatus::kWrFlushError, WcOpcode::kRecv, 0, 0, false);
   }
+}
+
+bool QpCore::AwaitingAckLocked() {
+  const SqEntry* e = FindSqLocked(last_acked_wr_);
+  return e != nullptr && !e->done;
+}
+
+bool QpCore::SendInbox(const std::shared_ptr<Conn>& conn) {
+  const int fds[3] = {rq_.mem_fd(), recv_cq_->mem_fd(), recv_cq_->event_fd()};
+  absl::MutexLock l(&conn->write_mu);
+  for (uint32_t i = 0; i < 3; ++i) {
+    WireHeader hdr;
+    hdr.type = static_cast<uint32_t>(MsgType::kInbox);
+    hdr.a = i + 1;
+    if (!SendMessage(conn->fd, hdr, nullptr, 0, fds[i]).ok()) return false;
+  }
+  return true;
 }
 
 void QpCore::PushRecvCompletion(uint64_t wr_id, WcStatus status, WcOpcode opcode,
@@ -373,41 +423,42 @@ bool QpCore::HandleSend(const std::shared_ptr<Conn>& conn, const WireHeader& hdr
   WireHeader rep;
   rep.seq = hdr.seq;
   rep.type = static_cast<uint32_t>(MsgType::kNak);
+  uint64_t wr_id = 0;
+  size_t slot = 0;
   {
     absl::MutexLock l(&mu_);
     if (closed_ || state_ == QpState::kError || state_ == QpState::kReset) {
       // A responder in ERROR does not answer; the requester's retries run out.
       rep.status = static_cast<uint32_t>(WcStatus::kRetryExceeded);
-    } else if (rq_.empty()) {
+    } else if (!rq_.Take(&wr_id, &slot)) {
       rep.status = static_cast<uint32_t>(WcStatus::kRnrRetryExceeded);
     } else {
-      RqEntry r = std::move(rq_.front());
-      rq_.pop_front();
+      const std::vector<Sge>& sges = rq_sges_[slot];
       uint64_t capacity = 0;
-      for (const Sge& s : r.sges) capacity += s.length;
+      for (const Sge& s : sges) capacity += s.length;
       if (len > capacity) {
-        PushRecvCompletion(r.wr_id, WcStatus::kLocalLengthError, WcOpcode::kRecv, len, 0, false);
+        PushRecvCompletion(wr_id, WcStatus::kLocalLengthError, WcOpcode::kRecv, len, 0, false);
         FailAllLocked(WcStatus::kWrFlushError);
         rep.status = static_cast<uint32_t>(WcStatus::kRemoteInvalidRequest);
-      } else if (CheckLocalSges(r.sges.data(), static_cast<uint32_t>(r.sges.size()), true) !=
+      } else if (CheckLocalSges(sges.data(), static_cast<uint32_t>(sges.size()), true) !=
                  WcStatus::kSuccess) {
-        PushRecvCompletion(r.wr_id, WcStatus::kLocalProtectionError, WcOpcode::kRecv, 0, 0,
+        PushRecvCompletion(wr_id, WcStatus::kLocalProtectionError, WcOpcode::kRecv, 0, 0,
                            false);
         FailAllLocked(WcStatus::kWrFlushError);
         rep.status = static_cast<uint32_t>(WcStatus::kRemoteOperationError);
       } else {
         // Scatter the payload straight from the socket into the receive buffers.
         uint32_t left = len;
-        for (const Sge& s : r.sges) {
+        for (const Sge& s : sges) {
           if (left == 0) break;
           uint32_t n = std::min(left, s.length);
           if (!RecvExact(conn->fd, reinterpret_cast<void*>(s.addr), n).ok()) {
-            PushRecvCompletion(r.wr_id, WcStatus::kWrFlushError, WcOpcode::kRecv, 0, 0, false);
+            PushRecvCompletion(wr_id, WcStatus::kWrFlushError, WcOpcode::kRecv, 0, 0, false);
             return false;
           }
           left -= n;
         }
-        PushRecvCompletion(r.wr_id, WcStatus::kSuccess, WcOpcode::kRecv, len,
+        PushRecvCompletion(wr_id, WcStatus::kSuccess, WcOpcode::kRecv, len,
                            hdr.b, hdr.c != 0);
         rep.type = static_cast<uint32_t>(MsgType::kAck);
         rep.status = 0;
@@ -425,15 +476,15 @@ void QpCore::HandleWriteImm(const std::shared_ptr<Conn>& conn, const WireHeader&
   WireHeader rep;
   rep.seq = hdr.seq;
   rep.type = static_cast<uint32_t>(MsgType::kNak);
+  uint64_t wr_id = 0;
+  size_t slot = 0;
   {
     absl::MutexLock l(&mu_);
     if (closed_ || state_ == QpState::kError || state_ == QpState::kReset) {
       rep.status = static_cast<uint32_t>(WcStatus::kRetryExceeded);
-    } else if (rq_.empty()) {
+    } else if (!rq_.Take(&wr_id, &slot)) {
       rep.status = static_cast<uint32_t>(WcStatus::kRnrRetryExceeded);
     } else {
-      uint64_t wr_id = rq_.front().wr_id;
-      rq_.pop_front();
       PushRecvCompletion(wr_id, WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, hdr.a, hdr.b,
                          true);
       rep.type = static_cast<uint32_t>(MsgType::kAck);

@@ -2,11 +2,16 @@
 //
 // Send path (user thread, serialized by post_mu_): RDMA WRITE/READ check the peer's region
 // table (key, range, access, PD, still registered) and memcpy straight between local memory
-// and the peer's shared region; SEND and WRITE_WITH_IMM send a control message and complete
-// when the peer's service thread ACKs (after consuming a posted receive) or NAKs.
-// Completions are delivered in post order (a WRITE behind an un-ACKed SEND waits).
+// and the peer's shared region. WRITE_WITH_IMM then takes the peer QP's oldest posted
+// receive and completes it into the peer's CQ itself, through the queues the peer shared
+// when we connected (shared_queues.h): no message, no peer thread. SEND sends a control
+// message and completes when the peer's service thread ACKs (after consuming a posted
+// receive) or NAKs; while one awaits its ACK, a WRITE_WITH_IMM goes the same way (so the
+// peer consumes its receives in post order). Completions are delivered in post order (a
+// WRITE behind an un-ACKed SEND waits).
 //
-// Receive path (peer device's service thread): OnRequest() consumes posted receives.
+// Receive path: the posted receives live in a shared queue (SharedRq); SENDs are scattered
+// by this device's service thread (OnRequest), WRITE_WITH_IMMs completed by the peer.
 //
 // Errors: the first failing WR completes with its status, the QP enters ERROR, every later
 // WR (outstanding or posted afterwards) and every posted receive completes kWrFlushError.
@@ -16,7 +21,9 @@
 //     has consumed that SEND (completions are still reported in order);
 //   * after an error, a later WRITE whose bytes already landed is still reported flushed;
 //   * PSN, MTU, retry counts and timeouts are carried but have no effect;
-//   * SEND payloads cross a socket and are scattered by the peer's service thread.
+//   * SEND payloads cross a socket and are scattered by the peer's service thread;
+//   * a WRITE_WITH_IMM completes at the initiator when its receive completion is queued at
+//     the target, and one sent just before the target process dies may look delivered.
 //
 // Thread-safety: PostSend (any thread; callers serialized by post_mu_), PostRecv, the
 // service-thread callbacks and state() may run concurrently; mu_ guards the queues and state.
@@ -33,6 +40,7 @@
 #include "absl/synchronization/mutex.h"
 #include "msg/rdma/verbs/device.h"
 #include "msg/rdma/verbs/soft/region_table.h"
+#include "msg/rdma/verbs/soft/shared_queues.h"
 #include "msg/rdma/verbs/soft/soft_cq.h"
 #include "msg/rdma/verbs/soft/soft_device.h"
 #include "msg/rdma/verbs/soft/wire.h"
@@ -47,6 +55,10 @@ struct RemotePeer {
   std::shared_ptr<Conn> link;  // Our outgoing connection.
   RegionTable table;           // The peer device's region table (read-only).
   uint32_t pd_id = 0;          // PD of the peer QP: regions of other PDs are refused.
+  uint32_t qp_num = 0;         // The peer QP.
+  // The peer QP's posted receives and its receive CQ (WRITE_WITH_IMM without a message).
+  std::unique_ptr<SharedRq> rq;
+  std::unique_ptr<SharedCq> cq;
 
   struct Mapping {
     uint32_t key = 0;
@@ -66,8 +78,8 @@ struct RemotePeer {
 class QpCore : public std::enable_shared_from_this<QpCore> {
  public:
   QpCore(std::shared_ptr<PdCore> pd, std::shared_ptr<CqCore> send_cq,
-         std::shared_ptr<CqCore> recv_cq, const QpConfig& config, uint32_t qp_num,
-         uint32_t psn);
+         std::shared_ptr<CqCore> recv_cq, SharedRq rq, const QpConfig& config,
+         uint32_t qp_num, uint32_t psn);
 
   uint32_t qp_num() const { return qp_num_; }
   uint32_t pd_id() const { return pd_->id; }
@@ -90,6 +102,8 @@ class QpCore : public std::enable_shared_from_this<QpCore> {
   // Service thread: a connection of ours reached EOF (peer process died or closed its QP).
   void OnPeerGone();
   void AddIncoming(const std::shared_ptr<Conn>& conn);
+  // Service thread: hands a connecting peer our receive queue and receive CQ (kInbox).
+  bool SendInbox(const std::shared_ptr<Conn>& conn);
 
  private:
   struct SqEntry {
@@ -101,11 +115,6 @@ class QpCore : public std::enable_shared_from_this<QpCore> {
     bool done = false;
     WcStatus status = WcStatus::kSuccess;
   };
-  struct RqEntry {
-    uint64_t wr_id = 0;
-    std::vector<Sge> sges;
-  };
-
   // Datapath helpers (soft_qp_datapath.cc).
   absl::Status ValidateSendWr(const SendWr& wr) const;
   WcStatus ExecuteSend(const SendWr& wr, uint64_t seq, uint32_t total);
@@ -123,6 +132,8 @@ class QpCore : public std::enable_shared_from_this<QpCore> {
   // QP -> ERROR: the oldest unfinished WR gets `first`, the rest kWrFlushError.
   void FailAllLocked(WcStatus first) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlushRecvLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True while a WR that completes on the peer's ACK (a SEND) has not completed.
+  bool AwaitingAckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushRecvCompletion(uint64_t wr_id, WcStatus status, WcOpcode opcode, uint32_t byte_len,
                           uint32_t imm, bool has_imm);
   // Target side.
@@ -149,7 +160,11 @@ class QpCore : public std::enable_shared_from_this<QpCore> {
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   uint32_t sq_used_ ABSL_GUARDED_BY(mu_) = 0;  // Slots held until a later completion.
   uint32_t unsignaled_retired_ ABSL_GUARDED_BY(mu_) = 0;
-  std::deque<RqEntry> rq_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_acked_wr_ ABSL_GUARDED_BY(mu_) = 0;  // seq of the last WR awaiting an ACK
+  // Posted receives: the queue is shared with the peer; their scatter lists stay here, by
+  // the queue's slot (written by PostRecv, read by HandleSend, both under mu_).
+  SharedRq rq_;
+  std::vector<std::vector<Sge>> rq_sges_ ABSL_GUARDED_BY(mu_);
   std::vector<std::weak_ptr<Conn>> incoming_ ABSL_GUARDED_BY(mu_);
 };
 

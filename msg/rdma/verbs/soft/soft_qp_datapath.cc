@@ -88,6 +88,9 @@ absl::Status QpCore::PostSend(absl::Span<const SendWr> wrs, size_t* posted) {
     for (uint32_t s = 0; s < wr.num_sge; ++s) total += wr.sg_list[s].length;
     uint64_t seq;
     bool in_error = false;
+    // WRITE_WITH_IMM completes at the peer through its shared queues, unless a WR ahead of
+    // it still waits for the peer's ACK: then it goes behind that one, on the socket.
+    bool direct_imm = false;
     {
       absl::MutexLock l(&mu_);
       if (closed_) return absl::FailedPreconditionError("soft: QP is closed");
@@ -108,6 +111,11 @@ absl::Status QpCore::PostSend(absl::Span<const SendWr> wrs, size_t* posted) {
       e.byte_len = total;
       e.signaled = (wr.flags & kSignaled) != 0;
       in_error = state_ == QpState::kError;
+      if (wr.opcode == WrOpcode::kRdmaWriteWithImm) direct_imm = !AwaitingAckLocked();
+      if (wr.opcode == WrOpcode::kSend || wr.opcode == WrOpcode::kSendWithImm ||
+          (wr.opcode == WrOpcode::kRdmaWriteWithImm && !direct_imm)) {
+        last_acked_wr_ = seq;
+      }
       if (in_error) {
         e.done = true;
         e.status = WcStatus::kWrFlushError;
@@ -133,7 +141,11 @@ absl::Status QpCore::PostSend(absl::Span<const SendWr> wrs, size_t* posted) {
         break;
       case WrOpcode::kRdmaWriteWithImm:
         status = ExecuteRdma(wr, total);
-        if (status == WcStatus::kSuccess) {
+        if (status == WcStatus::kSuccess && direct_imm) {
+          // The data is visible (ExecuteRdma's fence) before the completion is.
+          status = remote_->rq->DeliverWriteImm(*remote_->cq, remote_->qp_num, total,
+                                                wr.imm_data);
+        } else if (status == WcStatus::kSuccess) {
           WireHeader hdr;
           hdr.type = static_cast<uint32_t>(MsgType::kWriteImm);
           hdr.seq = seq;
@@ -323,14 +335,12 @@ absl::Status QpCore::PostRecv(absl::Span<const RecvWr> wrs, size_t* posted) {
     if (state_ == QpState::kError) {
       PushRecvCompletion(wr.wr_id, WcStatus::kWrFlushError, WcOpcode::kRecv, 0, 0, false);
     } else {
-      if (rq_.size() >= config_.max_recv_wr) {
+      const int slot = rq_.Post(wr.wr_id);
+      if (slot < 0) {
         return absl::ResourceExhaustedError(
             absl::StrCat("soft: receive queue full (", config_.max_recv_wr, ")"));
       }
-      RqEntry e;
-      e.wr_id = wr.wr_id;
-      e.sges.assign(wr.sg_list, wr.sg_list + wr.num_sge);
-      rq_.push_back(std::move(e));
+      rq_sges_[slot].assign(wr.sg_list, wr.sg_list + wr.num_sge);
     }
     if (posted != nullptr) *posted = i + 1;
   }

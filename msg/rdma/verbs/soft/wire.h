@@ -1,8 +1,9 @@
 // Soft provider: the control messages two soft devices exchange over an abstract-namespace
 // Unix stream socket, and the socket/memfd helpers behind them.
 //
-// Only control travels here (connect handshake, region fds via SCM_RIGHTS, SEND payloads,
-// WRITE_WITH_IMM notifications, ACK/NAK): RDMA WRITE data never does. Every message is a
+// Only control travels here (connect handshake, region and queue fds via SCM_RIGHTS, SEND
+// payloads, ACK/NAK; WRITE_WITH_IMM notifications only while a SEND awaits its ACK): RDMA
+// WRITE data never does. Every message is a
 // fixed 32-byte WireHeader, optionally followed by `payload_len` bytes and carrying one fd.
 //
 // Thread-safety: the functions are reentrant; a socket direction must have one writer at a
@@ -35,6 +36,8 @@ enum class MsgType : uint32_t {
   kRegionReq,     // a = rkey.
   kRegionRep,     // a = rkey, status = 0 ok, c = region uid; carries the region memfd.
   kAccessError,   // The initiator hit a remote access error: target QP goes to error.
+  kInbox,         // After kHelloOk, three of them: a = 1 the target QP's receive queue
+                  // memfd, 2 its receive CQ's memfd, 3 that CQ's eventfd (shared_queues.h).
 };
 
 struct WireHeader {

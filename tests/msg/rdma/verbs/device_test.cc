@@ -497,6 +497,83 @@ TEST_P(DeviceTest, SendWithoutPostedReceiveFails) {
   EXPECT_EQ(a_.qp->state(), QpState::kError);
 }
 
+// As SEND: a WRITE_WITH_IMM needs a posted receive. (The soft provider completes it
+// through the peer's shared receive queue, not through the peer's service thread.)
+TEST_P(DeviceTest, WriteWithImmWithoutPostedReceiveFails) {
+  auto src = Alloc(4096, kLocalWrite);
+  auto dst = Alloc(4096, kLocalWrite | kRemoteWrite);
+  ASSERT_TRUE(src && dst);
+  Sge sge = src->Slice(0, 64);
+  SendWr wr;
+  wr.wr_id = 7;
+  wr.opcode = WrOpcode::kRdmaWriteWithImm;
+  wr.flags = kSignaled;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.remote_addr = reinterpret_cast<uint64_t>(dst->addr());
+  wr.rkey = dst->rkey();
+  ASSERT_TRUE(PostOne(a_.qp.get(), wr).ok());
+  Completion c = WaitOne(a_.scq.get());
+  EXPECT_EQ(c.wr_id, 7u);
+  EXPECT_EQ(c.status, WcStatus::kRnrRetryExceeded) << WcStatusName(c.status);
+  EXPECT_EQ(a_.qp->state(), QpState::kError);
+}
+
+// SENDs and WRITE_WITH_IMMs of one QP consume the peer's receives in the order posted,
+// whatever path each takes to the peer; a chain of them, alternating.
+TEST_P(DeviceTest, SendsAndWriteWithImmsTakeReceivesInPostOrder) {
+  constexpr int kOps = 64;
+  auto src = Alloc(4096, kLocalWrite);
+  auto dst = Alloc(4096, kLocalWrite | kRemoteWrite);
+  auto rbuf = Alloc(kOps * 64, kLocalWrite);
+  ASSERT_TRUE(src && dst && rbuf);
+  std::vector<Sge> rsge(kOps);
+  std::vector<RecvWr> rwr(kOps);
+  for (int i = 0; i < kOps; ++i) {
+    rsge[i] = rbuf->Slice(i * 64, 64);
+    rwr[i] = RecvWr{static_cast<uint64_t>(100 + i), &rsge[i], 1};
+  }
+  ASSERT_TRUE(b_.qp->PostRecv(rwr).ok());
+  std::vector<uint32_t> words(kOps);
+  std::vector<Sge> sge(kOps);
+  std::vector<SendWr> wr(kOps);
+  for (int i = 0; i < kOps; ++i) {
+    std::memcpy(src->data() + i * 4, &i, 4);
+    sge[i] = src->Slice(i * 4, 4);
+    wr[i].wr_id = static_cast<uint64_t>(i);
+    // Runs of 1-3 SENDs then 1-3 WRITE_WITH_IMMs: IMMs right behind a SEND, and behind IMMs.
+    wr[i].opcode = (i / 2 + i / 3) % 2 == 0 ? WrOpcode::kSend : WrOpcode::kRdmaWriteWithImm;
+    wr[i].flags = kSignaled;
+    wr[i].sg_list = &sge[i];
+    wr[i].num_sge = 1;
+    wr[i].imm_data = static_cast<uint32_t>(i);
+    wr[i].remote_addr = reinterpret_cast<uint64_t>(dst->addr()) + i * 4;
+    wr[i].rkey = dst->rkey();
+  }
+  for (int i = 0; i < kOps; i += 8) {
+    ASSERT_TRUE(a_.qp->PostSend(absl::MakeConstSpan(&wr[i], 8)).ok());
+    for (int k = 0; k < 8; ++k) {
+      Completion sc = WaitOne(a_.scq.get());
+      ASSERT_EQ(sc.status, WcStatus::kSuccess) << WcStatusName(sc.status);
+      EXPECT_EQ(sc.wr_id, static_cast<uint64_t>(i + k));
+    }
+  }
+  for (int i = 0; i < kOps; ++i) {
+    Completion rc = WaitOne(b_.rcq.get());
+    ASSERT_EQ(rc.status, WcStatus::kSuccess) << WcStatusName(rc.status);
+    EXPECT_EQ(rc.wr_id, static_cast<uint64_t>(100 + i)) << "receive " << i;
+    if (wr[i].opcode == WrOpcode::kSend) {
+      EXPECT_EQ(rc.opcode, WcOpcode::kRecv) << i;
+      int got = -1;
+      std::memcpy(&got, rbuf->data() + i * 64, 4);
+      EXPECT_EQ(got, i);
+    } else {
+      EXPECT_EQ(rc.opcode, WcOpcode::kRecvRdmaWithImm) << i;
+      EXPECT_EQ(rc.imm_data, static_cast<uint32_t>(i));
+    }
+  }
+}
+
 TEST_P(DeviceTest, LocalLengthErrorWhenReceiveTooSmall) {
   auto src = Alloc(4096, kLocalWrite);
   auto dst = Alloc(4096, kLocalWrite);
