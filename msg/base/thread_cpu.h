@@ -2,22 +2,26 @@
 // (perf dump: pollers[].cpu_ns, store.thread_cpu_ns).
 //
 // Reading a thread CPU clock is a system call (the vDSO serves only the wall clocks), so a
-// hot loop should not read its own: ~2 reads per 4 KiB write, one per poller sleep, were
-// 1.9 of the 16.5 system calls an OSD made per write at -t 1 (docs/BENCHMARKS.md "Session
-// 26"). A thread that sleeps and wakes per op publishes a ThreadCpuClock instead, which
-// the reader of the counters reads; a thread that does one long task per reading (a
-// flush) may use a ThreadCpuMeter.
+// thread that works per op should not read its own: ~2 reads per 4 KiB write, one per
+// poller sleep, were 1.9 of the 16.5 system calls an OSD made per write at -t 1
+// (docs/BENCHMARKS.md "Session 26"); the store's flusher, reading its own once per round,
+// made 0.41 more per write at durable tcp 4 KiB -t 16. Such a thread publishes its
+// ThreadCpuClock once when it starts (the poller), or joins a ThreadCpuGroup (the store's
+// threads), and whoever reads the counters reads the clocks.
 //
-// Thread-safety: ThisThreadCpuNs() any thread; a ThreadCpuMeter belongs to one thread; a
-// ThreadCpuClock may be read from any thread while its thread has not exited.
+// Thread-safety: ThisThreadCpuNs() any thread; a ThreadCpuClock may be read from any
+// thread while its thread has not exited; ThreadCpuGroup is thread-safe.
 #ifndef MSGR_MSG_BASE_THREAD_CPU_H_
 #define MSGR_MSG_BASE_THREAD_CPU_H_
 
 #include <pthread.h>
 #include <time.h>
 
-#include <atomic>
 #include <cstdint>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace msgr {
 
@@ -48,17 +52,60 @@ class ThreadCpuClock {
   bool valid_ = false;
 };
 
-// Adds what its thread used since the last Report to a total shared by several threads.
-class ThreadCpuMeter {
+// The CPU time of a set of threads, those running and those that exited: each thread
+// joins while it runs (a Member on its stack: the constructor publishes the thread's
+// clock, the destructor adds the clock's last reading to the exited threads' and
+// withdraws it). Ns() reads the clocks of the running ones from the reader's thread, one
+// system call each; the members themselves read nothing while they work.
+class ThreadCpuGroup {
  public:
-  void Report(std::atomic<uint64_t>* total) {
-    const uint64_t now = ThisThreadCpuNs();
-    total->fetch_add(now - last_, std::memory_order_relaxed);
-    last_ = now;
+  ThreadCpuGroup() = default;
+  ThreadCpuGroup(const ThreadCpuGroup&) = delete;
+  ThreadCpuGroup& operator=(const ThreadCpuGroup&) = delete;
+
+  // The calling thread, from its construction to its destruction (both on that thread).
+  class Member {
+   public:
+    explicit Member(ThreadCpuGroup* group) : group_(group), clock_(ThreadCpuClock::OfThisThread()) {
+      absl::MutexLock l(&group_->mu_);
+      group_->running_.push_back(this);
+    }
+    ~Member() {
+      absl::MutexLock l(&group_->mu_);
+      group_->exited_ns_ += clock_.Ns();
+      auto& r = group_->running_;
+      for (size_t i = 0; i < r.size(); ++i) {
+        if (r[i] == this) {
+          r[i] = r.back();
+          r.pop_back();
+          break;
+        }
+      }
+    }
+    Member(const Member&) = delete;
+    Member& operator=(const Member&) = delete;
+
+   private:
+    friend class ThreadCpuGroup;
+    ThreadCpuGroup* const group_;
+    const ThreadCpuClock clock_;
+  };
+
+  // CPU nanoseconds the members have used: the running ones' clocks now plus what the
+  // exited ones had used when they left (not the little they used after that).
+  uint64_t Ns() const {
+    absl::MutexLock l(&mu_);
+    uint64_t ns = exited_ns_;
+    for (const Member* m : running_) ns += m->clock_.Ns();
+    return ns;
   }
 
  private:
-  uint64_t last_ = 0;  // a new thread has used (almost) nothing before its first Report
+  // Held while the clocks are read: no member leaves meanwhile (the clock of a thread that
+  // has exited may name a new one).
+  mutable absl::Mutex mu_;
+  std::vector<const Member*> running_ ABSL_GUARDED_BY(mu_);
+  uint64_t exited_ns_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace msgr

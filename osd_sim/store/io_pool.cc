@@ -4,8 +4,6 @@
 
 #include <utility>
 
-#include "msg/base/thread_cpu.h"
-
 namespace msgr::store {
 
 IoPool::IoPool(int threads) {
@@ -31,7 +29,7 @@ bool IoPool::TryRun(absl::AnyInvocable<void() &&>& task) {
 }
 
 void IoPool::Loop() {
-  ThreadCpuMeter cpu;
+  const ThreadCpuGroup::Member cpu(&cpu_);  // until the thread returns
   while (true) {
     absl::AnyInvocable<void() &&> task;
     {
@@ -46,7 +44,6 @@ void IoPool::Loop() {
       tasks_.pop_front();
     }
     std::move(task)();
-    cpu.Report(&cpu_ns_);
   }
 }
 

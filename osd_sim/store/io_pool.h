@@ -7,7 +7,6 @@
 #ifndef MSGR_OSD_SIM_STORE_IO_POOL_H_
 #define MSGR_OSD_SIM_STORE_IO_POOL_H_
 
-#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <thread>
@@ -16,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
+#include "msg/base/thread_cpu.h"
 
 namespace msgr::store {
 
@@ -32,8 +32,8 @@ class IoPool {
   // write at once, the disk already has parallel writes and the pool must not become a
   // queue they all wait behind).
   bool TryRun(absl::AnyInvocable<void() &&>& task);
-  // CPU time the pool's threads have used.
-  uint64_t thread_cpu_ns() const { return cpu_ns_.load(std::memory_order_relaxed); }
+  // CPU time the pool's threads have used (reads their clocks: a system call each).
+  uint64_t thread_cpu_ns() const { return cpu_.Ns(); }
 
  private:
   void Loop();
@@ -42,8 +42,8 @@ class IoPool {
   std::deque<absl::AnyInvocable<void() &&>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   size_t idle_ ABSL_GUARDED_BY(mu_) = 0;  // threads waiting for a task
+  ThreadCpuGroup cpu_;  // the threads'
   std::vector<std::thread> threads_;
-  std::atomic<uint64_t> cpu_ns_{0};
 };
 
 }  // namespace msgr::store

@@ -367,14 +367,16 @@ uint64_t ObjectStore::Impl::NextSeq() const {
 }
 
 StoreStats ObjectStore::Impl::GetStats() const {
+  // The threads' clocks, read here (a system call each) rather than by the threads per
+  // round or task; outside mu_, which the flushers take.
+  const uint64_t cpu_ns = thread_cpu_.Ns() + (io_pool_ ? io_pool_->thread_cpu_ns() : 0);
   absl::MutexLock l(&mu_);
   StoreStats s = stats_;
+  s.thread_cpu_ns = cpu_ns;
   s.objects = index_.object_count();
   s.segments = segments_.size();
   s.live_bytes = index_.live_bytes();
   s.dead_bytes = s.log_bytes - std::min(s.log_bytes, s.live_bytes);
-  s.thread_cpu_ns = flusher_cpu_ns_.load(std::memory_order_relaxed) +
-                    (io_pool_ ? io_pool_->thread_cpu_ns() : 0);
   s.flush_latency = flush_latency_.Snapshot();
   return s;
 }

@@ -78,7 +78,7 @@ void ObjectStore::Impl::StartFlusher() {
 }
 
 void ObjectStore::Impl::FlusherLoop(int index) {
-  ThreadCpuMeter cpu;
+  const ThreadCpuGroup::Member cpu(&thread_cpu_);  // until the thread returns
   std::vector<Unsynced> batch;
   Fired fire;
   absl::MutexLock l(&mu_);
@@ -155,7 +155,6 @@ void ObjectStore::Impl::FlusherLoop(int index) {
       Fire(&fire);
       mu_.Lock();
     }
-    cpu.Report(&flusher_cpu_ns_);
   }
 }
 

@@ -71,7 +71,12 @@ void ObjectStore::Impl::StartCompactor() {
 void ObjectStore::Impl::CompactorLoop() {
   // Below the client's threads: compaction only has to keep up on average.
   (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
-  ThreadCpuMeter cpu;
+  const ThreadCpuGroup::Member cpu(&thread_cpu_);  // until the thread returns
+  // Not GetStats(): that reads every store thread's CPU clock.
+  auto segments_freed = [this] {
+    absl::MutexLock l(&mu_);
+    return stats_.segments_freed;
+  };
   while (true) {
     std::vector<uint64_t> ids;
     {
@@ -85,7 +90,7 @@ void ObjectStore::Impl::CompactorLoop() {
     // Passes follow each other without a pause while they free segments.
     while (!ids.empty()) {
       absl::MutexLock cl(&compact_mu_);
-      const uint64_t freed_before = GetStats().segments_freed;
+      const uint64_t freed_before = segments_freed();
       for (uint64_t id : ids) {
         absl::StatusOr<Compacted> c = CompactSegment(id, /*background=*/true);
         if (!c.ok()) {
@@ -96,11 +101,10 @@ void ObjectStore::Impl::CompactorLoop() {
         if (*c == Compacted::kNotNow) break;  // retried at the next check
         if (unlinked_.size() >= kUnlinkBatch) (void)ForgetUnlinked();
       }
-      const bool freed = GetStats().segments_freed != freed_before;
+      const bool freed = segments_freed() != freed_before;
       if (absl::Status s = ForgetUnlinked(); !s.ok()) {
         spdlog::warn("store {}: compaction: {}", opts_.dir, std::string(s.message()));
       }
-      cpu.Report(&flusher_cpu_ns_);
       ids.clear();
       if (!freed) break;
       absl::MutexLock l(&mu_);

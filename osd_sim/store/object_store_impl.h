@@ -10,7 +10,6 @@
 #ifndef MSGR_OSD_SIM_STORE_OBJECT_STORE_IMPL_H_
 #define MSGR_OSD_SIM_STORE_OBJECT_STORE_IMPL_H_
 
-#include <atomic>
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -25,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "msg/base/spin_policy.h"
+#include "msg/base/thread_cpu.h"
 #include "osd_sim/store/io_pool.h"
 #include "osd_sim/store/object_index.h"
 #include "osd_sim/store/object_store.h"
@@ -234,10 +234,10 @@ class ObjectStore::Impl {
   int durable_waiters_ ABSL_GUARDED_BY(mu_) = 0;  // compactions in WaitDurableBelow
   absl::CondVar durable_cv_;
   absl::CondVar compact_cv_;  // wakes the compactor (a segment sealed, or stopping)
+  ThreadCpuGroup thread_cpu_;          // the flushers' and the compactor's CPU (GetStats)
   std::vector<std::thread> flushers_;  // flush_threads of them, kDurable only
   std::thread compactor_;              // background_compaction only
   std::unique_ptr<IoPool> io_pool_;  // direct_write_streams > 1 only
-  std::atomic<uint64_t> flusher_cpu_ns_{0};  // CPU time of the flushers and the compactor
 };
 
 }  // namespace msgr::store

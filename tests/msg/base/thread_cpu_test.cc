@@ -1,6 +1,5 @@
 #include "msg/base/thread_cpu.h"
 
-#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -41,14 +40,33 @@ TEST(ThreadCpuClockTest, AnotherThreadReadsTheCpuOfTheThreadThatTookIt) {
   worker.join();
 }
 
-TEST(ThreadCpuMeterTest, ReportAddsWhatTheThreadUsedSinceTheLastReport) {
-  std::atomic<uint64_t> total{0};
-  ThreadCpuMeter meter;
-  meter.Report(&total);
-  const uint64_t first = total.load();
-  Burn(20);
-  meter.Report(&total);
-  EXPECT_GE(total.load() - first, 20'000'000u);
+// A group counts its members' CPU, read by another thread while they run and kept when
+// they leave; the reader's own CPU is not theirs.
+TEST(ThreadCpuGroupTest, CountsRunningAndExitedMembersButNotTheReader) {
+  ThreadCpuGroup group;
+  EXPECT_EQ(group.Ns(), 0u) << "a group of no threads";
+  absl::Notification burned, done;
+  std::thread stays([&] {
+    const ThreadCpuGroup::Member m(&group);
+    Burn(30);
+    burned.Notify();
+    done.WaitForNotification();  // a member while the test reads
+  });
+  std::thread leaves([&] {
+    const ThreadCpuGroup::Member m(&group);
+    Burn(20);
+  });
+  leaves.join();
+  burned.WaitForNotification();
+  const uint64_t both = group.Ns();
+  EXPECT_GE(both, 50'000'000u) << "30 ms of the running member, 20 ms of the one that left";
+  Burn(50);
+  EXPECT_LT(group.Ns() - both, 10'000'000u) << "the reader's CPU counted as the group's";
+  done.Notify();
+  stays.join();
+  const uint64_t after = group.Ns();
+  EXPECT_GE(after, both) << "a member's CPU is kept when it leaves";
+  EXPECT_LT(after - both, 10'000'000u);
 }
 
 }  // namespace

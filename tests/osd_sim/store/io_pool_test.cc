@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "msg/base/thread_cpu.h"
 
 namespace msgr::store {
 namespace {
@@ -30,6 +31,15 @@ bool RunSoon(IoPool& pool, absl::AnyInvocable<void() &&> task) {
     absl::SleepFor(absl::Microseconds(200));
   }
   return true;
+}
+
+// Burns about `ms` of this thread's CPU.
+void Burn(int ms) {
+  const uint64_t until = ThisThreadCpuNs() + static_cast<uint64_t>(ms) * 1'000'000;
+  volatile uint64_t x = 0;
+  while (ThisThreadCpuNs() < until) {
+    for (int i = 0; i < 1000; ++i) x = x + i;
+  }
 }
 
 // A gate tasks wait at until the test opens it (bounded: a task never hangs a test).
@@ -178,6 +188,22 @@ TEST(IoPoolTest, DestructionRunsEveryAcceptedTask) {
     ran += runs.load();
   }
   EXPECT_EQ(ran, 400);
+}
+
+// thread_cpu_ns is the CPU of the pool's threads, as soon as they used it (their clocks,
+// read by the caller), and not the caller's own.
+TEST(IoPoolTest, ThreadCpuIsThePoolThreadsNotTheCallers) {
+  IoPool pool(2);
+  absl::Notification done;
+  ASSERT_TRUE(RunSoon(pool, [&] {
+    Burn(30);
+    done.Notify();
+  }));
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(kWait));
+  const uint64_t after_task = pool.thread_cpu_ns();
+  EXPECT_GE(after_task, 30'000'000u) << "the task burned 30 ms on a pool thread";
+  Burn(50);
+  EXPECT_LT(pool.thread_cpu_ns() - after_task, 10'000'000u) << "the caller's CPU counted";
 }
 
 // Idle threads, or threads not yet started waiting, leave their wait when the pool is
