@@ -93,6 +93,17 @@ void RdmaConnection::OnRecvLocked(Link* link, const verbs::Completion& wc,
                                   std::shared_ptr<Link>* retired) {
   shared_->counters.recvs_completed++;
   const uint32_t idx = static_cast<uint32_t>(wc.wr_id & ~kRecvWrBit);
+  if (wc.opcode == verbs::WcOpcode::kRecvRdmaWithImm && ring_) {
+    // A doorbell from the ring's client (zero bytes written): wake the ring's poller.
+    shared_->counters.doorbells_received++;
+    ring_->Signal();
+    if (absl::Status s = link->tp->RepostRecv(idx); !s.ok()) {
+      FaultLocked(link, s, retired);
+      return;
+    }
+    ++credits_owed_;
+    return;
+  }
   if (wc.opcode == verbs::WcOpcode::kRecvRdmaWithImm) {
     // A credit wake-up (only the ring's client asks for one): the credit word is new, or
     // the one we saw confirmed; the buffer was not written. Applied here, delivered by
@@ -244,6 +255,25 @@ bool RdmaConnection::PostControlLocked(uint8_t flags, uint64_t seq) {
   return true;
 }
 
+bool RdmaConnection::PostDoorbellLocked() {
+  Link* link = link_.get();
+  if (link->ring_rkey == 0) return false;
+  WrSpec w;
+  w.opcode = verbs::WrOpcode::kRdmaWriteWithImm;  // no bytes: only the completion matters
+  w.remote_addr = link->ring_addr;
+  w.rkey = link->ring_rkey;
+  w.imm = static_cast<uint32_t>(posted_seq_);
+  auto r = link->tp->Post(absl::MakeConstSpan(&w, 1));
+  if (!r.ok()) {
+    if (!absl::IsResourceExhausted(r.status())) FaultLocked(link, r.status(), &retire_);
+    return false;
+  }
+  --send_credits_;
+  doorbell_pending_ = false;
+  shared_->counters.doorbells_sent++;
+  return true;
+}
+
 void RdmaConnection::FlushLocked() {
   while (link_ && !closed_ && !unsent_.empty() && send_credits_ >= 2) {
     Link* link = link_.get();
@@ -304,8 +334,13 @@ void RdmaConnection::FlushLocked() {
   const uint32_t half = link_->tp->config().recv_buffers / 2;
   const bool owe_much = credits_owed_ >= half;
   if (send_credits_ >= 2) {
-    if (doorbell_pending_ || owe_much || ((lossless_ || nack_ack_owed_) && in_seq_ > ack_sent_)) {
+    // A doorbell goes with a CONTROL SEND that is owed anyway, else on its own as a
+    // WRITE_WITH_IMM, which wakes the OSD's completion thread with no message to parse (on
+    // the soft provider: no socket, no thread of the provider's).
+    if (owe_much || ((lossless_ || nack_ack_owed_) && in_seq_ > ack_sent_)) {
       PostControlLocked(doorbell_pending_ ? kSendDoorbell : 0);
+    } else if (doorbell_pending_) {
+      PostDoorbellLocked();
     }
   } else if (send_credits_ == 1 && owe_much) {
     PostControlLocked(doorbell_pending_ ? kSendDoorbell : 0);

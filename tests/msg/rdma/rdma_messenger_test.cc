@@ -318,6 +318,8 @@ TEST(RdmaMessenger, DoorbellWakesSleepingPoller) {
   EXPECT_GE(cs->doorbells_sent, 10u);
   EXPECT_GE(ss->doorbells_received, 10u);
   EXPECT_GE(ss->sleep_word_writes, 20u);
+  // A doorbell with nothing else to say is a WRITE_WITH_IMM, not a CONTROL SEND.
+  EXPECT_LT(cs->control_sends, cs->doorbells_sent / 2) << "doorbells " << cs->doorbells_sent;
 }
 
 // A sleeping poller gets one doorbell, however many records are published before it
