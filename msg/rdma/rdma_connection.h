@@ -256,9 +256,10 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // rdma_ring_owner.cc: the OSD's ring).
   void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool PostControlLocked(uint8_t flags, uint64_t seq = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A doorbell on its own: a zero-length WRITE_WITH_IMM into the ring (msg/PROTOCOL.md,
-  // "Doorbells"). False if it could not be posted now (retried on the next flush).
-  bool PostDoorbellLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A doorbell or a credit wake-up request on its own: a zero-length WRITE_WITH_IMM into
+  // the ring carrying `imm` (rdma_wire.h kImm*). It takes a send credit. False if it could
+  // not be posted now.
+  bool PostImmLocked(uint32_t imm) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRecvLocked(Link* link, const verbs::Completion& wc, std::shared_ptr<Link>* retired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AckLocked(uint64_t ack_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -94,9 +94,18 @@ void RdmaConnection::OnRecvLocked(Link* link, const verbs::Completion& wc,
   shared_->counters.recvs_completed++;
   const uint32_t idx = static_cast<uint32_t>(wc.wr_id & ~kRecvWrBit);
   if (wc.opcode == verbs::WcOpcode::kRecvRdmaWithImm && ring_) {
-    // A doorbell from the ring's client (zero bytes written): wake the ring's poller.
-    shared_->counters.doorbells_received++;
-    ring_->Signal();
+    // From the ring's client, zero bytes written: a doorbell (wake the ring's poller) or a
+    // request for a credit wake-up (as kSendWantCreditWakeup, with the credit's low bits).
+    if ((wc.imm_data & kImmWantCreditWakeup) != 0) {
+      credit_wakeup_wanted_ = true;
+      if ((nack_barrier_.Clamp(released_pos_) & kImmValueMask) !=
+          (wc.imm_data & kImmValueMask)) {
+        credit_dirty_ = true;
+      }
+    } else {
+      shared_->counters.doorbells_received++;
+      ring_->Signal();
+    }
     if (absl::Status s = link->tp->RepostRecv(idx); !s.ok()) {
       FaultLocked(link, s, retired);
       return;
@@ -255,22 +264,20 @@ bool RdmaConnection::PostControlLocked(uint8_t flags, uint64_t seq) {
   return true;
 }
 
-bool RdmaConnection::PostDoorbellLocked() {
+bool RdmaConnection::PostImmLocked(uint32_t imm) {
   Link* link = link_.get();
   if (link->ring_rkey == 0) return false;
   WrSpec w;
   w.opcode = verbs::WrOpcode::kRdmaWriteWithImm;  // no bytes: only the completion matters
   w.remote_addr = link->ring_addr;
   w.rkey = link->ring_rkey;
-  w.imm = static_cast<uint32_t>(posted_seq_);
+  w.imm = imm;
   auto r = link->tp->Post(absl::MakeConstSpan(&w, 1));
   if (!r.ok()) {
     if (!absl::IsResourceExhausted(r.status())) FaultLocked(link, r.status(), &retire_);
     return false;
   }
   --send_credits_;
-  doorbell_pending_ = false;
-  shared_->counters.doorbells_sent++;
   return true;
 }
 
@@ -339,8 +346,10 @@ void RdmaConnection::FlushLocked() {
     // the soft provider: no socket, no thread of the provider's).
     if (owe_much || ((lossless_ || nack_ack_owed_) && in_seq_ > ack_sent_)) {
       PostControlLocked(doorbell_pending_ ? kSendDoorbell : 0);
-    } else if (doorbell_pending_) {
-      PostDoorbellLocked();
+    } else if (doorbell_pending_ &&
+               PostImmLocked(static_cast<uint32_t>(posted_seq_) & kImmValueMask)) {
+      doorbell_pending_ = false;
+      shared_->counters.doorbells_sent++;
     }
   } else if (send_credits_ == 1 && owe_much) {
     PostControlLocked(doorbell_pending_ ? kSendDoorbell : 0);

@@ -153,7 +153,10 @@ bool RdmaConnection::ArmCreditWakeup() {
   if (app_polling()) return false;
   // As FlushLocked: the last send credit is kept for a control SEND that returns credits.
   if (send_credits_ < 2) return false;
-  if (!PostControlLocked(kSendWantCreditWakeup, credit_seen_.load(std::memory_order_relaxed))) {
+  // A WRITE_WITH_IMM (no message for the OSD to parse; on the soft provider no socket):
+  // the credit seen rides in its immediate.
+  const uint64_t seen = credit_seen_.load(std::memory_order_relaxed);
+  if (!PostImmLocked(kImmWantCreditWakeup | (static_cast<uint32_t>(seen) & kImmValueMask))) {
     return false;
   }
   wakeup_asked_ = true;

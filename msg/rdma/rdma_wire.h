@@ -68,6 +68,13 @@ inline constexpr uint8_t kSendDoorbell = 1u << 2;  // wake the receiver's ring p
 // it writes (WITH_IMM) at once (PROTOCOL.md "Credit wake-ups").
 inline constexpr uint8_t kSendWantCreditWakeup = 1u << 3;
 
+// Zero-length RDMA WRITE_WITH_IMMs, client -> OSD, in place of a CONTROL SEND when nothing
+// else is owed (PROTOCOL.md "Doorbells", "Credit wake-ups"): the top bit of the immediate
+// says which, the other 31 bits carry the low bits of a doorbell's last record seq
+// (informational) or of the ring credit the client has seen (a wake-up request's `seq`).
+inline constexpr uint32_t kImmWantCreditWakeup = 1u << 31;  // else: a doorbell
+inline constexpr uint32_t kImmValueMask = kImmWantCreditWakeup - 1;
+
 struct SendHeader {
   SendKind kind = SendKind::kControl;
   uint8_t flags = 0;

@@ -562,7 +562,7 @@ TEST(RdmaMessenger, LosslessSurvivesInjectedFaults) {
 }
 
 // A client whose record stays unacknowledged for longer than its completion thread naps
-// (~1 ms) asks the OSD for a credit wake-up and sleeps on its CQ; the OSD writes the
+// (~1 ms) asks the OSD for a credit wake-up (a WRITE_WITH_IMM) and sleeps on its CQ; the OSD writes the
 // credit that releases the record WITH_IMM, which wakes it, and the ack is delivered.
 TEST(RdmaMessenger, ClientAwaitingAnAckSleepsUntilTheCreditWakesIt) {
   Pair p;
@@ -570,6 +570,7 @@ TEST(RdmaMessenger, ClientAwaitingAnAckSleepsUntilTheCreditWakesIt) {
   ASSERT_NO_FATAL_FAILURE(p.ConnectRing());
   Drainer drain(p.sconn, p.ring, /*sleep=*/true, absl::Microseconds(50), /*paused=*/true);
   RecordDesc d{"slow", 1, 0, 0};
+  const uint64_t control_sends = RdmaStatsOf(*p.client)->control_sends;
   ASSERT_TRUE(p.conn->WriteRecord(d, Bytes(4096, 3), absl::Seconds(5)).ok());
   uint64_t asked = 0;
   for (int i = 0; i < 200 && asked == 0; ++i) {
@@ -577,6 +578,8 @@ TEST(RdmaMessenger, ClientAwaitingAnAckSleepsUntilTheCreditWakesIt) {
     asked = RdmaStatsOf(*p.client)->credit_wakeups_asked;
   }
   EXPECT_EQ(asked, 1u) << "one ask per wait: the thread sleeps until the wake-up comes";
+  EXPECT_EQ(RdmaStatsOf(*p.client)->control_sends, control_sends)
+      << "the ask (and a doorbell) are WRITE_WITH_IMMs, not CONTROL SENDs";
   EXPECT_TRUE(p.client_d.acked().empty());
   drain.set_paused(false);
   ASSERT_TRUE(drain.WaitRecords(1)) << drain.error();
