@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "msg/base/errno_status.h"
@@ -50,22 +51,48 @@ class ShmLock {
 
 }  // namespace
 
-struct SharedCq::Header {
+// What both queues' pages start with; slots follow at kHeaderBytes.
+struct QueueHeader {
   pthread_mutex_t mu;
   uint64_t capacity;  // for peers; the owner keeps its own copy
   std::atomic<uint64_t> head;
   std::atomic<uint64_t> tail;
+};
+
+struct SharedCq::Header : QueueHeader {
   std::atomic<uint32_t> armed;
   std::atomic<uint32_t> overrun;
 };
 
-struct SharedRq::Header {
-  pthread_mutex_t mu;
-  uint64_t capacity;
-  std::atomic<uint64_t> head;
-  std::atomic<uint64_t> tail;
+struct SharedRq::Header : QueueHeader {
   std::atomic<uint32_t> open;
 };
+
+namespace {
+
+// A new zeroed page for `capacity` slots of `Slot` behind an initialized `H`.
+template <typename H, typename Slot>
+absl::StatusOr<SharedPage> NewQueuePage(const char* name, size_t capacity) {
+  absl::StatusOr<SharedPage> page =
+      SharedPage::Create(name, kHeaderBytes + capacity * sizeof(Slot));
+  if (!page.ok()) return page.status();
+  auto* h = new (page->data()) H();  // value-initialized: zeroes
+  InitRobustMutex(&h->mu);
+  h->capacity = capacity;
+  return page;
+}
+
+// A peer's page: the capacity its header states, if the page holds that many `Slot`s.
+template <typename Slot>
+absl::StatusOr<size_t> PeerCapacity(const SharedPage& page) {
+  const uint64_t capacity = reinterpret_cast<const QueueHeader*>(page.data())->capacity;
+  if (capacity == 0 || capacity > (page.bytes() - kHeaderBytes) / sizeof(Slot)) {
+    return absl::InvalidArgumentError("soft: a peer's queue page does not hold its capacity");
+  }
+  return static_cast<size_t>(capacity);
+}
+
+}  // namespace
 
 static_assert(sizeof(SharedCq::Header) <= kHeaderBytes && sizeof(SharedRq::Header) <= kHeaderBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free &&
@@ -82,10 +109,9 @@ SharedPage::SharedPage(SharedPage&& o) noexcept : fd_(o.fd_), base_(o.base_), by
 }
 
 SharedPage& SharedPage::operator=(SharedPage&& o) noexcept {
-  if (this != &o) {
-    this->~SharedPage();
-    new (this) SharedPage(std::move(o));
-  }
+  std::swap(fd_, o.fd_);  // ours is released with `o`
+  std::swap(base_, o.base_);
+  std::swap(bytes_, o.bytes_);
   return *this;
 }
 
@@ -136,10 +162,10 @@ SharedCq::SharedCq(SharedCq&& o) noexcept
 }
 
 SharedCq& SharedCq::operator=(SharedCq&& o) noexcept {
-  if (this != &o) {
-    this->~SharedCq();
-    new (this) SharedCq(std::move(o));
-  }
+  std::swap(page_, o.page_);  // ours are released with `o`
+  std::swap(efd_, o.efd_);
+  std::swap(capacity_, o.capacity_);
+  std::swap(overrun_logged_, o.overrun_logged_);
   return *this;
 }
 
@@ -154,33 +180,22 @@ Completion* SharedCq::slots() const {
 }
 
 absl::StatusOr<SharedCq> SharedCq::Create(size_t capacity) {
-  absl::StatusOr<SharedPage> page =
-      SharedPage::Create("msgr-soft-cq", kHeaderBytes + capacity * sizeof(Completion));
+  absl::StatusOr<SharedPage> page = NewQueuePage<Header, Completion>("msgr-soft-cq", capacity);
   if (!page.ok()) return page.status();
   int efd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (efd < 0) return ErrnoStatus(errno, "soft: eventfd");
-  auto* h = new (page->data()) Header;
-  InitRobustMutex(&h->mu);
-  h->capacity = capacity;
-  h->head.store(0);
-  h->tail.store(0);
-  h->armed.store(0);
-  h->overrun.store(0);
   return SharedCq(std::move(*page), efd, capacity);
 }
 
 absl::StatusOr<SharedCq> SharedCq::Attach(int mem_fd, int event_fd) {
   absl::StatusOr<SharedPage> page = SharedPage::Attach(mem_fd, kHeaderBytes);
-  if (!page.ok()) {
+  absl::StatusOr<size_t> capacity =
+      page.ok() ? PeerCapacity<Completion>(*page) : absl::StatusOr<size_t>(page.status());
+  if (!capacity.ok()) {
     ::close(event_fd);
-    return page.status();
+    return capacity.status();
   }
-  const uint64_t capacity = reinterpret_cast<Header*>(page->data())->capacity;
-  if (capacity == 0 || capacity > (page->bytes() - kHeaderBytes) / sizeof(Completion)) {
-    ::close(event_fd);
-    return absl::InvalidArgumentError("soft: a peer's CQ page does not hold its capacity");
-  }
-  return SharedCq(std::move(*page), event_fd, capacity);
+  return SharedCq(std::move(*page), event_fd, *capacity);
 }
 
 bool SharedCq::PushHeld(const Completion& c) {
@@ -259,18 +274,6 @@ void SharedCq::ConsumeEvents() {
 SharedRq::SharedRq(SharedPage page, size_t capacity) noexcept
     : page_(std::move(page)), capacity_(capacity) {}
 
-SharedRq::SharedRq(SharedRq&& o) noexcept : page_(std::move(o.page_)), capacity_(o.capacity_) {}
-
-SharedRq& SharedRq::operator=(SharedRq&& o) noexcept {
-  if (this != &o) {
-    page_ = std::move(o.page_);
-    capacity_ = o.capacity_;
-  }
-  return *this;
-}
-
-SharedRq::~SharedRq() = default;
-
 SharedRq::Header* SharedRq::header() const { return reinterpret_cast<Header*>(page_.data()); }
 
 uint64_t* SharedRq::slots() const {
@@ -278,27 +281,18 @@ uint64_t* SharedRq::slots() const {
 }
 
 absl::StatusOr<SharedRq> SharedRq::Create(size_t capacity) {
-  absl::StatusOr<SharedPage> page =
-      SharedPage::Create("msgr-soft-rq", kHeaderBytes + capacity * sizeof(uint64_t));
+  absl::StatusOr<SharedPage> page = NewQueuePage<Header, uint64_t>("msgr-soft-rq", capacity);
   if (!page.ok()) return page.status();
-  auto* h = new (page->data()) Header;
-  InitRobustMutex(&h->mu);
-  h->capacity = capacity;
-  h->head.store(0);
-  h->tail.store(0);
-  h->open.store(1);
+  reinterpret_cast<Header*>(page->data())->open.store(1);
   return SharedRq(std::move(*page), capacity);
 }
 
 absl::StatusOr<SharedRq> SharedRq::Attach(int mem_fd) {
   absl::StatusOr<SharedPage> page = SharedPage::Attach(mem_fd, kHeaderBytes);
   if (!page.ok()) return page.status();
-  const uint64_t capacity = reinterpret_cast<Header*>(page->data())->capacity;
-  if (capacity == 0 || capacity > (page->bytes() - kHeaderBytes) / sizeof(uint64_t)) {
-    return absl::InvalidArgumentError(
-        "soft: a peer's receive queue page does not hold its capacity");
-  }
-  return SharedRq(std::move(*page), capacity);
+  absl::StatusOr<size_t> capacity = PeerCapacity<uint64_t>(*page);
+  if (!capacity.ok()) return capacity.status();
+  return SharedRq(std::move(*page), *capacity);
 }
 
 int SharedRq::Post(uint64_t wr_id) {

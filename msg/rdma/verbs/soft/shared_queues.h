@@ -102,9 +102,8 @@ class SharedRq {
  public:
   static absl::StatusOr<SharedRq> Create(size_t capacity);
   static absl::StatusOr<SharedRq> Attach(int mem_fd);  // takes ownership
-  SharedRq(SharedRq&&) noexcept;
-  SharedRq& operator=(SharedRq&&) noexcept;
-  ~SharedRq();
+  SharedRq(SharedRq&&) noexcept = default;
+  SharedRq& operator=(SharedRq&&) noexcept = default;
 
   int mem_fd() const { return page_.fd(); }
   size_t capacity() const { return capacity_; }
