@@ -156,6 +156,27 @@ class DeviceTest : public ::testing::TestWithParam<std::string> {
         << "target memory changed by a failed or flushed WRITE";
   }
 
+  // Posts one `op` (SEND or WRITE_WITH_IMM) from a to b, which has no receive posted.
+  void ExpectRnr(WrOpcode op) {
+    auto src = Alloc(4096, kLocalWrite);
+    auto dst = Alloc(4096, kLocalWrite | kRemoteWrite);
+    ASSERT_TRUE(src && dst);
+    Sge sge = src->Slice(0, 64);
+    SendWr wr;
+    wr.wr_id = 5;
+    wr.opcode = op;
+    wr.flags = kSignaled;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.remote_addr = reinterpret_cast<uint64_t>(dst->addr());
+    wr.rkey = dst->rkey();
+    ASSERT_TRUE(PostOne(a_.qp.get(), wr).ok());
+    Completion c = WaitOne(a_.scq.get());
+    EXPECT_EQ(c.wr_id, 5u);
+    EXPECT_EQ(c.status, WcStatus::kRnrRetryExceeded) << WcStatusName(c.status);
+    EXPECT_EQ(a_.qp->state(), QpState::kError);
+  }
+
   std::unique_ptr<Device> dev_;
   std::unique_ptr<ProtectionDomain> pd_;
   Side a_;
@@ -480,43 +501,13 @@ TEST_P(DeviceTest, ReregisteredRegionKeepsDataAndKillsOldKey) {
   ExpectRemoteAccessError(old_rkey, reinterpret_cast<uint64_t>(dst->addr()), 4096, *dst);
 }
 
-TEST_P(DeviceTest, SendWithoutPostedReceiveFails) {
-  auto src = Alloc(4096, kLocalWrite);
-  ASSERT_TRUE(src);
-  Sge sge = src->Slice(0, 64);
-  SendWr wr;
-  wr.wr_id = 5;
-  wr.opcode = WrOpcode::kSend;
-  wr.flags = kSignaled;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  ASSERT_TRUE(PostOne(a_.qp.get(), wr).ok());
-  Completion c = WaitOne(a_.scq.get());
-  EXPECT_EQ(c.wr_id, 5u);
-  EXPECT_EQ(c.status, WcStatus::kRnrRetryExceeded) << WcStatusName(c.status);
-  EXPECT_EQ(a_.qp->state(), QpState::kError);
-}
-
-// As SEND: a WRITE_WITH_IMM needs a posted receive. (The soft provider completes it
+// A SEND or a WRITE_WITH_IMM needs a posted receive at the target: without one it fails
+// (RNR, no retries) and the QP enters ERROR. (The soft provider completes a WRITE_WITH_IMM
 // through the peer's shared receive queue, not through the peer's service thread.)
+TEST_P(DeviceTest, SendWithoutPostedReceiveFails) { ExpectRnr(WrOpcode::kSend); }
+
 TEST_P(DeviceTest, WriteWithImmWithoutPostedReceiveFails) {
-  auto src = Alloc(4096, kLocalWrite);
-  auto dst = Alloc(4096, kLocalWrite | kRemoteWrite);
-  ASSERT_TRUE(src && dst);
-  Sge sge = src->Slice(0, 64);
-  SendWr wr;
-  wr.wr_id = 7;
-  wr.opcode = WrOpcode::kRdmaWriteWithImm;
-  wr.flags = kSignaled;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.remote_addr = reinterpret_cast<uint64_t>(dst->addr());
-  wr.rkey = dst->rkey();
-  ASSERT_TRUE(PostOne(a_.qp.get(), wr).ok());
-  Completion c = WaitOne(a_.scq.get());
-  EXPECT_EQ(c.wr_id, 7u);
-  EXPECT_EQ(c.status, WcStatus::kRnrRetryExceeded) << WcStatusName(c.status);
-  EXPECT_EQ(a_.qp->state(), QpState::kError);
+  ExpectRnr(WrOpcode::kRdmaWriteWithImm);
 }
 
 // SENDs and WRITE_WITH_IMMs of one QP consume the peer's receives in the order posted,
