@@ -37,7 +37,10 @@ using Nonce = std::array<uint8_t, kNonceBytes>;
 // Feature bits exchanged in HELLO / CHALLENGE.
 inline constexpr uint64_t kFeatureRing = 1ull << 0;    // RING_RECORD frames and credits
 inline constexpr uint64_t kFeatureResume = 1ull << 1;  // lossless session resume
-inline constexpr uint64_t kFeaturesSupported = kFeatureRing | kFeatureResume;
+// rdma: doorbells and credit wake-up requests may come as zero-length WRITE_WITH_IMMs
+// (msg/PROTOCOL.md "Doorbells"); an OSD without it would fault the session on the first.
+inline constexpr uint64_t kFeatureImmWakeups = 1ull << 3;
+inline constexpr uint64_t kFeaturesSupported = kFeatureRing | kFeatureResume | kFeatureImmWakeups;
 // Offered (in HELLO / CHALLENGE) by a side that proves its entity with a certificate and
 // requires the peer to: both ends of a cluster run with certificates or both without.
 inline constexpr uint64_t kFeatureEntityProof = 1ull << 2;

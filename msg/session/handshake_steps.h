@@ -38,7 +38,7 @@
 namespace msgr::session {
 
 // Features a peer must offer in HELLO / CHALLENGE, or it is refused with both sets named.
-inline constexpr uint64_t kFeaturesRequired = kFeatureRing | kFeatureResume;
+inline constexpr uint64_t kFeaturesRequired = kFeatureRing | kFeatureResume | kFeatureImmWakeups;
 
 // Who a failed handshake step blames, for the counters.
 enum class Blame {

@@ -195,7 +195,7 @@ TEST(HandshakeStepsTest, APeerWithoutTheNeededFeaturesIsToldBothSets) {
   auto r = p.server.OnHello(hh, hp);
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
-  EXPECT_NE(r.status().message().find("offers msgr features 0x1, this messenger needs 0x3"),
+  EXPECT_NE(r.status().message().find("offers msgr features 0x1, this messenger needs 0xb"),
             std::string::npos)
       << r.status();
   ASSERT_TRUE(p.server.last_error().send_close);
@@ -203,7 +203,7 @@ TEST(HandshakeStepsTest, APeerWithoutTheNeededFeaturesIsToldBothSets) {
   auto [xh, xp] = Split(CloseFrame(p.server.last_error()));
   const absl::Status why = RefusalFromClose(xh, xp, "osd.2 at x");
   EXPECT_TRUE(absl::IsFailedPrecondition(why)) << why;
-  EXPECT_NE(why.message().find("needs 0x3"), std::string::npos) << why;
+  EXPECT_NE(why.message().find("needs 0xb"), std::string::npos) << why;
 }
 
 TEST(HandshakeStepsTest, FailuresAreCountedOnceByBlame) {
