@@ -22,8 +22,10 @@ constexpr absl::Duration kSideCheckInterval = absl::Milliseconds(2);
 constexpr absl::Duration kAwaitNap = absl::Microseconds(50);
 // Naps before an awaiting loop arms its clients' wake-ups and sleeps (~1 ms): a durable
 // 4 KiB write is acknowledged well inside them, and is latency-bound -- a wake-up on the
-// soft HCA (its service thread, then ours) costs more than the naps it saves (-25% at
-// durable 4 KiB -t 16 when the loop slept after one nap); a loaded OSD is not.
+// soft HCA cost more than the naps it saves (-25% at durable 4 KiB -t 16 when the loop
+// slept after one nap); a loaded OSD is not. Re-measured after wake-ups stopped crossing a
+// socket (session 27): 2 naps and 0 naps gave no more IOPS with 20 or 60 clients and
+// less at -t 16 (docs/BENCHMARKS.md "Session 27").
 constexpr int kAwaitNaps = 20;
 // A nap this much longer than kAwaitNap means the thread waited for a CPU.
 constexpr absl::Duration kContendedNap = absl::Microseconds(200);  // 4x kAwaitNap
