@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -88,6 +89,8 @@ class ClientE2eTest : public ::testing::TestWithParam<std::string> {
   void TearDown() override {
     osds_.clear();
     if (mon_) mon_->Shutdown();
+    // The run dirs are under /tmp, not TEST_TMPDIR, which Bazel would clean up.
+    for (const auto& o : osd_options_) std::filesystem::remove_all(o.run_dir);
   }
 
   void StartOsd(int i) {

@@ -13,6 +13,7 @@
 
 #include <condition_variable>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -169,6 +170,7 @@ class OsdTest : public ::testing::TestWithParam<std::string> {
     client_.reset();
     osd_.reset();
     mon_.reset();
+    std::filesystem::remove_all(options_.run_dir);  // under /tmp, not TEST_TMPDIR
   }
 
   void StartOsd() {
