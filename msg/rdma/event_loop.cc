@@ -246,11 +246,15 @@ void EventLoop::Run() {
     std::function<void()> tick;
     bool timers_due = false;
     const absl::Time now = absl::Now();
+    // The clients the loop held until now are released after the lock: the last reference
+    // to a removed one may be ours, and its destructor may take other locks (a Dialer's
+    // connection takes its own, whose holders set our timers: a lock-order cycle).
+    std::vector<std::shared_ptr<LoopClient>> released;
     {
       absl::MutexLock l(&mu_);
       if (stop_) break;
       if (version_ != seen_version) {
-        clients.clear();
+        released.swap(clients);
         for (auto& [k, c] : clients_) clients.push_back(c);
         seen_version = version_;
       }
@@ -260,6 +264,7 @@ void EventLoop::Run() {
       }
       timers_due = !timers_.empty() && timers_.begin()->first <= now;
     }
+    released.clear();
     if (tick) tick();
     if (timers_due) RunTimers(now);
     int timeout_ms = 0;

@@ -457,6 +457,43 @@ TEST(EventLoopTest, RemovedClientIsReleasedAndNoLongerDriven) {
   loop->Remove(raw);  // unknown now: no-op
 }
 
+// The loop drops a removed client's last reference outside its lock, so the client's
+// destructor may call the loop. (A Dialer held the last reference to its connection, whose
+// destructor takes the connection's lock -- held elsewhere while setting the loop's timers:
+// under ASan, Abseil's deadlock detector aborted replication_test and client_e2e_test on
+// that cycle. Before the fix this destructor deadlocks on the loop's lock.)
+TEST(EventLoopTest, AClientTheLoopDropsIsDestroyedOutsideTheLoopsLock) {
+  FakeCq cq, other_cq;
+  auto loop = MakeLoop();
+  ASSERT_NE(loop, nullptr);
+  std::atomic<int> destroyed{0};
+  std::atomic<bool> timer_ran{false};
+  class CallingBack : public Client {
+   public:
+    CallingBack(verbs::CompletionQueue* cq, std::atomic<int>* destroyed, EventLoop* loop,
+                std::atomic<bool>* ran)
+        : Client(cq, destroyed), loop_(loop), ran_(ran) {}
+    ~CallingBack() override { loop_->RunAt(absl::Now(), [r = ran_] { r->store(true); }); }
+
+   private:
+    EventLoop* loop_;
+    std::atomic<bool>* ran_;
+  };
+  auto other = std::make_shared<Client>(&other_cq);
+  ASSERT_TRUE(loop->Add(other).ok());
+  auto c = std::make_shared<CallingBack>(&cq, &destroyed, loop.get(), &timer_ran);
+  ASSERT_TRUE(loop->Add(c).ok());
+  cq.Push(1);
+  ASSERT_TRUE(Eventually([&] { return c->completion_count() == 1; }));  // the loop holds it
+  Client* raw = c.get();
+  c.reset();
+  loop->Remove(raw);
+  other_cq.Push(2);  // wakes the loop, which drops its last reference
+  ASSERT_TRUE(Eventually([&] { return timer_ran.load(); }))
+      << "the client's destructor could not set a timer: it ran under the loop's lock";
+  EXPECT_EQ(destroyed.load(), 1);
+}
+
 TEST(EventLoopTest, StopJoinsAndReleasesEveryClient) {
   FakeCq cqs[3];
   auto loop = MakeLoop(absl::Milliseconds(5));
