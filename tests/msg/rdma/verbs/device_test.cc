@@ -62,6 +62,20 @@ Completion WaitOne(CompletionQueue* cq) {
   return c;
 }
 
+// A signalled `op` of the one SGE `*sge` to `dst` at `offset`.
+SendWr SignaledWr(uint64_t wr_id, WrOpcode op, const Sge* sge, const MemoryRegion& dst,
+                  uint64_t offset = 0) {
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.opcode = op;
+  wr.flags = kSignaled;
+  wr.sg_list = sge;
+  wr.num_sge = 1;
+  wr.remote_addr = reinterpret_cast<uint64_t>(dst.addr()) + offset;
+  wr.rkey = dst.rkey();
+  return wr;
+}
+
 struct Side {
   std::unique_ptr<CompletionQueue> scq;
   std::unique_ptr<CompletionQueue> rcq;
@@ -162,15 +176,7 @@ class DeviceTest : public ::testing::TestWithParam<std::string> {
     auto dst = Alloc(4096, kLocalWrite | kRemoteWrite);
     ASSERT_TRUE(src && dst);
     Sge sge = src->Slice(0, 64);
-    SendWr wr;
-    wr.wr_id = 5;
-    wr.opcode = op;
-    wr.flags = kSignaled;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.remote_addr = reinterpret_cast<uint64_t>(dst->addr());
-    wr.rkey = dst->rkey();
-    ASSERT_TRUE(PostOne(a_.qp.get(), wr).ok());
+    ASSERT_TRUE(PostOne(a_.qp.get(), SignaledWr(5, op, &sge, *dst)).ok());
     Completion c = WaitOne(a_.scq.get());
     EXPECT_EQ(c.wr_id, 5u);
     EXPECT_EQ(c.status, WcStatus::kRnrRetryExceeded) << WcStatusName(c.status);
@@ -236,15 +242,7 @@ TEST_P(DeviceTest, RdmaWrite1MiBByteForByte) {
   Fill(src->data(), kMiB, 3);
   ASSERT_TRUE(AllZero(dst->data(), kMiB));
   Sge sge = src->Slice(0, kMiB);
-  SendWr wr;
-  wr.wr_id = 1;
-  wr.opcode = WrOpcode::kRdmaWrite;
-  wr.flags = kSignaled;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.remote_addr = reinterpret_cast<uint64_t>(dst->addr());
-  wr.rkey = dst->rkey();
-  ASSERT_TRUE(PostOne(a_.qp.get(), wr).ok());
+  ASSERT_TRUE(PostOne(a_.qp.get(), SignaledWr(1, WrOpcode::kRdmaWrite, &sge, *dst)).ok());
   Completion c = WaitOne(a_.scq.get());
   EXPECT_EQ(c.status, WcStatus::kSuccess) << WcStatusName(c.status);
   EXPECT_EQ(c.opcode, WcOpcode::kRdmaWrite);
@@ -297,15 +295,8 @@ TEST_P(DeviceTest, WriteWithImm) {
   RecvWr rwr{21, nullptr, 0};
   ASSERT_TRUE(b_.qp->PostRecv({&rwr, 1}).ok());
   Sge sge = src->Slice(100, 5000);
-  SendWr wr;
-  wr.wr_id = 2;
-  wr.opcode = WrOpcode::kRdmaWriteWithImm;
-  wr.flags = kSignaled;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
+  SendWr wr = SignaledWr(2, WrOpcode::kRdmaWriteWithImm, &sge, *dst, 1000);
   wr.imm_data = 0xdeadbeef;
-  wr.remote_addr = reinterpret_cast<uint64_t>(dst->addr()) + 1000;
-  wr.rkey = dst->rkey();
   ASSERT_TRUE(PostOne(a_.qp.get(), wr).ok());
   Completion rc = WaitOne(b_.rcq.get());
   EXPECT_EQ(rc.status, WcStatus::kSuccess) << WcStatusName(rc.status);
@@ -453,13 +444,7 @@ TEST_P(DeviceTest, DeregisteredRegionIsRemoteAccessError) {
   // A first write succeeds (and lets the soft provider cache the peer's mapping).
   Fill(src->data(), 4096, 2);
   Sge sge = src->Slice(0, 4096);
-  SendWr wr;
-  wr.opcode = WrOpcode::kRdmaWrite;
-  wr.flags = kSignaled;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.remote_addr = reinterpret_cast<uint64_t>(dst->addr());
-  wr.rkey = dst->rkey();
+  SendWr wr = SignaledWr(0, WrOpcode::kRdmaWrite, &sge, *dst);
   ASSERT_TRUE(PostOne(a_.qp.get(), wr).ok());
   ASSERT_EQ(WaitOne(a_.scq.get()).status, WcStatus::kSuccess);
   const uint32_t old_rkey = dst->rkey();
@@ -531,15 +516,11 @@ TEST_P(DeviceTest, SendsAndWriteWithImmsTakeReceivesInPostOrder) {
   for (int i = 0; i < kOps; ++i) {
     std::memcpy(src->data() + i * 4, &i, 4);
     sge[i] = src->Slice(i * 4, 4);
-    wr[i].wr_id = static_cast<uint64_t>(i);
     // Runs of 1-3 SENDs then 1-3 WRITE_WITH_IMMs: IMMs right behind a SEND, and behind IMMs.
-    wr[i].opcode = (i / 2 + i / 3) % 2 == 0 ? WrOpcode::kSend : WrOpcode::kRdmaWriteWithImm;
-    wr[i].flags = kSignaled;
-    wr[i].sg_list = &sge[i];
-    wr[i].num_sge = 1;
+    const WrOpcode op =
+        (i / 2 + i / 3) % 2 == 0 ? WrOpcode::kSend : WrOpcode::kRdmaWriteWithImm;
+    wr[i] = SignaledWr(static_cast<uint64_t>(i), op, &sge[i], *dst, i * 4);
     wr[i].imm_data = static_cast<uint32_t>(i);
-    wr[i].remote_addr = reinterpret_cast<uint64_t>(dst->addr()) + i * 4;
-    wr[i].rkey = dst->rkey();
   }
   for (int i = 0; i < kOps; i += 8) {
     ASSERT_TRUE(a_.qp->PostSend(absl::MakeConstSpan(&wr[i], 8)).ok());
@@ -795,14 +776,7 @@ TEST_P(DeviceTest, WriteToClosedPeerFails) {
   ASSERT_TRUE(src && dst);
   ASSERT_TRUE(b_.qp->Close().ok());
   Sge sge = src->Slice(0, 64);
-  SendWr wr;
-  wr.wr_id = 61;
-  wr.opcode = WrOpcode::kRdmaWrite;
-  wr.flags = kSignaled;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.remote_addr = reinterpret_cast<uint64_t>(dst->addr());
-  wr.rkey = dst->rkey();
+  SendWr wr = SignaledWr(61, WrOpcode::kRdmaWrite, &sge, *dst);
   ASSERT_TRUE(PostOne(a_.qp.get(), wr).ok());
   // ibverbs: nobody answers, so after retry_cnt timeouts (QpConfig: 6 x ~67 ms) the WR
   // fails with RETRY_EXC_ERR. soft sees the peer's socket close first (device.h, Close())
