@@ -262,6 +262,10 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   bool PostImmLocked(uint32_t imm) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRecvLocked(Link* link, const verbs::Completion& wc, std::shared_ptr<Link>* retired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Posts receive buffer `idx` again and owes the peer the credit (faults the link if the
+  // post fails).
+  void RepostRecvLocked(Link* link, uint32_t idx, std::shared_ptr<Link>* retired)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AckLocked(uint64_t ack_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequeueLocked(uint64_t peer_in_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropQueuesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

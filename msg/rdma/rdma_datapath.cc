@@ -93,44 +93,34 @@ void RdmaConnection::OnRecvLocked(Link* link, const verbs::Completion& wc,
                                   std::shared_ptr<Link>* retired) {
   shared_->counters.recvs_completed++;
   const uint32_t idx = static_cast<uint32_t>(wc.wr_id & ~kRecvWrBit);
-  if (wc.opcode == verbs::WcOpcode::kRecvRdmaWithImm && ring_) {
-    // From the ring's client, zero bytes written: a doorbell (wake the ring's poller) or a
-    // request for a credit wake-up (as kSendWantCreditWakeup, with the credit's low bits).
-    if ((wc.imm_data & kImmWantCreditWakeup) != 0) {
-      credit_wakeup_wanted_ = true;
-      if ((nack_barrier_.Clamp(released_pos_) & kImmValueMask) !=
-          (wc.imm_data & kImmValueMask)) {
-        credit_dirty_ = true;
-      }
-    } else {
-      shared_->counters.doorbells_received++;
-      ring_->Signal();
-    }
-    if (absl::Status s = link->tp->RepostRecv(idx); !s.ok()) {
-      FaultLocked(link, s, retired);
-      return;
-    }
-    ++credits_owed_;
-    return;
-  }
   if (wc.opcode == verbs::WcOpcode::kRecvRdmaWithImm) {
-    // A credit wake-up (only the ring's client asks for one): the credit word is new, or
-    // the one we saw confirmed; the buffer was not written. Applied here, delivered by
-    // HandleCompletions.
-    if (!ctrl_mr_ || !producer_) {
+    // Zero bytes written, the buffer untouched: only the immediate says something.
+    if (ring_) {
+      // From the ring's client: a doorbell (wake the ring's poller) or a request for a
+      // credit wake-up (as kSendWantCreditWakeup, with the credit's low bits).
+      if ((wc.imm_data & kImmWantCreditWakeup) != 0) {
+        credit_wakeup_wanted_ = true;
+        if ((nack_barrier_.Clamp(released_pos_) & kImmValueMask) !=
+            (wc.imm_data & kImmValueMask)) {
+          credit_dirty_ = true;
+        }
+      } else {
+        shared_->counters.doorbells_received++;
+        ring_->Signal();
+      }
+    } else if (ctrl_mr_ && producer_) {
+      // A credit wake-up (only the ring's client asks for one): the credit word is new, or
+      // the one we saw confirmed. Applied here, delivered by HandleCompletions.
+      wakeup_asked_ = false;
+      // An application that polls (Messenger::Poll) collects its acks itself: the word is
+      // left to it, as the completion thread leaves it (app_polling()).
+      if (!app_polling()) ApplyCreditLocked();
+    } else {
       shared_->counters.protocol_errors++;
       FaultLocked(link, absl::InvalidArgumentError("unexpected RDMA WRITE_WITH_IMM"), retired);
       return;
     }
-    wakeup_asked_ = false;
-    // An application that polls (Messenger::Poll) collects its acks itself: the word is
-    // left to it, as the completion thread leaves it (app_polling()).
-    if (!app_polling()) ApplyCreditLocked();
-    if (absl::Status s = link->tp->RepostRecv(idx); !s.ok()) {
-      FaultLocked(link, s, retired);
-      return;
-    }
-    ++credits_owed_;
+    RepostRecvLocked(link, idx, retired);
     return;
   }
   const uint8_t* buf = link->tp->recv_buffer(idx);
@@ -220,11 +210,15 @@ void RdmaConnection::OnRecvLocked(Link* link, const verbs::Completion& wc,
       }
     }
   }
+  RepostRecvLocked(link, idx, retired);
+}
+
+void RdmaConnection::RepostRecvLocked(Link* link, uint32_t idx, std::shared_ptr<Link>* retired) {
   if (absl::Status s = link->tp->RepostRecv(idx); !s.ok()) {
     FaultLocked(link, s, retired);
     return;
   }
-  ++credits_owed_;
+  ++credits_owed_;  // returned to the peer as a send credit
 }
 
 // ---------------------------------------------------------------- SEND path

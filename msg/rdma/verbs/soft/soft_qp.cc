@@ -287,7 +287,7 @@ void QpCore::FlushRecvLocked() {
 }
 
 bool QpCore::AwaitingAckLocked() {
-  const SqEntry* e = FindSqLocked(last_acked_wr_);
+  const SqEntry* e = FindSqLocked(awaiting_ack_wr_);
   return e != nullptr && !e->done;
 }
 

@@ -160,7 +160,7 @@ class QpCore : public std::enable_shared_from_this<QpCore> {
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   uint32_t sq_used_ ABSL_GUARDED_BY(mu_) = 0;  // Slots held until a later completion.
   uint32_t unsignaled_retired_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t last_acked_wr_ ABSL_GUARDED_BY(mu_) = 0;  // seq of the last WR awaiting an ACK
+  uint64_t awaiting_ack_wr_ ABSL_GUARDED_BY(mu_) = 0;  // seq of the last WR awaiting an ACK
   // Posted receives: the queue is shared with the peer; their scatter lists stay here, by
   // the queue's slot (written by PostRecv, read by HandleSend, both under mu_).
   SharedRq rq_;

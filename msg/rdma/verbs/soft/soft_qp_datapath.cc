@@ -114,7 +114,7 @@ absl::Status QpCore::PostSend(absl::Span<const SendWr> wrs, size_t* posted) {
       if (wr.opcode == WrOpcode::kRdmaWriteWithImm) direct_imm = !AwaitingAckLocked();
       if (wr.opcode == WrOpcode::kSend || wr.opcode == WrOpcode::kSendWithImm ||
           (wr.opcode == WrOpcode::kRdmaWriteWithImm && !direct_imm)) {
-        last_acked_wr_ = seq;
+        awaiting_ack_wr_ = seq;
       }
       if (in_error) {
         e.done = true;
