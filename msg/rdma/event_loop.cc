@@ -7,7 +7,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <map>
+#include <thread>
+#include <tuple>
+#include <utility>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "msg/base/spin_policy.h"
 #include "msg/rdma/side_channel.h"
 #include "spdlog/spdlog.h"
@@ -33,15 +40,89 @@ constexpr absl::Duration kContendedNap = absl::Microseconds(200);  // 4x kAwaitN
 // look; faults wake the loop through the side channel anyway).
 constexpr int kAwaitSleepMs = 20;
 // epoll data: pointer to the client, low bit set for its side-channel fd; 0 is the wake
-// eventfd and kWatchedFdToken the WatchFd fd (client pointers are 8-byte aligned).
-constexpr uint64_t kWatchedFdToken = 2;
+// eventfd; a user's WatchFd fd is its owner id shifted left by 3, with bit 1 set (client
+// pointers are 8-byte aligned, so their low three bits are 0 or 1).
+constexpr uint64_t kWatchedFdBit = 2;
 uint64_t Token(const LoopClient* c, bool side) {
   return reinterpret_cast<uint64_t>(c) | (side ? 1 : 0);
 }
+uint64_t WatchedToken(uint64_t owner) { return (owner << 3) | kWatchedFdBit; }
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create(absl::Duration spin,
-                                                              bool adaptive) {
+// The thread behind one or more EventLoop shares. Everything a share registers carries its
+// owner id, so Detach(owner) ends that share alone.
+class LoopThread {
+ public:
+  static absl::StatusOr<std::shared_ptr<LoopThread>> Start(absl::Duration spin,
+                                                           bool adaptive);
+  ~LoopThread();  // Stop()
+
+  uint64_t NewOwner() { return next_owner_.fetch_add(1, std::memory_order_relaxed); }
+  absl::Status Add(uint64_t owner, std::shared_ptr<LoopClient> c);
+  void Remove(const LoopClient* c);
+  void SideConnected(const LoopClient* c);
+  void RunAt(uint64_t owner, absl::Time when, std::function<void()> fn);
+  void SetTick(uint64_t owner, std::function<void()> tick, absl::Duration every);
+  absl::Status WatchFd(uint64_t owner, int fd, std::function<void()> on_readable);
+  void UnwatchFd(uint64_t owner);
+  // Drops everything of `owner`; unless called on the loop thread, returns once no
+  // handler of `owner` runs (the loop finished the round it was in).
+  void Detach(uint64_t owner);
+  // Ends the thread and drops everything. Idempotent.
+  void Stop();
+  bool on_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  uint64_t idle_periods() const { return idle_periods_.load(std::memory_order_relaxed); }
+  uint64_t sleeps_at_once() const { return sleeps_at_once_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Client {
+    std::shared_ptr<LoopClient> client;
+    uint64_t owner;
+  };
+  struct Tick {
+    std::function<void()> fn;
+    absl::Duration every;
+    absl::Time last;
+  };
+  struct Watch {
+    int fd;
+    std::function<void()> fn;
+  };
+  struct Timer {
+    uint64_t owner;
+    std::function<void()> fn;
+  };
+  LoopThread(int epoll_fd, int wake_fd, absl::Duration spin, bool adaptive)
+      : epoll_fd_(epoll_fd), wake_fd_(wake_fd), spin_(spin), adaptive_(adaptive) {}
+  void Run();
+  void Wake();
+  void UnwatchLocked(uint64_t owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool PollAll(const std::vector<std::shared_ptr<LoopClient>>& clients);
+  // Runs the timers due at `now` (outside mu_).
+  void RunTimers(absl::Time now);
+  // Asks every awaiting client for a wake-up (LoopClient::ArmWakeup); true if all got one.
+  static bool ArmWakeups(const std::vector<std::shared_ptr<LoopClient>>& clients);
+
+  const int epoll_fd_;
+  const int wake_fd_;
+  const absl::Duration spin_;
+  const bool adaptive_;
+  std::atomic<uint64_t> next_owner_{1};
+  std::atomic<uint64_t> idle_periods_{0};
+  std::atomic<uint64_t> sleeps_at_once_{0};
+  absl::Mutex mu_;
+  std::map<const LoopClient*, Client> clients_ ABSL_GUARDED_BY(mu_);
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t rounds_ ABSL_GUARDED_BY(mu_) = 0;  // rounds begun
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<uint64_t, Tick> ticks_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Watch> watched_ ABSL_GUARDED_BY(mu_);
+  std::multimap<absl::Time, Timer> timers_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+absl::StatusOr<std::shared_ptr<LoopThread>> LoopThread::Start(absl::Duration spin,
+                                                               bool adaptive) {
   const int ep = epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) return ErrnoStatus(errno, "epoll_create1");
   const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -53,7 +134,7 @@ absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create(absl::Duration spin
   ev.events = EPOLLIN;
   ev.data.u64 = 0;
   epoll_ctl(ep, EPOLL_CTL_ADD, wake, &ev);
-  std::unique_ptr<EventLoop> loop(new EventLoop(ep, wake, spin, adaptive));
+  std::shared_ptr<LoopThread> loop(new LoopThread(ep, wake, spin, adaptive));
   loop->thread_ = std::thread([l = loop.get()] {
     pthread_setname_np(pthread_self(), "ms-rdma-cq");
     l->Run();
@@ -61,13 +142,13 @@ absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create(absl::Duration spin
   return loop;
 }
 
-EventLoop::~EventLoop() {
+LoopThread::~LoopThread() {
   Stop();
   close(epoll_fd_);
   close(wake_fd_);
 }
 
-absl::Status EventLoop::Add(std::shared_ptr<LoopClient> c) {
+absl::Status LoopThread::Add(uint64_t owner, std::shared_ptr<LoopClient> c) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = Token(c.get(), false);
@@ -83,20 +164,21 @@ absl::Status EventLoop::Add(std::shared_ptr<LoopClient> c) {
   }
   {
     absl::MutexLock l(&mu_);
-    clients_[c.get()] = std::move(c);
+    LoopClient* key = c.get();
+    clients_[key] = Client{std::move(c), owner};
     ++version_;
   }
   Wake();
   return absl::OkStatus();
 }
 
-void EventLoop::Remove(const LoopClient* c) {
+void LoopThread::Remove(const LoopClient* c) {
   std::shared_ptr<LoopClient> keep;
   {
     absl::MutexLock l(&mu_);
     auto it = clients_.find(c);
     if (it == clients_.end()) return;
-    keep = std::move(it->second);
+    keep = std::move(it->second.client);
     clients_.erase(it);
     ++version_;
     if (keep->loop_cq() != nullptr) {
@@ -107,24 +189,78 @@ void EventLoop::Remove(const LoopClient* c) {
   // `keep` may be the last reference: the client is destroyed outside the lock.
 }
 
-void EventLoop::Stop() {
+void LoopThread::Detach(uint64_t owner) {
+  // Released outside the lock: a client's or a timer's last reference may be ours.
+  std::vector<std::shared_ptr<LoopClient>> drop;
+  std::vector<std::function<void()>> timers;
+  uint64_t round;
+  {
+    absl::MutexLock l(&mu_);
+    for (auto it = clients_.begin(); it != clients_.end();) {
+      if (it->second.owner != owner) {
+        ++it;
+        continue;
+      }
+      LoopClient* c = it->second.client.get();
+      if (c->loop_cq() != nullptr) {
+        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->loop_cq()->event_fd(), nullptr);
+      }
+      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->loop_side_fd(), nullptr);
+      drop.push_back(std::move(it->second.client));
+      it = clients_.erase(it);
+      ++version_;
+    }
+    for (auto it = timers_.begin(); it != timers_.end();) {
+      if (it->second.owner == owner) {
+        timers.push_back(std::move(it->second.fn));
+        it = timers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    ticks_.erase(owner);
+    UnwatchLocked(owner);
+    round = rounds_;
+  }
+  drop.clear();
+  timers.clear();
+  if (on_loop_thread() || !thread_.joinable()) return;
+  // A round that began before the lock above may still run this owner's handlers (from
+  // its copy of the client list, its tick, a due timer): wait for the next round to begin.
+  Wake();
+  absl::MutexLock l(&mu_);
+  auto next_round = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ || rounds_ > round; };
+  mu_.Await(absl::Condition(&next_round));
+}
+
+void LoopThread::Stop() {
   {
     absl::MutexLock l(&mu_);
     if (stop_) return;
     stop_ = true;
   }
   Wake();
-  if (thread_.joinable()) thread_.join();
-  std::map<const LoopClient*, std::shared_ptr<LoopClient>> drop;
-  std::multimap<absl::Time, std::function<void()>> timers;
+  if (thread_.joinable()) {
+    if (on_loop_thread()) {
+      thread_.detach();  // inside a handler: the loop ends when it returns
+    } else {
+      thread_.join();
+    }
+  }
+  std::map<const LoopClient*, Client> drop;
+  std::multimap<absl::Time, Timer> timers;
+  std::map<uint64_t, Tick> ticks;
+  std::map<uint64_t, Watch> watched;
   {
     absl::MutexLock l(&mu_);
     drop.swap(clients_);
     timers.swap(timers_);
+    ticks.swap(ticks_);
+    watched.swap(watched_);
   }
 }
 
-void EventLoop::SideConnected(const LoopClient* c) {
+void LoopThread::SideConnected(const LoopClient* c) {
   absl::MutexLock l(&mu_);
   if (clients_.count(c) == 0) return;
   epoll_event ev{};
@@ -133,76 +269,82 @@ void EventLoop::SideConnected(const LoopClient* c) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, const_cast<LoopClient*>(c)->loop_side_fd(), &ev);
 }
 
-void EventLoop::RunAt(absl::Time when, std::function<void()> fn) {
+void LoopThread::RunAt(uint64_t owner, absl::Time when, std::function<void()> fn) {
   bool earliest;
   {
     absl::MutexLock l(&mu_);
     if (stop_) return;
     earliest = timers_.empty() || when < timers_.begin()->first;
-    timers_.emplace(when, std::move(fn));
+    timers_.emplace(when, Timer{owner, std::move(fn)});
   }
   if (earliest && !on_loop_thread()) Wake();  // it may be asleep past `when`
 }
 
-void EventLoop::RunTimers(absl::Time now) {
+void LoopThread::RunTimers(absl::Time now) {
   std::vector<std::function<void()>> due;
   {
     absl::MutexLock l(&mu_);
     while (!timers_.empty() && timers_.begin()->first <= now) {
-      due.push_back(std::move(timers_.begin()->second));
+      due.push_back(std::move(timers_.begin()->second.fn));
       timers_.erase(timers_.begin());
     }
   }
   for (auto& fn : due) fn();
 }
 
-void EventLoop::SetTick(std::function<void()> tick, absl::Duration every) {
+void LoopThread::SetTick(uint64_t owner, std::function<void()> tick, absl::Duration every) {
   absl::MutexLock l(&mu_);
-  tick_ = std::move(tick);
-  tick_every_ = every;
+  Tick& t = ticks_[owner];
+  t.fn = std::move(tick);
+  t.every = every;
+  t.last = absl::Now();
 }
 
-absl::Status EventLoop::WatchFd(int fd, std::function<void()> on_readable) {
+absl::Status LoopThread::WatchFd(uint64_t owner, int fd, std::function<void()> on_readable) {
   {
     absl::MutexLock l(&mu_);
-    if (on_watched_fd_) return absl::AlreadyExistsError("the loop already watches an fd");
-    on_watched_fd_ = std::move(on_readable);
-    watched_fd_ = fd;
+    if (watched_.count(owner) != 0) {
+      return absl::AlreadyExistsError("the loop already watches an fd for this user");
+    }
+    watched_[owner] = Watch{fd, std::move(on_readable)};
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u64 = kWatchedFdToken;
+  ev.data.u64 = WatchedToken(owner);
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
     const int err = errno;
     // Nothing is watched: a later WatchFd may try again, and UnwatchFd must not delete
     // this fd number from the set (it may belong to a client's socket by then).
     absl::MutexLock l(&mu_);
-    on_watched_fd_ = nullptr;
-    watched_fd_ = -1;
+    watched_.erase(owner);
     return ErrnoStatus(err, "epoll_ctl(watched fd)");
   }
   return absl::OkStatus();
 }
 
-void EventLoop::UnwatchFd() {
+void LoopThread::UnwatchFd(uint64_t owner) {
   absl::MutexLock l(&mu_);
-  if (watched_fd_ < 0) return;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, watched_fd_, nullptr);
-  watched_fd_ = -1;
-  on_watched_fd_ = nullptr;
+  UnwatchLocked(owner);
 }
 
-void EventLoop::Wake() {
+void LoopThread::UnwatchLocked(uint64_t owner) {
+  auto it = watched_.find(owner);
+  if (it == watched_.end()) return;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second.fd, nullptr);
+  watched_.erase(it);
+}
+
+void LoopThread::Wake() {
   const uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
 }
 
-bool EventLoop::ArmWakeups(const std::vector<std::shared_ptr<LoopClient>>& clients) {
+bool LoopThread::ArmWakeups(const std::vector<std::shared_ptr<LoopClient>>& clients) {
   return std::all_of(clients.begin(), clients.end(),
                      [](const auto& c) { return !c->awaiting() || c->ArmWakeup(); });
 }
 
-bool EventLoop::PollAll(const std::vector<std::shared_ptr<LoopClient>>& clients) {
+bool LoopThread::PollAll(const std::vector<std::shared_ptr<LoopClient>>& clients) {
   bool work = false;
   verbs::Completion wc[kPollBatch];
   for (const auto& c : clients) {
@@ -218,12 +360,11 @@ bool EventLoop::PollAll(const std::vector<std::shared_ptr<LoopClient>>& clients)
   return work;
 }
 
-void EventLoop::Run() {
+void LoopThread::Run() {
   std::vector<std::shared_ptr<LoopClient>> clients;
   uint64_t seen_version = ~0ull;
   absl::Time last_work = absl::Now();
   absl::Time last_side_check = last_work;
-  absl::Time last_tick = last_work;
   int naps = 0;            // kAwaitNap naps since the last work
   bool contended = false;  // the last nap overslept (kContendedNap)
   // The spin after work: an idle period opens at the first empty round after work and
@@ -243,7 +384,7 @@ void EventLoop::Run() {
   absl::Duration spin_budget = spin_;
   epoll_event evs[64];
   for (;;) {
-    std::function<void()> tick;
+    std::vector<std::function<void()>> ticks;
     bool timers_due = false;
     const absl::Time now = absl::Now();
     // The clients the loop held until now are released after the lock: the last reference
@@ -253,19 +394,22 @@ void EventLoop::Run() {
     {
       absl::MutexLock l(&mu_);
       if (stop_) break;
+      ++rounds_;
       if (version_ != seen_version) {
         released.swap(clients);
-        for (auto& [k, c] : clients_) clients.push_back(c);
+        for (auto& [k, c] : clients_) clients.push_back(c.client);
         seen_version = version_;
       }
-      if (tick_ && now - last_tick >= tick_every_) {
-        tick = tick_;
-        last_tick = now;
+      for (auto& [owner, t] : ticks_) {
+        if (t.fn && now - t.last >= t.every) {
+          ticks.push_back(t.fn);
+          t.last = now;
+        }
       }
       timers_due = !timers_.empty() && timers_.begin()->first <= now;
     }
     released.clear();
-    if (tick) tick();
+    for (auto& tick : ticks) tick();
     if (timers_due) RunTimers(now);
     int timeout_ms = 0;
     bool awaiting = false;
@@ -346,11 +490,12 @@ void EventLoop::Run() {
         (void)!read(wake_fd_, &v, sizeof(v));
         continue;
       }
-      if (token == kWatchedFdToken) {
+      if ((token & 7) == kWatchedFdBit) {
         std::function<void()> fn;
         {
           absl::MutexLock l(&mu_);
-          fn = on_watched_fd_;
+          auto it = watched_.find(token >> 3);
+          if (it != watched_.end()) fn = it->second.fn;
         }
         if (fn) fn();
         continue;
@@ -360,7 +505,7 @@ void EventLoop::Run() {
       {
         absl::MutexLock l(&mu_);
         auto it = clients_.find(key);
-        if (it != clients_.end()) c = it->second;
+        if (it != clients_.end()) c = it->second.client;
       }
       if (!c) continue;
       if (token & 1) {
@@ -372,5 +517,80 @@ void EventLoop::Run() {
     }
   }
 }
+
+namespace {
+// The process's shared loops, one per spin setting, started on first use and kept until
+// the process exits (so that no messenger's shutdown ever joins the thread it runs on).
+// Keyed by process too: a forked child has none of its parent's threads.
+struct SharedLoops {
+  absl::Mutex mu;
+  std::map<std::tuple<pid_t, int64_t, bool>, std::shared_ptr<LoopThread>> loops
+      ABSL_GUARDED_BY(mu);
+};
+SharedLoops& Shared() {
+  static auto* s = new SharedLoops;
+  return *s;
+}
+}  // namespace
+
+EventLoop::EventLoop(std::shared_ptr<LoopThread> thread, bool is_private)
+    : thread_(std::move(thread)), owner_(thread_->NewOwner()), private_(is_private) {}
+
+absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create(absl::Duration spin,
+                                                              bool adaptive) {
+  auto t = LoopThread::Start(spin, adaptive);
+  if (!t.ok()) return t.status();
+  return std::unique_ptr<EventLoop>(new EventLoop(std::move(*t), /*is_private=*/true));
+}
+
+absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::CreateShared(absl::Duration spin,
+                                                                    bool adaptive) {
+  SharedLoops& s = Shared();
+  absl::MutexLock l(&s.mu);
+  auto& t = s.loops[{getpid(), absl::ToInt64Nanoseconds(spin), adaptive}];
+  if (t == nullptr) {
+    auto started = LoopThread::Start(spin, adaptive);
+    if (!started.ok()) return started.status();
+    t = std::move(*started);
+  }
+  return std::unique_ptr<EventLoop>(new EventLoop(t, /*is_private=*/false));
+}
+
+EventLoop::~EventLoop() { Stop(); }
+
+absl::Status EventLoop::Add(std::shared_ptr<LoopClient> c) {
+  if (stopped_.load(std::memory_order_acquire)) {
+    return absl::FailedPreconditionError("the event loop is stopped");
+  }
+  return thread_->Add(owner_, std::move(c));
+}
+void EventLoop::Remove(const LoopClient* c) { thread_->Remove(c); }
+void EventLoop::Stop() {
+  if (stopped_.exchange(true, std::memory_order_acq_rel)) return;
+  if (private_) {
+    thread_->Stop();
+  } else {
+    thread_->Detach(owner_);
+  }
+}
+void EventLoop::SetTick(std::function<void()> tick, absl::Duration every) {
+  if (stopped_.load(std::memory_order_acquire)) return;
+  thread_->SetTick(owner_, std::move(tick), every);
+}
+void EventLoop::RunAt(absl::Time when, std::function<void()> fn) {
+  if (stopped_.load(std::memory_order_acquire)) return;
+  thread_->RunAt(owner_, when, std::move(fn));
+}
+void EventLoop::SideConnected(const LoopClient* c) { thread_->SideConnected(c); }
+absl::Status EventLoop::WatchFd(int fd, std::function<void()> on_readable) {
+  if (stopped_.load(std::memory_order_acquire)) {
+    return absl::FailedPreconditionError("the event loop is stopped");
+  }
+  return thread_->WatchFd(owner_, fd, std::move(on_readable));
+}
+void EventLoop::UnwatchFd() { thread_->UnwatchFd(owner_); }
+bool EventLoop::on_loop_thread() const { return thread_->on_loop_thread(); }
+uint64_t EventLoop::idle_periods() const { return thread_->idle_periods(); }
+uint64_t EventLoop::sleeps_at_once() const { return thread_->sleeps_at_once(); }
 
 }  // namespace msgr::rdma

@@ -16,6 +16,10 @@
 // (LoopClient::ArmWakeup) and sleeps: a napping thread per client messenger is what a
 // host with many clients cannot afford.
 //
+// Shared or private (EventLoop::CreateShared / Create): every client messenger of a process
+// shares one such thread by default ("rdma_shared_loop"), one looks at all their
+// connections per round.
+//
 // Thread-safety: Add/Remove/Stop from any thread; handlers run on the loop thread.
 #ifndef MSGR_MSG_RDMA_EVENT_LOOP_H_
 #define MSGR_MSG_RDMA_EVENT_LOOP_H_
@@ -23,14 +27,10 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
-#include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "msg/rdma/verbs/device.h"
 
@@ -67,22 +67,38 @@ class LoopClient {
   virtual bool side_connecting() const { return false; }
 };
 
+class LoopThread;
+
+// One user's share of a completion thread (a messenger's): what it added, its tick, its
+// watched fd and its timers. A private loop (Create) has a thread of its own; a shared one
+// (CreateShared) drives every shared user in the process that asked for the same spin
+// settings with one thread, so that N client messengers in one process (a bench with
+// --clients N, an application with several clients) cost one napping, spinning thread, not
+// N. Stop() ends this user's share: its clients are released, its tick, watched fd and
+// timers dropped, and when it returns no handler of this user runs any more (unless Stop
+// runs on the loop thread itself, inside a handler).
 class EventLoop {
  public:
   // `spin`: the longest spin after work; `adaptive`: spin only while it pays (else always
   // `spin`).
   static absl::StatusOr<std::unique_ptr<EventLoop>> Create(absl::Duration spin,
                                                            bool adaptive = true);
+  // A share of the process's loop for these settings (started by the first user, kept
+  // until the process exits; a forked child gets its own).
+  static absl::StatusOr<std::unique_ptr<EventLoop>> CreateShared(absl::Duration spin,
+                                                                 bool adaptive = true);
   ~EventLoop();  // Stop()
 
-  // Starts driving `c` (kept alive until Remove()).
+  // Starts driving `c` (kept alive until Remove() or Stop()).
   absl::Status Add(std::shared_ptr<LoopClient> c);
   // Stops driving `c`. A handler already running may finish (it holds a reference), so
   // clients must ignore events for an incarnation they have retired. Never blocks.
   void Remove(const LoopClient* c);
+  // Ends this share (above); a private loop's thread is joined. Idempotent.
   void Stop();
   // Runs `tick` on the loop thread about every `every` (checked whenever the loop wakes,
-  // which is at least every 100 ms). Housekeeping only: it must not block.
+  // which is at least every 100 ms). Housekeeping only: it must not block. One per share;
+  // a later call replaces it.
   void SetTick(std::function<void()> tick, absl::Duration every);
   // Runs `fn` once on the loop thread at `when` or soon after (timers are not cancelled:
   // `fn` checks whether it is still wanted, e.g. through a weak_ptr). Timers still due at
@@ -92,43 +108,23 @@ class EventLoop {
   void SideConnected(const LoopClient* c);
   // Runs `on_readable` on the loop thread whenever `fd` is readable (the device's
   // asynchronous-event fd). Level-triggered: the handler must drain what made it readable.
-  // One such fd per loop; call before traffic starts.
+  // One such fd per share; call before traffic starts.
   absl::Status WatchFd(int fd, std::function<void()> on_readable);
   // Stops watching it (e.g. the device failed and the fd will stay readable).
   void UnwatchFd();
-  bool on_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  bool on_loop_thread() const;
   // Idle periods (an empty round after work, until the next work) and, of those, the ones
-  // it slept without spinning because spinning did not pay (the adaptive spin).
-  uint64_t idle_periods() const { return idle_periods_.load(std::memory_order_relaxed); }
-  uint64_t sleeps_at_once() const { return sleeps_at_once_.load(std::memory_order_relaxed); }
+  // it slept without spinning because spinning did not pay (the adaptive spin). Of the
+  // thread: a shared loop counts for all its users.
+  uint64_t idle_periods() const;
+  uint64_t sleeps_at_once() const;
 
  private:
-  EventLoop(int epoll_fd, int wake_fd, absl::Duration spin, bool adaptive)
-      : epoll_fd_(epoll_fd), wake_fd_(wake_fd), spin_(spin), adaptive_(adaptive) {}
-  void Run();
-  void Wake();
-  bool PollAll(const std::vector<std::shared_ptr<LoopClient>>& clients);
-  // Runs the timers due at `now` (outside mu_).
-  void RunTimers(absl::Time now);
-  // Asks every awaiting client for a wake-up (LoopClient::ArmWakeup); true if all got one.
-  static bool ArmWakeups(const std::vector<std::shared_ptr<LoopClient>>& clients);
-
-  const int epoll_fd_;
-  const int wake_fd_;
-  const absl::Duration spin_;
-  const bool adaptive_;
-  std::atomic<uint64_t> idle_periods_{0};
-  std::atomic<uint64_t> sleeps_at_once_{0};
-  absl::Mutex mu_;
-  std::map<const LoopClient*, std::shared_ptr<LoopClient>> clients_ ABSL_GUARDED_BY(mu_);
-  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::function<void()> tick_ ABSL_GUARDED_BY(mu_);
-  std::function<void()> on_watched_fd_ ABSL_GUARDED_BY(mu_);
-  int watched_fd_ ABSL_GUARDED_BY(mu_) = -1;
-  absl::Duration tick_every_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
-  std::multimap<absl::Time, std::function<void()>> timers_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;
+  EventLoop(std::shared_ptr<LoopThread> thread, bool is_private);
+  const std::shared_ptr<LoopThread> thread_;
+  const uint64_t owner_;
+  const bool private_;
+  std::atomic<bool> stopped_{false};
 };
 
 }  // namespace msgr::rdma

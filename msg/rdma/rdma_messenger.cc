@@ -88,8 +88,12 @@ absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const Messenger
   shared->buffers = RecordBufferPool::Create(
       ctx, shared->budget, &shared->counters,
       size_t{OptionU32(options, "rdma_record_buffer_cache_mb", 64)} << 20);
-  auto loop = EventLoop::Create(shared->cq_spin,
-                                OptionU32(options, "rdma_cq_spin_adaptive", 1) != 0);
+  // One completion thread for every messenger of the process (event_loop.h), unless
+  // rdma_shared_loop=0 gives this one its own.
+  const bool adaptive = OptionU32(options, "rdma_cq_spin_adaptive", 1) != 0;
+  auto loop = OptionU32(options, "rdma_shared_loop", 1) != 0
+                  ? EventLoop::CreateShared(shared->cq_spin, adaptive)
+                  : EventLoop::Create(shared->cq_spin, adaptive);
   if (!loop.ok()) return loop.status();
   shared->loop = std::move(*loop);
   shared->workers = std::make_unique<Workers>(std::max(1, options.worker_threads));

@@ -6,6 +6,8 @@
 // "rdma_send_buffers", "rdma_sq_depth", "rdma_signal_every", "rdma_cq_spin_us" (the
 // completion thread's longest spin after work, default 20), "rdma_cq_spin_adaptive" (1,
 // default: spin only while it pays, event_loop.h; 0: always the full spin),
+// "rdma_shared_loop" (1, default: one completion thread for every messenger of the process
+// with the same spin settings; 0: a thread of its own),
 // "rdma_app_poll_window_us", "rdma_zero_copy_min_bytes", "rdma_max_registered_mb" (the
 // registered-memory budget, registered_budget.h), "rdma_cutoff_ban_s" (how long a peer
 // cut off for an access outside its memory is refused, default 60),

@@ -47,7 +47,8 @@ namespace msgr::rdma {
     "sessions cut off: the peer's RDMA access was refused")                                   \
   X(cutoff_refusals, kCounter, kNone, "connections of a cut-off peer refused while banned")    \
   X(cq_idle_periods, kCounter, kNone,                                                         \
-    "completion thread: idle periods (an empty look after work, until the next work)")       \
+    "completion thread: idle periods (an empty look after work, until the next work; a "     \
+    "shared thread's count, for every messenger of the process it drives)")                   \
   X(cq_sleeps_at_once, kCounter, kNone,                                                       \
     "of those, slept without spinning: its adaptive spin found spinning did not pay")
 

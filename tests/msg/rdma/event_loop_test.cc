@@ -522,6 +522,103 @@ TEST(EventLoopTest, StopJoinsAndReleasesEveryClient) {
   loop.reset();  // the destructor after Stop
 }
 
+std::unique_ptr<EventLoop> MakeShared(absl::Duration spin) {
+  auto loop = EventLoop::CreateShared(spin);
+  EXPECT_TRUE(loop.ok()) << loop.status();
+  return loop.ok() ? std::move(*loop) : nullptr;
+}
+
+// Two shares of the process's loop (two messengers) are driven by one thread: each
+// client gets its own completions, on that thread; shares with other spin settings get
+// another thread.
+TEST(EventLoopTest, SharesWithTheSameSettingsAreDrivenByOneThread) {
+  FakeCq cq1, cq2, cq3;
+  auto a = MakeShared(absl::Microseconds(7));
+  auto b = MakeShared(absl::Microseconds(7));
+  auto other = MakeShared(absl::Microseconds(8));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_NE(other, nullptr);
+  auto c1 = std::make_shared<Client>(&cq1);
+  auto c2 = std::make_shared<Client>(&cq2);
+  auto c3 = std::make_shared<Client>(&cq3);
+  c1->set_loop(b.get());  // a's client checks it runs on b's thread: the same one
+  c2->set_loop(a.get());
+  c3->set_loop(a.get());  // another thread: off a's loop thread
+  ASSERT_TRUE(a->Add(c1).ok());
+  ASSERT_TRUE(b->Add(c2).ok());
+  ASSERT_TRUE(other->Add(c3).ok());
+  cq1.Push(11);
+  cq2.Push(21);
+  cq3.Push(31);
+  ASSERT_TRUE(Eventually([&] {
+    return c1->completion_count() == 1 && c2->completion_count() == 1 &&
+           c3->completion_count() == 1;
+  }));
+  EXPECT_EQ(c1->wr_ids(), std::vector<uint64_t>{11});
+  EXPECT_EQ(c2->wr_ids(), std::vector<uint64_t>{21});
+  EXPECT_FALSE(c1->off_loop_thread()) << "a's client ran off b's loop thread";
+  EXPECT_FALSE(c2->off_loop_thread()) << "b's client ran off a's loop thread";
+  EXPECT_TRUE(c3->off_loop_thread()) << "other spin settings, same thread";
+  a->Stop();
+  b->Stop();
+  other->Stop();
+}
+
+// Stopping one share ends that share alone: its clients are released, its tick and its
+// timers never run again (not even one already under way when Stop returns), its watched
+// fd is dropped, and the other share's client, tick and timers carry on.
+TEST(EventLoopTest, StoppingOneShareLeavesTheOtherRunning) {
+  FakeCq cq1, cq2;
+  auto a = MakeShared(absl::Microseconds(9));
+  auto b = MakeShared(absl::Microseconds(9));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  std::atomic<int> destroyed{0};
+  auto c1 = std::make_shared<Client>(&cq1, &destroyed);
+  auto c2 = std::make_shared<Client>(&cq2);
+  std::weak_ptr<Client> weak1 = c1;
+  ASSERT_TRUE(a->Add(std::move(c1)).ok());
+  ASSERT_TRUE(b->Add(c2).ok());
+  std::atomic<int> a_ticks{0}, b_ticks{0};
+  std::atomic<bool> a_in_tick{false};
+  a->SetTick(
+      [&] {
+        a_in_tick = true;
+        absl::SleepFor(absl::Milliseconds(2));  // Stop may come while it runs
+        a_ticks.fetch_add(1);
+        a_in_tick = false;
+      },
+      absl::Milliseconds(1));
+  b->SetTick([&] { b_ticks.fetch_add(1); }, absl::Milliseconds(1));
+  const int fd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);  // readable for good
+  ASSERT_GE(fd, 0);
+  std::atomic<int> a_watched{0};
+  ASSERT_TRUE(a->WatchFd(fd, [&] { a_watched.fetch_add(1); }).ok());
+  std::atomic<int> a_timer{0}, b_timer{0};
+  a->RunAt(absl::Now() + absl::Milliseconds(100), [&] { a_timer.fetch_add(1); });
+  b->RunAt(absl::Now() + absl::Milliseconds(100), [&] { b_timer.fetch_add(1); });
+  ASSERT_TRUE(Eventually([&] { return a_ticks.load() >= 2 && a_watched.load() >= 2; }));
+  a->Stop();
+  EXPECT_FALSE(a_in_tick.load()) << "a's tick still ran after its Stop returned";
+  EXPECT_EQ(destroyed.load(), 1) << "Stop releases the share's clients";
+  EXPECT_TRUE(weak1.expired());
+  const int ticks_after = a_ticks.load();
+  const int watched_after = a_watched.load();
+  cq2.Push(5);
+  ASSERT_TRUE(Eventually([&] { return c2->completion_count() == 1; }))
+      << "the other share's client is no longer driven";
+  ASSERT_TRUE(Eventually([&] { return b_timer.load() == 1; }));
+  const int b_ticks_now = b_ticks.load();
+  ASSERT_TRUE(Eventually([&] { return b_ticks.load() >= b_ticks_now + 3; }));
+  EXPECT_EQ(a_ticks.load(), ticks_after);
+  EXPECT_EQ(a_watched.load(), watched_after);
+  EXPECT_EQ(a_timer.load(), 0) << "a timer of a stopped share ran";
+  EXPECT_FALSE(a->Add(std::make_shared<Client>(&cq1)).ok()) << "Add after Stop";
+  b->Stop();
+  close(fd);
+}
+
 // A failed Add leaves nothing registered: the same client can be added once fixed.
 TEST(EventLoopTest, FailedAddLeavesNothingBehind) {
   FakeCq cq;

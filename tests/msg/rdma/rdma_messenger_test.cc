@@ -129,11 +129,14 @@ TEST(RdmaMessenger, MessagesBothWaysAndLargeFragmentedMessage) {
 
 // The completion thread's spin after work is adaptive (event_loop.h): with messages 2 ms
 // apart every spin runs out, so it soon sleeps at once after each; with the spin fixed
-// (rdma_cq_spin_adaptive=0) it spins out every idle period. Echoes arrive either way.
+// (rdma_cq_spin_adaptive=0) it spins out every idle period. Echoes arrive either way. The
+// server gets a loop of its own (rdma_shared_loop=0): a shared loop's counts are its
+// thread's, for every messenger it drives.
 void PingEvery2Ms(bool adaptive, uint64_t* idle_periods, uint64_t* sleeps_at_once) {
   Pair p;
   MessengerOptions so = Options(EntityType::kOsd, 0);
   so.backend_options["rdma_cq_spin_adaptive"] = adaptive ? "1" : "0";
+  so.backend_options["rdma_shared_loop"] = "0";
   ASSERT_NO_FATAL_FAILURE(p.Start(so, Options(EntityType::kClient, 1)));
   p.server_d.set_echo(true);
   auto conn = p.client->Connect(p.addr, ConnectOptions{});
