@@ -1,11 +1,11 @@
 // EventLoop: the messenger's completion thread. It polls the CQ of every live transport,
 // spinning for a short while (up to `spin`) after the last completion worth it (the client
 // says which: while its application polls for acknowledgements itself, a spinning
-// completion thread would only take the core its application needs) -- adaptive by
-// default: it spins only while most such idle periods end within the spin
-// (msg/base/spin_policy.h; with many client messengers on a host, or one op in flight per
-// client, the next completion is hundreds of microseconds away and each spin only took a
-// core from the threads that produce it) -- then arms every CQ's
+// completion thread would only take the core its application needs) -- adaptive if asked
+// (the rdma messenger asks on OSDs): it spins only while most such idle periods end within
+// the spin (msg/base/spin_policy.h; with one op in flight per client among many, the next
+// completion is hundreds of microseconds away and each spin only took a core from the
+// threads that produce it) -- then arms every CQ's
 // completion channel, polls once more (to close the race) and sleeps in epoll on the
 // channels, the side-channel sockets (EOF = the peer is gone, or a CLOSE frame) and a wake
 // eventfd (and the device's asynchronous-event fd). Busy polling would hold a core for

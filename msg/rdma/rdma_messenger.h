@@ -4,8 +4,9 @@
 // "rxe0", or ""/absent = auto); the environment variable MSGR_RDMA_DEVICE overrides it.
 // Other backend options (all optional): "rdma_recv_buffers", "rdma_buffer_bytes",
 // "rdma_send_buffers", "rdma_sq_depth", "rdma_signal_every", "rdma_cq_spin_us" (the
-// completion thread's longest spin after work, default 20), "rdma_cq_spin_adaptive" (1,
-// default: spin only while it pays, event_loop.h; 0: always the full spin),
+// completion thread's longest spin after work, default 20), "rdma_cq_spin_adaptive" (1:
+// spin only while it pays, event_loop.h, the default of OSDs; 0: always the full spin, the
+// default of clients),
 // "rdma_shared_loop" (1, default: one completion thread for every messenger of the process
 // with the same spin settings; 0: a thread of its own),
 // "rdma_app_poll_window_us", "rdma_zero_copy_min_bytes", "rdma_max_registered_mb" (the

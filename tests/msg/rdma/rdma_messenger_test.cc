@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <thread>
 #include <tuple>
@@ -127,15 +128,19 @@ TEST(RdmaMessenger, MessagesBothWaysAndLargeFragmentedMessage) {
   EXPECT_GT(st->registered_bytes, 0u);
 }
 
-// The completion thread's spin after work is adaptive (event_loop.h): with messages 2 ms
-// apart every spin runs out, so it soon sleeps at once after each; with the spin fixed
-// (rdma_cq_spin_adaptive=0) it spins out every idle period. Echoes arrive either way. The
-// server gets a loop of its own (rdma_shared_loop=0): a shared loop's counts are its
-// thread's, for every messenger it drives.
-void PingEvery2Ms(bool adaptive, uint64_t* idle_periods, uint64_t* sleeps_at_once) {
+// The completion thread's spin after work is adaptive if asked (event_loop.h): with
+// messages 2 ms apart every spin runs out, so it soon sleeps at once after each; with the
+// spin fixed (rdma_cq_spin_adaptive=0) it spins out every idle period. Echoes arrive
+// either way. The server gets a loop of its own (rdma_shared_loop=0): a shared loop's
+// counts are its thread's, for every messenger it drives. `adaptive` unset: the defaults.
+struct LoopCounts {
+  uint64_t idle_periods = 0;
+  uint64_t sleeps_at_once = 0;
+};
+void PingEvery2Ms(std::optional<bool> adaptive, LoopCounts* server, LoopCounts* client) {
   Pair p;
   MessengerOptions so = Options(EntityType::kOsd, 0);
-  so.backend_options["rdma_cq_spin_adaptive"] = adaptive ? "1" : "0";
+  if (adaptive.has_value()) so.backend_options["rdma_cq_spin_adaptive"] = *adaptive ? "1" : "0";
   so.backend_options["rdma_shared_loop"] = "0";
   ASSERT_NO_FATAL_FAILURE(p.Start(so, Options(EntityType::kClient, 1)));
   p.server_d.set_echo(true);
@@ -148,19 +153,34 @@ void PingEvery2Ms(bool adaptive, uint64_t* idle_periods, uint64_t* sleeps_at_onc
     absl::SleepFor(absl::Milliseconds(2));
   }
   auto ss = RdmaStatsOf(*p.server);
+  auto cs = RdmaStatsOf(*p.client);
   ASSERT_TRUE(ss.has_value());
-  *idle_periods = ss->cq_idle_periods;
-  *sleeps_at_once = ss->cq_sleeps_at_once;
+  ASSERT_TRUE(cs.has_value());
+  *server = LoopCounts{ss->cq_idle_periods, ss->cq_sleeps_at_once};
+  *client = LoopCounts{cs->cq_idle_periods, cs->cq_sleeps_at_once};
 }
 
 TEST(RdmaMessenger, CompletionThreadStopsSpinningWhenWorkIsFarApart) {
-  uint64_t periods = 0, at_once = 0;
-  ASSERT_NO_FATAL_FAILURE(PingEvery2Ms(/*adaptive=*/true, &periods, &at_once));
-  EXPECT_GE(periods, 100u);  // at least one per ping
-  EXPECT_GE(at_once * 3, periods) << at_once << " of " << periods << " slept at once";
-  ASSERT_NO_FATAL_FAILURE(PingEvery2Ms(/*adaptive=*/false, &periods, &at_once));
-  EXPECT_GE(periods, 100u);
-  EXPECT_EQ(at_once, 0u) << "of " << periods << ": a fixed spin never sleeps at once";
+  LoopCounts s, c;
+  ASSERT_NO_FATAL_FAILURE(PingEvery2Ms(/*adaptive=*/true, &s, &c));
+  EXPECT_GE(s.idle_periods, 100u);  // at least one per ping
+  EXPECT_GE(s.sleeps_at_once * 3, s.idle_periods)
+      << s.sleeps_at_once << " of " << s.idle_periods << " slept at once";
+  ASSERT_NO_FATAL_FAILURE(PingEvery2Ms(/*adaptive=*/false, &s, &c));
+  EXPECT_GE(s.idle_periods, 100u);
+  EXPECT_EQ(s.sleeps_at_once, 0u) << "of " << s.idle_periods << ": a fixed spin never sleeps at once";
+}
+
+// By default an OSD's completion thread adapts its spin and a client's spins in full (the
+// thread that collects a lone write's acknowledgement: docs/BENCHMARKS.md "Session 28").
+TEST(RdmaMessenger, ClientsSpinInFullAndOsdsAdaptByDefault) {
+  LoopCounts s, c;
+  ASSERT_NO_FATAL_FAILURE(PingEvery2Ms(std::nullopt, &s, &c));
+  EXPECT_GE(s.idle_periods, 100u);
+  EXPECT_GE(s.sleeps_at_once * 3, s.idle_periods)
+      << "the OSD: " << s.sleeps_at_once << " of " << s.idle_periods << " slept at once";
+  EXPECT_GE(c.idle_periods, 100u);
+  EXPECT_EQ(c.sleeps_at_once, 0u) << "the client: of " << c.idle_periods;
 }
 
 TEST(RdmaMessenger, RingRecordsWrapByteIdenticalWithNoReceiveCopy) {
