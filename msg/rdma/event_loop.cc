@@ -8,12 +8,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <map>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "msg/base/spin_policy.h"
 #include "msg/rdma/side_channel.h"
@@ -115,6 +115,9 @@ class LoopThread {
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t rounds_ ABSL_GUARDED_BY(mu_) = 0;  // rounds begun
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Owners detached: what they add later is refused, not driven for good (ids are never
+  // reused; one entry per share that ended).
+  std::set<uint64_t> detached_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Tick> ticks_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Watch> watched_ ABSL_GUARDED_BY(mu_);
   std::multimap<absl::Time, Timer> timers_ ABSL_GUARDED_BY(mu_);
@@ -164,6 +167,11 @@ absl::Status LoopThread::Add(uint64_t owner, std::shared_ptr<LoopClient> c) {
   }
   {
     absl::MutexLock l(&mu_);
+    if (detached_.count(owner) != 0) {
+      if (cq != nullptr) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, cq->event_fd(), nullptr);
+      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->loop_side_fd(), nullptr);
+      return absl::FailedPreconditionError("the event loop is stopped");
+    }
     LoopClient* key = c.get();
     clients_[key] = Client{std::move(c), owner};
     ++version_;
@@ -196,6 +204,7 @@ void LoopThread::Detach(uint64_t owner) {
   uint64_t round;
   {
     absl::MutexLock l(&mu_);
+    detached_.insert(owner);
     for (auto it = clients_.begin(); it != clients_.end();) {
       if (it->second.owner != owner) {
         ++it;
@@ -226,11 +235,15 @@ void LoopThread::Detach(uint64_t owner) {
   timers.clear();
   if (on_loop_thread() || !thread_.joinable()) return;
   // A round that began before the lock above may still run this owner's handlers (from
-  // its copy of the client list, its tick, a due timer): wait for the next round to begin.
-  Wake();
+  // its copy of the client list, its tick, a due timer), and the next one releases that
+  // copy after it begins: wait until the one after has begun. Woken each millisecond: the
+  // loop may sleep in between.
   absl::MutexLock l(&mu_);
-  auto next_round = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ || rounds_ > round; };
-  mu_.Await(absl::Condition(&next_round));
+  auto released = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ || rounds_ >= round + 2; };
+  while (!released()) {
+    Wake();
+    mu_.AwaitWithTimeout(absl::Condition(&released), absl::Milliseconds(1));
+  }
 }
 
 void LoopThread::Stop() {
@@ -273,7 +286,7 @@ void LoopThread::RunAt(uint64_t owner, absl::Time when, std::function<void()> fn
   bool earliest;
   {
     absl::MutexLock l(&mu_);
-    if (stop_) return;
+    if (stop_ || detached_.count(owner) != 0) return;
     earliest = timers_.empty() || when < timers_.begin()->first;
     timers_.emplace(when, Timer{owner, std::move(fn)});
   }
@@ -294,6 +307,7 @@ void LoopThread::RunTimers(absl::Time now) {
 
 void LoopThread::SetTick(uint64_t owner, std::function<void()> tick, absl::Duration every) {
   absl::MutexLock l(&mu_);
+  if (detached_.count(owner) != 0) return;
   Tick& t = ticks_[owner];
   t.fn = std::move(tick);
   t.every = every;
@@ -303,6 +317,9 @@ void LoopThread::SetTick(uint64_t owner, std::function<void()> tick, absl::Durat
 absl::Status LoopThread::WatchFd(uint64_t owner, int fd, std::function<void()> on_readable) {
   {
     absl::MutexLock l(&mu_);
+    if (detached_.count(owner) != 0) {
+      return absl::FailedPreconditionError("the event loop is stopped");
+    }
     if (watched_.count(owner) != 0) {
       return absl::AlreadyExistsError("the loop already watches an fd for this user");
     }
