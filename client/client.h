@@ -17,7 +17,10 @@
 //
 // Thread-safety: every method may be called from any thread. Callbacks run on messenger
 // or client threads (or inline for immediate errors) and must not block; the sync forms
-// must not be called from a callback. REQUIRES: not destroyed from inside a callback.
+// must not be called from a callback. Over rdma the thread that runs write callbacks is
+// shared by every Client of the process (msg/rdma/event_loop.h): a callback that blocks
+// stalls them all. REQUIRES: no Client (this one or another) is destroyed from inside a
+// callback.
 #ifndef MSGR_CLIENT_CLIENT_H_
 #define MSGR_CLIENT_CLIENT_H_
 

@@ -28,7 +28,9 @@
 // errors; they must not block and must not call the synchronous Write/Read. AsyncWrite
 // from a callback may block too (max_in_flight, ring credit) -- on a thread that the
 // credit or the free slot it waits for must come through: it then waits for its deadline.
-// REQUIRES: the Objecter is not destroyed from inside a callback, nor while another thread
+// Over rdma that thread is shared by every Objecter of the process (one completion thread
+// per process), so such a wait, on any Objecter's AsyncWrite, holds up all of them.
+// REQUIRES: no Objecter is destroyed from inside a callback, nor while another thread
 // is still inside one of its calls (Shutdown cancels the ops in flight and unblocks
 // senders, but does not wait for the callers' threads to leave AsyncWrite/Write).
 #ifndef MSGR_CLIENT_OBJECTER_H_

@@ -57,7 +57,12 @@ class LoopThread {
                                                            bool adaptive);
   ~LoopThread();  // Stop()
 
-  uint64_t NewOwner() { return next_owner_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t NewOwner() {
+    absl::MutexLock l(&mu_);
+    const uint64_t owner = next_owner_++;
+    live_.insert(owner);
+    return owner;
+  }
   absl::Status Add(uint64_t owner, std::shared_ptr<LoopClient> c);
   void Remove(const LoopClient* c);
   void SideConnected(const LoopClient* c);
@@ -107,7 +112,6 @@ class LoopThread {
   const int wake_fd_;
   const absl::Duration spin_;
   const bool adaptive_;
-  std::atomic<uint64_t> next_owner_{1};
   std::atomic<uint64_t> idle_periods_{0};
   std::atomic<uint64_t> sleeps_at_once_{0};
   absl::Mutex mu_;
@@ -115,9 +119,13 @@ class LoopThread {
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t rounds_ ABSL_GUARDED_BY(mu_) = 0;  // rounds begun
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  // Owners detached: what they add later is refused, not driven for good (ids are never
-  // reused; one entry per share that ended).
-  std::set<uint64_t> detached_ ABSL_GUARDED_BY(mu_);
+  // The shares not yet detached: what a detached one adds later is refused, not driven for
+  // good (ids are never reused).
+  uint64_t next_owner_ ABSL_GUARDED_BY(mu_) = 1;
+  std::set<uint64_t> live_ ABSL_GUARDED_BY(mu_);
+  // The process that started the thread: a forked child has the bookkeeping but neither
+  // the thread nor an epoll set of its own (it shares the parent's).
+  const pid_t pid_ = getpid();
   std::map<uint64_t, Tick> ticks_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Watch> watched_ ABSL_GUARDED_BY(mu_);
   std::multimap<absl::Time, Timer> timers_ ABSL_GUARDED_BY(mu_);
@@ -167,7 +175,7 @@ absl::Status LoopThread::Add(uint64_t owner, std::shared_ptr<LoopClient> c) {
   }
   {
     absl::MutexLock l(&mu_);
-    if (detached_.count(owner) != 0) {
+    if (live_.count(owner) == 0) {
       if (cq != nullptr) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, cq->event_fd(), nullptr);
       epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->loop_side_fd(), nullptr);
       return absl::FailedPreconditionError("the event loop is stopped");
@@ -198,23 +206,26 @@ void LoopThread::Remove(const LoopClient* c) {
 }
 
 void LoopThread::Detach(uint64_t owner) {
+  const bool forked = getpid() != pid_;
   // Released outside the lock: a client's or a timer's last reference may be ours.
   std::vector<std::shared_ptr<LoopClient>> drop;
   std::vector<std::function<void()>> timers;
   uint64_t round;
   {
     absl::MutexLock l(&mu_);
-    detached_.insert(owner);
+    live_.erase(owner);
     for (auto it = clients_.begin(); it != clients_.end();) {
       if (it->second.owner != owner) {
         ++it;
         continue;
       }
       LoopClient* c = it->second.client.get();
-      if (c->loop_cq() != nullptr) {
+      if (forked) {
+        // The epoll set is the parent's: deleting from it would remove the parent's fds.
+      } else if (c->loop_cq() != nullptr) {
         epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->loop_cq()->event_fd(), nullptr);
       }
-      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->loop_side_fd(), nullptr);
+      if (!forked) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->loop_side_fd(), nullptr);
       drop.push_back(std::move(it->second.client));
       it = clients_.erase(it);
       ++version_;
@@ -228,12 +239,16 @@ void LoopThread::Detach(uint64_t owner) {
       }
     }
     ticks_.erase(owner);
-    UnwatchLocked(owner);
+    if (forked) {
+      watched_.erase(owner);
+    } else {
+      UnwatchLocked(owner);
+    }
     round = rounds_;
   }
   drop.clear();
   timers.clear();
-  if (on_loop_thread() || !thread_.joinable()) return;
+  if (forked || on_loop_thread() || !thread_.joinable()) return;
   // A round that began before the lock above may still run this owner's handlers (from
   // its copy of the client list, its tick, a due timer), and the next one releases that
   // copy after it begins: wait until the one after has begun. Woken each millisecond: the
@@ -256,6 +271,8 @@ void LoopThread::Stop() {
   if (thread_.joinable()) {
     if (on_loop_thread()) {
       thread_.detach();  // inside a handler: the loop ends when it returns
+    } else if (getpid() != pid_) {
+      thread_.detach();  // a forked child: the thread runs in the parent only
     } else {
       thread_.join();
     }
@@ -286,7 +303,7 @@ void LoopThread::RunAt(uint64_t owner, absl::Time when, std::function<void()> fn
   bool earliest;
   {
     absl::MutexLock l(&mu_);
-    if (stop_ || detached_.count(owner) != 0) return;
+    if (stop_ || live_.count(owner) == 0) return;
     earliest = timers_.empty() || when < timers_.begin()->first;
     timers_.emplace(when, Timer{owner, std::move(fn)});
   }
@@ -307,7 +324,7 @@ void LoopThread::RunTimers(absl::Time now) {
 
 void LoopThread::SetTick(uint64_t owner, std::function<void()> tick, absl::Duration every) {
   absl::MutexLock l(&mu_);
-  if (detached_.count(owner) != 0) return;
+  if (live_.count(owner) == 0) return;
   Tick& t = ticks_[owner];
   t.fn = std::move(tick);
   t.every = every;
@@ -315,27 +332,22 @@ void LoopThread::SetTick(uint64_t owner, std::function<void()> tick, absl::Durat
 }
 
 absl::Status LoopThread::WatchFd(uint64_t owner, int fd, std::function<void()> on_readable) {
-  {
-    absl::MutexLock l(&mu_);
-    if (detached_.count(owner) != 0) {
-      return absl::FailedPreconditionError("the event loop is stopped");
-    }
-    if (watched_.count(owner) != 0) {
-      return absl::AlreadyExistsError("the loop already watches an fd for this user");
-    }
-    watched_[owner] = Watch{fd, std::move(on_readable)};
+  // Under the lock, so that a Detach or UnwatchFd cannot come between the entry and the
+  // epoll registration (it would leave a level-triggered fd with no handler).
+  absl::MutexLock l(&mu_);
+  if (live_.count(owner) == 0) return absl::FailedPreconditionError("the event loop is stopped");
+  if (watched_.count(owner) != 0) {
+    return absl::AlreadyExistsError("the loop already watches an fd for this user");
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = WatchedToken(owner);
+  // On failure nothing is watched: a later WatchFd may try again, and UnwatchFd must not
+  // delete this fd number from the set (it may belong to a client's socket by then).
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-    const int err = errno;
-    // Nothing is watched: a later WatchFd may try again, and UnwatchFd must not delete
-    // this fd number from the set (it may belong to a client's socket by then).
-    absl::MutexLock l(&mu_);
-    watched_.erase(owner);
-    return ErrnoStatus(err, "epoll_ctl(watched fd)");
+    return ErrnoStatus(errno, "epoll_ctl(watched fd)");
   }
+  watched_[owner] = Watch{fd, std::move(on_readable)};
   return absl::OkStatus();
 }
 
@@ -538,7 +550,8 @@ void LoopThread::Run() {
 namespace {
 // The process's shared loops, one per spin setting, started on first use and kept until
 // the process exits (so that no messenger's shutdown ever joins the thread it runs on).
-// Keyed by process too: a forked child has none of its parent's threads.
+// Keyed by process too: a forked child has none of its parent's threads (a share it
+// inherited only drops its bookkeeping when stopped).
 struct SharedLoops {
   absl::Mutex mu;
   std::map<std::tuple<pid_t, int64_t, bool>, std::shared_ptr<LoopThread>> loops
