@@ -70,8 +70,8 @@ class LoopThread {
   void SetTick(uint64_t owner, std::function<void()> tick, absl::Duration every);
   absl::Status WatchFd(uint64_t owner, int fd, std::function<void()> on_readable);
   void UnwatchFd(uint64_t owner);
-  // Drops everything of `owner`; unless called on the loop thread, returns once no
-  // handler of `owner` runs (the loop finished the round it was in).
+  // Drops everything of `owner` and refuses what it adds later; unless called on the loop
+  // thread, returns once no handler of `owner` runs. Idempotent.
   void Detach(uint64_t owner);
   // Ends the thread and drops everything. Idempotent.
   void Stop();
@@ -102,6 +102,8 @@ class LoopThread {
   void Run();
   void Wake();
   void UnwatchLocked(uint64_t owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `c`'s CQ channel and side-channel fd out of the epoll set.
+  void UnregisterFdsLocked(LoopClient* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool PollAll(const std::vector<std::shared_ptr<LoopClient>>& clients);
   // Runs the timers due at `now` (outside mu_).
   void RunTimers(absl::Time now);
@@ -176,8 +178,7 @@ absl::Status LoopThread::Add(uint64_t owner, std::shared_ptr<LoopClient> c) {
   {
     absl::MutexLock l(&mu_);
     if (live_.count(owner) == 0) {
-      if (cq != nullptr) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, cq->event_fd(), nullptr);
-      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->loop_side_fd(), nullptr);
+      UnregisterFdsLocked(c.get());
       return absl::FailedPreconditionError("the event loop is stopped");
     }
     LoopClient* key = c.get();
@@ -197,12 +198,16 @@ void LoopThread::Remove(const LoopClient* c) {
     keep = std::move(it->second.client);
     clients_.erase(it);
     ++version_;
-    if (keep->loop_cq() != nullptr) {
-      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, keep->loop_cq()->event_fd(), nullptr);
-    }
-    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, keep->loop_side_fd(), nullptr);
+    UnregisterFdsLocked(keep.get());
   }
   // `keep` may be the last reference: the client is destroyed outside the lock.
+}
+
+void LoopThread::UnregisterFdsLocked(LoopClient* c) {
+  if (c->loop_cq() != nullptr) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->loop_cq()->event_fd(), nullptr);
+  }
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->loop_side_fd(), nullptr);
 }
 
 void LoopThread::Detach(uint64_t owner) {
@@ -213,19 +218,14 @@ void LoopThread::Detach(uint64_t owner) {
   uint64_t round;
   {
     absl::MutexLock l(&mu_);
-    live_.erase(owner);
+    if (live_.erase(owner) == 0) return;  // detached already
     for (auto it = clients_.begin(); it != clients_.end();) {
       if (it->second.owner != owner) {
         ++it;
         continue;
       }
-      LoopClient* c = it->second.client.get();
-      if (forked) {
-        // The epoll set is the parent's: deleting from it would remove the parent's fds.
-      } else if (c->loop_cq() != nullptr) {
-        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->loop_cq()->event_fd(), nullptr);
-      }
-      if (!forked) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->loop_side_fd(), nullptr);
+      // A forked child's epoll set is the parent's: deleting would remove the parent's fds.
+      if (!forked) UnregisterFdsLocked(it->second.client.get());
       drop.push_back(std::move(it->second.client));
       it = clients_.erase(it);
       ++version_;
@@ -589,33 +589,21 @@ absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::CreateShared(absl::Duratio
 EventLoop::~EventLoop() { Stop(); }
 
 absl::Status EventLoop::Add(std::shared_ptr<LoopClient> c) {
-  if (stopped_.load(std::memory_order_acquire)) {
-    return absl::FailedPreconditionError("the event loop is stopped");
-  }
   return thread_->Add(owner_, std::move(c));
 }
 void EventLoop::Remove(const LoopClient* c) { thread_->Remove(c); }
 void EventLoop::Stop() {
-  if (stopped_.exchange(true, std::memory_order_acq_rel)) return;
-  if (private_) {
-    thread_->Stop();
-  } else {
-    thread_->Detach(owner_);
-  }
+  if (private_) thread_->Stop();  // joins the thread: nothing of ours runs after
+  thread_->Detach(owner_);        // idempotent; what we add later is refused
 }
 void EventLoop::SetTick(std::function<void()> tick, absl::Duration every) {
-  if (stopped_.load(std::memory_order_acquire)) return;
   thread_->SetTick(owner_, std::move(tick), every);
 }
 void EventLoop::RunAt(absl::Time when, std::function<void()> fn) {
-  if (stopped_.load(std::memory_order_acquire)) return;
   thread_->RunAt(owner_, when, std::move(fn));
 }
 void EventLoop::SideConnected(const LoopClient* c) { thread_->SideConnected(c); }
 absl::Status EventLoop::WatchFd(int fd, std::function<void()> on_readable) {
-  if (stopped_.load(std::memory_order_acquire)) {
-    return absl::FailedPreconditionError("the event loop is stopped");
-  }
   return thread_->WatchFd(owner_, fd, std::move(on_readable));
 }
 void EventLoop::UnwatchFd() { thread_->UnwatchFd(owner_); }

@@ -24,7 +24,6 @@
 #ifndef MSGR_MSG_RDMA_EVENT_LOOP_H_
 #define MSGR_MSG_RDMA_EVENT_LOOP_H_
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -124,7 +123,6 @@ class EventLoop {
   const std::shared_ptr<LoopThread> thread_;
   const uint64_t owner_;
   const bool private_;
-  std::atomic<bool> stopped_{false};
 };
 
 }  // namespace msgr::rdma

@@ -90,6 +90,7 @@ absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const Messenger
       size_t{OptionU32(options, "rdma_record_buffer_cache_mb", 64)} << 20);
   // One completion thread for every messenger of the process (event_loop.h), unless
   // rdma_shared_loop=0 gives this one its own.
+  //
   // A client's completion thread collects its acknowledgements, one thread however many
   // clients the process runs: a fixed spin after work finds a -t 1 write's ack at once.
   // Adaptive there (it sleeps when most spins run out) gave twice the p50 and 0.7x the
