@@ -136,6 +136,7 @@ absl::Status Osd::Init() {
   so.capacity_bytes = options_.capacity_bytes;
   if (options_.segment_bytes != 0) so.segment_bytes = options_.segment_bytes;
   so.background_compaction = options_.background_compaction;
+  if (options_.store_commit_window) so.group_commit_window = *options_.store_commit_window;
   if (so.mode == store::Durability::kMemory && so.capacity_bytes == 0) {
     // Memory mode keeps every object in RAM: without a cap a long benchmark run takes the
     // machine down (the kernel's OOM killer picks an OSD). An eighth of RAM per OSD; past

@@ -26,6 +26,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <string>
 #include <vector>
@@ -75,6 +76,8 @@ struct OsdOptions {
   uint64_t capacity_bytes = 0;  // 0: until the disk is full (memory mode: 1/8 of RAM)
   uint64_t segment_bytes = 0;   // store log segment size; 0: the store's default (tests)
   bool background_compaction = true;  // StoreOptions::background_compaction (tests: off)
+  // StoreOptions::group_commit_window; unset: the store's default.
+  std::optional<absl::Duration> store_commit_window;
   int pollers = 1;
   int read_threads = 2;                       // serve reads off the messenger's threads
   std::vector<int> poller_cpus;               // pin poller i to poller_cpus[i % size]

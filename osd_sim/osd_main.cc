@@ -4,6 +4,7 @@
 //       [--durability durable|buffered|memory] [--pollers N] [--poller-cpus 0,1]
 //       [--poller-spin-us US] [--poller-wakeup-us 1000] [--poller-nap-us 100]
 //       [--poller-nap-rings 8] [--ring-bytes 33554432] [--capacity BYTES]
+//       [--store-commit-window-us US]
 //       [--cluster-dir DIR | --keyring FILE | --auth none] [--rdma-device soft|IBDEV] [--weight W]
 //       [--rdma-max-registered-mb 4096] [--metrics-addr HOST:PORT [--metrics-addr-file F]]
 //       [--public-addr HOST[:PORT] | --public-network CIDR] [--rdma-port PORT]
@@ -17,6 +18,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <optional>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -57,6 +59,8 @@ ABSL_FLAG(uint64_t, poller_nap_us, 100, "nap between looks under many rings");
 ABSL_FLAG(uint64_t, poller_nap_rings, 8, "busy rings that make a poller nap");
 ABSL_FLAG(uint64_t, ring_bytes, msgr::kDefaultRingBytes, "largest RDMA ring");
 ABSL_FLAG(uint64_t, capacity, 0, "store capacity in bytes (0: none)");
+ABSL_FLAG(std::optional<uint64_t>, store_commit_window_us, std::nullopt,
+          "group commit window of a durable store (unset: the store's, 200)");
 ABSL_FLAG(uint64_t, pg_log_entries, msgr::osd::PgLog::kDefaultMaxEntries, "PG log length");
 ABSL_FLAG(std::string, keyring, "", "the messenger key");
 ABSL_FLAG(std::string, auth, "secret", "secret|none");
@@ -84,7 +88,8 @@ constexpr const char* kUsage =
     "           [--pollers N] [--poller-cpus LIST] [--poller-spin-us US]\n"
     "           [--poller-wakeup-us US] [--poller-nap-us US] [--poller-nap-rings N]\n"
     "           [--ring-bytes B]\n"
-    "           [--capacity BYTES] [--cluster-dir DIR | --keyring FILE | --auth none]\n"
+    "           [--capacity BYTES] [--store-commit-window-us US]\n"
+    "           [--cluster-dir DIR | --keyring FILE | --auth none]\n"
     "           [--rdma-device soft|IBDEV]\n"
     "           [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB] [--weight W]\n"
     "           [--metrics-addr HOST:PORT [--metrics-addr-file FILE]]\n"
@@ -109,6 +114,9 @@ constexpr const char* kUsage =
     "                            US between looks instead of spinning (default 100; 0: never)\n"
     "  --poller-nap-rings N      how many RDMA rings with records in the last 2 ms make a\n"
     "                            poller nap rather than spin (default 8; 0: never nap)\n"
+    "  --store-commit-window-us US  durable mode: wait up to US after a write for others\n"
+    "                            to share its fdatasync, while writes come in groups\n"
+    "                            (default 200; 0: flush each at once)\n"
     "  --op-complaint-time S     a write in flight longer than S seconds is a slow op\n"
     "                            (slow_ops gauge, dump_ops_in_flight; default 30)\n"
     "  --pg-log-entries N        PG log entries kept for the PGs this OSD leads: a member\n"
@@ -282,6 +290,10 @@ int main(int argc, char** argv) {
     return Fail("--ring-bytes must be a power of two of at least 65536");
   }
   o.capacity_bytes = absl::GetFlag(FLAGS_capacity);
+  if (const std::optional<uint64_t> w = absl::GetFlag(FLAGS_store_commit_window_us)) {
+    if (*w > 1'000'000) return Fail("--store-commit-window-us takes 0 to 1000000 microseconds");
+    o.store_commit_window = absl::Microseconds(static_cast<int64_t>(*w));
+  }
   o.pg_log_entries = absl::GetFlag(FLAGS_pg_log_entries);
   for (absl::string_view cpu :
        absl::StrSplit(absl::GetFlag(FLAGS_poller_cpus), ',', absl::SkipEmpty())) {
