@@ -347,6 +347,29 @@ all_up() {
   for ((id = 0; id < OSDS; id++)); do osd_up "$id" || return 1; done
 }
 
+# wait_osds_up SECONDS: 0 once every OSD is up in the map; 2 as soon as one of them has
+# exited (its id in EXITED: a bad setting, a store it cannot open), 1 at the timeout.
+wait_osds_up() {
+  local deadline=$((SECONDS + $1)) id
+  EXITED=""
+  until all_up >/dev/null 2>&1; do
+    for ((id = 0; id < OSDS; id++)); do
+      alive "$DIR/osd.$id.pid" || { EXITED=$id; return 2; }
+    done
+    [[ $SECONDS -lt $deadline ]] || return 1
+    sleep 0.2
+  done
+}
+
+# start_failed MESSAGE: a start that cannot finish stops the daemons it launched (their
+# logs stay in DIR/log) and exits 1, so no half-started cluster is left running.
+start_failed() {
+  local pidf
+  for pidf in "$DIR"/osd.*.pid; do [[ -e "$pidf" ]] && stop_pid "$pidf" TERM; done
+  stop_pid "$DIR/mon.pid" TERM
+  die "$*; stopped the daemons this start launched (logs in $DIR/log)"
+}
+
 # pgs_active: every up OSD reported (in a heartbeat) the monitor's latest map applied, and
 # between them they lead every PG of every pool with none peering. An OSD being "up" is
 # not enough: the PGs it leads peer after its boot (client ops on them wait meanwhile).
@@ -401,15 +424,20 @@ case "$CMD" in
     rm -f "$DIR/mon.addr" "$DIR/mon.metrics.addr"
     start_mon "$(bind_host 0):0"
     wait_for 20 "monitor address" test -s "$DIR/mon.addr" \
-      || die "monitor did not start within 20 s; see $DIR/log/mon.log"
+      || start_failed "monitor did not start within 20 s; see $DIR/log/mon.log"
     for ((id = 0; id < OSDS; id++)); do start_osd "$id"; done
-    if ! wait_for 60 "all OSDs up" all_up; then
-      die "not all OSDs came up within 60 s; see $DIR/log/osd.*.log"
+    rc=0
+    wait_osds_up 60 || rc=$?
+    if [[ $rc == 2 ]]; then
+      why=$(grep -E '^osd: |\[(error|critical)\]' "$DIR/log/osd.$EXITED.log" | tail -n 1)
+      start_failed "osd.$EXITED exited while starting: ${why:-see $DIR/log/osd.$EXITED.log}"
+    elif [[ $rc != 0 ]]; then
+      start_failed "not all OSDs came up within 60 s; see $DIR/log/osd.*.log"
     fi
     daemons=(mon)
     for ((id = 0; id < OSDS; id++)); do daemons+=("osd.$id"); done
     wait_for 20 "metrics addresses" metrics_ready "${daemons[@]}" \
-      || die "not every daemon serves /metrics within 20 s; see $DIR/log/"
+      || start_failed "not every daemon serves /metrics within 20 s; see $DIR/log/"
     if ((OSDS > 0)) && ! wait_for 30 "PGs active" pgs_active; then
       echo "cluster.sh: warning: PGs not all active 30 s after the OSDs came up (ops on" \
         "the others wait); see tools/cluster.sh status --cluster-dir $DIR" >&2

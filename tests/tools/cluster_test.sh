@@ -7,7 +7,8 @@
 #   * `perf dump` on the admin socket reports the writes;
 #   * the bench's per-op, per-role and copy figures: n/a across the OSD restart, and
 #     plausible on a quiet run (roles add up to the OSDs' CPU, wire copies per backend);
-#   * `stop` leaves no process behind;
+#   * `stop` leaves no process behind, and neither does a start whose OSDs exit (it names
+#     the OSD and its error);
 #   * DIR/msgr.conf reaches the daemons: an [osd.2] section added there holds for osd.2
 #     once restarted (its perf dump), not for the others;
 #   * the tools' flags: --flag=VALUE and --flag VALUE alike, --dir as the old spelling of
@@ -62,6 +63,19 @@ usage_error 2 "--kill takes no value" bash "$TOOLS/cluster.sh" stop-osd --dir "$
 usage_error 2 "unknown argument '--no-such-flag'" bash "$TOOLS/bench.sh" --mon 127.0.0.1:1 --no-such-flag
 usage_error 2 "--auth" bash "$TOOLS/bench.sh" --mon 127.0.0.1:1 --auth=secret
 [[ ! -e "$DIR/mon.pid" ]] || fail "a refused command line started something"
+
+# A start whose OSDs exit (a bad setting) says which and why at once, and stops the
+# monitor and OSDs it launched rather than leave a half-started cluster running.
+BAD=$(mktemp -d /tmp/msgr-cluster-bad.XXXXXX)
+rc=0
+err=$(bash "$TOOLS/cluster.sh" start --cluster-dir "$BAD" --osds 2 --ring-bytes 100000 \
+  --rdma-device="$RDMA_DEVICE" 2>&1 >/dev/null) || rc=$?
+mon_pid=$(pgrep -f -- "--data-dir $BAD/mon" || true)
+rm -rf "$BAD"
+[[ $rc == 1 ]] || fail "a start with OSDs that exit returned $rc, not 1: $err"
+grep -qF "osd.0 exited while starting: osd: --ring-bytes must be a power of two" <<<"$err" \
+  || fail "the failed start did not say which OSD exited and why: $err"
+[[ -z "$mon_pid" ]] || fail "the failed start left its monitor running (pid $mon_pid)"
 
 # --flag=VALUE forms throughout.
 bash "$TOOLS/cluster.sh" start --cluster-dir="$DIR" --osds=3 --ms-type="$MS_TYPE" --grace-ms=3000 \
