@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "msg/base/malloc_policy.h"
 #include "msg/entity_credentials.h"
 #include "absl/strings/str_split.h"
 #include "msg/base/net_addr.h"
@@ -192,6 +193,8 @@ std::atomic<bool> g_fenced{false};
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Payload buffers (the memory store's, tcp messages') are reused, not faulted in anew.
+  msgr::KeepFreedMemoryForReuse();
   // Debian's Abseil is built with Mutex deadlock detection on: a graph update per lock
   // acquisition on every hot path. Tests keep it; the daemons and the bench do not.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

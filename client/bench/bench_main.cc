@@ -6,10 +6,13 @@
 
 #include "absl/synchronization/mutex.h"
 #include "client/bench/bench_cli.h"
+#include "msg/base/malloc_policy.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {
+  // Object buffers (one per write when the objects do not fit its cache) are reused.
+  msgr::KeepFreedMemoryForReuse();
   // Debian's Abseil is built with Mutex deadlock detection on: a graph update per lock
   // acquisition on every hot path. Tests keep it; the daemons and the bench do not.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
