@@ -18,18 +18,18 @@
 
 #include <atomic>
 #include <cmath>
-#include <optional>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "msg/base/malloc_policy.h"
 #include "msg/entity_credentials.h"
 #include "absl/strings/str_split.h"
+#include "msg/base/malloc_policy.h"
 #include "msg/base/net_addr.h"
 #include "osd_sim/metrics/daemon_metrics.h"
 #include "osd_sim/mon/cli_flags.h"

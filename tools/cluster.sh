@@ -361,12 +361,17 @@ wait_osds_up() {
   done
 }
 
-# start_failed MESSAGE: a start that cannot finish stops the daemons it launched (their
-# logs stay in DIR/log) and exits 1, so no half-started cluster is left running.
-start_failed() {
+# stop_daemons: SIGTERM every OSD of DIR, then its monitor (`stop`, a failed `start`).
+stop_daemons() {
   local pidf
   for pidf in "$DIR"/osd.*.pid; do [[ -e "$pidf" ]] && stop_pid "$pidf" TERM; done
   stop_pid "$DIR/mon.pid" TERM
+}
+
+# start_failed MESSAGE: a start that cannot finish stops the daemons it launched (their
+# logs stay in DIR/log) and exits 1, so no half-started cluster is left running.
+start_failed() {
+  stop_daemons
   die "$*; stopped the daemons this start launched (logs in $DIR/log)"
 }
 
@@ -447,8 +452,7 @@ case "$CMD" in
     echo "cluster up in $DIR$where: mon $(cat "$DIR/mon.addr"), $OSDS OSDs, ms-type $MS_TYPE, durability $DURABILITY, auth $AUTH" >&2
     ;;
   stop)
-    for pidf in "$DIR"/osd.*.pid; do [[ -e "$pidf" ]] && stop_pid "$pidf" TERM; done
-    stop_pid "$DIR/mon.pid" TERM
+    stop_daemons
     rm -f "$DIR"/*.metrics.addr
     echo "cluster in $DIR stopped" >&2
     ;;
