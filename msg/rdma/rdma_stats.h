@@ -35,6 +35,8 @@ namespace msgr::rdma {
     "record buffers registered (AllocRecordBuffer found none of its size to reuse)")          \
   X(record_buffers_unregistered, kCounter, kNone,                                             \
     "record buffers made of plain memory: the budget refused (their writes are staged)")      \
+  X(record_buffer_cached_bytes, kGauge, kBytes,                                               \
+    "registered record buffers let go, on the free lists for reuse")                          \
   X(sends_posted, kCounter, kNone, "SEND work requests posted")                               \
   X(recvs_completed, kCounter, kNone, "RECV completions reaped")                             \
   X(control_sends, kCounter, kNone, "control-only SENDs (acks, credits, doorbells)")              \

@@ -794,11 +794,17 @@ TEST(RdmaMessenger, RecordBufferPayloadsAreNeitherStagedNorRegisteredPerWrite) {
   EXPECT_EQ(cs->record_buffer_records, 2u);
   EXPECT_EQ(cs->zero_copy_records, 2u);
   EXPECT_EQ(cs->record_payload_bytes_staged, 0u) << "a record buffer's payload was copied";
-  // Round 2, once round 1's buffers are let go: the same sizes reuse them.
-  for (int t = 0; t < 500 && !(round1[0].expired() && round1[1].expired()); ++t) {
+  // Round 2, once round 1's buffers are back on the free lists (a reference goes before the
+  // buffer's destructor returns it, so wait for the pool's gauge, not for the references):
+  // the same sizes reuse them.
+  const uint64_t round1_bytes = 4096 + 262144;
+  for (int t = 0; t < 500 && RdmaStatsOf(*p.client)->record_buffer_cached_bytes != round1_bytes;
+       ++t) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   ASSERT_TRUE(round1[0].expired() && round1[1].expired()) << "buffers held after their acks";
+  ASSERT_EQ(RdmaStatsOf(*p.client)->record_buffer_cached_bytes, round1_bytes)
+      << "round 1's buffers did not go back on the free lists";
   {
     RecordBufferRef again = p.client->AllocRecordBuffer(4000);  // the 4 KiB size
     RecordBufferRef big = p.client->AllocRecordBuffer(150000);  // the 256 KiB size
