@@ -118,6 +118,9 @@ struct Replicator::Peer {
   // write_id -> (forward tid of its first part, client tid of its first part)
   std::unordered_map<uint32_t, std::pair<uint64_t, uint64_t>> parts;
   absl::CondVar cv;
+  // A WriteRecord to this peer is running (the sender thread's, or a poller's inline
+  // one): the next record waits for it, so records reach the peer in the order queued.
+  bool sending = false;
   bool closing = false;
   // Set with closing: the map took the peer down or saw it restart (its lost copies are
   // excused, Write::Finish), rather than a session that ended while it is up.
@@ -407,6 +410,12 @@ void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
     bool gone;
   };
   std::vector<Lost> lost;
+  struct InlineSend {
+    Peer* peer;
+    std::shared_ptr<Item> item;
+    ConnectionRef conn;
+  };
+  std::vector<InlineSend> inline_sends;
   {
     absl::MutexLock l(&mu_);
     for (int id : w->peers()) {
@@ -459,12 +468,70 @@ void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
           break;
         }
       }
+      if (h.payload_len <= kInlineForwardMaxBytes && peer->queue.empty() && !peer->sending) {
+        StartSendLocked(peer, item);
+        inline_sends.push_back({peer, std::move(item), peer->conn});
+        continue;
+      }
       peer->queue.push_back(std::move(item));
       peer->cv.Signal();
     }
     counters_.replica_failures += lost.size();
   }
   for (Lost& l : lost) l.item->write->ReplicaDone(l.item->peer, l.why, l.gone);
+  // On this (the poller's) thread, without waiting for ring credit: a peer with no room
+  // now gets the record from its sender thread, first in its queue.
+  for (InlineSend& send : inline_sends) {
+    const absl::Status st = send.conn->WriteRecord(send.item->desc, send.item->payload,
+                                                   absl::ZeroDuration());
+    absl::MutexLock l(&mu_);
+    if (absl::IsDeadlineExceeded(st) && !send.item->resolved && !send.peer->closing) {
+      send.item->copying = false;
+      send.peer->sending = false;
+      send.peer->in_flight.erase(send.item->desc.tid);
+      send.peer->queue.push_front(std::move(send.item));
+      send.peer->cv.Signal();
+      ++counters_.inline_forwards_deferred;
+      continue;
+    }
+    ++counters_.inline_forwards;
+    FinishSendLocked(send.peer, send.item, st);
+  }
+}
+
+void Replicator::StartSendLocked(Peer* peer, const std::shared_ptr<Item>& item) {
+  peer->sending = true;
+  item->copying = true;
+  peer->in_flight[item->desc.tid] = item;
+}
+
+void Replicator::FinishSendLocked(Peer* peer, const std::shared_ptr<Item>& item,
+                                  const absl::Status& st) {
+  item->copying = false;
+  peer->sending = false;
+  if (!peer->queue.empty()) peer->cv.Signal();  // the sender thread's turn
+  if (st.ok()) {
+    ++counters_.records_forwarded;
+    counters_.bytes_forwarded += item->payload.size();
+  }
+  // The bytes are copied (or never will be): from here on a drop may resolve it.
+  if (item->resolved) return;
+  if (!st.ok() || peer->closing) {
+    if (!st.ok()) {
+      spdlog::warn("osd.{}: forwarding '{}' to osd.{} failed: {}", options_.self,
+                   item->desc.oid, peer->id, st.ToString());
+    }
+    peer->in_flight.erase(item->desc.tid);
+    ++counters_.replica_failures;
+    item->resolved = true;
+    if (peer->closing) {
+      Resolve(item, absl::UnavailableError(peer->closed_why), peer->gone);
+    } else {
+      Resolve(item, absl::UnavailableError(absl::StrCat("forwarding to osd.", peer->id,
+                                                        " failed: ", st.message())),
+              false);
+    }
+  }
 }
 
 bool Replicator::LeftTheMapLocked(int id, uint64_t up_from) const {
@@ -519,39 +586,16 @@ Replicator::Peer* Replicator::PeerLocked(int id) {
 void Replicator::SendLoop(Peer* peer) {
   mu_.Lock();  // released around each WriteRecord (it may wait for the peer's credit)
   for (;;) {
-    while (!peer->closing && peer->queue.empty()) peer->cv.Wait(&mu_);
+    while (!peer->closing && (peer->queue.empty() || peer->sending)) peer->cv.Wait(&mu_);
     if (peer->closing) break;
     std::shared_ptr<Item> item = std::move(peer->queue.front());
     peer->queue.pop_front();
-    item->copying = true;
-    peer->in_flight[item->desc.tid] = item;
+    StartSendLocked(peer, item);
     ConnectionRef conn = peer->conn;
     mu_.Unlock();
     const absl::Status st = conn->WriteRecord(item->desc, item->payload, options_.forward_timeout);
     mu_.Lock();
-    item->copying = false;
-    if (st.ok()) {
-      ++counters_.records_forwarded;
-      counters_.bytes_forwarded += item->payload.size();
-    }
-    // The bytes are copied (or never will be): from here on a drop may resolve it.
-    if (item->resolved) continue;
-    if (!st.ok() || peer->closing) {
-      if (!st.ok()) {
-        spdlog::warn("osd.{}: forwarding '{}' to osd.{} failed: {}", options_.self,
-                     item->desc.oid, peer->id, st.ToString());
-      }
-      peer->in_flight.erase(item->desc.tid);
-      ++counters_.replica_failures;
-      item->resolved = true;
-      if (peer->closing) {
-        Resolve(item, absl::UnavailableError(peer->closed_why), peer->gone);
-      } else {
-        Resolve(item, absl::UnavailableError(absl::StrCat("forwarding to osd.", peer->id,
-                                                          " failed: ", st.message())),
-                false);
-      }
-    }
+    FinishSendLocked(peer, item, st);
   }
   mu_.Unlock();
 }
@@ -615,6 +659,9 @@ void Replicator::ReapRetired() {
   for (auto& peer : retired) {
     peer->conn->MarkDown();  // a sender blocked on ring credit returns
     if (peer->thread.joinable()) peer->thread.join();
+    // A poller's inline send (which never waits for credit) may still be finishing.
+    absl::MutexLock l(&mu_);
+    mu_.Await(absl::Condition(+[](Peer* p) { return !p->sending; }, peer.get()));
   }
 }
 

@@ -15,7 +15,9 @@
 // rdma backend (OsdOptions::cluster_ms_type "rdma") into its registered staging, from
 // which it writes the replica's ring one-sidedly.
 // Pollers never block on a peer: each peer has a sender thread, so two OSDs forwarding to
-// each other cannot deadlock on each other's ring credit.
+// each other cannot deadlock on each other's ring credit. A small record whose peer has
+// nothing queued is written by the poller itself, without waiting for credit (no ring
+// room: it goes to the sender thread, first in line); records reach each peer in order.
 //
 // Members that are down in the map are skipped; a write needs `min_size` copies (the
 // local one included) or it is refused with UNAVAILABLE, which the client retries until
@@ -81,7 +83,11 @@ namespace msgr::osd {
   X(peers, kGauge, kNone, "replica peers this OSD has sessions with")                        \
   X(deletes_replicated, kCounter, kNone, "client deletes this OSD sent to replicas as primary") \
   X(replica_delete_failures, kCounter, kNone, "deletes a replica refused, lost or left unanswered") \
-  X(forwards_in_flight, kGauge, kNone, "forwarded records not yet acknowledged")
+  X(forwards_in_flight, kGauge, kNone, "forwarded records not yet acknowledged")             \
+  X(inline_forwards, kCounter, kNone,                                                        \
+    "records the poller sent to a replica itself (small, the peer's queue empty, ring room)") \
+  X(inline_forwards_deferred, kCounter, kNone,                                               \
+    "records the poller tried to send itself but left to the sender thread (no ring room)")
 
 MSGR_COUNTER_SNAPSHOT(ReplicationCounters, MSGR_REPLICATION_COUNTERS);
 
@@ -172,6 +178,16 @@ class Replicator {
   struct Peer;
   struct Item;
   void SendLoop(Peer* peer);
+  // One WriteRecord of `item` to `peer` at a time, in queue order: StartSendLocked before
+  // it (outside mu_), FinishSendLocked with its status after.
+  void StartSendLocked(Peer* peer, const std::shared_ptr<Item>& item)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishSendLocked(Peer* peer, const std::shared_ptr<Item>& item, const absl::Status& st)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records up to this size are sent by the poller itself when the peer's queue is empty
+  // and its ring has room (a thread wake-up per record costs more than the copy); larger
+  // ones always go through the peer's sender thread, which copies them off the poller.
+  static constexpr size_t kInlineForwardMaxBytes = 64 << 10;
   // Resolves `item`'s copy on its peer (`s` OK: acknowledged; `gone`: a failure the map
   // excuses, see Write::Finish). Called once per item.
   static void Resolve(const std::shared_ptr<Item>& item, const absl::Status& s, bool gone);

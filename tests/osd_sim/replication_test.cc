@@ -354,6 +354,19 @@ TEST_F(ReplicationTest, EveryWriteLandsOnEveryMemberOfItsActingSet) {
   // a payload to send it (RecordDesc::payload_crc).
   EXPECT_GT(Sum("tcp", "record_bytes_sent"), 0u);
   EXPECT_EQ(Sum("tcp", "record_crc_bytes_tx"), 0u);
+  // The primary's poller sent each record itself or, with no ring room, left it to the
+  // peer's sender thread (every record here is small enough: the client splits the
+  // 300 KiB objects into records that fit the small rings a session starts with).
+  uint64_t inline_sent = 0, inline_deferred = 0, forwarded = 0;
+  for (int id = 0; id < kOsds; ++id) {
+    const nlohmann::json r = Perf(id)["replication"];
+    inline_sent += r["inline_forwards"].get<uint64_t>();
+    inline_deferred += r["inline_forwards_deferred"].get<uint64_t>();
+    forwarded += r["records_forwarded"].get<uint64_t>();
+  }
+  EXPECT_EQ(forwarded, replica_records);
+  EXPECT_EQ(inline_sent + inline_deferred, forwarded);
+  EXPECT_GT(inline_sent, 0u);
   // Each OSD holds exactly the objects whose acting set names it.
   const placement::PlacementMap map = Map();
   for (int id = 0; id < kOsds; ++id) {
