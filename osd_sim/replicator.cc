@@ -468,13 +468,15 @@ void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
           break;
         }
       }
+      // (Peer sessions are lossless: a zero-timeout WriteRecord that fails has placed
+      // nothing, so the record can go to the sender thread as it is.)
       if (h.payload_len <= kInlineForwardMaxBytes && peer->queue.empty() && !peer->sending) {
         StartSendLocked(peer, item);
         inline_sends.push_back({peer, std::move(item), peer->conn});
         continue;
       }
       peer->queue.push_back(std::move(item));
-      peer->cv.Signal();
+      if (!peer->sending) peer->cv.Signal();  // else FinishSendLocked signals
     }
     counters_.replica_failures += lost.size();
   }
@@ -485,7 +487,11 @@ void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
     const absl::Status st = send.conn->WriteRecord(send.item->desc, send.item->payload,
                                                    absl::ZeroDuration());
     absl::MutexLock l(&mu_);
-    if (absl::IsDeadlineExceeded(st) && !send.item->resolved && !send.peer->closing) {
+    if (absl::IsDeadlineExceeded(st) && !send.item->resolved) {
+      if (send.peer->closing) {  // not sent, and never will be: lost with the session
+        FinishSendLocked(send.peer, send.item, absl::UnavailableError(send.peer->closed_why));
+        continue;
+      }
       send.item->copying = false;
       send.peer->sending = false;
       send.peer->in_flight.erase(send.item->desc.tid);
@@ -494,7 +500,7 @@ void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
       ++counters_.inline_forwards_deferred;
       continue;
     }
-    ++counters_.inline_forwards;
+    if (st.ok()) ++counters_.inline_forwards;
     FinishSendLocked(send.peer, send.item, st);
   }
 }

@@ -18,6 +18,8 @@
 // each other cannot deadlock on each other's ring credit. A small record whose peer has
 // nothing queued is written by the poller itself, without waiting for credit (no ring
 // room: it goes to the sender thread, first in line); records reach each peer in order.
+// Over rdma that write can still wait for the local send queue (up to a second when it is
+// full) or for a resume of that peer's session in progress: never for the peer's poller.
 //
 // Members that are down in the map are skipped; a write needs `min_size` copies (the
 // local one included) or it is refused with UNAVAILABLE, which the client retries until
