@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "msg/ring/ring_format.h"
@@ -415,7 +416,7 @@ void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
     std::shared_ptr<Item> item;
     ConnectionRef conn;
   };
-  std::vector<InlineSend> inline_sends;
+  absl::InlinedVector<InlineSend, 4> inline_sends;  // no allocation per record
   {
     absl::MutexLock l(&mu_);
     for (int id : w->peers()) {
@@ -492,11 +493,7 @@ void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
         FinishSendLocked(send.peer, send.item, absl::UnavailableError(send.peer->closed_why));
         continue;
       }
-      send.item->copying = false;
-      send.peer->sending = false;
-      send.peer->in_flight.erase(send.item->desc.tid);
-      send.peer->queue.push_front(std::move(send.item));
-      send.peer->cv.Signal();
+      UnstartSendLocked(send.peer, std::move(send.item));
       ++counters_.inline_forwards_deferred;
       continue;
     }
@@ -509,6 +506,14 @@ void Replicator::StartSendLocked(Peer* peer, const std::shared_ptr<Item>& item) 
   peer->sending = true;
   item->copying = true;
   peer->in_flight[item->desc.tid] = item;
+}
+
+void Replicator::UnstartSendLocked(Peer* peer, std::shared_ptr<Item> item) {
+  item->copying = false;
+  peer->sending = false;
+  peer->in_flight.erase(item->desc.tid);
+  peer->queue.push_front(std::move(item));
+  peer->cv.Signal();
 }
 
 void Replicator::FinishSendLocked(Peer* peer, const std::shared_ptr<Item>& item,

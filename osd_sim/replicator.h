@@ -181,9 +181,11 @@ class Replicator {
   struct Item;
   void SendLoop(Peer* peer);
   // One WriteRecord of `item` to `peer` at a time, in queue order: StartSendLocked before
-  // it (outside mu_), FinishSendLocked with its status after.
+  // it (outside mu_), FinishSendLocked with its status after, or UnstartSendLocked when it
+  // placed nothing (no ring room): the item goes back first in the queue.
   void StartSendLocked(Peer* peer, const std::shared_ptr<Item>& item)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnstartSendLocked(Peer* peer, std::shared_ptr<Item> item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishSendLocked(Peer* peer, const std::shared_ptr<Item>& item, const absl::Status& st)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records up to this size are sent by the poller itself when the peer's queue is empty
