@@ -185,6 +185,7 @@ PollerCounters Poller::counters() const {
   // The thread's CPU clock: what perf dump shows as this poller's CPU, next to the busy,
   // spin and crc times.
   c.cpu_ns = exited_ ? exit_cpu_ns_ : cpu_clock_.Ns();
+  c.completion_wakes = completion_wakes_.load(std::memory_order_relaxed);
   return c;
 }
 
@@ -254,6 +255,28 @@ void Poller::ServeDumps() {
 void Poller::Wake() {
   const uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof one);
+}
+
+void Poller::Park() {
+  parked_.store(true, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+void Poller::WakeIfParked() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!parked_.load(std::memory_order_relaxed)) return;
+  if (!parked_.exchange(false, std::memory_order_relaxed)) return;  // another completer woke it
+  completion_wakes_.fetch_add(1, std::memory_order_relaxed);
+  Wake();
+}
+
+bool Poller::AnyCompletion() const {
+  for (const auto& r : rings_) {
+    if (!r->pending.empty() && r->pending.front().done.load(std::memory_order_acquire)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void Poller::ApplyControl() {
@@ -347,7 +370,7 @@ bool Poller::PollRing(RingState* r, uint64_t now_ns) {
     const absl::StatusOr<uint32_t> id = sink_->Persist(rec, part, [this, p](absl::Status s) {
       p->status = std::move(s);
       p->done.store(true, std::memory_order_release);
-      if (tls_poller != this) Wake();
+      if (tls_poller != this) WakeIfParked();
     });
     if (!id.ok()) {
       // Refused at once (nothing stored, the callback will not run): acked with that
@@ -470,6 +493,7 @@ bool Poller::Sleep() {
   DrainEventFd(wake_fd_);
   for (auto& r : rings_) DrainEventFd(r->ring->wait_fd());
   for (auto& r : rings_) r->ring->SetPollerSleeping(true);
+  Park();  // before the last look: a completion it misses wakes the epoll_wait below
   bool work = control_pending_.load() || dump_pending_.load() || stop_.load();
   bool unsignalled_records = false;
   const uint64_t look_ns = NowNs();
@@ -479,9 +503,10 @@ bool Poller::Sleep() {
       work = true;
       unsignalled_records = !r->ring->producer_signals();
     }
-    work = work || (!r->pending.empty() && r->pending.front().done.load(std::memory_order_acquire));
   }
+  work = work || AnyCompletion();
   if (work) {
+    Unpark();
     for (auto& r : rings_) r->ring->SetPollerSleeping(false);
     return unsignalled_records;
   }
@@ -493,12 +518,18 @@ bool Poller::Sleep() {
   epoll_event evs[16];
   epoll_wait(epoll_fd_, evs, 16, static_cast<int>(absl::ToInt64Milliseconds(options_.max_sleep)));
   counters_.sleep_ns += NowNs() - t0;
+  Unpark();
   for (auto& r : rings_) r->ring->SetPollerSleeping(false);
   ++counters_.sleeps;
   return false;
 }
 
 void Poller::Nap(uint64_t* count) {
+  Park();
+  if (AnyCompletion()) {  // one came since the pass looked: no nap
+    Unpark();
+    return;
+  }
   ++*count;
   const int64_t ns = absl::ToInt64Nanoseconds(options_.nap);
   const timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
@@ -506,6 +537,7 @@ void Poller::Nap(uint64_t* count) {
   const uint64_t t0 = NowNs();
   const int ready = ppoll(&p, 1, &ts, nullptr);
   counters_.sleep_ns += NowNs() - t0;  // not CPU: a nap is not spin
+  Unpark();
   if (ready <= 0) return;
   // Woken early (a store completion, a control change, a signalled ring): drain what fired
   // so that the next nap waits again; the caller's next pass handles it.

@@ -142,6 +142,8 @@ struct InFlightWrite {
     "naps while the store held records (durable): the next ones found with no doorbell")   \
   X(spin_short_pm, kGauge, kNone, "per mille of recent idle periods shorter than a wake-up")  \
   X(acks_sent, kCounter, kNone, "ring releases (acks) sent to peers")                        \
+  X(completion_wakes, kCounter, kNone,                                                       \
+    "store completions on other threads that woke the poller (one per sleep or nap at most)") \
   X(write_errors, kCounter, kNone, "records the store refused (acked with an error)")         \
   X(crc_errors, kCounter, kNone, "records refused for a bad crc32c")                          \
   X(crc_bytes, kCounter, kBytes, "payload bytes crc32c-checked (once per record, both backends)") \
@@ -215,6 +217,19 @@ class Poller {
   // (true if that look took records from a ring nobody signals).
   bool Sleep();
   void Wake();
+  // A store completion on another thread wakes the poller only while it is parked, that is
+  // about to block in Sleep or Nap; a spinning or busy poller sees the done flag on its
+  // next pass, and an eventfd write per record (a system call on the completer's thread,
+  // and a wake-up it may cost the poller) bought nothing. Park() stores the flag, then a
+  // seq_cst fence, then the caller looks at the done flags; WakeIfParked() runs after a
+  // done flag's store: a fence, then the flag. Of the two stores one is seen by the other
+  // side's load (the fences are ordered), so a completion is never missed by both. The
+  // first completer to see the flag clears it and wakes: one wake-up per park.
+  void Park();
+  void Unpark() { parked_.store(false, std::memory_order_relaxed); }
+  void WakeIfParked();
+  // Poller thread: true if some ring's oldest record in flight is done (Complete has work).
+  bool AnyCompletion() const;
   // Waits up to options_.nap for the poller's eventfds (a store completion, a control
   // change, a signalled ring) without telling RDMA producers that it sleeps: no doorbells;
   // the next look finds their records. Counts itself in `*count` (naps or held_naps).
@@ -250,6 +265,8 @@ class Poller {
   PollerCounters counters_;                        // poller thread only
   LatencyHistogram op_latency_{&kOpLatencyDesc};   // recorded by the poller thread
   std::atomic<bool> stop_{false};
+  std::atomic<bool> parked_{false};             // Park / WakeIfParked
+  std::atomic<uint64_t> completion_wakes_{0};   // counters_.completion_wakes, any thread
   std::atomic<bool> control_pending_{false};  // control_ changed
   std::atomic<bool> dump_pending_{false};     // dumps_ has requests
   std::atomic<size_t> ring_count_{0};

@@ -657,6 +657,36 @@ TEST(PollerTest, RecordsWrittenWhileTheStoreHoldsEarlierOnesNeedNoDoorbell) {
       << "the poller never napped while the store held a record";
 }
 
+// A group commit completes many records at once on its own thread. Only the first
+// completion that finds the poller parked (napping or asleep) writes its eventfd; the
+// others find it awake. The parked poller is still woken: its sleeps here last 60 s, so
+// a lost wake-up fails the test instead of passing for a slow machine.
+TEST(PollerTest, CompletionsOfABatchWakeTheParkedPollerOnceNotPerRecord) {
+  PollerOptions opt;
+  opt.max_sleep = absl::Seconds(60);
+  Rig rig(opt, /*unsignalled=*/true);
+  constexpr uint64_t kRecords = 200;
+  for (uint64_t t = 1; t <= kRecords; ++t) {
+    Produce(&rig.prod, rig.ring.get(), "obj", "held until the group commit", t);
+  }
+  rig.ring->Signal();  // a doorbell, in case the poller slept before the first record
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> l(rig.sink.mu);
+    return rig.sink.payloads.size() == kRecords;
+  }));
+  // Past the naps of a held store (1 ms): the poller sleeps, parked.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const uint64_t wakes0 = rig.poller->counters().completion_wakes;
+  std::thread([&] { rig.sink.Flush(); }).join();
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> l(rig.conn->mu);
+    return rig.conn->acked.size() == kRecords;
+  })) << "the parked poller was not woken by the store's completions";
+  const uint64_t wakes = rig.poller->counters().completion_wakes - wakes0;
+  EXPECT_GE(wakes, 1u) << "the acks came without a wake-up: the poller was not asleep";
+  EXPECT_LE(wakes, kRecords / 10) << "a wake-up per record (or nearly)";
+}
+
 // spin_ns is the poller's empty spinning (perf dump; the bench subtracts it from the OSD's
 // CPU to get its busy CPU): time spent handling records is not part of it. A poller of
 // signalled rings never spins, however long its records take.
