@@ -92,6 +92,7 @@ CopiesPerByte PayloadCopiesPerByte(const BenchReport& r) {
   if (r.osd_perf) {
     c.osd_wire = per_byte(r.osd_perf->wire_copied_rx);
     c.osd_store = per_byte(r.osd_perf->store_copied);
+    c.osd_send = per_byte(r.osd_perf->send_copied_tx);
   }
   return c;
 }
@@ -132,7 +133,8 @@ nlohmann::json ToJson(const BenchReport& r) {
   const CopiesPerByte copies = PayloadCopiesPerByte(r);
   j["copies_per_byte"] = {{"client", OrNull(copies.client)},
                           {"osd_wire", OrNull(copies.osd_wire)},
-                          {"osd_store", OrNull(copies.osd_store)}};
+                          {"osd_store", OrNull(copies.osd_store)},
+                          {"osd_send", OrNull(copies.osd_send)}};
   j["verify"] = {{"enabled", r.verify_enabled},
                  {"checked", r.verify.checked},
                  {"mismatches", r.verify.mismatches}};
@@ -187,7 +189,8 @@ std::string SummaryText(const BenchReport& r) {
     const CopiesPerByte copies = PayloadCopiesPerByte(r);
     line("Copies/byte",
          absl::StrCat("client ", OrDash(copies.client), ", OSD wire ", OrDash(copies.osd_wire),
-                      ", OSD store ", OrDash(copies.osd_store)));
+                      ", OSD store ", OrDash(copies.osd_store), ", OSD send ",
+                      OrDash(copies.osd_send)));
     for (const auto& e : r.run.error_samples) absl::StrAppend(&s, "  error: ", e, "\n");
   } else {
     line("ms_type", r.ms_type);

@@ -81,7 +81,10 @@ struct OsdCpuByRole {
   std::optional<double> poller_spin;                           // part of `poller`
 };
 struct CopiesPerByte {
-  std::optional<double> client, osd_wire, osd_store;
+  // osd_send: what the OSDs' CPUs copied sending payloads (a primary forwarding a write to
+  // its replicas: the staging copy and, on the soft device, its HCA's memcpy; over tcp the
+  // frame and the socket copies). 0 at pool size 1.
+  std::optional<double> client, osd_wire, osd_store, osd_send;
 };
 CpuPerOp CpuMicrosPerOp(const BenchReport& r);
 OsdCpuByRole OsdCpuPerGiBByRole(const BenchReport& r);

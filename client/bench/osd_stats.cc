@@ -63,6 +63,9 @@ absl::StatusOr<OsdPerfSample> ParsePerfDump(std::string_view text) {
       auto rx = Counter(m, "payload_bytes_copied_rx", absl::StrCat("messenger.", type, "."));
       if (!rx.ok()) return rx.status();
       s.wire_copied_rx += *rx;
+      auto tx = Counter(m, "payload_bytes_copied_tx", absl::StrCat("messenger.", type, "."));
+      if (!tx.ok()) return tx.status();
+      s.send_copied_tx += *tx;
       ++messengers;
     }
   }
@@ -123,6 +126,7 @@ absl::StatusOr<OsdPerfDelta> SumPerfDeltas(const PerfSamples& before, const Perf
                        std::abs(a.started_at_s - b->started_at_s) > kRestartSlackSeconds;
     if (a.id != b->id || moved || a.uptime_s < b->uptime_s || a.spin_ns < b->spin_ns || a.busy_ns < b->busy_ns ||
         a.crc_ns < b->crc_ns || a.wire_copied_rx < b->wire_copied_rx ||
+        a.send_copied_tx < b->send_copied_tx ||
         a.store_copied < b->store_copied) {
       return absl::FailedPreconditionError(
           absl::StrCat("osd.", b->id, " restarted during the run (", path, ")"));
@@ -132,6 +136,7 @@ absl::StatusOr<OsdPerfDelta> SumPerfDeltas(const PerfSamples& before, const Perf
     d.busy_ns += a.busy_ns - b->busy_ns;
     d.crc_ns += a.crc_ns - b->crc_ns;
     d.wire_copied_rx += a.wire_copied_rx - b->wire_copied_rx;
+    d.send_copied_tx += a.send_copied_tx - b->send_copied_tx;
     d.store_copied += a.store_copied - b->store_copied;
   }
   return d;

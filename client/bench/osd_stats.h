@@ -27,6 +27,7 @@ struct OsdPerfSample {
   uint64_t busy_ns = 0;         // sum of pollers[].busy_ns
   uint64_t crc_ns = 0;          // sum of pollers[].crc_ns
   uint64_t wire_copied_rx = 0;  // sum of messenger.<type>.payload_bytes_copied_rx
+  uint64_t send_copied_tx = 0;  // sum of messenger.<type>.payload_bytes_copied_tx
   uint64_t store_copied = 0;    // store.payload_bytes_copied
 };
 
@@ -37,6 +38,7 @@ struct OsdPerfDelta {
   uint64_t busy_ns = 0;
   uint64_t crc_ns = 0;
   uint64_t wire_copied_rx = 0;
+  uint64_t send_copied_tx = 0;  // what the OSDs copied sending: replication forwards
   uint64_t store_copied = 0;
 };
 

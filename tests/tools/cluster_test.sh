@@ -270,6 +270,7 @@ if ms == "tcp" or device == "soft":
 else:
     assert cp["client"] == 0, cp  # sent from the bench's registered buffers
 assert (cp["osd_wire"] >= 1) if ms == "tcp" else (cp["osd_wire"] == 0), (ms, cp)
+assert cp["osd_send"] == 0, cp  # pool size 1: no OSD forwards a payload
 # The roles come from per-thread readings, the total from each process's: never much more;
 # less by what threads that exited during the run used (an rdma OSD sets up each session on
 # a thread of its own: on rxe0 in the VM they were a third of the total), so the lower

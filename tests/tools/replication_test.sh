@@ -73,6 +73,10 @@ copies=$(objects 0 1 2 3)
   --json "$DIR/two.json" || fail "bench --pool two failed"
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["pool"] == "two" and j["errors"] == 0, j' \
   "$DIR/two.json" || fail "bench JSON does not name pool two"
+# Each byte went on to one replica: the primary's CPU copied it at least once on the way
+# (tcp: into the frame and the socket; rdma: staged, and the soft HCA's memcpy).
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["copies_per_byte"]; assert c["osd_send"] >= 1, c' \
+  "$DIR/two.json" || fail "copies_per_byte.osd_send does not count the forwards to the replicas"
 copies=$(objects 0 1 2 3)
 [[ $copies == 700 ]] || fail "50 objects of size 2 after 600 copies make $copies, not 700"
 bash "$TOOLS/bench.sh" verify --cluster-dir "$DIR" --ms-type "$MS_TYPE" --pool two -b 16K \

@@ -308,6 +308,7 @@ TEST(BenchCliTest, FiguresFromTheOsdPerfDumpsOfAClusterDir) {
   after = before;
   after.tcp_copied_rx += 2 * 100 * 4096;  // 2 copies per byte of 100 4 KiB writes
   after.rdma_copied_rx += 100 * 4096;     // messengers add up
+  after.rdma_copied_tx += 4 * 100 * 4096;  // forwarded to two replicas: staged, then sent
   after.store_copied += 100 * 4096 / 2;
   FakeClusterDir cluster(before, after);
   ASSERT_TRUE(cluster.ok());
@@ -326,13 +327,14 @@ TEST(BenchCliTest, FiguresFromTheOsdPerfDumpsOfAClusterDir) {
   EXPECT_EQ(err.str().find("the others were gone"), std::string::npos) << err.str();
   EXPECT_EQ(j["copies_per_byte"]["osd_wire"], 3.0);
   EXPECT_EQ(j["copies_per_byte"]["osd_store"], 0.5);
+  EXPECT_EQ(j["copies_per_byte"]["osd_send"], 4.0);
   // This process has no poller threads: crc and spin (0 here) leave its poller role at 0.
   EXPECT_EQ(j["osd_cpu_s_per_gb_by_role"]["crc"], 0.0);
   EXPECT_EQ(j["osd_cpu_s_per_gb_by_role"]["poller"], 0.0);
   EXPECT_EQ(j["poller_spin_s_per_gb"], 0.0);
   EXPECT_EQ(j["cpu_us_per_op"]["osds_busy"], j["cpu_us_per_op"]["osds"]);
   EXPECT_EQ(err.str().find("are n/a"), std::string::npos) << err.str();
-  EXPECT_NE(out.str().find("OSD wire 3.000, OSD store 0.500"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("OSD wire 3.000, OSD store 0.500, OSD send 4.000"), std::string::npos) << out.str();
 }
 
 TEST(BenchCliTest, AnOsdRestartedDuringTheRunMakesItsFiguresNaNotAFailure) {

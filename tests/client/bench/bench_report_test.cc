@@ -17,7 +17,8 @@ constexpr uint64_t kGiB = 1ull << 30;
 double& Role(RoleCpu& cpu, ThreadRole r) { return cpu[static_cast<int>(r)]; }
 
 // 500000 ops, 2 GiB; client 2.5 CPU-s; OSDs 10 CPU-s of which transport 4, poller 5 (crc
-// 1, spin 3), store 0.5, other 0.25; 2, 4 and 1 GiB copied by client, OSD wire, OSD store.
+// 1, spin 3), store 0.5, other 0.25; 2, 4, 1 and 8 GiB copied by client, OSD wire, OSD store
+// and OSD send.
 BenchReport Measured() {
   BenchReport r;
   r.ms_type = "tcp";
@@ -42,6 +43,7 @@ BenchReport Measured() {
   perf.busy_ns = 1'000'000'000;  // so spin = 5 s poller CPU - 1 s crc - 1 s busy = 3 s
   perf.wire_copied_rx = 4 * kGiB;
   perf.store_copied = kGiB;
+  perf.send_copied_tx = 8 * kGiB;  // a primary staging and sending to two replicas
   r.osd_perf = perf;
   r.client_copied_tx = 2 * kGiB;
   return r;
@@ -69,6 +71,7 @@ TEST(BenchReportTest, PerOpPerGiBAndPerByteFigures) {
   EXPECT_DOUBLE_EQ(*copies.client, 1.0);
   EXPECT_DOUBLE_EQ(*copies.osd_wire, 2.0);
   EXPECT_DOUBLE_EQ(*copies.osd_store, 0.5);
+  EXPECT_DOUBLE_EQ(*copies.osd_send, 4.0);
 }
 
 TEST(BenchReportTest, WallClockSpinAndCrcAreCappedAtThePollersCpu) {
@@ -117,7 +120,8 @@ TEST(BenchReportTest, JsonHasTheNewFieldsBesideTheOldOnes) {
                             {"store", 0.25}, {"other", 0.125}}));
   EXPECT_EQ(j["poller_spin_s_per_gb"], 1.5);
   EXPECT_EQ(j["copies_per_byte"],
-            (nlohmann::json{{"client", 1.0}, {"osd_wire", 2.0}, {"osd_store", 0.5}}));
+            (nlohmann::json{{"client", 1.0}, {"osd_wire", 2.0}, {"osd_store", 0.5},
+                            {"osd_send", 4.0}}));
 
   const std::string text = SummaryText(Measured());
   EXPECT_NE(text.find("CPU-us/op OSDs busy:     14.000"), std::string::npos) << text;
@@ -125,7 +129,7 @@ TEST(BenchReportTest, JsonHasTheNewFieldsBesideTheOldOnes) {
                       "other 0.125"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("client 1.000, OSD wire 2.000, OSD store 0.500"), std::string::npos)
+  EXPECT_NE(text.find("client 1.000, OSD wire 2.000, OSD store 0.500, OSD send 4.000"), std::string::npos)
       << text;
 }
 
@@ -145,7 +149,7 @@ TEST(BenchReportTest, UnmeasuredFiguresAreNullAndNa) {
   const std::string text = SummaryText(r);
   EXPECT_NE(text.find("CPU-us/op OSDs busy:     n/a"), std::string::npos) << text;
   EXPECT_NE(text.find("crc n/a, poller n/a (spin n/a)"), std::string::npos) << text;
-  EXPECT_NE(text.find("OSD wire n/a, OSD store n/a"), std::string::npos) << text;
+  EXPECT_NE(text.find("OSD wire n/a, OSD store n/a, OSD send n/a"), std::string::npos) << text;
 
   // Nothing written (the verify subcommand): every new figure is null.
   BenchReport v;

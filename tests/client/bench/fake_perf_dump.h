@@ -20,6 +20,7 @@ struct FakeOsdCounters {
   std::vector<uint64_t> busy_ns = {0};
   uint64_t tcp_copied_rx = 0;
   uint64_t rdma_copied_rx = 0;
+  uint64_t rdma_copied_tx = 0;
   uint64_t store_copied = 0;
 };
 
@@ -35,7 +36,7 @@ inline std::string FakePerfDump(const FakeOsdCounters& c) {
   j["messenger"]["tcp"] = {{"payload_bytes_copied_rx", c.tcp_copied_rx},
                            {"payload_bytes_copied_tx", 0}, {"records_received", 3}};
   j["messenger"]["rdma"] = {{"payload_bytes_copied_rx", c.rdma_copied_rx},
-                            {"payload_bytes_copied_tx", 0},
+                            {"payload_bytes_copied_tx", c.rdma_copied_tx},
                             {"rdma", {{"zero_copy_records", 0}}}};
   j["osd"] = {{"id", c.id}, {"uptime_s", c.uptime_s}, {"ops", 3}, {"durability", "memory"}};
   j["pollers"] = pollers;

@@ -35,6 +35,7 @@ FakeOsdCounters Counters(int id, double uptime, uint64_t base) {
   c.busy_ns = {base / 2, base / 2};
   c.tcp_copied_rx = 3 * base;
   c.rdma_copied_rx = base;
+  c.rdma_copied_tx = 6 * base;
   c.store_copied = 5 * base;
   return c;
 }
@@ -48,6 +49,7 @@ TEST(OsdStatsTest, ParsesAPerfDumpSummingPollersAndMessengers) {
   EXPECT_EQ(s->crc_ns, 300u);
   EXPECT_EQ(s->busy_ns, 1000u);
   EXPECT_EQ(s->wire_copied_rx, 4000u);
+  EXPECT_EQ(s->send_copied_tx, 6000u);  // tcp's 0 and rdma's
   EXPECT_EQ(s->store_copied, 5000u);
 }
 
@@ -62,6 +64,8 @@ TEST(OsdStatsTest, AMissingFieldIsNamed) {
            {"pollers[]", [](nlohmann::json& j) { j["pollers"] = nlohmann::json::array(); }},
            {"messenger.rdma.payload_bytes_copied_rx",
             [](nlohmann::json& j) { j["messenger"]["rdma"].erase("payload_bytes_copied_rx"); }},
+           {"messenger.tcp.payload_bytes_copied_tx",
+            [](nlohmann::json& j) { j["messenger"]["tcp"].erase("payload_bytes_copied_tx"); }},
            {"messenger.<type>", [](nlohmann::json& j) { j.erase("messenger"); }},
            {"store.payload_bytes_copied", [](nlohmann::json& j) { j.erase("store"); }},
            {"osd.id", [](nlohmann::json& j) { j["osd"].erase("uptime_s"); }},
@@ -90,6 +94,7 @@ TEST(OsdStatsTest, SumsDeltasOverOsdsAllOrNothing) {
   EXPECT_EQ(d->crc_ns, 300u * 3 + 30u);  // (4000 - 1000) * 3/10 + (200 - 100) * 3/10
   EXPECT_EQ(d->busy_ns, 3000u + 100u);
   EXPECT_EQ(d->wire_copied_rx, 4u * 3000 + 4u * 100);
+  EXPECT_EQ(d->send_copied_tx, 6u * 3000 + 6u * 100);
   EXPECT_EQ(d->store_copied, 5u * 3000 + 5u * 100);
 
   // osd.1 restarted: its uptime (and counters) went back.
