@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "msg/base/crc32c.h"
@@ -265,6 +266,11 @@ absl::Status Osd::Init() {
   ReplicatorOptions ro;
   ro.self = options_.id;
   ro.ms_type = cluster_type;
+  if (auto it = options_.backend_options.find("rdma_zero_copy_min_bytes");
+      it != options_.backend_options.end()) {
+    uint32_t v;
+    if (absl::SimpleAtoi(it->second, &v)) ro.shared_payload_min_bytes = v;
+  }
   replicator_ = std::make_unique<Replicator>(ro, peer_messenger, &pg_log_);
   registry_.Add({"replication", -1, [this] {
                    return std::vector{replicator_->counters().Group("replication")};
@@ -738,7 +744,7 @@ absl::StatusOr<uint32_t> Osd::Persist(const RecordView& rec, const WritePart& pa
   // As a PG's primary (a client's record, pool size > 1): `done` waits for the replicas.
   std::shared_ptr<Replicator::Write> replicated;
   if (!part.from_osd && replicator_ && replicator_->replicating()) {
-    auto w = replicator_->Begin(rec, std::move(done));
+    auto w = replicator_->Begin(rec, part, std::move(done));
     if (!w.ok()) return w.status();
     replicated = std::move(*w);
     done = replicator_->LocalCallback(replicated);

@@ -357,6 +357,7 @@ bool Poller::PollRing(RingState* r, uint64_t now_ns) {
     WritePart part;
     part.from_osd = r->from_osd;
     part.sender = r->sender;
+    part.ring = &r->ring;
     std::string why;
     if (!ClassifyPart(r, rec, &part, &why)) {
       ++counters_.orphan_parts;

@@ -53,6 +53,9 @@ struct WritePart {
   // a client: it is stored, never forwarded again.
   bool from_osd = false;
   uint64_t sender = 0;  // from_osd: the sending OSD's id
+  // The ring the record is in (valid during Persist): a sink that sends the payload on
+  // from ring memory keeps the ring alive with it (the poller's RingState holds it).
+  const std::shared_ptr<RecvRing>* ring = nullptr;
 };
 
 // Told once whether a record is durable (OK) or why it never will be. The same type as

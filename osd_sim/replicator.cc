@@ -20,22 +20,54 @@ constexpr uint64_t kPartTidBlock = uint64_t{1} << 20;
 
 }  // namespace
 
+// What a write's `done` waits for besides its copies: the memory its payload is sent from.
+// A session that sends the payload from the client's ring (WriteRecordShared) holds a
+// reference until no HCA can read it any more; the write's outcome is settled before
+// (Write::Finish), and `done` runs, with it, as the last reference goes. Its ack is the
+// ring credit that lets the client overwrite that memory.
+struct Replicator::PayloadHold {
+  std::shared_ptr<RecvRing> ring;  // keeps the payload's memory mapped
+  PersistCallback done;
+  absl::Status result;
+  bool finished = false;  // set by Write::Finish before it drops its reference
+  ~PayloadHold() {
+    if (finished && done) done(std::move(result));  // not finished: dropped unstored
+  }
+};
+
 // One client record's replication: the local copy plus one copy per replica peer.
 class Replicator::Write {
  public:
-  Write(PersistCallback done, int outstanding, uint32_t size, uint32_t min_size,
-        std::vector<int> peers, std::atomic<uint64_t>* degraded,
+  // `ring`: the ring the payload is in, when sessions may send it from there (else null).
+  Write(PersistCallback done, std::shared_ptr<RecvRing> ring, int outstanding, uint32_t size,
+        uint32_t min_size, std::vector<int> peers, std::atomic<uint64_t>* degraded,
         std::atomic<uint64_t>* refused, PgLog::Ticket logged)
-      : done_(std::move(done)),
+      : held_(ring != nullptr),
         outstanding_(outstanding),
         size_(size),
         min_size_(min_size),
         peers_(std::move(peers)),
         degraded_(degraded),
         refused_(refused),
-        logged_(std::move(logged)) {}
+        logged_(std::move(logged)) {
+    if (held_) {
+      hold_ = std::make_shared<PayloadHold>();
+      hold_->ring = std::move(ring);
+      hold_->done = std::move(done);
+    } else {
+      done_ = std::move(done);
+    }
+  }
 
   const std::vector<int>& peers() const { return peers_; }
+
+  // What a session sending the payload from the client's ring keeps until it no longer
+  // reads it; null when the record is not in a ring (or the write is through).
+  std::shared_ptr<const void> payload_owner() {
+    if (!held_) return nullptr;
+    absl::MutexLock l(&mu_);
+    return hold_;
+  }
 
   // Replica `peer`'s copy is through (Finish), and its outcome goes to the PG log.
   void ReplicaDone(int peer, const absl::Status& s, bool excused) {
@@ -52,6 +84,7 @@ class Replicator::Write {
   // acknowledged write).
   void Finish(bool local, const absl::Status& s, bool excused = false) {
     PersistCallback done;
+    std::shared_ptr<PayloadHold> hold;
     absl::Status result;
     {
       absl::MutexLock l(&mu_);
@@ -79,13 +112,20 @@ class Replicator::Write {
         degraded_->fetch_add(1, std::memory_order_relaxed);
       }
       done = std::move(done_);
+      hold = std::move(hold_);
     }
     if (done) done(std::move(result));
+    if (hold == nullptr) return;
+    // `done` runs as the last reference goes: here, unless a session still reads the payload.
+    hold->result = std::move(result);
+    hold->finished = true;
   }
 
  private:
   absl::Mutex mu_;
+  const bool held_;  // the payload may be sent from its ring: hold_ has `done`, not done_
   PersistCallback done_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<PayloadHold> hold_ ABSL_GUARDED_BY(mu_);
   int outstanding_ ABSL_GUARDED_BY(mu_);
   uint32_t copies_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status local_ ABSL_GUARDED_BY(mu_);
@@ -182,6 +222,7 @@ void Replicator::HandleMaps(std::vector<placement::PlacementMap> pools) {
 }
 
 absl::StatusOr<std::shared_ptr<Replicator::Write>> Replicator::Begin(const RecordView& rec,
+                                                                     const WritePart& part,
                                                                      PersistCallback done) {
   const std::string_view name(rec.oid, rec.header->oid_len);
   uint32_t pool_id;
@@ -201,7 +242,15 @@ absl::StatusOr<std::shared_ptr<Replicator::Write>> Replicator::Begin(const Recor
   const int outstanding = 1 + static_cast<int>(peers->size());
   PgLog::Ticket logged = log_ != nullptr ? log_->Append(PgId{pool_id, pg}, oid, *peers, low)
                                          : PgLog::Ticket();
-  return std::make_shared<Write>(std::move(done), outstanding, pool.size, pool.min_size,
+  // Only the rdma backend reads a payload from where it lies (tcp copies it into its
+  // frame), and only a large one.
+  std::shared_ptr<RecvRing> ring;
+  if (part.ring != nullptr && options_.ms_type == "rdma" &&
+      rec.header->payload_len >= options_.shared_payload_min_bytes) {
+    ring = *part.ring;
+  }
+  return std::make_shared<Write>(std::move(done), std::move(ring), outstanding, pool.size,
+                                 pool.min_size,
                                  std::move(*peers), &degraded_, &replica_missing_,
                                  std::move(logged));
 }
@@ -485,8 +534,7 @@ void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
   // On this (the poller's) thread, without waiting for ring credit: a peer with no room
   // now gets the record from its sender thread, first in its queue.
   for (InlineSend& send : inline_sends) {
-    const absl::Status st = send.conn->WriteRecord(send.item->desc, send.item->payload,
-                                                   absl::ZeroDuration());
+    const absl::Status st = SendItem(send.conn, *send.item, absl::ZeroDuration());
     absl::MutexLock l(&mu_);
     if (absl::IsDeadlineExceeded(st) && !send.item->resolved) {
       if (send.peer->closing) {  // not sent, and never will be: lost with the session
@@ -604,11 +652,19 @@ void Replicator::SendLoop(Peer* peer) {
     StartSendLocked(peer, item);
     ConnectionRef conn = peer->conn;
     mu_.Unlock();
-    const absl::Status st = conn->WriteRecord(item->desc, item->payload, options_.forward_timeout);
+    const absl::Status st = SendItem(conn, *item, options_.forward_timeout);
     mu_.Lock();
     FinishSendLocked(peer, item, st);
   }
   mu_.Unlock();
+}
+
+absl::Status Replicator::SendItem(const ConnectionRef& conn, const Item& item,
+                                  absl::Duration timeout) {
+  if (std::shared_ptr<const void> owner = item.write->payload_owner()) {
+    return conn->WriteRecordShared(item.desc, item.payload, std::move(owner), timeout);
+  }
+  return conn->WriteRecord(item.desc, item.payload, timeout);
 }
 
 void Replicator::Resolve(const std::shared_ptr<Item>& item, const absl::Status& s, bool gone) {

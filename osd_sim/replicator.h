@@ -12,8 +12,12 @@
 //
 // The payload is read from the primary's ring memory (it stays valid until `done` runs);
 // the tcp backend copies it into its send buffer, which its lossless resend needs; the
-// rdma backend (OsdOptions::cluster_ms_type "rdma") into its registered staging, from
-// which it writes the replica's ring one-sidedly.
+// rdma backend (OsdOptions::cluster_ms_type "rdma") stages a small one in its registered
+// mirror, and sends a large one (shared_payload_min_bytes, 256 KiB) from the client's ring
+// itself: the HCA reads it there and writes the replica's ring one-sidedly, with no copy
+// by this OSD's CPU. Then `done`, whose ack lets the client reuse that memory, waits also
+// until the session no longer reads it (PayloadHold): the replica's ack, and the HCA's
+// completion (a retransmission reads the source again), or the session's end.
 // Pollers never block on a peer: each peer has a sender thread, so two OSDs forwarding to
 // each other cannot deadlock on each other's ring credit. A small record whose peer has
 // nothing queued is written by the poller itself, without waiting for credit (no ring
@@ -101,6 +105,10 @@ struct ReplicatorOptions {
   // Longest a sender waits for a replica's ring credit before it counts the record as
   // lost on that replica (the map normally drops a dead peer well before).
   absl::Duration forward_timeout = absl::Seconds(30);
+  // Over rdma, payloads of at least this many bytes are sent from the client's ring (the
+  // backend's own threshold, rdma_zero_copy_min_bytes, below which it stages a payload
+  // anyway: a registration costs more than a small copy); smaller ones are copied.
+  size_t shared_payload_min_bytes = 256 << 10;
 };
 
 class Replicator {
@@ -131,9 +139,13 @@ class Replicator {
   // local store and every replica are through. After the local store accepted the record,
   // Forward() sends it to the replicas (`part.write_id`: the store's id of the write the
   // record belongs to); if the store refused it, the caller drops the Write (done never
-  // runs).
+  // runs). `part.ring`, when set, is the ring the record is in: over rdma a large payload
+  // is then sent from there (no copy on this OSD), and `done` -- whose ack releases that
+  // ring memory to the client -- waits until no session can read it any more (the
+  // replica acknowledged it and the HCA is done with it, or that session ended).
   class Write;
-  absl::StatusOr<std::shared_ptr<Write>> Begin(const RecordView& rec, PersistCallback done);
+  absl::StatusOr<std::shared_ptr<Write>> Begin(const RecordView& rec, const WritePart& part,
+                                               PersistCallback done);
   PersistCallback LocalCallback(const std::shared_ptr<Write>& w);
   void Forward(const std::shared_ptr<Write>& w, const RecordView& rec, const WritePart& part);
   // The store dropped an unfinished write of several records.
@@ -179,7 +191,12 @@ class Replicator {
  private:
   struct Peer;
   struct Item;
+  struct PayloadHold;
   void SendLoop(Peer* peer);
+  // WriteRecord of `item` to `conn`: over rdma with the write's PayloadHold as the
+  // payload's owner (WriteRecordShared: a large payload is read from the client's ring by
+  // the HCA, not staged), else copied by the backend (tcp's frame, which its resend needs).
+  absl::Status SendItem(const ConnectionRef& conn, const Item& item, absl::Duration timeout);
   // One WriteRecord of `item` to `peer` at a time, in queue order: StartSendLocked before
   // it (outside mu_), FinishSendLocked with its status after, or UnstartSendLocked when it
   // placed nothing (no ring room): the item goes back first in the queue.

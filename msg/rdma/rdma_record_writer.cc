@@ -513,6 +513,10 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
     if (epoch != session_epoch_) {
       return absl::UnavailableError(absl::StrCat("peer ", addr_, " restarted (session reset)"));
     }
+    // Closed while we staged: DropQueuesLocked has run, so a record added now would keep
+    // its payload's owner until this connection is destroyed (an owner may be waiting for
+    // it: a replicated write's ack, osd_sim/replicator.cc).
+    if (closed_) return session::ClosedError(addr_);
     auto at = records_.end();  // concurrent writers may post out of order: keep seq order
     while (at != records_.begin() && std::prev(at)->seq > r.seq) --at;
     records_.insert(at, r);

@@ -119,13 +119,26 @@ class ReplicationTest : public ::testing::Test {
       o.ms_types = {"tcp", "rdma"};  // clients over tcp, replicas over rdma
       o.cluster_ms_type = "rdma";
       o.backend_options["rdma_device"] = "soft";
+      // Forwards of 16 KiB and up are sent from the client's ring, not staged (the
+      // default, 256 KiB, is above every record of these writes: the client splits a
+      // 300 KiB object into records that fit the small ring a session starts with).
+      o.backend_options["rdma_zero_copy_min_bytes"] = std::to_string(kZeroCopyMinBytes);
     }
     auto osd = Osd::Start(o);
     ASSERT_TRUE(osd.ok()) << osd.status();
     osds_[id] = std::move(*osd);
   }
 
+  static constexpr size_t kZeroCopyMinBytes = 16 << 10;
   nlohmann::json Perf(int id) { return nlohmann::json::parse(osds_[id]->PerfDumpJson()); }
+  // An rdma counter (messenger.rdma.rdma.NAME), summed over the running OSDs.
+  uint64_t SumRdma(const char* counter) {
+    uint64_t n = 0;
+    for (int id = 0; id < kOsds; ++id) {
+      if (osds_[id] != nullptr) n += Perf(id)["messenger"]["rdma"]["rdma"][counter].get<uint64_t>();
+    }
+    return n;
+  }
   // A messenger counter of one backend, summed over the running OSDs' perf dumps.
   uint64_t Sum(const char* backend, const char* counter) {
     uint64_t n = 0;
@@ -418,6 +431,12 @@ TEST_F(RdmaClusterReplicationTest, ReplicasAreWrittenOverRdmaAndReadBackWhileAMe
   EXPECT_GT(Sum("rdma", "record_bytes_sent"), 0u);
   EXPECT_EQ(Sum("rdma", "record_crc_bytes_tx"), 0u);
   ExpectForwardedInlineMostly(replica_records);
+  // The 300 KiB objects' records (8 objects, several records each, two replicas) went
+  // from the clients' rings to the replicas' without a copy on the primary: staged are
+  // only the small objects' payloads (32 of at most 4 KiB + 40 bytes, twice each).
+  EXPECT_GE(SumRdma("zero_copy_records"), 2u * 8 * 2);
+  EXPECT_LE(SumRdma("record_payload_bytes_staged"), 2u * 32 * (4096 + 40));
+  EXPECT_GE(Sum("rdma", "record_bytes_sent"), 2u * 8 * (300 << 10));
   ExpectObjects(0, 40, 1);
   // A member killed: acknowledged objects read back from the others, writes go on degraded.
   osds_[0].reset();
