@@ -437,6 +437,10 @@ class Messenger {
   // copied as any other. Thread-safe. Default: MakeHeapRecordBuffer (tcp sends from any
   // memory it may keep a reference to).
   virtual RecordBufferRef AllocRecordBuffer(size_t size) { return MakeHeapRecordBuffer(size); }
+  // The smallest payload outside a RecordBuffer that WriteRecordShared sends from where
+  // it lies, keeping `owner` until the HCA is done with it; a smaller one is copied.
+  // Default 0: any (tcp keeps a reference for its resend; the kernel's socket copy stays).
+  virtual size_t zero_copy_min_bytes() const { return 0; }
 
   virtual MessengerCounters counters() const = 0;
   // Every counter of this messenger for perf dump and /metrics, backend-neutral: the

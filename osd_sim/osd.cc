@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "msg/base/crc32c.h"
@@ -266,11 +265,6 @@ absl::Status Osd::Init() {
   ReplicatorOptions ro;
   ro.self = options_.id;
   ro.ms_type = cluster_type;
-  if (auto it = options_.backend_options.find("rdma_zero_copy_min_bytes");
-      it != options_.backend_options.end()) {
-    uint32_t v;
-    if (absl::SimpleAtoi(it->second, &v)) ro.shared_payload_min_bytes = v;
-  }
   replicator_ = std::make_unique<Replicator>(ro, peer_messenger, &pg_log_);
   registry_.Add({"replication", -1, [this] {
                    return std::vector{replicator_->counters().Group("replication")};

@@ -242,11 +242,11 @@ absl::StatusOr<std::shared_ptr<Replicator::Write>> Replicator::Begin(const Recor
   const int outstanding = 1 + static_cast<int>(peers->size());
   PgLog::Ticket logged = log_ != nullptr ? log_->Append(PgId{pool_id, pg}, oid, *peers, low)
                                          : PgLog::Ticket();
-  // Only the rdma backend reads a payload from where it lies (tcp copies it into its
-  // frame), and only a large one.
+  // Only over rdma is a payload sent from where it lies (tcp's frame takes a copy, whose
+  // resend needs no hold), and only one the backend does not stage anyway.
   std::shared_ptr<RecvRing> ring;
   if (part.ring != nullptr && options_.ms_type == "rdma" &&
-      rec.header->payload_len >= options_.shared_payload_min_bytes) {
+      rec.header->payload_len >= messenger_->zero_copy_min_bytes()) {
     ring = *part.ring;
   }
   return std::make_shared<Write>(std::move(done), std::move(ring), outstanding, pool.size,

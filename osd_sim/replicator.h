@@ -13,7 +13,7 @@
 // The payload is read from the primary's ring memory (it stays valid until `done` runs);
 // the tcp backend copies it into its send buffer, which its lossless resend needs; the
 // rdma backend (OsdOptions::cluster_ms_type "rdma") stages a small one in its registered
-// mirror, and sends a large one (shared_payload_min_bytes, 256 KiB) from the client's ring
+// mirror, and sends a large one (Messenger::zero_copy_min_bytes, 256 KiB) from the client's ring
 // itself: the HCA reads it there and writes the replica's ring one-sidedly, with no copy
 // by this OSD's CPU. Then `done`, whose ack lets the client reuse that memory, waits also
 // until the session no longer reads it (PayloadHold): the replica's ack, and the HCA's
@@ -105,10 +105,6 @@ struct ReplicatorOptions {
   // Longest a sender waits for a replica's ring credit before it counts the record as
   // lost on that replica (the map normally drops a dead peer well before).
   absl::Duration forward_timeout = absl::Seconds(30);
-  // Over rdma, payloads of at least this many bytes are sent from the client's ring (the
-  // backend's own threshold, rdma_zero_copy_min_bytes, below which it stages a payload
-  // anyway: a registration costs more than a small copy); smaller ones are copied.
-  size_t shared_payload_min_bytes = 256 << 10;
 };
 
 class Replicator {

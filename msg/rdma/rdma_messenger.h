@@ -61,6 +61,7 @@ class RdmaMessenger : public Messenger {
   void SetPolicy(EntityType type, Policy policy) override;
   bool Poll() override;
   RecordBufferRef AllocRecordBuffer(size_t size) override { return shared_->buffers->Alloc(size); }
+  size_t zero_copy_min_bytes() const override { return shared_->zero_copy_min_bytes; }
   MessengerCounters counters() const override {
     return shared_->counters.LiveMessengerCounters::Snapshot();
   }
