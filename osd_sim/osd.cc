@@ -137,6 +137,7 @@ absl::Status Osd::Init() {
   if (options_.segment_bytes != 0) so.segment_bytes = options_.segment_bytes;
   so.background_compaction = options_.background_compaction;
   if (options_.store_commit_window) so.group_commit_window = *options_.store_commit_window;
+  if (options_.store_zero_ahead_bytes) so.zero_ahead_bytes = *options_.store_zero_ahead_bytes;
   if (so.mode == store::Durability::kMemory && so.capacity_bytes == 0) {
     // Memory mode keeps every object in RAM: without a cap a long benchmark run takes the
     // machine down (the kernel's OOM killer picks an OSD). An eighth of RAM per OSD; past

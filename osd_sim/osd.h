@@ -78,6 +78,7 @@ struct OsdOptions {
   bool background_compaction = true;  // StoreOptions::background_compaction (tests: off)
   // StoreOptions::group_commit_window; unset: the store's default.
   std::optional<absl::Duration> store_commit_window;
+  std::optional<uint64_t> store_zero_ahead_bytes;  // unset: StoreOptions' default
   int pollers = 1;
   int read_threads = 2;                       // serve reads off the messenger's threads
   std::vector<int> poller_cpus;               // pin poller i to poller_cpus[i % size]

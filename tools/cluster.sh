@@ -5,7 +5,7 @@
 #                          [--durability durable|buffered|memory] [--auth secret|none]
 #                          [--pollers N] [--poller-cpus LIST] [--poller-spin-us US]
 #                          [--poller-wakeup-us US] [--poller-nap-us US] [--poller-nap-rings N]
-#                          [--capacity BYTES] [--store-commit-window-us US]
+#                          [--capacity BYTES] [--store-commit-window-us US] [--store-zero-ahead-kb KB]
 #                          [--ring-bytes BYTES] [--rdma-device soft|IBDEV] [--grace-ms MS]
 #                          [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB] [--pg-log-entries N]
 #                          [--metrics] [--hosts] [--ms-mode crc|secure]
@@ -94,6 +94,7 @@ while flags_next; do
     --poller-nap-rings) flag_value POLLER_NAP_RINGS ;;
     --capacity) flag_value CAPACITY ;;
     --store-commit-window-us) flag_value STORE_COMMIT_WINDOW_US ;;
+    --store-zero-ahead-kb) flag_value STORE_ZERO_AHEAD_KB ;;
     --ring-bytes) flag_value RING_BYTES ;;
     --rdma-device) flag_value RDMA_DEVICE ;;
     --rdma-max-registered-mb) flag_value RDMA_MAX_REG_MB ;;
@@ -188,6 +189,7 @@ POLLER_NAP_US="$POLLER_NAP_US"
 POLLER_NAP_RINGS="$POLLER_NAP_RINGS"
 CAPACITY=$CAPACITY
 STORE_COMMIT_WINDOW_US="${STORE_COMMIT_WINDOW_US:-}"
+STORE_ZERO_AHEAD_KB="${STORE_ZERO_AHEAD_KB:-}"
 RING_BYTES="$RING_BYTES"
 RDMA_DEVICE="$RDMA_DEVICE"
 RDMA_MAX_REG_MB="$RDMA_MAX_REG_MB"
@@ -222,7 +224,7 @@ make_keys() {
 osd_settings() {
   local line
   for line in "ms-type=$MS_TYPE" "durability=$DURABILITY" "pollers=$POLLERS" \
-              "capacity=$CAPACITY" "store-commit-window-us=${STORE_COMMIT_WINDOW_US:-}" "poller-cpus=$POLLER_CPUS" "poller-spin-us=$POLLER_SPIN_US" \
+              "capacity=$CAPACITY" "store-commit-window-us=${STORE_COMMIT_WINDOW_US:-}" "store-zero-ahead-kb=${STORE_ZERO_AHEAD_KB:-}" "poller-cpus=$POLLER_CPUS" "poller-spin-us=$POLLER_SPIN_US" \
               "poller-wakeup-us=$POLLER_WAKEUP_US" "poller-nap-us=$POLLER_NAP_US" \
               "poller-nap-rings=$POLLER_NAP_RINGS" "ring-bytes=$RING_BYTES" \
               "rdma-device=$RDMA_DEVICE" "rdma-max-registered-mb=$RDMA_MAX_REG_MB" \
@@ -250,7 +252,7 @@ write_msgr_conf() {
     echo "pool-min-size = $POOL_MIN_SIZE"
     echo
     echo "[osd]"
-    osd_settings ms-type durability pollers capacity store-commit-window-us poller-cpus poller-spin-us \
+    osd_settings ms-type durability pollers capacity store-commit-window-us store-zero-ahead-kb poller-cpus poller-spin-us \
       poller-wakeup-us poller-nap-us poller-nap-rings ring-bytes rdma-max-registered-mb rdma-ring-min-kb pg-log-entries public-addr \
       public-network host ms-cluster-type
     echo
@@ -268,7 +270,7 @@ set_osd_section() {
     case "$flag" in
       --rdma-max-registered-mb) keys+=(rdma-max-registered-mb) ;;
       --host) keys+=(host) ;;
-      --ms-type|--durability|--pollers|--capacity|--store-commit-window-us|--poller-cpus|--poller-spin-us|\
+      --ms-type|--durability|--pollers|--capacity|--store-commit-window-us|--store-zero-ahead-kb|--poller-cpus|--poller-spin-us|\
       --poller-wakeup-us|--poller-nap-us|--poller-nap-rings|--ring-bytes|--rdma-device|--rdma-ring-min-kb|--pg-log-entries|--ms-mode|--auth|\
       --public-addr|--public-network|--ms-cluster-type) keys+=("${flag#--}") ;;
     esac

@@ -162,6 +162,7 @@ absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::s
                      stats_.log_bytes, " of capacity ", opts_.capacity_bytes, " used"));
   }
   if (opts_.mode != Durability::kMemory) {
+    WaitZeroingLocked(r.bytes);
     if (active_ == nullptr || (active_tail_ > 0 && active_tail_ + r.bytes > opts_.segment_bytes)) {
       if (absl::Status s = RollSegmentLocked(); !s.ok()) {
         ++stats_.append_errors;
@@ -224,6 +225,8 @@ void ObjectStore::Impl::RollbackLocked(const Reservation& r, const absl::Status&
     } else {
       PreallocateSegment(*r.seg);
     }
+    // The zeros past the tail went with the cut (fallocate makes unwritten space again).
+    if (zeroed_seg_ == r.seg) zeroed_end_ = std::min(zeroed_end_, active_tail_);
   } else {
     // A later record follows: leave the partial record; recovery skips it by checksum.
     spdlog::warn("store {}: failed record left at {} offset {} ({} bytes)", opts_.dir,

@@ -4,11 +4,21 @@
 // kBuffered / kMemory mode, or (b) an fdatasync that *started after* its pwritev
 // returned has succeeded, in kDurable mode. The flusher only takes writes already
 // in unsynced_ (i.e. completed) into a round, so (b) holds by construction.
-#include <chrono>
+//
+// Zeroing ahead (StoreOptions::zero_ahead_bytes): after a round of small records a
+// flusher writes zeros over the next chunk of the active segment, well ahead of its tail,
+// and syncs them; appends landing there later change no extent state, so their rounds'
+// fdatasync needs no journal commit. An append never lands in a range while it is being
+// zeroed (Reserve waits), so the zeros never overwrite a record.
 #include <pthread.h>
+#include <sys/uio.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "osd_sim/store/object_store_impl.h"
@@ -71,6 +81,7 @@ void ObjectStore::Impl::WhenDurable(uint64_t ticket, DurableCallback done) {
 }
 
 void ObjectStore::Impl::StartFlusher() {
+  zero_supported_ = opts_.zero_ahead_bytes > 0 && opts_.preallocate && HasUnwrittenExtents(opts_.dir);
   for (int i = 0; i < opts_.flush_threads; ++i) {
     flushers_.emplace_back([this, i] { FlusherLoop(i); });
     pthread_setname_np(flushers_.back().native_handle(), "store-flush");
@@ -148,14 +159,100 @@ void ObjectStore::Impl::FlusherLoop(int index) {
             status.message(), "); restart the OSD"));
       }
     }
-    for (const Unsynced& u : batch) MarkDurableLocked(u.seq, status, &fire);
+    uint64_t round_bytes = 0;
+    for (const Unsynced& u : batch) {
+      MarkDurableLocked(u.seq, status, &fire);
+      round_bytes += u.bytes;
+    }
     batch.clear();
     if (!fire.empty()) {
       mu_.Unlock();
       Fire(&fire);
       mu_.Lock();
     }
+    ZeroAheadLocked(index, round_bytes);
   }
+}
+
+void ObjectStore::Impl::WaitZeroingLocked(uint64_t bytes) {
+  while (zeroing_.seg != nullptr && zeroing_.seg.get() == active_ &&
+         AlignUp(active_tail_, kDirectAlign) + bytes > zeroing_.begin) {
+    ++stats_.zero_waits;
+    zero_cv_.Wait(&mu_);
+  }
+}
+
+void ObjectStore::Impl::ZeroAheadLocked(int index, uint64_t round_bytes) {
+  if (!zero_supported_ || opts_.zero_chunk_bytes == 0 || round_bytes > opts_.zero_round_max_bytes) {
+    return;
+  }
+  if (zero_failed_ || stopping_ || !sticky_error_.ok() || active_ == nullptr ||
+      zeroing_.seg != nullptr) {
+    return;
+  }
+  if (zeroed_seg_ != active_) {
+    zeroed_seg_ = active_;
+    zeroed_end_ = 0;
+  }
+  const uint64_t chunk = AlignUp(opts_.zero_chunk_bytes, kDirectAlign);
+  const uint64_t tail = AlignUp(active_tail_, kDirectAlign);
+  if (zeroed_end_ >= tail + opts_.zero_ahead_bytes) return;  // far enough ahead
+  // A chunk's gap from the tail, so that appends seldom reach a range being zeroed.
+  const uint64_t begin = std::max(zeroed_end_, tail + chunk);
+  const uint64_t end = std::min(begin + chunk, opts_.segment_bytes / kDirectAlign * kDirectAlign);
+  if (begin >= end) return;
+  zeroing_ = Zeroing{segments_.at(active_->id()).file, begin, end};
+  const Zeroing z = zeroing_;
+
+  mu_.Unlock();
+  // Only space that preallocation reserved: zeros past the file's end would take blocks
+  // from the records to come (where fallocate failed for want of room).
+  absl::StatusOr<uint64_t> size = z.seg->Size();
+  if (!size.ok() || *size < z.end) {
+    mu_.Lock();
+    zeroing_ = Zeroing{};
+    if (zeroed_seg_ == z.seg.get()) zeroed_end_ = UINT64_MAX;  // not this segment again
+    zero_cv_.SignalAll();
+    return;
+  }
+  if (opts_.zero_hook) opts_.zero_hook(z.seg->id(), z.begin, z.end);
+  // One block of zeros, repeated, through the page cache -- not O_DIRECT: records do not
+  // fill whole pages, and a buffered write into part of a page that is on disk but not
+  // in the cache reads it first (a synchronous read per append; measured 0.85x), while
+  // the zero pages stay cached. Then a sync that commits the extents' new state.
+  static constexpr size_t kZeroBlock = 256 << 10;
+  static const char* const zeros = [] {
+    void* p = std::aligned_alloc(kDirectAlign, kZeroBlock);
+    std::memset(p, 0, kZeroBlock);
+    return static_cast<const char*>(p);
+  }();
+  absl::Status s;
+  for (uint64_t off = z.begin; off < z.end && s.ok();) {
+    std::vector<struct iovec> iov;
+    uint64_t len = 0;
+    while (off + len < z.end && iov.size() < 64) {
+      const uint64_t n = std::min<uint64_t>(kZeroBlock, z.end - off - len);
+      iov.push_back({const_cast<char*>(zeros), n});
+      len += n;
+    }
+    s = z.seg->WriteFull(off, iov.data(), static_cast<int>(iov.size()));
+    off += len;
+  }
+  if (s.ok()) s = z.seg->Sync(index);
+  mu_.Lock();
+
+  if (!s.ok()) {
+    // A failed sync is sticky in the segment: the next round reports it. A failed write
+    // (no room where preallocation failed, an I/O error) only ends the zeroing.
+    spdlog::warn("store {}: zeroing ahead of the log's tail stopped: {}", opts_.dir,
+                 std::string(s.message()));
+    zero_failed_ = true;
+  } else {
+    stats_.zeroed_bytes += z.end - z.begin;
+    if (zeroed_seg_ == z.seg.get()) zeroed_end_ = std::max(zeroed_end_, z.end);
+  }
+  zeroing_ = Zeroing{};
+  zero_cv_.SignalAll();
 }
 
 }  // namespace msgr::store

@@ -193,6 +193,13 @@ class ObjectStore::Impl {
   void MarkDurableLocked(uint64_t seq, const absl::Status& s, Fired* fire)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlusherLoop(int index);  // `index` is also its SegmentFile::Sync stream
+  // Zeroing ahead of the tail (StoreOptions::zero_ahead_bytes), by a flusher after a
+  // round of `round_bytes`: claims the next chunk of the active segment, writes zeros
+  // there and syncs them (unlocking mu_ meanwhile). Returns at once if none is due.
+  void ZeroAheadLocked(int index, uint64_t round_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits while a record of `bytes` at the active tail would overlap the range being
+  // zeroed (the zeros could land after the record and erase it).
+  void WaitZeroingLocked(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Descriptors a segment opens for syncing: one per flusher (durable mode only).
   int SyncStreams() const {
     return opts_.mode == Durability::kDurable ? std::max(1, opts_.flush_threads) : 1;
@@ -234,6 +241,19 @@ class ObjectStore::Impl {
   int durable_waiters_ ABSL_GUARDED_BY(mu_) = 0;  // compactions in WaitDurableBelow
   absl::CondVar durable_cv_;
   absl::CondVar compact_cv_;  // wakes the compactor (a segment sealed, or stopping)
+  // Zeroing ahead: the range of the active segment being zeroed (`seg` null: none), and
+  // how far `zeroed_seg_` (the active segment when last zeroed) is zeroed.
+  struct Zeroing {
+    std::shared_ptr<SegmentFile> seg;
+    uint64_t begin = 0, end = 0;
+  };
+  Zeroing zeroing_ ABSL_GUARDED_BY(mu_);
+  const SegmentFile* zeroed_seg_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t zeroed_end_ ABSL_GUARDED_BY(mu_) = 0;
+  bool zero_failed_ ABSL_GUARDED_BY(mu_) = false;  // a zeroing write failed: no more
+  // Set by StartFlusher (the directory exists then), before the flushers that read it.
+  bool zero_supported_ = false;
+  absl::CondVar zero_cv_;                           // a zeroing write ended
   ThreadCpuGroup thread_cpu_;          // the flushers' and the compactor's CPU (GetStats)
   std::vector<std::thread> flushers_;  // flush_threads of them, kDurable only
   std::thread compactor_;              // background_compaction only

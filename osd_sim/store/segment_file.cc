@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -200,6 +201,14 @@ absl::Status SyncDir(const std::string& dir) {
   ::close(fd);
   if (rc != 0) return PosixError("fsync directory", dir, err);
   return absl::OkStatus();
+}
+
+bool HasUnwrittenExtents(const std::string& dir) {
+  constexpr long kExt = 0xEF53;      // ext2, ext3, ext4 (EXT4_SUPER_MAGIC)
+  constexpr long kXfs = 0x58465342;  // XFS_SUPER_MAGIC
+  struct statfs fs {};
+  if (::statfs(dir.c_str(), &fs) != 0) return false;
+  return static_cast<long>(fs.f_type) == kExt || static_cast<long>(fs.f_type) == kXfs;
 }
 
 }  // namespace msgr::store

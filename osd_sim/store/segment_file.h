@@ -102,6 +102,11 @@ bool ParseSegmentName(const std::string& name, uint64_t* id);
 // fsyncs directory `dir` so entries created in it (new segments) survive a crash.
 absl::Status SyncDir(const std::string& dir);
 
+// Whether `dir`'s filesystem allocates with *unwritten* extents (ext2/3/4, XFS): space
+// that fallocate reserved but nothing wrote, whose first write changes the extent map.
+// Elsewhere (tmpfs, btrfs's copy-on-write) writing zeros ahead of the log gains nothing.
+bool HasUnwrittenExtents(const std::string& dir);
+
 }  // namespace msgr::store
 
 #endif  // MSGR_OSD_SIM_STORE_SEGMENT_FILE_H_

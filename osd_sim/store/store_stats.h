@@ -56,6 +56,9 @@ inline constexpr HistogramDesc kFlushLatencyDesc{
     "rounds that did not wait the group-commit window (writes were arriving further apart)") \
   X(flush_latency_sum_us, kCounter, kNone, "sum of flush latencies, microseconds")           \
   X(flush_latency_max_us, kGauge, kNone, "longest flush, microseconds")                      \
+  /* Zeroing ahead of the tail (StoreOptions::zero_ahead_bytes). */                         \
+  X(zeroed_bytes, kCounter, kBytes, "bytes of the active segment written with zeros ahead of its tail") \
+  X(zero_waits, kCounter, kNone, "appends that waited for a zeroing write of their range to end") \
   /* Recovery (Open). */                                                                     \
   X(recovered_records, kCounter, kNone, "records found by recovery")                         \
   X(torn_records, kCounter, kNone, "records discarded at segment tails")                     \
