@@ -393,6 +393,7 @@ std::string StoreStats::ToString() const {
                       " deletes_kept=", deletes_kept,
                       " compaction_crc_errors=", compaction_crc_errors, " flushes=", flushes,
                       " flushed_appends=", flushed_appends, " max_batch=", max_batch,
+                      " zeroed_bytes=", zeroed_bytes, " zero_waits=", zero_waits,
                       " flush_us_sum=", flush_latency_sum_us, " flush_us_max=", flush_latency_max_us,
                       " recovered=", recovered_records, " aborted_writes=", writes_aborted,
                       " orphan_parts=", orphan_parts, " torn=", torn_records,

@@ -151,6 +151,8 @@ absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::s
   r.bytes = want_direct ? RecordBytes(oid.size(), payload_len, layout | kRecordAlignedPayload) + kDirectAlign
                         : RecordBytes(oid.size(), payload_len, layout);
   absl::MutexLock l(&mu_);
+  // First, as it may let go of mu_: everything checked below must hold when it returns.
+  if (opts_.mode != Durability::kMemory) WaitZeroingLocked(r.bytes);
   if (!sticky_error_.ok()) return sticky_error_;
   // A compaction copy is not refused by the capacity: it is there to free a segment.
   if (apply_seq == 0 && opts_.capacity_bytes != 0 &&
@@ -162,7 +164,6 @@ absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::s
                      stats_.log_bytes, " of capacity ", opts_.capacity_bytes, " used"));
   }
   if (opts_.mode != Durability::kMemory) {
-    WaitZeroingLocked(r.bytes);
     if (active_ == nullptr || (active_tail_ > 0 && active_tail_ + r.bytes > opts_.segment_bytes)) {
       if (absl::Status s = RollSegmentLocked(); !s.ok()) {
         ++stats_.append_errors;
@@ -214,6 +215,9 @@ void ObjectStore::Impl::RollbackLocked(const Reservation& r, const absl::Status&
   not_durable_.erase(r.seq);  // Append returns `why`: the caller never learns this ticket
   NotDurableShrankLocked();
   if (r.direct) --direct_in_flight_;
+  // The cut below must not race a zeroing of this segment (its zeros would land past
+  // the new end, taking blocks if the space is not preallocated again).
+  while (zeroing_.seg != nullptr && zeroing_.seg.get() == r.seg) zero_cv_.Wait(&mu_);
   if (r.seg == active_ && active_tail_ == r.pos + r.bytes) {
     // Nobody reserved space after us: give it back and cut what was partly written
     // (the space after the tail must read as zeros again for the recovery scan).
@@ -226,7 +230,7 @@ void ObjectStore::Impl::RollbackLocked(const Reservation& r, const absl::Status&
       PreallocateSegment(*r.seg);
     }
     // The zeros past the tail went with the cut (fallocate makes unwritten space again).
-    if (zeroed_seg_ == r.seg) zeroed_end_ = std::min(zeroed_end_, active_tail_);
+    if (zeroed_seg_id_ == r.seg->id()) zeroed_end_ = std::min(zeroed_end_, active_tail_);
   } else {
     // A later record follows: leave the partial record; recovery skips it by checksum.
     spdlog::warn("store {}: failed record left at {} offset {} ({} bytes)", opts_.dir,

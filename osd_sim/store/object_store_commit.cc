@@ -12,6 +12,7 @@
 // zeroed (Reserve waits), so the zeros never overwrite a record.
 #include <pthread.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -175,9 +176,13 @@ void ObjectStore::Impl::FlusherLoop(int index) {
 }
 
 void ObjectStore::Impl::WaitZeroingLocked(uint64_t bytes) {
+  bool waited = false;
+  // A record that starts a new segment does not land in this one's zeroed range.
   while (zeroing_.seg != nullptr && zeroing_.seg.get() == active_ &&
+         !(active_tail_ > 0 && active_tail_ + bytes > opts_.segment_bytes) &&
          AlignUp(active_tail_, kDirectAlign) + bytes > zeroing_.begin) {
-    ++stats_.zero_waits;
+    if (!waited) ++stats_.zero_waits;
+    waited = true;
     zero_cv_.Wait(&mu_);
   }
 }
@@ -190,16 +195,21 @@ void ObjectStore::Impl::ZeroAheadLocked(int index, uint64_t round_bytes) {
       zeroing_.seg != nullptr) {
     return;
   }
-  if (zeroed_seg_ != active_) {
-    zeroed_seg_ = active_;
+  if (zeroed_seg_id_ != active_->id()) {
+    zeroed_seg_id_ = active_->id();
     zeroed_end_ = 0;
   }
-  const uint64_t chunk = AlignUp(opts_.zero_chunk_bytes, kDirectAlign);
-  const uint64_t tail = AlignUp(active_tail_, kDirectAlign);
+  // Zeros start on a page of their own: a page shared with the last record could be
+  // written back over that record's O_DIRECT write. Chunks of at most half the lead, so
+  // that a chunk's gap from the tail leaves room to zero ahead.
+  static const uint64_t kPage = std::max<uint64_t>(kDirectAlign, static_cast<uint64_t>(sysconf(_SC_PAGESIZE)));
+  const uint64_t chunk = std::min(opts_.zero_chunk_bytes, opts_.zero_ahead_bytes / 2) / kPage * kPage;
+  if (chunk == 0) return;
+  const uint64_t tail = AlignUp(active_tail_, kPage);
   if (zeroed_end_ >= tail + opts_.zero_ahead_bytes) return;  // far enough ahead
   // A chunk's gap from the tail, so that appends seldom reach a range being zeroed.
   const uint64_t begin = std::max(zeroed_end_, tail + chunk);
-  const uint64_t end = std::min(begin + chunk, opts_.segment_bytes / kDirectAlign * kDirectAlign);
+  const uint64_t end = std::min(begin + chunk, opts_.segment_bytes / kPage * kPage);
   if (begin >= end) return;
   zeroing_ = Zeroing{segments_.at(active_->id()).file, begin, end};
   const Zeroing z = zeroing_;
@@ -211,7 +221,7 @@ void ObjectStore::Impl::ZeroAheadLocked(int index, uint64_t round_bytes) {
   if (!size.ok() || *size < z.end) {
     mu_.Lock();
     zeroing_ = Zeroing{};
-    if (zeroed_seg_ == z.seg.get()) zeroed_end_ = UINT64_MAX;  // not this segment again
+    if (zeroed_seg_id_ == z.seg->id()) zeroed_end_ = UINT64_MAX;  // not this segment again
     zero_cv_.SignalAll();
     return;
   }
@@ -249,7 +259,7 @@ void ObjectStore::Impl::ZeroAheadLocked(int index, uint64_t round_bytes) {
     zero_failed_ = true;
   } else {
     stats_.zeroed_bytes += z.end - z.begin;
-    if (zeroed_seg_ == z.seg.get()) zeroed_end_ = std::max(zeroed_end_, z.end);
+    if (zeroed_seg_id_ == z.seg->id()) zeroed_end_ = std::max(zeroed_end_, z.end);
   }
   zeroing_ = Zeroing{};
   zero_cv_.SignalAll();

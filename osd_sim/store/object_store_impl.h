@@ -198,7 +198,8 @@ class ObjectStore::Impl {
   // there and syncs them (unlocking mu_ meanwhile). Returns at once if none is due.
   void ZeroAheadLocked(int index, uint64_t round_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits while a record of `bytes` at the active tail would overlap the range being
-  // zeroed (the zeros could land after the record and erase it).
+  // zeroed (the zeros could land after the record and erase it). Lets go of mu_ while it
+  // waits.
   void WaitZeroingLocked(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Descriptors a segment opens for syncing: one per flusher (durable mode only).
   int SyncStreams() const {
@@ -242,13 +243,13 @@ class ObjectStore::Impl {
   absl::CondVar durable_cv_;
   absl::CondVar compact_cv_;  // wakes the compactor (a segment sealed, or stopping)
   // Zeroing ahead: the range of the active segment being zeroed (`seg` null: none), and
-  // how far `zeroed_seg_` (the active segment when last zeroed) is zeroed.
+  // how far segment `zeroed_seg_id_` (the active one when last zeroed) is zeroed.
   struct Zeroing {
     std::shared_ptr<SegmentFile> seg;
     uint64_t begin = 0, end = 0;
   };
   Zeroing zeroing_ ABSL_GUARDED_BY(mu_);
-  const SegmentFile* zeroed_seg_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t zeroed_seg_id_ ABSL_GUARDED_BY(mu_) = 0;  // ids start at 1 and are not reused
   uint64_t zeroed_end_ ABSL_GUARDED_BY(mu_) = 0;
   bool zero_failed_ ABSL_GUARDED_BY(mu_) = false;  // a zeroing write failed: no more
   // Set by StartFlusher (the directory exists then), before the flushers that read it.
