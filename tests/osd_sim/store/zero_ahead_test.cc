@@ -2,8 +2,10 @@
 // zeros over the active segment ahead of its tail after rounds of small records, never
 // after rounds of large ones; a record never lands in a range while it is being zeroed
 // (the zeros would erase it); what was appended reads back, before and after a reopen.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "osd_sim/store/object_store.h"
+#include "osd_sim/store/record.h"
 #include "osd_sim/store/segment_file.h"
 #include "tests/osd_sim/store/store_test_util.h"
 
@@ -157,6 +160,68 @@ TEST(ZeroAheadTest, AnAppendWaitsForTheZeroingOfItsRange) {
   ASSERT_TRUE(last.ok()) << last.status();
   ASSERT_TRUE(store.WaitDurable(*last).ok());
   ExpectAllReadBack(store, records + 1, 4096);
+}
+
+// Appends that waited at the edge of a range being zeroed are checked against the
+// capacity when they go on, not before they waited: with room for two more records, two of
+// four waiting writers succeed and two are refused as full.
+TEST(ZeroAheadTest, AppendsThatWaitedForAZeroingStillRespectTheCapacity) {
+  StoreOptions o = ZeroOptions(FreshDir("zero-capacity"));
+  SKIP_WITHOUT_UNWRITTEN_EXTENTS(o.dir);
+  auto oid = [](int i) {
+    char b[16];
+    std::snprintf(b, sizeof b, "w%04d", i);
+    return std::string(b);
+  };
+  const uint64_t rb = RecordBytes(oid(0).size(), 4096);
+  // The store zeroes its first chunk from AlignUp(rb, page) + chunk after record 0's round;
+  // record n waits if AlignUp(n * rb, 4 KiB) + rb passes that.
+  const uint64_t chunk = std::min(o.zero_chunk_bytes, o.zero_ahead_bytes / 2);
+  const uint64_t begin = AlignUp(rb, 4096) + chunk;
+  int n = 1;
+  while (AlignUp(n * rb, 4096) + rb <= begin) ++n;
+  o.capacity_bytes = (n + 2) * rb;
+  absl::Notification claimed, release;
+  std::atomic<int> hooked{0};
+  o.zero_hook = [&](uint64_t, uint64_t b, uint64_t) {
+    if (hooked.fetch_add(1) != 0) return;
+    EXPECT_EQ(b, begin);
+    claimed.Notify();
+    release.WaitForNotificationWithTimeout(absl::Seconds(60));
+  };
+  auto opened = ObjectStore::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  ObjectStore& store = **opened;
+  auto first = Put(store, oid(0), 0, Pattern(oid(0), 4096));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(store.WaitDurable(*first).ok());
+  ASSERT_TRUE(claimed.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  for (int i = 1; i < n; ++i) ASSERT_TRUE(Put(store, oid(i), 0, Pattern(oid(i), 4096)).ok());
+  std::atomic<int> ok{0}, full{0}, other{0};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 4; ++w) {
+    writers.emplace_back([&, w] {
+      auto t = Put(store, oid(n + w), 0, Pattern(oid(n + w), 4096));
+      if (t.ok()) {
+        ++ok;
+      } else if (absl::IsResourceExhausted(t.status())) {
+        ++full;
+      } else {
+        ++other;
+      }
+    });
+  }
+  for (int i = 0; i < 3000 && store.GetStats().zero_waits < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(store.GetStats().zero_waits, 4u) << "the writers did not all wait at the edge";
+  release.Notify();
+  for (auto& t : writers) t.join();
+  EXPECT_EQ(ok.load(), 2);
+  EXPECT_EQ(full.load(), 2);
+  EXPECT_EQ(other.load(), 0);
+  const StoreStats st = store.GetStats();
+  EXPECT_LE(st.log_bytes, o.capacity_bytes) << st.ToString();
 }
 
 }  // namespace
