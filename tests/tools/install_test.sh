@@ -14,7 +14,10 @@ bash "$TOOLS/install.sh" --root "$STAGE" --no-build || fail "install.sh failed"
 for b in msgr-mon msgr-osd msgr-monctl msgr-admin msgr-bench msgr; do
   [[ -x "$STAGE/usr/local/bin/$b" ]] || fail "no executable $b"
 done
-"$STAGE/usr/local/bin/msgr-osd" --help | grep -q -- "--public-addr" || fail "msgr-osd --help"
+# Captured first: `--help | grep -q` under pipefail fails once the text passes a pipe write
+# (grep exits at its match, the next write gets SIGPIPE).
+osd_help=$("$STAGE/usr/local/bin/msgr-osd" --help) || fail "msgr-osd --help exited $?"
+grep -q -- "--public-addr" <<<"$osd_help" || fail "msgr-osd --help"
 for f in cluster.sh bench.sh hosts.sh msgr.sh lib/flags.sh lib/pki.sh; do
   [[ -f "$STAGE/usr/local/share/msgr/tools/$f" ]] || fail "no tools/$f"
 done
