@@ -16,9 +16,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -188,11 +187,8 @@ void ObjectStore::Impl::WaitZeroingLocked(uint64_t bytes) {
 }
 
 void ObjectStore::Impl::ZeroAheadLocked(int index, uint64_t round_bytes) {
-  if (!zero_supported_ || opts_.zero_chunk_bytes == 0 || round_bytes > opts_.zero_round_max_bytes) {
-    return;
-  }
-  if (zero_failed_ || stopping_ || !sticky_error_.ok() || active_ == nullptr ||
-      zeroing_.seg != nullptr) {
+  if (!zero_supported_ || round_bytes > opts_.zero_round_max_bytes || zero_failed_ ||
+      stopping_ || !sticky_error_.ok() || active_ == nullptr || zeroing_.seg != nullptr) {
     return;
   }
   if (zeroed_seg_id_ != active_->id()) {
@@ -217,43 +213,30 @@ void ObjectStore::Impl::ZeroAheadLocked(int index, uint64_t round_bytes) {
   mu_.Unlock();
   // Only space that preallocation reserved: zeros past the file's end would take blocks
   // from the records to come (where fallocate failed for want of room).
-  absl::StatusOr<uint64_t> size = z.seg->Size();
-  if (!size.ok() || *size < z.end) {
-    mu_.Lock();
-    zeroing_ = Zeroing{};
-    if (zeroed_seg_id_ == z.seg->id()) zeroed_end_ = UINT64_MAX;  // not this segment again
-    zero_cv_.SignalAll();
-    return;
-  }
-  if (opts_.zero_hook) opts_.zero_hook(z.seg->id(), z.begin, z.end);
-  // One block of zeros, repeated, through the page cache -- not O_DIRECT: records do not
-  // fill whole pages, and a buffered write into part of a page that is on disk but not
-  // in the cache reads it first (a synchronous read per append; measured 0.85x), while
-  // the zero pages stay cached. Then a sync that commits the extents' new state.
-  static constexpr size_t kZeroBlock = 256 << 10;
-  static const char* const zeros = [] {
-    void* p = std::aligned_alloc(kDirectAlign, kZeroBlock);
-    std::memset(p, 0, kZeroBlock);
-    return static_cast<const char*>(p);
-  }();
+  const absl::StatusOr<uint64_t> size = z.seg->Size();
+  const bool preallocated = size.ok() && *size >= z.end;
   absl::Status s;
-  for (uint64_t off = z.begin; off < z.end && s.ok();) {
-    std::vector<struct iovec> iov;
-    uint64_t len = 0;
-    while (off + len < z.end && iov.size() < 64) {
-      const uint64_t n = std::min<uint64_t>(kZeroBlock, z.end - off - len);
-      iov.push_back({const_cast<char*>(zeros), n});
-      len += n;
+  if (preallocated) {
+    if (opts_.zero_hook) opts_.zero_hook(z.seg->id(), z.begin, z.end);
+    // One block of zeros, repeated, through the page cache -- not O_DIRECT: records do
+    // not fill whole pages, and a buffered write into part of a page that is on disk but
+    // not in the cache reads it first (a synchronous read per append; measured 0.85x),
+    // while the zero pages stay cached. Then a sync that commits the extents' new state.
+    static constexpr size_t kZeroBlock = 256 << 10;
+    static const std::string* const zeros = new std::string(kZeroBlock, '\0');
+    for (uint64_t off = z.begin; off < z.end && s.ok(); off += kZeroBlock) {
+      struct iovec iov = {const_cast<char*>(zeros->data()), std::min<uint64_t>(kZeroBlock, z.end - off)};
+      s = z.seg->WriteFull(off, &iov, 1);
     }
-    s = z.seg->WriteFull(off, iov.data(), static_cast<int>(iov.size()));
-    off += len;
+    if (s.ok()) s = z.seg->Sync(index);
   }
-  if (s.ok()) s = z.seg->Sync(index);
   mu_.Lock();
 
-  if (!s.ok()) {
+  if (!preallocated) {
+    if (zeroed_seg_id_ == z.seg->id()) zeroed_end_ = UINT64_MAX;  // not this segment again
+  } else if (!s.ok()) {
     // A failed sync is sticky in the segment: the next round reports it. A failed write
-    // (no room where preallocation failed, an I/O error) only ends the zeroing.
+    // (an I/O error) only ends the zeroing.
     spdlog::warn("store {}: zeroing ahead of the log's tail stopped: {}", opts_.dir,
                  std::string(s.message()));
     zero_failed_ = true;

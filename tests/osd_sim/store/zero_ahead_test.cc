@@ -48,6 +48,32 @@ void ExpectAllReadBack(ObjectStore& store, int n, size_t len) {
   if (!HasUnwrittenExtents(dir))                                                           \
   GTEST_SKIP() << (dir) << " is not on ext2/3/4 or XFS: the store does not zero ahead there"
 
+// Holds the store's first zeroing (its hook blocks until `release`) and says which range
+// it claimed. Declared before the store: the store's flusher calls it.
+struct HeldZeroing {
+  std::atomic<uint64_t> begin{0}, end{0};
+  std::atomic<int> calls{0};
+  absl::Notification claimed, release;
+
+  void Install(StoreOptions* o) {
+    o->zero_hook = [this](uint64_t, uint64_t b, uint64_t e) {
+      if (calls.fetch_add(1) != 0) return;  // hold the first chunk only
+      begin = b;
+      end = e;
+      claimed.Notify();
+      release.WaitForNotificationWithTimeout(absl::Seconds(60));
+    };
+  }
+};
+
+// Waits (up to 30 s) until `n` appends have waited for a zeroing; returns how many have.
+uint64_t WaitForZeroWaits(ObjectStore& store, uint64_t n) {
+  for (int i = 0; i < 3000 && store.GetStats().zero_waits < n; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return store.GetStats().zero_waits;
+}
+
 TEST(ZeroAheadTest, SmallRecordsAreZeroedAheadAndReadBackAfterAReopen) {
   const std::string dir = FreshDir("zero-small");
   SKIP_WITHOUT_UNWRITTEN_EXTENTS(dir);
@@ -114,27 +140,19 @@ TEST(ZeroAheadTest, OffWritesNoZeros) {
 TEST(ZeroAheadTest, AnAppendWaitsForTheZeroingOfItsRange) {
   StoreOptions o = ZeroOptions(FreshDir("zero-race"));
   SKIP_WITHOUT_UNWRITTEN_EXTENTS(o.dir);
-  std::atomic<uint64_t> begin{0}, end{0};
-  absl::Notification claimed, release;
-  std::atomic<int> hooked{0};
-  o.zero_hook = [&](uint64_t, uint64_t b, uint64_t e) {
-    if (hooked.fetch_add(1) != 0) return;  // hold the first chunk only
-    begin = b;
-    end = e;
-    claimed.Notify();
-    release.WaitForNotificationWithTimeout(absl::Seconds(60));
-  };
+  HeldZeroing held;
+  held.Install(&o);
   auto opened = ObjectStore::Open(o);
   ASSERT_TRUE(opened.ok()) << opened.status();
   ObjectStore& store = **opened;
   auto first = Put(store, Oid(0), 0, Pattern(Oid(0), 4096));
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(store.WaitDurable(*first).ok());  // a small round: the zeroing starts
-  ASSERT_TRUE(claimed.WaitForNotificationWithTimeout(absl::Seconds(30)));
-  ASSERT_GT(end.load(), begin.load());
+  ASSERT_TRUE(held.claimed.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_GT(held.end.load(), held.begin.load());
 
   // Enough 4 KiB records to reach past the held range's end.
-  const int records = static_cast<int>(end.load() / 4096) + 8;
+  const int records = static_cast<int>(held.end.load() / 4096) + 8;
   std::atomic<int> appended{1};
   std::atomic<int> errors{0};
   std::thread writer([&] {
@@ -144,15 +162,12 @@ TEST(ZeroAheadTest, AnAppendWaitsForTheZeroingOfItsRange) {
     }
   });
   // The writer stops at the range's edge and waits there.
-  for (int i = 0; i < 3000 && store.GetStats().zero_waits == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_GE(store.GetStats().zero_waits, 1u);
+  EXPECT_GE(WaitForZeroWaits(store, 1), 1u);
   const int before = appended.load();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(appended.load(), before) << "appends went on while their range was being zeroed";
-  EXPECT_LT(static_cast<uint64_t>(before) * 4096, end.load());
-  release.Notify();
+  EXPECT_LT(static_cast<uint64_t>(before) * 4096, held.end.load());
+  held.release.Notify();
   writer.join();
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(appended.load(), records);
@@ -181,21 +196,16 @@ TEST(ZeroAheadTest, AppendsThatWaitedForAZeroingStillRespectTheCapacity) {
   int n = 1;
   while (AlignUp(n * rb, 4096) + rb <= begin) ++n;
   o.capacity_bytes = (n + 2) * rb;
-  absl::Notification claimed, release;
-  std::atomic<int> hooked{0};
-  o.zero_hook = [&](uint64_t, uint64_t b, uint64_t) {
-    if (hooked.fetch_add(1) != 0) return;
-    EXPECT_EQ(b, begin);
-    claimed.Notify();
-    release.WaitForNotificationWithTimeout(absl::Seconds(60));
-  };
+  HeldZeroing held;
+  held.Install(&o);
   auto opened = ObjectStore::Open(o);
   ASSERT_TRUE(opened.ok()) << opened.status();
   ObjectStore& store = **opened;
   auto first = Put(store, oid(0), 0, Pattern(oid(0), 4096));
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(store.WaitDurable(*first).ok());
-  ASSERT_TRUE(claimed.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_TRUE(held.claimed.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(held.begin.load(), begin);
   for (int i = 1; i < n; ++i) ASSERT_TRUE(Put(store, oid(i), 0, Pattern(oid(i), 4096)).ok());
   std::atomic<int> ok{0}, full{0}, other{0};
   std::vector<std::thread> writers;
@@ -211,11 +221,8 @@ TEST(ZeroAheadTest, AppendsThatWaitedForAZeroingStillRespectTheCapacity) {
       }
     });
   }
-  for (int i = 0; i < 3000 && store.GetStats().zero_waits < 4; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(store.GetStats().zero_waits, 4u) << "the writers did not all wait at the edge";
-  release.Notify();
+  EXPECT_EQ(WaitForZeroWaits(store, 4), 4u) << "the writers did not all wait at the edge";
+  held.release.Notify();
   for (auto& t : writers) t.join();
   EXPECT_EQ(ok.load(), 2);
   EXPECT_EQ(full.load(), 2);
