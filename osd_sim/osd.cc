@@ -267,6 +267,11 @@ absl::Status Osd::Init() {
   ro.self = options_.id;
   ro.ms_type = cluster_type;
   replicator_ = std::make_unique<Replicator>(ro, peer_messenger, &pg_log_);
+  // A primary's pollers hold client records until the replicas ack their copies: over rdma
+  // they reap those acks themselves while they would otherwise nap (PollerOptions::ack_spin).
+  if (cluster_type == "rdma") {
+    for (auto& p : pollers_) p->SetAckPoll([peer_messenger] { return peer_messenger->Poll(); });
+  }
   registry_.Add({"replication", -1, [this] {
                    return std::vector{replicator_->counters().Group("replication")};
                  }});

@@ -153,6 +153,15 @@ void Poller::RemoveRings(const Connection* conn) {
   Wake();
 }
 
+void Poller::SetAckPoll(absl::AnyInvocable<bool()> poll) {
+  {
+    absl::MutexLock l(&mu_);
+    new_ack_poll_ = std::move(poll);
+  }
+  control_pending_.store(true);
+  Wake();
+}
+
 void Poller::PublishLocked() {
   // Ops in flight and the slow ones: pending is in drain order, so the slow ones are a
   // prefix of each ring's (O(rings + slow ops) per publish, every 10 ms or before a sleep;
@@ -284,6 +293,8 @@ void Poller::ApplyControl() {
   {
     absl::MutexLock l(&mu_);
     ops.swap(control_);
+    if (new_ack_poll_) ack_poll_ = std::move(new_ack_poll_);
+    new_ack_poll_ = nullptr;
     PublishLocked();
   }
   for (ControlOp& op : ops) {
@@ -593,6 +604,18 @@ void Poller::Run() {
     Nap(count);
     idle_since = NowNs();
   };
+  // Waits for held records' acks that ack_poll_ can reap (PollerOptions::ack_spin): from
+  // the pass that found the poller holding records with nothing else to do to the pass
+  // that completed some. Short: ended within the spin by acks the poller reaped itself.
+  // Long: napped after the budget, or ended by completions of other threads (the store's
+  // syncs: the spin only took their CPU).
+  SpinPolicy ack_policy(SpinPolicy::Options{
+      static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.ack_spin)),
+      static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.ack_spin)), true});
+  uint64_t held_since = 0;
+  uint64_t ack_spin_budget = 0;  // 0: this held period naps at once
+  bool held_napped = false;
+  bool held_reaped = false;  // ack_poll_ delivered acks in this held period
   auto records_at = [&](uint64_t at, bool slept) {
     if (idle == Idle::kSpinning) spin_policy.EndIdle(at - unsignalled_work_at, slept);
     idle = Idle::kBusy;
@@ -626,11 +649,22 @@ void Poller::Run() {
     if (unsignalled) {
       records_at(now, idle_slept);
     } else if (acked) {
+      if (idle == Idle::kHeld && ack_spin_budget > 0) {
+        ack_policy.EndIdle(held_reaped ? now - held_since : UINT64_MAX, held_napped);
+        if (held_reaped && !held_napped) ++counters_.ack_spin_hits;
+      }
       idle = Idle::kBusy;  // a new period, from the acks
       unsignalled_work_at = now;
     } else if (idle == Idle::kBusy) {
       if (held) {
         idle = Idle::kHeld;
+        held_since = now;
+        held_napped = false;
+        held_reaped = false;
+        ack_spin_budget = ack_poll_ && options_.ack_spin > absl::ZeroDuration()
+                              ? ack_policy.BeginIdle()
+                              : 0;
+        if (ack_spin_budget > 0) ++counters_.ack_spins;
       } else {
         idle = Idle::kSpinning;
         idle_slept = false;
@@ -648,7 +682,15 @@ void Poller::Run() {
       idle_since = now;
     } else {
       ++counters_.poll_misses;
-      if (idle == Idle::kHeld && nap_ns > 0 && now - unsignalled_work_at < kHeldNapsNs) {
+      if (idle == Idle::kHeld && now - held_since < ack_spin_budget) {
+        // The acks' next pass completes them (their callbacks ran on this thread).
+        if (ack_poll_()) {
+          held_reaped = true;
+        } else {
+          sched_yield();
+        }
+      } else if (idle == Idle::kHeld && nap_ns > 0 && now - unsignalled_work_at < kHeldNapsNs) {
+        held_napped = true;
         nap_from(now, &counters_.held_naps);  // a store completion ends it; no doorbell needed
       } else if (idle != Idle::kSpinning || now - unsignalled_work_at >= spin_budget) {
         counters_.spin_ns += now - idle_since;

@@ -102,6 +102,12 @@ struct PollerOptions {
   // nap_rings 0 or nap 0: never nap.
   absl::Duration nap = absl::Microseconds(100);
   size_t nap_rings = 8;
+  // While records wait for acks the poller can reap itself (Poller::SetAckPoll: a primary's
+  // replica writes over rdma), it polls for them, yielding between looks, for up to
+  // `ack_spin` -- hybrid polling again: only while most such waits end sooner (memory
+  // mode, small records), never where they take a sync or a large copy, which keeps
+  // naps. 0: never.
+  absl::Duration ack_spin = absl::Microseconds(200);
   int cpu = -1;                                   // pin the thread to this CPU (-1: no)
   size_t max_batch = 256;                         // records taken per ring per pass
   // The longest one sleep lasts. Every event that matters (a record on a signalled ring, a
@@ -143,6 +149,9 @@ struct InFlightWrite {
   X(naps, kCounter, kNone, "naps between looks instead of spinning (many producers)")        \
   X(held_naps, kCounter, kNone,                                                              \
     "naps while the store held records (durable): the next ones found with no doorbell")   \
+  X(ack_spins, kCounter, kNone,                                                              \
+    "waits for held records' acks (replicas) the poller polled for itself (ack_spin)")      \
+  X(ack_spin_hits, kCounter, kNone, "of those, ended by acks within the spin, no wake-up")    \
   X(spin_short_pm, kGauge, kNone, "per mille of recent idle periods shorter than a wake-up")  \
   X(acks_sent, kCounter, kNone, "ring releases (acks) sent to peers")                        \
   X(completion_wakes, kCounter, kNone,                                                       \
@@ -194,6 +203,12 @@ class Poller {
   // ring memory. Empty after `timeout` if the thread does not answer, or once it stopped.
   std::vector<InFlightWrite> DumpInFlight(absl::Duration timeout = absl::Seconds(2));
   int index() const { return index_; }
+  // Acks this poller may reap itself while records wait for them: `poll` runs one round
+  // of a messenger's completion work on the poller's thread (Messenger::Poll, true if it
+  // delivered something) -- the primary's replica sessions over rdma, whose acks would
+  // otherwise reach the poller through the messenger's completion thread and a wake-up.
+  // Any thread; applied on the poller's next pass.
+  void SetAckPoll(absl::AnyInvocable<bool()> poll);
 
  private:
   struct Pending;
@@ -256,6 +271,7 @@ class Poller {
     std::shared_ptr<RecvRing> ring;  // AddRing: the ring
   };
   std::vector<ControlOp> control_ ABSL_GUARDED_BY(mu_);
+  absl::AnyInvocable<bool()> new_ack_poll_ ABSL_GUARDED_BY(mu_);  // SetAckPoll, not applied
   std::set<const Connection*> conns_ ABSL_GUARDED_BY(mu_);  // has_rings_of
   std::vector<std::shared_ptr<DumpRequest>> dumps_ ABSL_GUARDED_BY(mu_);  // DumpInFlight
   bool exited_ ABSL_GUARDED_BY(mu_) = false;  // the thread answers no more dumps
@@ -265,6 +281,7 @@ class Poller {
 
   std::vector<std::unique_ptr<RingState>> rings_;  // poller thread only
   std::vector<RecordAck> failed_;                  // poller thread only: Complete's scratch
+  absl::AnyInvocable<bool()> ack_poll_;            // poller thread only: SetAckPoll's
   PollerCounters counters_;                        // poller thread only
   LatencyHistogram op_latency_{&kOpLatencyDesc};   // recorded by the poller thread
   std::atomic<bool> stop_{false};

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -753,6 +754,78 @@ TEST(PollerTest, TimeSpentOnRecordsIsNotCountedAsSpinning) {
   EXPECT_TRUE(CountersWhen(*rig.poller, [](const PollerCounters& c) { return c.records >= 40; }));
   // 40 records x 5 ms = 200 ms of work on the poller's thread.
   EXPECT_LT(rig.poller->counters().spin_ns, 50'000'000u);
+}
+
+// A primary's records wait for their replicas' acks; over rdma the poller reaps those acks
+// itself (SetAckPoll) while it would otherwise nap: here only the ack poll completes the
+// records (nobody else flushes the store), on the poller's own thread, and each wait ends
+// within the spin, with no wake-up.
+TEST(PollerTest, HeldRecordsAreAckedByAcksThePollerReapsItself) {
+  Rig rig(PollerOptions{}, /*unsignalled=*/true);
+  std::atomic<size_t> polls{0};
+  std::mutex mu;
+  std::set<std::thread::id> reaped_on;
+  rig.poller->SetAckPoll([&] {
+    ++polls;
+    {
+      std::lock_guard<std::mutex> l(rig.sink.mu);
+      if (rig.sink.waiting.empty()) return false;
+    }
+    {
+      std::lock_guard<std::mutex> l(mu);
+      reaped_on.insert(std::this_thread::get_id());
+    }
+    rig.sink.Flush();  // the replicas' acks: the records are done
+    return true;
+  });
+  constexpr uint64_t kRecords = 20;
+  for (uint64_t t = 1; t <= kRecords; ++t) {
+    Produce(&rig.prod, rig.ring.get(), "replicated", "a primary's record", t);
+    ASSERT_TRUE(WaitFor([&] {
+      std::lock_guard<std::mutex> l(rig.conn->mu);
+      return rig.conn->acked.count(t) == 1;
+    })) << "record " << t << " was never acked: nobody reaped its acks";
+  }
+  {
+    std::lock_guard<std::mutex> l(mu);
+    ASSERT_EQ(reaped_on.size(), 1u);
+    EXPECT_NE(*reaped_on.begin(), std::this_thread::get_id());
+  }
+  EXPECT_GE(polls.load(), kRecords);
+  EXPECT_TRUE(CountersWhen(*rig.poller, [&](const PollerCounters& c) {
+    return c.ack_spins >= kRecords && c.ack_spin_hits >= kRecords;
+  })) << "ack_spins " << rig.poller->counters().ack_spins << " hits "
+      << rig.poller->counters().ack_spin_hits;
+}
+
+// Where held records are completed by other threads (the store's syncs), polling for acks
+// only takes their CPU: the spin policy learns it and the poller naps again (a probe spins
+// one wait in eight), so most of these waits do not poll at all.
+TEST(PollerTest, AckSpinStopsWhereOtherThreadsCompleteTheHeldRecords) {
+  Rig rig(PollerOptions{}, /*unsignalled=*/true);
+  std::atomic<size_t> polls{0};
+  rig.poller->SetAckPoll([&] {
+    ++polls;
+    return false;  // no replica acks to reap
+  });
+  constexpr uint64_t kRecords = 48;
+  for (uint64_t t = 1; t <= kRecords; ++t) {
+    Produce(&rig.prod, rig.ring.get(), "synced", "a record the store holds", t);
+    ASSERT_TRUE(WaitFor([&] {
+      std::lock_guard<std::mutex> l(rig.sink.mu);
+      return rig.sink.waiting.size() == 1;
+    }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the sync
+    ASSERT_TRUE(FlushUntilAcked(rig.sink, *rig.conn, t));
+  }
+  ASSERT_TRUE(CountersWhen(*rig.poller, [&](const PollerCounters& c) {
+    return c.records == kRecords;
+  }));
+  const PollerCounters c = rig.poller->counters();
+  EXPECT_EQ(c.ack_spin_hits, 0u);
+  EXPECT_GE(c.ack_spins, 1u) << "the first waits poll";
+  EXPECT_LT(c.ack_spins, kRecords / 2) << "the policy must stop polling where it never pays";
+  EXPECT_GT(polls.load(), 0u);
 }
 
 // A poller with one HookedRing whose sleeps are long (60 s): a lost wake-up cannot pass for
