@@ -17,7 +17,7 @@
 // before sleeping: spinning that long costs at most one wake-up's worth of CPU per period
 // and saves a wake-up in most of them (a caller whose wake-ups cost several times its
 // spin lowers the bar: `min_short_permille`). Below it, it sleeps at once, except every
-// `kProbeEvery`-th period, which spins to keep measuring (a period slept through from its
+// `probe_every`-th period (default kProbeEvery), which spins to keep measuring (a period slept through from its
 // start says nothing about its length: the wake-up is in it). Idle periods that ended
 // while spinning are short; those spun through are long.
 //
@@ -41,8 +41,11 @@ class SpinPolicy {
     // Spin while at least this per mille of idle periods are short. 500 when a wake-up
     // costs about what the spin does; lower when a wake-up costs several spins.
     uint32_t min_short_permille = 500;
+    // While sleeping at once, spin one period in this many (a caller whose periods come
+    // by the thousand per second and whose spins take CPU others need probes less often).
+    uint32_t probe_every = 8;
   };
-  static constexpr int kProbeEvery = 8;  // while sleeping at once, spin 1 period in 8
+  static constexpr int kProbeEvery = 8;  // Options::probe_every's default
 
   explicit SpinPolicy(const Options& options) : options_(options) {}
 
@@ -51,7 +54,7 @@ class SpinPolicy {
     if (!options_.adaptive) return spin_ns_ = options_.max_spin_ns;
     const uint64_t spin = std::min(options_.max_spin_ns, options_.wakeup_cost_ns);
     if (short_permille_ >= options_.min_short_permille) return spin_ns_ = spin;
-    return spin_ns_ = (++probe_count_ % kProbeEvery == 0) ? spin : 0;
+    return spin_ns_ = (++probe_count_ % std::max<uint32_t>(options_.probe_every, 1) == 0) ? spin : 0;
   }
 
   // The idle period ended with a record `gap_ns` after it began; `slept`: the poller had

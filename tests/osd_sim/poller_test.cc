@@ -758,8 +758,10 @@ TEST(PollerTest, TimeSpentOnRecordsIsNotCountedAsSpinning) {
 
 // A primary's records wait for their replicas' acks; over rdma the poller reaps those acks
 // itself (SetAckPoll) while it would otherwise nap: here only the ack poll completes the
-// records (nobody else flushes the store), on the poller's own thread, and each wait ends
-// within the spin, with no wake-up.
+// records (the store never does), on the poller's own thread, each wait ended within the
+// spin, with no wake-up. A wait in which the poller was kept off the CPU past its 200 us
+// spin naps instead and is left to the messenger's own threads (this thread, after 1 s);
+// a loaded machine may do that to a few records, not to most.
 TEST(PollerTest, HeldRecordsAreAckedByAcksThePollerReapsItself) {
   Rig rig(PollerOptions{}, /*unsignalled=*/true);
   std::atomic<size_t> polls{0};
@@ -779,21 +781,32 @@ TEST(PollerTest, HeldRecordsAreAckedByAcksThePollerReapsItself) {
     return true;
   });
   constexpr uint64_t kRecords = 20;
+  uint64_t left_to_others = 0;
+  auto acked = [&](uint64_t tid) {
+    std::lock_guard<std::mutex> l(rig.conn->mu);
+    return rig.conn->acked.count(tid) == 1;
+  };
   for (uint64_t t = 1; t <= kRecords; ++t) {
     Produce(&rig.prod, rig.ring.get(), "replicated", "a primary's record", t);
-    ASSERT_TRUE(WaitFor([&] {
-      std::lock_guard<std::mutex> l(rig.conn->mu);
-      return rig.conn->acked.count(t) == 1;
-    })) << "record " << t << " was never acked: nobody reaped its acks";
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (!acked(t) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!acked(t)) {
+      ++left_to_others;
+      ASSERT_TRUE(FlushUntilAcked(rig.sink, *rig.conn, t));
+    }
   }
+  EXPECT_LE(left_to_others, kRecords / 4) << "the poller reaped too few of the acks itself";
   {
     std::lock_guard<std::mutex> l(mu);
     ASSERT_EQ(reaped_on.size(), 1u);
     EXPECT_NE(*reaped_on.begin(), std::this_thread::get_id());
   }
-  EXPECT_GE(polls.load(), kRecords);
+  EXPECT_GE(polls.load(), kRecords - left_to_others);
   EXPECT_TRUE(CountersWhen(*rig.poller, [&](const PollerCounters& c) {
-    return c.ack_spins >= kRecords && c.ack_spin_hits >= kRecords;
+    return c.ack_spins >= kRecords - left_to_others &&
+           c.ack_spin_hits >= kRecords - left_to_others;
   })) << "ack_spins " << rig.poller->counters().ack_spins << " hits "
       << rig.poller->counters().ack_spin_hits;
 }

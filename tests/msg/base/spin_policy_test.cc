@@ -72,6 +72,22 @@ TEST(SpinPolicyTest, LongGapsStopTheSpinButKeepProbing) {
   EXPECT_FALSE(p.spinning());
 }
 
+TEST(SpinPolicyTest, ProbesComeAsOftenAsTheCallerAsks) {
+  SpinPolicy::Options o = Opts(1000, 150);
+  o.probe_every = 64;
+  SpinPolicy p(o);
+  while (p.spinning()) {
+    p.BeginIdle();
+    p.EndIdle(2000 * kUs, true);
+  }
+  int probes = 0;
+  for (int i = 0; i < 4 * 64; ++i) {
+    if (p.BeginIdle() != 0) ++probes;
+    p.EndIdle(2000 * kUs, /*slept=*/true);
+  }
+  EXPECT_EQ(probes, 4);
+}
+
 TEST(SpinPolicyTest, ShortGapsFoundByProbesResumeTheSpin) {
   SpinPolicy p(Opts(1000, 150));
   while (p.spinning()) {
