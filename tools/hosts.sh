@@ -28,7 +28,7 @@ ns() { echo "$P-h$1"; }
 hosts() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$P-h[0-9]+$" | sort -V || true; }
 need_host() {
   [[ "$1" =~ ^[0-9]+$ ]] || die "host number expected, got '$1'"
-  ip netns list | awk '{print $1}' | grep -qx "$(ns "$1")" \
+  grep -qx "$(ns "$1")" <<<"$(ip netns list | awk '{print $1}')" \
     || die "no test host $1 (tools/hosts.sh start N makes hosts 0..N-1)"
 }
 

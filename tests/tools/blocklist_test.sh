@@ -108,16 +108,16 @@ bash "$TOOLS/bench.sh" --cluster-dir "$DIR" --ms-type "$MS_TYPE" -b 4K --count 1
 ls=$("${MONCTL[@]}" blocklist ls)
 echo "$ls"
 grep -q "^$CLIENT .*$INSTANCE .*monctl blocklist" <<<"$ls" || fail "blocklist ls lacks the entry"
-"${MONCTL[@]}" status | grep -q "blocklist: 1 entry" || fail "status does not count the entry"
+grep -q "blocklist: 1 entry" <<<"$("${MONCTL[@]}" status)" || fail "status does not count the entry"
 "${MONCTL[@]}" blocklist rm "$CLIENT" --instance "$INSTANCE" || fail "blocklist rm"
 [[ $("${MONCTL[@]}" blocklist ls | wc -l) == 1 ]] || fail "the entry is still listed after rm"
 # An entry lasts its --expire-s: the monitor drops it (a new epoch) once it is past.
 "${MONCTL[@]}" blocklist add client.5 --expire-s 1 >/dev/null || fail "blocklist --expire-s 1"
 for _ in $(seq 1 50); do
-  "${MONCTL[@]}" blocklist ls | grep -q "^client.5 " || break
+  grep -q "^client.5 " <<<"$("${MONCTL[@]}" blocklist ls)" || break
   sleep 0.2
 done
-"${MONCTL[@]}" blocklist ls | grep -q "^client.5 " && fail "client.5's entry outlived --expire-s 1"
+grep -q "^client.5 " <<<"$("${MONCTL[@]}" blocklist ls)" && fail "client.5's entry outlived --expire-s 1"
 out=$("${MONCTL[@]}" blocklist nobody.1 2>&1) && fail "blocklisting nobody.1 succeeded"
 [[ $out == *"client.N or an osd.N"* ]] || fail "bad entity: unclear error: $out"
 

@@ -45,7 +45,7 @@ ADDR=$(cat "$ADDR_FILE")
 grep -q "auth mTLS as mon" "$TMP/mon.log" || fail "mon does not log its auth"
 
 ADMIN=(--auth secret --cluster-dir "$CLUSTER")
-"$MONCTL" --mon "$ADDR" "${ADMIN[@]}" status | grep -q "epoch 1 pg_num 32" || fail "admin status"
+grep -q "epoch 1 pg_num 32" <<<"$("$MONCTL" --mon "$ADDR" "${ADMIN[@]}" status)" || fail "admin status"
 
 # Not a client of this cluster: the default (no TLS) gets a clear error, within the timeout.
 set +e; out=$("$MONCTL" --mon "$ADDR" --timeout-ms 500 status 2>&1); rc=$?; set -e
@@ -53,7 +53,7 @@ set +e; out=$("$MONCTL" --mon "$ADDR" --timeout-ms 500 status 2>&1); rc=$?; set 
 [[ $out == *"it probably requires mutual TLS"* ]] || fail "no-TLS msg: $out"
 
 # client.bench may read but not mark out (twice: logged once, counted twice).
-"$MONCTL" --mon "$ADDR" "${ADMIN[@]}" --entity client.bench map-json | grep -q '"pg_num": 32' ||
+grep -q '"pg_num": 32' <<<"$("$MONCTL" --mon "$ADDR" "${ADMIN[@]}" --entity client.bench map-json)" ||
   fail "client.bench map-json"
 for _ in 1 2; do
   set +e
@@ -65,7 +65,7 @@ done
 [[ $(grep -c "client.bench may not mark OSDs out" "$TMP/mon.log") -eq 1 ]] ||
   fail "refusal not logged exactly once"
 metrics=$(curl -sf "http://$(cat "$METRICS_FILE")/metrics")
-echo "$metrics" | grep -q "^msgr_mon_auth_refused_total 2" ||
+grep -q "^msgr_mon_auth_refused_total 2" <<<"$metrics" ||
   fail "auth_refused not exported: $(echo "$metrics" | grep auth || true)"
 
 # The admin is allowed (the OSD does not exist: the monitor's own NOT_FOUND comes back).

@@ -21,10 +21,10 @@ start_mon() {
 
 start_mon
 [[ $ADDR == 127.0.0.1:* ]] || fail "mon bound $ADDR, not loopback"
-"$MONCTL" --mon "$ADDR" status | grep -q "epoch 1 pg_num 32" || fail "status"
+grep -q "epoch 1 pg_num 32" <<<"$("$MONCTL" --mon "$ADDR" status)" || fail "status"
 json=$("$MONCTL" --mon "$ADDR" map-json)
-echo "$json" | grep -q '"pg_num": 32' || fail "map-json: $json"
-echo "$json" | grep -q '"osds": \[\]' || fail "map-json osds: $json"
+grep -q '"pg_num": 32' <<<"$json" || fail "map-json: $json"
+grep -q '"osds": \[\]' <<<"$json" || fail "map-json osds: $json"
 if "$MONCTL" --mon "$ADDR" out 7 2>"$TMP/err"; then fail "out of unknown id succeeded"; fi
 grep -q "osd.7 does not exist" "$TMP/err" || fail "unknown id message: $(cat "$TMP/err")"
 set +e; "$MONCTL" --mon "$ADDR" frobnicate 2>/dev/null; rc=$?; set -e
@@ -53,9 +53,9 @@ expect_refusal 1 "client.3 (every instance) is not blocklisted" blocklist rm cli
 ls_out=$("$MONCTL" --mon "$ADDR" pool ls)
 grep -Eq '^ +0 +default +1 +1 +32$' <<<"$ls_out" || fail "pool ls default: $ls_out"
 grep -Eq '^ +1 +images +3 +2 +16$' <<<"$ls_out" || fail "pool ls images: $ls_out"
-"$MONCTL" --mon "$ADDR" status | grep -q "pools: default (id 0, size 1/1, pg_num 32), images (id 1, size 3/2, pg_num 16)" \
+grep -q "pools: default (id 0, size 1/1, pg_num 32), images (id 1, size 3/2, pg_num 16)" <<<"$("$MONCTL" --mon "$ADDR" status)" \
   || fail "status pools: $("$MONCTL" --mon "$ADDR" status)"
-"$MONCTL" --mon "$ADDR" map-json | grep -q '"name": "images"' || fail "map-json pools"
+grep -q '"name": "images"' <<<"$("$MONCTL" --mon "$ADDR" map-json)" || fail "map-json pools"
 
 kill -TERM "$MON_PID"
 wait "$MON_PID" || fail "mon exited non-zero on SIGTERM"
@@ -63,7 +63,7 @@ grep -q "signal 15: shutting down" "$TMP/mon.log" || fail "no shutdown log"
 
 # Restart: the same cluster at the same epoch (nothing changed).
 start_mon
-"$MONCTL" --mon "$ADDR" status | grep -q "epoch 2 pg_num 32" || fail "epoch after restart"
+grep -q "epoch 2 pg_num 32" <<<"$("$MONCTL" --mon "$ADDR" status)" || fail "epoch after restart"
 "$MONCTL" --mon "$ADDR" pool ls | grep -Eq '^ +1 +images +3 +2 +16$' || fail "pool lost on restart"
 kill -INT "$MON_PID"
 wait "$MON_PID" || fail "mon exited non-zero on SIGINT"
@@ -88,7 +88,7 @@ printf '[mon]\npg num = 16\n[osd]\npollers = 2\n' > "$TMP/mon.conf"
   2>>"$TMP/mon.log" &
 MON_PID=$!
 for _ in $(seq 100); do [[ -s $TMP/mon2.addr ]] && break; sleep 0.05; done
-"$MONCTL" --mon "$(cat "$TMP/mon2.addr")" status | grep -q "pg_num 16" || fail "[mon] pg num not used"
+grep -q "pg_num 16" <<<"$("$MONCTL" --mon "$(cat "$TMP/mon2.addr")" status)" || fail "[mon] pg num not used"
 kill -TERM "$MON_PID"
 wait "$MON_PID" || fail "mon (with --conf) exited non-zero"
 echo "PASS"
