@@ -58,6 +58,7 @@ ABSL_FLAG(uint64_t, poller_spin_us, 1000, "fixed spin after a record (when given
 ABSL_FLAG(uint64_t, poller_wakeup_us, 1000, "hybrid polling's wake-up cost");
 ABSL_FLAG(uint64_t, poller_nap_us, 100, "nap between looks under many rings");
 ABSL_FLAG(uint64_t, poller_nap_rings, 8, "busy rings that make a poller nap");
+ABSL_FLAG(uint64_t, poller_ack_spin_us, 200, "poll for replicas' acks while holding records");
 ABSL_FLAG(uint64_t, ring_bytes, msgr::kDefaultRingBytes, "largest RDMA ring");
 ABSL_FLAG(uint64_t, capacity, 0, "store capacity in bytes (0: none)");
 ABSL_FLAG(std::optional<uint64_t>, store_commit_window_us, std::nullopt,
@@ -90,6 +91,7 @@ constexpr const char* kUsage =
     "           [--ms-type tcp|rdma|both] [--durability durable|buffered|memory]\n"
     "           [--pollers N] [--poller-cpus LIST] [--poller-spin-us US]\n"
     "           [--poller-wakeup-us US] [--poller-nap-us US] [--poller-nap-rings N]\n"
+    "           [--poller-ack-spin-us US]\n"
     "           [--ring-bytes B]\n"
     "           [--capacity BYTES] [--store-commit-window-us US]\n"
     "           [--cluster-dir DIR | --keyring FILE | --auth none]\n"
@@ -117,6 +119,9 @@ constexpr const char* kUsage =
     "                            US between looks instead of spinning (default 100; 0: never)\n"
     "  --poller-nap-rings N      how many RDMA rings with records in the last 2 ms make a\n"
     "                            poller nap rather than spin (default 8; 0: never nap)\n"
+    "  --poller-ack-spin-us US   a primary over rdma: while its records wait for replicas'\n"
+    "                            acks, poll for them up to US when such waits mostly end\n"
+    "                            that soon (default 200; 0: leave them to the messenger)\n"
     "  --store-commit-window-us US  durable mode: wait up to US after a write for others\n"
     "                            to share its fdatasync, while writes come in groups\n"
     "                            (default 200; 0: flush each at once)\n"
@@ -286,6 +291,10 @@ int main(int argc, char** argv) {
   o.poller_wakeup_cost = absl::Microseconds(absl::GetFlag(FLAGS_poller_wakeup_us));
   o.poller_nap = absl::Microseconds(absl::GetFlag(FLAGS_poller_nap_us));
   o.poller_nap_rings = static_cast<size_t>(absl::GetFlag(FLAGS_poller_nap_rings));
+  if (absl::GetFlag(FLAGS_poller_ack_spin_us) > 1'000'000) {
+    return Fail("--poller-ack-spin-us takes 0 to 1000000 microseconds");
+  }
+  o.poller_ack_spin = absl::Microseconds(absl::GetFlag(FLAGS_poller_ack_spin_us));
   if (flags->Has("op-complaint-time")) {
     const double secs = absl::GetFlag(FLAGS_op_complaint_time);
     if (!(secs > 0)) {

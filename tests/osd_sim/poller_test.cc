@@ -759,14 +759,16 @@ TEST(PollerTest, TimeSpentOnRecordsIsNotCountedAsSpinning) {
 // A primary's records wait for their replicas' acks; over rdma the poller reaps those acks
 // itself (SetAckPoll) while it would otherwise nap: here only the ack poll completes the
 // records (the store never does), on the poller's own thread, each wait ended within the
-// spin, with no wake-up. A wait in which the poller was kept off the CPU past its 200 us
-// spin naps instead and is left to the messenger's own threads (this thread, after 1 s);
-// a loaded machine may do that to a few records, not to most.
+// spin, with no wake-up. A record the poller does not reap (its spin policy turned the
+// spin off: that takes about 11 waits in a row that it counts as long, e.g. passes kept
+// off the CPU for over 200 us on a loaded machine) is left to the messenger's own threads
+// (this thread, after 1 s); that may happen to a few records, not to most.
 TEST(PollerTest, HeldRecordsAreAckedByAcksThePollerReapsItself) {
-  Rig rig(PollerOptions{}, /*unsignalled=*/true);
+  // Before the rig: the poller (its thread) goes first, and may call the poll to the end.
   std::atomic<size_t> polls{0};
   std::mutex mu;
   std::set<std::thread::id> reaped_on;
+  Rig rig(PollerOptions{}, /*unsignalled=*/true);
   rig.poller->SetAckPoll([&] {
     ++polls;
     {
@@ -813,10 +815,10 @@ TEST(PollerTest, HeldRecordsAreAckedByAcksThePollerReapsItself) {
 
 // Where held records are completed by other threads (the store's syncs), polling for acks
 // only takes their CPU: the spin policy learns it and the poller naps again (a probe spins
-// one wait in eight), so most of these waits do not poll at all.
+// one wait in 64), so most of these waits do not poll at all.
 TEST(PollerTest, AckSpinStopsWhereOtherThreadsCompleteTheHeldRecords) {
+  std::atomic<size_t> polls{0};  // before the rig, which stops the poller first
   Rig rig(PollerOptions{}, /*unsignalled=*/true);
-  std::atomic<size_t> polls{0};
   rig.poller->SetAckPoll([&] {
     ++polls;
     return false;  // no replica acks to reap
