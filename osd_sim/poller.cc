@@ -31,6 +31,9 @@ struct Poller::Pending {
   uint16_t oid_len = 0;
   std::atomic<bool> done{false};
   absl::Status status;  // written before `done` is set
+  // Written before `done`: it was completed inside an ack poll (SetAckPoll), this
+  // poller's or another's -- what the ack spin policy learns from.
+  bool by_ack_poll = false;
 };
 
 // A write of several records whose first part came through this ring.
@@ -71,6 +74,8 @@ namespace {
 // The poller whose thread this is (null elsewhere): a store completion that runs inline
 // on the poller's own thread needs no eventfd wake-up.
 thread_local const Poller* tls_poller = nullptr;
+// True while this thread runs a poller's ack poll (Poller::SetAckPoll).
+thread_local bool tls_in_ack_poll = false;
 
 uint64_t NowNs() {
   timespec ts;
@@ -381,6 +386,7 @@ bool Poller::PollRing(RingState* r, uint64_t now_ns) {
     // callback touches it no more after setting it.
     const absl::StatusOr<uint32_t> id = sink_->Persist(rec, part, [this, p](absl::Status s) {
       p->status = std::move(s);
+      p->by_ack_poll = tls_in_ack_poll;
       p->done.store(true, std::memory_order_release);
       if (tls_poller != this) WakeIfParked();
     });
@@ -480,6 +486,7 @@ void Poller::Complete(RingState* r) {
       failed_.push_back(RecordAck{p.tid, p.status.code()});
     }
     release_to = p.end_position;
+    completed_by_ack_poll_ = completed_by_ack_poll_ || p.by_ack_poll;
     r->pending.pop_front();
   }
   if (release_to == 0) return;
@@ -606,9 +613,10 @@ void Poller::Run() {
   };
   // Waits for held records' acks that ack_poll_ can reap (PollerOptions::ack_spin): from
   // the pass that found the poller holding records with nothing else to do to the pass
-  // that completed some. Short: ended within the spin by acks the poller reaped itself.
-  // Long: napped after the budget, or ended by completions of other threads (the store's
-  // syncs: the spin only took their CPU).
+  // that completed some. Short: ended within the spin by records completed inside an ack
+  // poll (this poller's, or another's that took the acks first). Long: napped after the
+  // budget, or ended by completions on other threads (the store's syncs: the spin only
+  // took their CPU).
   // Held periods come by the thousand per second under load, and a probe's spin takes CPU
   // the flushers need: one probe in 64 (one in 8 cost durable size-3 4 KiB -t 16 ~6%).
   SpinPolicy::Options ack_opts;
@@ -619,7 +627,6 @@ void Poller::Run() {
   uint64_t held_since = 0;
   uint64_t ack_spin_budget = 0;  // 0: this held period naps at once
   bool held_napped = false;
-  bool held_reaped = false;  // ack_poll_ delivered acks in this held period
   auto records_at = [&](uint64_t at, bool slept) {
     if (idle == Idle::kSpinning) spin_policy.EndIdle(at - unsignalled_work_at, slept);
     idle = Idle::kBusy;
@@ -635,6 +642,7 @@ void Poller::Run() {
     bool unsignalled = false;  // records on a ring nobody signals
     bool acked = false;        // acks sent on one
     bool held = false;         // the store holds records of one
+    completed_by_ack_poll_ = false;
     for (auto& r : rings_) {
       const bool signals = r->ring->producer_signals();
       if (PollRing(r.get(), pass_start)) {
@@ -654,8 +662,9 @@ void Poller::Run() {
       records_at(now, idle_slept);
     } else if (acked) {
       if (idle == Idle::kHeld && ack_spin_budget > 0) {
-        ack_policy.EndIdle(held_reaped ? now - held_since : UINT64_MAX, held_napped);
-        if (held_reaped && !held_napped) ++counters_.ack_spin_hits;
+        const bool reaped = completed_by_ack_poll_;
+        ack_policy.EndIdle(reaped ? now - held_since : UINT64_MAX, held_napped);
+        if (reaped && !held_napped) ++counters_.ack_spin_hits;
       }
       idle = Idle::kBusy;  // a new period, from the acks
       unsignalled_work_at = now;
@@ -664,7 +673,6 @@ void Poller::Run() {
         idle = Idle::kHeld;
         held_since = now;
         held_napped = false;
-        held_reaped = false;
         ack_spin_budget = ack_poll_ && options_.ack_spin > absl::ZeroDuration()
                               ? ack_policy.BeginIdle()
                               : 0;
@@ -688,11 +696,10 @@ void Poller::Run() {
       ++counters_.poll_misses;
       if (idle == Idle::kHeld && now - held_since < ack_spin_budget) {
         // The acks' next pass completes them (their callbacks ran on this thread).
-        if (ack_poll_()) {
-          held_reaped = true;
-        } else {
-          sched_yield();
-        }
+        tls_in_ack_poll = true;
+        const bool found = ack_poll_();
+        tls_in_ack_poll = false;
+        if (!found) sched_yield();
       } else if (idle == Idle::kHeld && nap_ns > 0 && now - unsignalled_work_at < kHeldNapsNs) {
         held_napped = true;
         nap_from(now, &counters_.held_naps);  // a store completion ends it; no doorbell needed

@@ -282,6 +282,7 @@ class Poller {
   std::vector<std::unique_ptr<RingState>> rings_;  // poller thread only
   std::vector<RecordAck> failed_;                  // poller thread only: Complete's scratch
   absl::AnyInvocable<bool()> ack_poll_;            // poller thread only: SetAckPoll's
+  bool completed_by_ack_poll_ = false;  // poller thread only: this pass's Complete saw one
   PollerCounters counters_;                        // poller thread only
   LatencyHistogram op_latency_{&kOpLatencyDesc};   // recorded by the poller thread
   std::atomic<bool> stop_{false};

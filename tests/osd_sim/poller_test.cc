@@ -813,6 +813,72 @@ TEST(PollerTest, HeldRecordsAreAckedByAcksThePollerReapsItself) {
       << rig.poller->counters().ack_spin_hits;
 }
 
+// With several pollers, one poller's ack poll may take acks of another's records (the
+// messenger's Poll delivers whatever arrived): the other poller's wait was still ended by
+// an ack poll within its spin, and counts as a hit, so its policy keeps the spin on. The
+// spins last up to 50 ms here, so that poller 0's poll comes inside poller 1's spin
+// whatever the test thread's steps take.
+TEST(PollerTest, AcksReapedByAnotherPollerCountAsReaped) {
+  FakeSink sink;  // outlives the pollers
+  std::atomic<bool> reaping{true};
+  PollerOptions po;
+  po.ack_spin = absl::Milliseconds(50);
+  auto p0 = Poller::Create(0, po, &sink);
+  auto p1 = Poller::Create(1, po, &sink);
+  ASSERT_TRUE(p0.ok() && p1.ok());
+  std::shared_ptr<TestRing> ring0 = std::make_shared<UnsignalledRing>();
+  std::shared_ptr<TestRing> ring1 = std::make_shared<UnsignalledRing>();
+  auto conn0 = std::make_shared<FakeConnection>();
+  auto conn1 = std::make_shared<FakeConnection>();
+  conn0->ring = ring0.get();
+  conn1->ring = ring1.get();
+  (*p0)->AddRing(conn0, ring0);
+  (*p1)->AddRing(conn1, ring1);
+  // Poller 0 takes every ack that arrives; poller 1 always finds them taken.
+  (*p0)->SetAckPoll([&] {
+    if (!reaping.load()) return false;
+    {
+      std::lock_guard<std::mutex> l(sink.mu);
+      if (sink.waiting.empty()) return false;
+    }
+    sink.Flush();
+    return true;
+  });
+  (*p1)->SetAckPoll([] { return false; });
+  RingProducer prod0{kRingBytes}, prod1{kRingBytes};
+  constexpr uint64_t kRecords = 16;
+  uint64_t left_to_others = 0;
+  auto acked = [](FakeConnection& c, uint64_t tid) {
+    std::lock_guard<std::mutex> l(c.mu);
+    return c.acked.count(tid) == 1;
+  };
+  for (uint64_t t = 1; t <= kRecords; ++t) {
+    Produce(&prod1, ring1.get(), "other", "poller 1's record", t);
+    ASSERT_TRUE(WaitFor([&] {
+      std::lock_guard<std::mutex> l(sink.mu);
+      return sink.waiting.size() == 1;
+    }));
+    Produce(&prod0, ring0.get(), "mine", "poller 0's record", t);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (!(acked(*conn0, t) && acked(*conn1, t)) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!acked(*conn1, t)) ++left_to_others;
+    ASSERT_TRUE(WaitFor([&] {
+      sink.Flush();
+      return acked(*conn0, t) && acked(*conn1, t);
+    }));
+  }
+  EXPECT_LE(left_to_others, kRecords / 4);
+  EXPECT_TRUE(CountersWhen(**p1, [&](const PollerCounters& c) {
+    return c.ack_spin_hits >= kRecords - left_to_others;
+  })) << "poller 1's waits were ended by poller 0's ack poll: hits "
+      << (*p1)->counters().ack_spin_hits << " of " << (*p1)->counters().ack_spins;
+  reaping = false;
+  (*p0)->Stop();
+  (*p1)->Stop();
+}
+
 // Where held records are completed by other threads (the store's syncs), polling for acks
 // only takes their CPU: the spin policy learns it and the poller naps again (a probe spins
 // one wait in 64), so most of these waits do not poll at all.
