@@ -17,9 +17,9 @@
 // before sleeping: spinning that long costs at most one wake-up's worth of CPU per period
 // and saves a wake-up in most of them (a caller whose wake-ups cost several times its
 // spin lowers the bar: `min_short_permille`). Below it, it sleeps at once, except every
-// `probe_every`-th period (default kProbeEvery), which spins to keep measuring (a period slept through from its
-// start says nothing about its length: the wake-up is in it). Idle periods that ended
-// while spinning are short; those spun through are long.
+// `probe_every`-th period (default kProbeEvery), which spins to keep measuring (a period
+// slept through from its start says nothing about its length: the wake-up is in it). Idle
+// periods that ended while spinning are short; those spun through are long.
 //
 // Non-adaptive (a fixed spin the user set): every idle period spins `max_spin`.
 //
@@ -47,14 +47,15 @@ class SpinPolicy {
   };
   static constexpr int kProbeEvery = 8;  // Options::probe_every's default
 
-  explicit SpinPolicy(const Options& options) : options_(options) {}
+  explicit SpinPolicy(const Options& options)
+      : options_(options), probe_every_(std::max<uint32_t>(options.probe_every, 1)) {}
 
   // An idle period starts: how long to spin before sleeping.
   uint64_t BeginIdle() {
     if (!options_.adaptive) return spin_ns_ = options_.max_spin_ns;
     const uint64_t spin = std::min(options_.max_spin_ns, options_.wakeup_cost_ns);
     if (short_permille_ >= options_.min_short_permille) return spin_ns_ = spin;
-    return spin_ns_ = (++probe_count_ % std::max<uint32_t>(options_.probe_every, 1) == 0) ? spin : 0;
+    return spin_ns_ = (++probe_count_ % probe_every_ == 0) ? spin : 0;
   }
 
   // The idle period ended with a record `gap_ns` after it began; `slept`: the poller had
@@ -91,6 +92,7 @@ class SpinPolicy {
   }
 
   const Options options_;
+  const uint32_t probe_every_;  // options_.probe_every, at least 1
   uint32_t short_permille_ = 1000;  // start by spinning, as a fresh poller expects records
   uint64_t spin_ns_ = 0;            // this period's budget
   uint32_t probe_count_ = 0;
