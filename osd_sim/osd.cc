@@ -166,6 +166,7 @@ absl::Status Osd::Init() {
     po.wakeup_cost = options_.poller_wakeup_cost;
     po.nap = options_.poller_nap;
     po.nap_rings = options_.poller_nap_rings;
+    po.nap_depth = options_.poller_nap_depth;
     po.ack_spin = options_.poller_ack_spin;
     po.op_complaint_time = options_.op_complaint_time;
     if (!options_.poller_cpus.empty()) {

@@ -87,6 +87,7 @@ struct OsdOptions {
   absl::Duration poller_wakeup_cost = absl::Microseconds(1000);  // PollerOptions::wakeup_cost
   absl::Duration poller_nap = absl::Microseconds(100);  // PollerOptions::nap
   size_t poller_nap_rings = 8;                          // PollerOptions::nap_rings
+  size_t poller_nap_depth = 3;                          // PollerOptions::nap_depth
   absl::Duration poller_ack_spin = absl::Microseconds(200);  // PollerOptions::ack_spin
   size_t ring_bytes = kDefaultRingBytes;
   // PG log entries kept for all PGs this OSD leads (osd_sim/pg_log.h); 0: no log, every

@@ -3,7 +3,7 @@
 //   osd --id N --mon HOST:PORT --data-dir DIR [--run-dir DIR] [--ms-type tcp|rdma|both]
 //       [--durability durable|buffered|memory] [--pollers N] [--poller-cpus 0,1]
 //       [--poller-spin-us US] [--poller-wakeup-us 1000] [--poller-nap-us 100]
-//       [--poller-nap-rings 8] [--ring-bytes 33554432] [--capacity BYTES]
+//       [--poller-nap-rings 8] [--poller-nap-depth 3] [--ring-bytes 33554432] [--capacity BYTES]
 //       [--store-commit-window-us US] [--store-zero-ahead-kb KB]
 //       [--cluster-dir DIR | --keyring FILE | --auth none] [--rdma-device soft|IBDEV] [--weight W]
 //       [--rdma-max-registered-mb 4096] [--metrics-addr HOST:PORT [--metrics-addr-file F]]
@@ -58,6 +58,7 @@ ABSL_FLAG(uint64_t, poller_spin_us, 1000, "fixed spin after a record (when given
 ABSL_FLAG(uint64_t, poller_wakeup_us, 1000, "hybrid polling's wake-up cost");
 ABSL_FLAG(uint64_t, poller_nap_us, 100, "nap between looks under many rings");
 ABSL_FLAG(uint64_t, poller_nap_rings, 8, "busy rings that make a poller nap");
+ABSL_FLAG(uint64_t, poller_nap_depth, 3, "a writer's queue depth that makes a poller nap");
 ABSL_FLAG(uint64_t, poller_ack_spin_us, 200, "poll for replicas' acks while holding records");
 ABSL_FLAG(uint64_t, ring_bytes, msgr::kDefaultRingBytes, "largest RDMA ring");
 ABSL_FLAG(uint64_t, capacity, 0, "store capacity in bytes (0: none)");
@@ -91,6 +92,7 @@ constexpr const char* kUsage =
     "           [--ms-type tcp|rdma|both] [--durability durable|buffered|memory]\n"
     "           [--pollers N] [--poller-cpus LIST] [--poller-spin-us US]\n"
     "           [--poller-wakeup-us US] [--poller-nap-us US] [--poller-nap-rings N]\n"
+    "           [--poller-nap-depth N]\n"
     "           [--poller-ack-spin-us US]\n"
     "           [--ring-bytes B]\n"
     "           [--capacity BYTES] [--store-commit-window-us US]\n"
@@ -115,10 +117,13 @@ constexpr const char* kUsage =
     "                            sleeping (default: hybrid polling, see --poller-wakeup-us)\n"
     "  --poller-wakeup-us US     hybrid polling: spin up to US after a record while most gaps\n"
     "                            between records are shorter, else sleep at once (default 1000)\n"
-    "  --poller-nap-us US        with many RDMA clients writing (see --poller-nap-rings), nap\n"
+    "  --poller-nap-us US        with many RDMA clients writing (see --poller-nap-rings), or\n"
+    "                            one with a deep queue (--poller-nap-depth), nap\n"
     "                            US between looks instead of spinning (default 100; 0: never)\n"
     "  --poller-nap-rings N      how many RDMA rings with records in the last 2 ms make a\n"
     "                            poller nap rather than spin (default 8; 0: never nap)\n"
+    "  --poller-nap-depth N      nap, too, while an RDMA client keeps N or more other writes\n"
+    "                            in flight to this OSD, on average (default 3; 0: never)\n"
     "  --poller-ack-spin-us US   a primary over rdma: while its records wait for replicas'\n"
     "                            acks, poll for them up to US when such waits mostly end\n"
     "                            that soon (default 200; 0: leave them to the messenger)\n"
@@ -291,6 +296,10 @@ int main(int argc, char** argv) {
   o.poller_wakeup_cost = absl::Microseconds(absl::GetFlag(FLAGS_poller_wakeup_us));
   o.poller_nap = absl::Microseconds(absl::GetFlag(FLAGS_poller_nap_us));
   o.poller_nap_rings = static_cast<size_t>(absl::GetFlag(FLAGS_poller_nap_rings));
+  if (absl::GetFlag(FLAGS_poller_nap_depth) > 65535) {
+    return Fail("--poller-nap-depth takes 0 to 65535 writes");
+  }
+  o.poller_nap_depth = static_cast<size_t>(absl::GetFlag(FLAGS_poller_nap_depth));
   if (absl::GetFlag(FLAGS_poller_ack_spin_us) > 1'000'000) {
     return Fail("--poller-ack-spin-us takes 0 to 1000000 microseconds");
   }

@@ -62,6 +62,9 @@ struct Poller::RingState {
   const uint64_t sender;  // its id
   bool removing = false;  // no more polling; erased once pending is empty
   uint64_t last_records_ns = 0;  // the pass that last took records from it (0: never)
+  // Its writer's queue depth (RecordHeader::writer_depth) over the recent records, in
+  // sixteenths: an average with weight 1/8 on each new record.
+  uint32_t depth_x16 = 0;
 };
 
 struct Poller::DumpRequest {
@@ -362,6 +365,9 @@ bool Poller::PollRing(RingState* r, uint64_t now_ns) {
     ++counters_.records;
     if (r->from_osd) ++counters_.replica_records;
     counters_.bytes += rec.header->payload_len;
+    const int32_t depth_x16 = static_cast<int32_t>(rec.header->writer_depth) << 4;
+    r->depth_x16 = static_cast<uint32_t>(static_cast<int32_t>(r->depth_x16) +
+                                         (depth_x16 - static_cast<int32_t>(r->depth_x16)) / 8);
     counters_.ring_high_water_bytes =
         std::max<uint64_t>(counters_.ring_high_water_bytes, r->consumer.in_use());
     Pending* p = &r->pending.emplace_back();
@@ -565,12 +571,22 @@ void Poller::Nap(uint64_t* count) {
   for (int i = 0; i < n; ++i) DrainEventFd(evs[i].data.fd);
 }
 
-size_t Poller::ActiveProducers(uint64_t now_ns) const {
-  size_t n = 0;
+bool Poller::NapsNow(uint64_t now_ns, bool* deep) const {
+  *deep = false;
+  if (options_.nap <= absl::ZeroDuration()) return false;
+  size_t active = 0;
+  bool deep_queue = false;
   for (const auto& r : rings_) {
-    if (!r->ring->producer_signals() && r->last_records_ns + kActiveProducerWindowNs > now_ns) ++n;
+    if (r->ring->producer_signals() || r->last_records_ns + kActiveProducerWindowNs <= now_ns) {
+      continue;
+    }
+    ++active;
+    deep_queue = deep_queue ||
+                 (options_.nap_depth > 0 && r->depth_x16 >= options_.nap_depth * 16);
   }
-  return n;
+  if (options_.nap_rings > 0 && active >= options_.nap_rings) return true;
+  *deep = deep_queue;
+  return deep_queue;
 }
 
 void Poller::Run() {
@@ -681,7 +697,9 @@ void Poller::Run() {
         idle = Idle::kSpinning;
         idle_slept = false;
         spin_budget = spin_policy.BeginIdle();
-        nap = options_.nap_rings > 0 && nap_ns > 0 && ActiveProducers(now) >= options_.nap_rings;
+        bool deep = false;
+        nap = NapsNow(now, &deep);
+        if (deep) ++counters_.deep_queue_periods;
         if (spin_budget == 0) ++counters_.sleeps_at_once;
         counters_.spin_short_pm = spin_policy.short_permille();
       }

@@ -99,9 +99,18 @@ struct PollerOptions {
   // Three OSDs on 2 cores, memory mode (docs/BENCHMARKS.md "Session 21", medians of 3):
   // 20 clients with one 16 KiB op each 2.17x the IOPS, 60 clients with one 4 KiB op each
   // 2.11x; 8 clients the same IOPS at twice the p50; one or four clients do not nap.
-  // nap_rings 0 or nap 0: never nap.
+  // One writer with a deep queue naps too: when an active ring's writer keeps, on average
+  // over its recent records, at least `nap_depth` others in flight on it
+  // (RecordHeader::writer_depth), the acks a nap delays hold up none of its writes for
+  // long, and the cores a spin would take run that writer (it copies and checksums its
+  // payloads). One client, memory mode, 3 OSDs on 2 cores (docs/BENCHMARKS.md "Session
+  // 34"): 4 KiB -t 16 1.3x the IOPS at a quarter of the OSD CPU per op, 64 KiB -t 16 3x;
+  // -t 8 and below, which a nap slows, keep their spin.
+  // nap_rings 0 or nap 0: never nap among many producers; nap_depth 0 or nap 0: never for
+  // a deep queue.
   absl::Duration nap = absl::Microseconds(100);
   size_t nap_rings = 8;
+  size_t nap_depth = 3;
   // While records wait for acks the poller can reap itself (Poller::SetAckPoll: a primary's
   // replica writes over rdma), it polls for them, yielding between looks, for up to
   // `ack_spin` -- hybrid polling again: only while most such waits end sooner (memory
@@ -147,6 +156,8 @@ struct InFlightWrite {
   X(sleeps, kCounter, kNone, "times the poller went to sleep")                                \
   X(sleeps_at_once, kCounter, kNone, "idle periods the spin policy slept through at once")    \
   X(naps, kCounter, kNone, "naps between looks instead of spinning (many producers)")        \
+  X(deep_queue_periods, kCounter, kNone,                                                     \
+    "idle periods that napped for a writer's deep queue (nap_depth), not many producers")  \
   X(held_naps, kCounter, kNone,                                                              \
     "naps while the store held records (durable): the next ones found with no doorbell")   \
   X(ack_spins, kCounter, kNone,                                                              \
@@ -216,8 +227,10 @@ class Poller {
   struct RingState;
   Poller(int index, const PollerOptions& options, RecordSink* sink, int wake_fd, int epoll_fd);
   void Run();
-  // Rings nobody signals that had records in the last kActiveProducerWindowNs.
-  size_t ActiveProducers(uint64_t now_ns) const;
+  // Whether an idle period starting now naps between looks instead of spinning: rings
+  // nobody signals that had records in the last kActiveProducerWindowNs are many
+  // (PollerOptions::nap_rings), or one's writer has a deep queue (nap_depth: `*deep`).
+  bool NapsNow(uint64_t now_ns, bool* deep) const;
   static constexpr uint64_t kActiveProducerWindowNs = 2'000'000;
   // True if it found work; records drained are stamped `now_ns` (the pass's clock).
   bool PollRing(RingState* r, uint64_t now_ns);

@@ -399,6 +399,7 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
   }
   std::optional<RingPlacement> p;
   uint64_t epoch = 0;
+  uint16_t writer_depth = 0;
   {
     // Wait for credit without record_mu_, so that a reconnect can resume the session (and
     // deliver the credit) meanwhile.
@@ -423,6 +424,8 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
           ApplyCreditLocked();
           p = producer_->Reserve(record_bytes);
           if (p) {
+            // The OSD's poller naps rather than spins among deep queues (ring_format.h).
+            writer_depth = static_cast<uint16_t>(std::min<size_t>(sent_records_.size(), 0xffff));
             sent_records_.Add(desc.tid, p->end_position);
             awaiting_acks_.store(true, std::memory_order_relaxed);
             break;
@@ -497,7 +500,8 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
   RecordHeader h;
   FillRecordHeader(&h, RecordType::kWrite, desc.flags, p->seq,
                    static_cast<uint16_t>(desc.oid.size()), static_cast<uint32_t>(payload.size()),
-                   payload_crc, shared_->options.name.id, desc.tid, desc.object_offset);
+                   payload_crc, shared_->options.name.id, desc.tid, desc.object_offset,
+                   writer_depth);
   h.seq = 0;  // published by the second WRITE
   std::memcpy(slot, &h, sizeof(h));
   if (p->has_pad) {

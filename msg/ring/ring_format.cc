@@ -16,7 +16,8 @@ uint32_t RecordPayloadCrc(const void* oid, size_t oid_len, const void* payload, 
 
 void FillRecordHeader(RecordHeader* h, RecordType type, uint16_t flags, uint64_t seq,
                       uint16_t oid_len, uint32_t payload_len, uint32_t payload_crc,
-                      uint64_t client_id, uint64_t tid, uint64_t object_offset) {
+                      uint64_t client_id, uint64_t tid, uint64_t object_offset,
+                      uint16_t writer_depth) {
   std::memset(h, 0, sizeof(*h));
   h->magic = kRecordMagic;
   h->version = kRecordVersion;
@@ -33,6 +34,7 @@ void FillRecordHeader(RecordHeader* h, RecordType type, uint16_t flags, uint64_t
   h->client_id = client_id;
   h->tid = tid;
   h->object_offset = object_offset;
+  h->writer_depth = writer_depth;
   h->header_crc = RecordHeaderCrc(*h);
 }
 

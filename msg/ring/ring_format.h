@@ -105,7 +105,9 @@ struct RecordHeader {
   uint64_t seq;            //  8 1, 2, 3 ... per ring; written last (publication word)
   uint32_t record_bytes;   // 16 whole record incl. header and padding; multiple of kRingAlign
   uint16_t oid_len;        // 20 bytes of object id (after the header, or the gap if aligned)
-  uint16_t reserved0;      // 22 zero
+  uint16_t writer_depth;   // 22 kWrite: records the writer had in flight on this ring
+                           //    when it wrote this one (saturates at 65535; 0 from writers
+                           //    that do not say). A hint for the reader's polling only.
   uint32_t payload_len;    // 24 bytes of payload following the oid
   uint32_t payload_crc;    // 28 crc32c over oid bytes then payload
   uint64_t client_id;      // 32 sender's entity id
@@ -178,7 +180,8 @@ constexpr size_t MaxRecordPayload(size_t ring_bytes) {
 // kRecordFlagAlignedPayload follow from the lengths (the flag in `flags` is ignored).
 void FillRecordHeader(RecordHeader* h, RecordType type, uint16_t flags, uint64_t seq,
                       uint16_t oid_len, uint32_t payload_len, uint32_t payload_crc,
-                      uint64_t client_id, uint64_t tid, uint64_t object_offset);
+                      uint64_t client_id, uint64_t tid, uint64_t object_offset,
+                      uint16_t writer_depth = 0);
 
 // crc32c of the header as defined above.
 uint32_t RecordHeaderCrc(const RecordHeader& h);

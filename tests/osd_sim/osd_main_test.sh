@@ -27,10 +27,11 @@ expect_refused "store_commit_window_us" --store-commit-window-us -5
 expect_refused "--store-commit-window-us takes 0 to 1000000 microseconds" --store-commit-window-us 2000000
 expect_refused "--store-zero-ahead-kb takes 0 to 1048576 KiB" --store-zero-ahead-kb 2000000
 expect_refused "--poller-ack-spin-us takes 0 to 1000000 microseconds" --poller-ack-spin-us 2000000
+expect_refused "--poller-nap-depth takes 0 to 65535 writes" --poller-nap-depth 70000
 
 help=$("$OSD" --help 2>&1)
 for flag in --poller-spin-us --poller-wakeup-us --op-complaint-time --metrics-addr \
-    --store-commit-window-us --store-zero-ahead-kb --poller-ack-spin-us; do
+    --store-commit-window-us --store-zero-ahead-kb --poller-ack-spin-us --poller-nap-depth; do
   grep -qF -- "$flag" <<<"$help" || fail "--help does not mention $flag"
 done
 

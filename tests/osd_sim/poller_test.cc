@@ -106,7 +106,7 @@ class FakeSink : public RecordSink {
 
 void Produce(RingProducer* p, TestRing* ring, const std::string& oid, const std::string& data,
              uint64_t tid, bool corrupt = false,
-             uint16_t flags = kRecordFlagTruncate | kRecordFlagLast) {
+             uint16_t flags = kRecordFlagTruncate | kRecordFlagLast, uint16_t writer_depth = 0) {
   auto pl = p->Reserve(RecordBytes(oid.size(), data.size()));
   ASSERT_TRUE(pl.has_value());
   if (pl->has_pad) WritePadRecord(ring->base() + pl->pad_offset, pl->pad_bytes, pl->pad_seq);
@@ -117,7 +117,7 @@ void Produce(RingProducer* p, TestRing* ring, const std::string& oid, const std:
   uint32_t crc = RecordPayloadCrc(oid.data(), oid.size(), data.data(), data.size());
   if (corrupt) crc ^= 1;
   FillRecordHeader(&h, RecordType::kWrite, flags, pl->seq, static_cast<uint16_t>(oid.size()),
-                   static_cast<uint32_t>(data.size()), crc, 1, tid, 0);
+                   static_cast<uint32_t>(data.size()), crc, 1, tid, 0, writer_depth);
   PublishRecord(slot, h);
   ring->Signal();
 }
@@ -527,10 +527,14 @@ TEST(PollerTest, SparseRecordsOnUnsignalledRingsAreSleptForNotSpunFor) {
 // nothing about naps in that attempt.
 struct NapRun {
   uint64_t naps = 0;
+  uint64_t deep_queue_periods = 0;
   std::chrono::microseconds record_interval{0};
 };
 
-NapRun NapsWithProducers(size_t rings, size_t nap_rings) {
+// `writer_depth`: what each record says of its writer's queue (RecordHeader::writer_depth);
+// `nap_depth`: PollerOptions::nap_depth (0: off).
+NapRun NapsWithProducers(size_t rings, size_t nap_rings, uint16_t writer_depth = 0,
+                         size_t nap_depth = 0, uint64_t per_ring = 24) {
   // Sleeps of tens of microseconds, not the default 50 us timer slack on top of each
   // (restored on return: the tests after this one run on the same thread).
   const int old_slack = prctl(PR_GET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);
@@ -545,6 +549,7 @@ NapRun NapsWithProducers(size_t rings, size_t nap_rings) {
   PollerOptions opt;
   opt.nap = absl::Microseconds(100);
   opt.nap_rings = nap_rings;
+  opt.nap_depth = nap_depth;
   auto p = Poller::Create(0, opt, &sink);
   EXPECT_TRUE(p.ok()) << p.status();
   if (!p.ok()) return {};
@@ -559,11 +564,12 @@ NapRun NapsWithProducers(size_t rings, size_t nap_rings) {
     prods.push_back(std::make_unique<RingProducer>(kRingBytes));
     poller->AddRing(conns.back(), ring_list.back());
   }
-  constexpr uint64_t kPerRing = 24;
+  const uint64_t kPerRing = per_ring;
   const auto t0 = std::chrono::steady_clock::now();
   for (uint64_t t = 1; t <= kPerRing; ++t) {
     for (size_t i = 0; i < rings; ++i) {
-      Produce(prods[i].get(), ring_list[i].get(), "o", "many producers", t);
+      Produce(prods[i].get(), ring_list[i].get(), "o", "many producers", t, false,
+              kRecordFlagTruncate | kRecordFlagLast, writer_depth);
       std::this_thread::sleep_for(std::chrono::microseconds(25));
       sink.Flush();  // stored at once, as in memory mode (a held record starts no spin)
       std::this_thread::sleep_for(std::chrono::microseconds(25));
@@ -582,10 +588,14 @@ NapRun NapsWithProducers(size_t rings, size_t nap_rings) {
   })) << "every record acked";
   EXPECT_TRUE(CountersWhen(*poller, [&](const PollerCounters& c) {
     run.naps = c.naps;  // among many producers (not while the store holds records)
+    run.deep_queue_periods = c.deep_queue_periods;
     return c.records == kPerRing * rings;
   }));
-  std::printf("%zu rings, nap_rings %zu: %lu naps, a record every %ld us\n", rings, nap_rings,
-              static_cast<unsigned long>(run.naps), static_cast<long>(run.record_interval.count()));
+  std::printf("%zu rings, nap_rings %zu, writer depth %u, nap_depth %zu: %lu naps (%lu periods "
+              "for a deep queue), a record every %ld us\n",
+              rings, nap_rings, writer_depth, nap_depth, static_cast<unsigned long>(run.naps),
+              static_cast<unsigned long>(run.deep_queue_periods),
+              static_cast<long>(run.record_interval.count()));
   return run;
 }
 
@@ -605,6 +615,30 @@ TEST(PollerTest, ManyProducersMakeThePollerNapBetweenLooksFewDoNot) {
   EXPECT_EQ(NapsWithProducers(/*rings=*/2, /*nap_rings=*/8).naps, 0u)
       << "two rings: a latency-bound load, the poller spins";
   EXPECT_EQ(NapsWithProducers(/*rings=*/16, /*nap_rings=*/0).naps, 0u) << "naps turned off";
+}
+
+// One writer that keeps many writes in flight on its ring (RecordHeader::writer_depth)
+// makes the poller nap between looks too (PollerOptions::nap_depth); one that waits for
+// each write before the next does not. One ring, a record every ~50 us: the poller's
+// average of the depths passes nap_depth 3 after ~4 records of depth 8.
+TEST(PollerTest, AWriterWithADeepQueueMakesThePollerNapOneWaitingForEachWriteDoesNot) {
+  constexpr auto kOnTime = std::chrono::microseconds(150);
+  NapRun deep;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    deep = NapsWithProducers(/*rings=*/1, /*nap_rings=*/8, /*writer_depth=*/8, /*nap_depth=*/3,
+                             /*per_ring=*/64);
+    if (deep.record_interval <= kOnTime) break;
+  }
+  ASSERT_LE(deep.record_interval.count(), kOnTime.count())
+      << "this thread never produced on time in 8 attempts (machine too busy)";
+  EXPECT_GT(deep.naps, 20u) << "a writer with 8 writes in flight: the spin naps";
+  EXPECT_GT(deep.deep_queue_periods, 20u) << "counted as napping for a deep queue";
+  // A slow machine can only lower these.
+  const NapRun shallow = NapsWithProducers(1, 8, /*writer_depth=*/1, /*nap_depth=*/3, 64);
+  EXPECT_EQ(shallow.naps, 0u) << "one other write in flight: latency-bound, the poller spins";
+  EXPECT_EQ(shallow.deep_queue_periods, 0u);
+  EXPECT_EQ(NapsWithProducers(1, 8, /*writer_depth=*/8, /*nap_depth=*/0, 64).naps, 0u)
+      << "nap_depth 0 turns it off";
 }
 
 // While the store holds an RDMA ring's records (durable mode: the client waits for their

@@ -183,6 +183,36 @@ TEST(RdmaMessenger, ClientsSpinInFullAndOsdsAdaptByDefault) {
   EXPECT_EQ(c.sleeps_at_once, 0u) << "the client: of " << c.idle_periods;
 }
 
+// Each record tells the OSD how many of its writer's records were in flight on the ring
+// when it was written (RecordHeader::writer_depth): the OSD's pollers nap rather than spin
+// for a writer with a deep queue.
+TEST(RdmaMessenger, RecordsCarryTheWritersQueueDepth) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(p.Start());
+  ASSERT_NO_FATAL_FAILURE(p.ConnectRing());
+  Drainer drain(p.sconn, p.ring, /*sleep=*/false);
+  drain.set_paused(true);  // nothing released: each write finds the ones before in flight
+  constexpr size_t kRecords = 6;
+  for (size_t i = 0; i < kRecords; ++i) {
+    RecordDesc d;
+    d.oid = "depth." + std::to_string(i);
+    d.tid = i + 1;
+    ASSERT_TRUE(p.conn->WriteRecord(d, Bytes(512, static_cast<uint32_t>(i)), absl::Seconds(10)).ok());
+  }
+  drain.set_paused(false);
+  ASSERT_TRUE(drain.WaitRecords(kRecords)) << drain.error();
+  // All released and acknowledged: the next write is alone again.
+  ASSERT_TRUE(p.client_d.WaitAcks(kRecords));
+  RecordDesc d;
+  d.oid = "depth.alone";
+  d.tid = kRecords + 1;
+  ASSERT_TRUE(p.conn->WriteRecord(d, Bytes(512, 7), absl::Seconds(10)).ok());
+  ASSERT_TRUE(drain.WaitRecords(kRecords + 1)) << drain.error();
+  const auto seen = drain.records();
+  for (size_t i = 0; i < kRecords; ++i) EXPECT_EQ(seen[i].writer_depth, i) << "record " << i;
+  EXPECT_EQ(seen[kRecords].writer_depth, 0u) << "written with nothing in flight";
+}
+
 TEST(RdmaMessenger, RingRecordsWrapByteIdenticalWithNoReceiveCopy) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.Start());

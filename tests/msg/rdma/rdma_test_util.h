@@ -25,6 +25,7 @@ struct SeenRecord {
   std::string oid;
   std::string payload;
   uint64_t tid = 0;
+  uint16_t writer_depth = 0;     // RecordHeader::writer_depth
   bool payload_in_ring = false;  // RecordView.payload pointed into the ring memory
 };
 
@@ -203,6 +204,7 @@ class Drainer {
       s.oid.assign(v.oid, v.header->oid_len);
       s.payload.assign(reinterpret_cast<const char*>(v.payload), v.header->payload_len);
       s.tid = v.header->tid;
+      s.writer_depth = v.header->writer_depth;
       s.payload_in_ring = v.payload >= base && v.payload + v.header->payload_len <=
                                                    base + ring_->bytes();
       consumer_.Release(v.end_position);
