@@ -571,19 +571,20 @@ void Poller::Nap(uint64_t* count) {
   for (int i = 0; i < n; ++i) DrainEventFd(evs[i].data.fd);
 }
 
-bool Poller::NapsNow(uint64_t now_ns, bool* deep) const {
+bool Poller::NapsNow(uint64_t now_ns, bool* deep) {
   *deep = false;
   if (options_.nap <= absl::ZeroDuration()) return false;
   size_t active = 0;
-  bool deep_queue = false;
+  uint32_t deepest_x16 = 0;
   for (const auto& r : rings_) {
     if (r->ring->producer_signals() || r->last_records_ns + kActiveProducerWindowNs <= now_ns) {
       continue;
     }
     ++active;
-    deep_queue = deep_queue ||
-                 (options_.nap_depth > 0 && r->depth_x16 >= options_.nap_depth * 16);
+    deepest_x16 = std::max(deepest_x16, r->depth_x16);
   }
+  counters_.writer_depth = deepest_x16 / 16;
+  const bool deep_queue = options_.nap_depth > 0 && deepest_x16 >= options_.nap_depth * 16;
   if (options_.nap_rings > 0 && active >= options_.nap_rings) return true;
   *deep = deep_queue;
   return deep_queue;

@@ -158,6 +158,8 @@ struct InFlightWrite {
   X(naps, kCounter, kNone, "naps between looks instead of spinning (many producers)")        \
   X(deep_queue_periods, kCounter, kNone,                                                     \
     "idle periods that napped for a writer's deep queue (nap_depth), not many producers")  \
+  X(writer_depth, kGauge, kNone,                                                             \
+    "the deepest active ring writer's records in flight, averaged over its recent records") \
   X(held_naps, kCounter, kNone,                                                              \
     "naps while the store held records (durable): the next ones found with no doorbell")   \
   X(ack_spins, kCounter, kNone,                                                              \
@@ -230,7 +232,7 @@ class Poller {
   // Whether an idle period starting now naps between looks instead of spinning: rings
   // nobody signals that had records in the last kActiveProducerWindowNs are many
   // (PollerOptions::nap_rings), or one's writer has a deep queue (nap_depth: `*deep`).
-  bool NapsNow(uint64_t now_ns, bool* deep) const;
+  bool NapsNow(uint64_t now_ns, bool* deep);
   static constexpr uint64_t kActiveProducerWindowNs = 2'000'000;
   // True if it found work; records drained are stamped `now_ns` (the pass's clock).
   bool PollRing(RingState* r, uint64_t now_ns);
