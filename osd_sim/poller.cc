@@ -365,9 +365,7 @@ bool Poller::PollRing(RingState* r, uint64_t now_ns) {
     ++counters_.records;
     if (r->from_osd) ++counters_.replica_records;
     counters_.bytes += rec.header->payload_len;
-    const int32_t depth_x16 = static_cast<int32_t>(rec.header->writer_depth) << 4;
-    r->depth_x16 = static_cast<uint32_t>(static_cast<int32_t>(r->depth_x16) +
-                                         (depth_x16 - static_cast<int32_t>(r->depth_x16)) / 8);
+    r->depth_x16 = (r->depth_x16 * 7 + (uint32_t{rec.header->writer_depth} << 4)) / 8;
     counters_.ring_high_water_bytes =
         std::max<uint64_t>(counters_.ring_high_water_bytes, r->consumer.in_use());
     Pending* p = &r->pending.emplace_back();
