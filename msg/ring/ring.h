@@ -68,8 +68,6 @@ class RingProducer {
   uint64_t produced_ = 0;
   uint64_t released_ = 0;
   uint64_t next_seq_ = 1;
-  uint64_t crc_bytes_ = 0;
-  uint64_t crc_ns_ = 0;
 };
 
 // A record the consumer found, pointing into ring memory (no copy).
