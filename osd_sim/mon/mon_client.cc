@@ -93,10 +93,13 @@ absl::StatusOr<std::unique_ptr<MonClient>> MonClient::Create(const std::string& 
   if (timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("timeout must be > 0");
   std::shared_ptr<grpc::Channel> channel = MakeChannel(addr, auth);
   if (!channel->WaitForConnected(Deadline(timeout))) {
-    // One fail-fast call to learn why (connection refused, bad name, ...).
+    // One fail-fast call to learn why (connection refused, bad name, a TLS refusal...). It
+    // fails at once while the channel is in TRANSIENT_FAILURE, but waits out a connection
+    // attempt in progress: a short deadline then reports only "Deadline Exceeded" (seen
+    // in the Soft-RoCE VM, whose handshakes are slow), so it gets up to 2 s for that.
     auto stub = v1::Monitor::NewStub(channel);
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline(absl::Milliseconds(100)));
+    ctx.set_deadline(Deadline(std::min(timeout, absl::Seconds(2))));
     v1::ClusterMap map;
     grpc::Status s = stub->GetMap(&ctx, v1::GetMapRequest(), &map);
     std::string why = s.ok() ? "connection not ready" : s.error_message();
