@@ -104,8 +104,8 @@ struct PollerOptions {
   // (RecordHeader::writer_depth), the acks a nap delays hold up none of its writes for
   // long, and the cores a spin would take run that writer (it copies and checksums its
   // payloads). One client, memory mode, 3 OSDs on 2 cores (docs/BENCHMARKS.md "Session
-  // 34"): 4 KiB -t 16 1.3x the IOPS at a quarter of the OSD CPU per op, 64 KiB -t 16 3x;
-  // -t 8 and below, which a nap slows, keep their spin.
+  // 34", medians of 3): 4 KiB -t 16 1.23x the IOPS at 0.67x the OSD CPU per op (and twice
+  // the p50), 64 KiB -t 16 1.26x; -t 8 and below, which a nap slows, keep their spin.
   // nap_rings 0 or nap 0: never nap among many producers; nap_depth 0 or nap 0: never for
   // a deep queue.
   absl::Duration nap = absl::Microseconds(100);
