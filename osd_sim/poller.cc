@@ -569,9 +569,7 @@ void Poller::Nap(uint64_t* count) {
   for (int i = 0; i < n; ++i) DrainEventFd(evs[i].data.fd);
 }
 
-bool Poller::NapsNow(uint64_t now_ns, bool* deep) {
-  *deep = false;
-  if (options_.nap <= absl::ZeroDuration()) return false;
+Poller::NapReason Poller::NapsNow(uint64_t now_ns) {
   size_t active = 0;
   uint32_t deepest_x16 = 0;
   for (const auto& r : rings_) {
@@ -582,10 +580,12 @@ bool Poller::NapsNow(uint64_t now_ns, bool* deep) {
     deepest_x16 = std::max(deepest_x16, r->depth_x16);
   }
   counters_.writer_depth = deepest_x16 / 16;
-  const bool deep_queue = options_.nap_depth > 0 && deepest_x16 >= options_.nap_depth * 16;
-  if (options_.nap_rings > 0 && active >= options_.nap_rings) return true;
-  *deep = deep_queue;
-  return deep_queue;
+  if (options_.nap <= absl::ZeroDuration()) return NapReason::kNone;
+  if (options_.nap_rings > 0 && active >= options_.nap_rings) return NapReason::kManyProducers;
+  if (options_.nap_depth > 0 && deepest_x16 >= options_.nap_depth * 16) {
+    return NapReason::kDeepQueue;
+  }
+  return NapReason::kNone;
 }
 
 void Poller::Run() {
@@ -696,9 +696,9 @@ void Poller::Run() {
         idle = Idle::kSpinning;
         idle_slept = false;
         spin_budget = spin_policy.BeginIdle();
-        bool deep = false;
-        nap = NapsNow(now, &deep);
-        if (deep) ++counters_.deep_queue_periods;
+        const NapReason why = NapsNow(now);
+        nap = why != NapReason::kNone;
+        if (why == NapReason::kDeepQueue) ++counters_.deep_queue_periods;
         if (spin_budget == 0) ++counters_.sleeps_at_once;
         counters_.spin_short_pm = spin_policy.short_permille();
       }

@@ -155,7 +155,8 @@ struct InFlightWrite {
   X(sleep_ns, kCounter, kNanoseconds, "time spent asleep or napping, waiting for records")  \
   X(sleeps, kCounter, kNone, "times the poller went to sleep")                                \
   X(sleeps_at_once, kCounter, kNone, "idle periods the spin policy slept through at once")    \
-  X(naps, kCounter, kNone, "naps between looks instead of spinning (many producers)")        \
+  X(naps, kCounter, kNone,                                                                   \
+    "naps between looks instead of spinning (many producers, a deep queue)")               \
   X(deep_queue_periods, kCounter, kNone,                                                     \
     "idle periods that napped for a writer's deep queue (nap_depth), not many producers")  \
   X(writer_depth, kGauge, kNone,                                                             \
@@ -229,10 +230,12 @@ class Poller {
   struct RingState;
   Poller(int index, const PollerOptions& options, RecordSink* sink, int wake_fd, int epoll_fd);
   void Run();
-  // Whether an idle period starting now naps between looks instead of spinning: rings
-  // nobody signals that had records in the last kActiveProducerWindowNs are many
-  // (PollerOptions::nap_rings), or one's writer has a deep queue (nap_depth: `*deep`).
-  bool NapsNow(uint64_t now_ns, bool* deep);
+  // Whether an idle period starting now naps between looks instead of spinning, and why:
+  // rings nobody signals that had records in the last kActiveProducerWindowNs are many
+  // (PollerOptions::nap_rings), or one's writer has a deep queue (nap_depth). Also
+  // publishes the writer_depth gauge.
+  enum class NapReason { kNone, kManyProducers, kDeepQueue };
+  NapReason NapsNow(uint64_t now_ns);
   static constexpr uint64_t kActiveProducerWindowNs = 2'000'000;
   // True if it found work; records drained are stamped `now_ns` (the pass's clock).
   bool PollRing(RingState* r, uint64_t now_ns);

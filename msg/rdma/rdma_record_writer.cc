@@ -424,7 +424,7 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
           ApplyCreditLocked();
           p = producer_->Reserve(record_bytes);
           if (p) {
-            // The OSD's poller naps rather than spins among deep queues (ring_format.h).
+            // Tells the OSD how deep this writer's queue is (RecordHeader::writer_depth).
             writer_depth = static_cast<uint16_t>(std::min<size_t>(sent_records_.size(), 0xffff));
             sent_records_.Add(desc.tid, p->end_position);
             awaiting_acks_.store(true, std::memory_order_relaxed);

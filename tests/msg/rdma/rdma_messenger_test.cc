@@ -197,7 +197,8 @@ TEST(RdmaMessenger, RecordsCarryTheWritersQueueDepth) {
     RecordDesc d;
     d.oid = "depth." + std::to_string(i);
     d.tid = i + 1;
-    ASSERT_TRUE(p.conn->WriteRecord(d, Bytes(512, static_cast<uint32_t>(i)), absl::Seconds(10)).ok());
+    ASSERT_TRUE(
+        p.conn->WriteRecord(d, Bytes(512, static_cast<uint32_t>(i)), absl::Seconds(10)).ok());
   }
   drain.set_paused(false);
   ASSERT_TRUE(drain.WaitRecords(kRecords)) << drain.error();
