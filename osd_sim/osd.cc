@@ -210,6 +210,7 @@ absl::Status Osd::Init() {
     mo.auth = options_.auth;
     mo.ring_bytes = options_.ring_bytes;
     mo.backend_options = options_.backend_options;
+    mo.worker_threads = options_.ms_tcp_threads;
     // One incarnation for the process: the first messenger draws it, the others share it
     // (the monitor fences an old incarnation of this OSD by it).
     mo.instance = boot.instance();

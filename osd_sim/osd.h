@@ -81,6 +81,11 @@ struct OsdOptions {
   std::optional<uint64_t> store_zero_ahead_bytes;  // unset: StoreOptions' default
   int pollers = 1;
   int read_threads = 2;                       // serve reads off the messenger's threads
+  // Socket threads of each tcp messenger (MessengerOptions::worker_threads). One: every
+  // connection is served in order on one strand anyway and the records' work is the
+  // pollers'; a second thread on the same io_context costs a futex wake-up per hand-off
+  // (docs/BENCHMARKS.md "Session 35").
+  int ms_tcp_threads = 1;
   std::vector<int> poller_cpus;               // pin poller i to poller_cpus[i % size]
   absl::Duration poller_spin = absl::Microseconds(1000);  // PollerOptions::spin (the cap)
   bool poller_adaptive_spin = true;                       // PollerOptions::adaptive_spin

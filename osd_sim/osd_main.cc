@@ -3,7 +3,7 @@
 //   osd --id N --mon HOST:PORT --data-dir DIR [--run-dir DIR] [--ms-type tcp|rdma|both]
 //       [--durability durable|buffered|memory] [--pollers N] [--poller-cpus 0,1]
 //       [--poller-spin-us US] [--poller-wakeup-us 1000] [--poller-nap-us 100]
-//       [--poller-nap-rings 8] [--poller-nap-depth 3] [--ring-bytes 33554432] [--capacity BYTES]
+//       [--poller-nap-rings 8] [--poller-nap-depth 3] [--ms-tcp-threads 1] [--ring-bytes 33554432] [--capacity BYTES]
 //       [--store-commit-window-us US] [--store-zero-ahead-kb KB]
 //       [--cluster-dir DIR | --keyring FILE | --auth none] [--rdma-device soft|IBDEV] [--weight W]
 //       [--rdma-max-registered-mb 4096] [--metrics-addr HOST:PORT [--metrics-addr-file F]]
@@ -60,6 +60,7 @@ ABSL_FLAG(uint64_t, poller_nap_us, 100, "nap between looks under many rings");
 ABSL_FLAG(uint64_t, poller_nap_rings, 8, "busy rings that make a poller nap");
 ABSL_FLAG(uint64_t, poller_nap_depth, 3, "a writer's queue depth that makes a poller nap");
 ABSL_FLAG(uint64_t, poller_ack_spin_us, 200, "poll for replicas' acks while holding records");
+ABSL_FLAG(uint64_t, ms_tcp_threads, 1, "socket threads per tcp messenger");
 ABSL_FLAG(uint64_t, ring_bytes, msgr::kDefaultRingBytes, "largest RDMA ring");
 ABSL_FLAG(uint64_t, capacity, 0, "store capacity in bytes (0: none)");
 ABSL_FLAG(std::optional<uint64_t>, store_commit_window_us, std::nullopt,
@@ -93,7 +94,7 @@ constexpr const char* kUsage =
     "           [--pollers N] [--poller-cpus LIST] [--poller-spin-us US]\n"
     "           [--poller-wakeup-us US] [--poller-nap-us US] [--poller-nap-rings N]\n"
     "           [--poller-nap-depth N]\n"
-    "           [--poller-ack-spin-us US]\n"
+    "           [--poller-ack-spin-us US] [--ms-tcp-threads N]\n"
     "           [--ring-bytes B]\n"
     "           [--capacity BYTES] [--store-commit-window-us US]\n"
     "           [--cluster-dir DIR | --keyring FILE | --auth none]\n"
@@ -127,6 +128,8 @@ constexpr const char* kUsage =
     "  --poller-ack-spin-us US   a primary over rdma: while its records wait for replicas'\n"
     "                            acks, poll for them up to US when such waits mostly end\n"
     "                            that soon (default 200; 0: leave them to the messenger)\n"
+    "  --ms-tcp-threads N        socket threads of each tcp messenger (default 1: each\n"
+    "                            connection is served in order; records go to pollers)\n"
     "  --store-commit-window-us US  durable mode: wait up to US after a write for others\n"
     "                            to share its fdatasync, while writes come in groups\n"
     "                            (default 200; 0: flush each at once)\n"
@@ -300,6 +303,10 @@ int main(int argc, char** argv) {
     return Fail("--poller-nap-depth takes 0 to 65535 writes");
   }
   o.poller_nap_depth = static_cast<size_t>(absl::GetFlag(FLAGS_poller_nap_depth));
+  if (absl::GetFlag(FLAGS_ms_tcp_threads) < 1 || absl::GetFlag(FLAGS_ms_tcp_threads) > 64) {
+    return Fail("--ms-tcp-threads takes 1 to 64 threads");
+  }
+  o.ms_tcp_threads = static_cast<int>(absl::GetFlag(FLAGS_ms_tcp_threads));
   if (absl::GetFlag(FLAGS_poller_ack_spin_us) > 1'000'000) {
     return Fail("--poller-ack-spin-us takes 0 to 1000000 microseconds");
   }

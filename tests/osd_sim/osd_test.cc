@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -447,6 +448,30 @@ TEST_P(OsdTest, PoolsKeepTheirObjectsApart) {
             absl::StatusCode::kInvalidArgument);
   ++tid;
   EXPECT_FALSE(Write(std::string("\x01x\x01y"), "z", tid++).ok()) << "malformed pool name";
+}
+
+// Threads of this process named `name` (/proc/self/task/*/comm).
+int ThreadsNamed(const std::string& name) {
+  int n = 0;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(t.path() / "comm");
+    std::string s;
+    if (std::getline(comm, s) && s == name) ++n;
+  }
+  return n;
+}
+
+TEST_P(OsdTest, TcpMessengersRunAsManySocketThreadsAsAsked) {
+  if (GetParam() != "tcp") GTEST_SKIP() << "--ms-tcp-threads sizes tcp messengers only";
+  const int before = ThreadsNamed("ms-tcp-io");
+  StartOsd();
+  EXPECT_EQ(ThreadsNamed("ms-tcp-io") - before, 1) << "the default is one socket thread";
+  osd_.reset();
+  options_.ms_tcp_threads = 3;
+  StartOsd();
+  EXPECT_EQ(ThreadsNamed("ms-tcp-io") - before, 3);
+  ConnectClient();
+  ASSERT_TRUE(Write("t", "three threads", 1).ok());
 }
 
 TEST_P(OsdTest, WritesAreAckedDurableAndReadBack) {
