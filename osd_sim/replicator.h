@@ -11,9 +11,11 @@
 //                                      replica store --ack (ring credit)----------'
 //
 // The payload is read from the primary's ring memory (it stays valid until `done` runs);
-// the tcp backend copies it into its send buffer, which its lossless resend needs; the
-// rdma backend (OsdOptions::cluster_ms_type "rdma") stages a small one in its registered
-// mirror, and sends a large one (Messenger::zero_copy_min_bytes, 256 KiB) from the client's ring
+// the tcp backend copies one under kInlineForwardMaxBytes (64 KiB) into its frame, which
+// its lossless resend needs, and sends a larger one from the ring (the frame keeps the
+// ring until the peer acks it: PayloadHold, below); the rdma backend
+// (OsdOptions::cluster_ms_type "rdma") stages a small one in its registered mirror, and
+// sends a large one (Messenger::zero_copy_min_bytes, 256 KiB) from the client's ring
 // itself: the HCA reads it there and writes the replica's ring one-sidedly, with no copy
 // by this OSD's CPU. Then `done`, whose ack lets the client reuse that memory, waits also
 // until the session no longer reads it (PayloadHold): the replica's ack, and the HCA's
@@ -189,9 +191,9 @@ class Replicator {
   struct Item;
   struct PayloadHold;
   void SendLoop(Peer* peer);
-  // WriteRecord of `item` to `conn`: over rdma with the write's PayloadHold as the
-  // payload's owner (WriteRecordShared: a large payload is read from the client's ring by
-  // the HCA, not staged), else copied by the backend (tcp's frame, which its resend needs).
+  // WriteRecord of `item` to `conn`: with the write's PayloadHold as the payload's owner
+  // when it has one (WriteRecordShared: a large payload is read from the client's ring by
+  // the HCA, or by tcp's sendmsg, not staged or copied), else copied by the backend.
   absl::Status SendItem(const ConnectionRef& conn, const Item& item, absl::Duration timeout);
   // One WriteRecord of `item` to `peer` at a time, in queue order: StartSendLocked before
   // it (outside mu_), FinishSendLocked with its status after, or UnstartSendLocked when it

@@ -386,6 +386,14 @@ TEST_F(ReplicationTest, EveryWriteLandsOnEveryMemberOfItsActingSet) {
   // a payload to send it (RecordDesc::payload_crc).
   EXPECT_GT(Sum("tcp", "record_bytes_sent"), 0u);
   EXPECT_EQ(Sum("tcp", "record_crc_bytes_tx"), 0u);
+  // Copies by the OSDs' CPUs to send records: the kernel's socket copy of every payload
+  // sent (record_bytes_sent), plus a copy into the frame of each small one only: the 300
+  // KiB objects' records (of 64 KiB and less) went from the clients' rings to the
+  // replicas' sockets; their last parts (44 KiB), and the small objects, were copied.
+  const uint64_t frame_copies =
+      Sum("tcp", "payload_bytes_copied_tx") - Sum("tcp", "record_bytes_sent");
+  EXPECT_LE(frame_copies, 2u * (32 * (4096 + 40) + 8 * (44 << 10)));
+  EXPECT_GE(Sum("tcp", "record_bytes_sent"), 2u * 8 * (300 << 10));
   ExpectForwardedInlineMostly(replica_records);
   // Each OSD holds exactly the objects whose acting set names it.
   const placement::PlacementMap map = Map();
