@@ -28,8 +28,10 @@ namespace {
 
 class HeapRecordBuffer final : public RecordBuffer {
  public:
+  // Left uninitialized (not make_unique's zero fill): the caller fills it, and zeroing a
+  // 4 MiB buffer first was 5% of a tcp bench's CPU at 4 MiB writes.
   explicit HeapRecordBuffer(size_t size)
-      : HeapRecordBuffer(std::make_unique<char[]>(std::max<size_t>(size, 1)), size) {}
+      : HeapRecordBuffer(std::unique_ptr<char[]>(new char[std::max<size_t>(size, 1)]), size) {}
 
  private:
   HeapRecordBuffer(std::unique_ptr<char[]> mem, size_t size)

@@ -268,8 +268,8 @@ class RecordBuffer {
 };
 using RecordBufferRef = std::shared_ptr<RecordBuffer>;
 
-// A RecordBuffer in ordinary heap memory: what a backend without registration returns,
-// and what tests use.
+// A RecordBuffer in ordinary heap memory, its bytes undefined until the caller fills them:
+// what a backend without registration returns, and what tests use.
 RecordBufferRef MakeHeapRecordBuffer(size_t size);
 
 class Connection {
