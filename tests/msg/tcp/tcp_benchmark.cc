@@ -34,22 +34,36 @@
 namespace msgr {
 namespace {
 
+// A tcp server messenger ("osd.0", records drained by `sd`'s drainer) on loopback and a
+// client messenger with a lossless ring session to it.
+struct MessengerPair {
+  std::unique_ptr<Messenger> server, client;
+  ConnectionRef conn;
+};
+MessengerPair ConnectPair(testing::RecordingDispatcher* sd, Dispatcher* cd,
+                          size_t ring_bytes = 0) {
+  sd->keep_records = false;
+  MessengerPair p;
+  MessengerOptions so;
+  so.name = EntityName{EntityType::kOsd, 0};
+  so.auth = AuthConfig::None();
+  if (ring_bytes != 0) so.ring_bytes = ring_bytes;
+  p.server = std::move(*Messenger::Create(so, sd));
+  const std::string addr = *p.server->Bind("127.0.0.1:0");
+  MessengerOptions co;
+  co.name = EntityName{EntityType::kClient, 1};
+  co.auth = AuthConfig::None();
+  p.client = std::move(*Messenger::Create(co, cd));
+  p.conn = *p.client->Connect(addr, ConnectOptions{Policy::Lossless(), true});
+  return p;
+}
+
 void BM_MessengerRingRecords(benchmark::State& state) {
   spdlog::set_level(spdlog::level::warn);
   const size_t size = static_cast<size_t>(state.range(0));
   testing::RecordingDispatcher sd, cd;
-  sd.keep_records = false;
-  MessengerOptions so;
-  so.name = EntityName{EntityType::kOsd, 0};
-  so.auth = AuthConfig::None();
-  so.ring_bytes = 32 << 20;
-  auto server = std::move(*Messenger::Create(so, &sd));
-  const std::string addr = *server->Bind("127.0.0.1:0");
-  MessengerOptions co;
-  co.name = EntityName{EntityType::kClient, 1};
-  co.auth = AuthConfig::None();
-  auto client = std::move(*Messenger::Create(co, &cd));
-  auto conn = *client->Connect(addr, ConnectOptions{Policy::Lossless(), true});
+  MessengerPair p = ConnectPair(&sd, &cd, 32 << 20);
+  const ConnectionRef& conn = p.conn;
   const std::string payload(size, 'x');
   uint64_t tid = 0;
   for (auto _ : state) {
@@ -102,17 +116,8 @@ void BM_MessengerRecordLatency(benchmark::State& state) {
   const size_t size = static_cast<size_t>(state.range(0));
   testing::RecordingDispatcher sd;
   AckWaiter cd;
-  sd.keep_records = false;
-  MessengerOptions so;
-  so.name = EntityName{EntityType::kOsd, 0};
-  so.auth = AuthConfig::None();
-  auto server = std::move(*Messenger::Create(so, &sd));
-  const std::string addr = *server->Bind("127.0.0.1:0");
-  MessengerOptions co;
-  co.name = EntityName{EntityType::kClient, 1};
-  co.auth = AuthConfig::None();
-  auto client = std::move(*Messenger::Create(co, &cd));
-  auto conn = *client->Connect(addr, ConnectOptions{Policy::Lossless(), true});
+  MessengerPair p = ConnectPair(&sd, &cd);
+  const ConnectionRef& conn = p.conn;
   const std::string payload(size, 'x');
   uint64_t tid = 0;
   // The first record waits for the handshake; not timed.
@@ -147,31 +152,48 @@ bool ReadFull(int fd, char* p, size_t n) {
   return true;
 }
 
+// A loopback listener (`lfd`, on `addr`) and a TCP_NODELAY socket to connect to it.
+struct RawSockets {
+  int lfd = -1;
+  sockaddr_in addr{};
+  int fd = -1;
+  // After the receiver's thread is done with lfd.
+  void Close() {
+    close(fd);
+    close(lfd);
+  }
+};
+RawSockets Listen() {
+  RawSockets r;
+  r.lfd = socket(AF_INET, SOCK_STREAM, 0);
+  r.addr.sin_family = AF_INET;
+  r.addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(r.lfd, reinterpret_cast<sockaddr*>(&r.addr), sizeof(r.addr));
+  listen(r.lfd, 1);
+  socklen_t len = sizeof(r.addr);
+  getsockname(r.lfd, reinterpret_cast<sockaddr*>(&r.addr), &len);
+  r.fd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(r.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return r;
+}
+
 void BM_RawTcpPingPong(benchmark::State& state) {
   const size_t size = static_cast<size_t>(state.range(0));
   constexpr size_t kAnswer = 48;
-  int lfd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  listen(lfd, 1);
-  socklen_t len = sizeof(a);
-  getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+  RawSockets sk = Listen();
+  const int lfd = sk.lfd, fd = sk.fd;
   std::thread rx([&] {
-    int fd = accept(lfd, nullptr, nullptr);
+    int peer = accept(lfd, nullptr, nullptr);
     int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(peer, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     std::string buf(size, '\0'), answer(kAnswer, 'a');
-    while (ReadFull(fd, buf.data(), size)) {
-      if (write(fd, answer.data(), kAnswer) != static_cast<ssize_t>(kAnswer)) break;
+    while (ReadFull(peer, buf.data(), size)) {
+      if (write(peer, answer.data(), kAnswer) != static_cast<ssize_t>(kAnswer)) break;
     }
-    close(fd);
+    close(peer);
   });
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  connect(fd, reinterpret_cast<sockaddr*>(&sk.addr), sizeof(sk.addr));
   const std::string payload(size, 'x');
   std::string answer(kAnswer, '\0');
   std::vector<int64_t> lat;
@@ -188,37 +210,27 @@ void BM_RawTcpPingPong(benchmark::State& state) {
   }
   shutdown(fd, SHUT_WR);
   rx.join();
-  close(fd);
-  close(lfd);
+  sk.Close();
   ReportLatency(state, &lat);
 }
 BENCHMARK(BM_RawTcpPingPong)->Arg(4 << 10)->UseRealTime();
 
 void BM_RawTcp(benchmark::State& state) {
   const size_t size = static_cast<size_t>(state.range(0));
-  int lfd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  listen(lfd, 1);
-  socklen_t len = sizeof(a);
-  getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+  RawSockets sk = Listen();
+  const int lfd = sk.lfd, fd = sk.fd;
   std::atomic<uint64_t> received{0};
   std::thread rx([&] {
-    int fd = accept(lfd, nullptr, nullptr);
+    int peer = accept(lfd, nullptr, nullptr);
     std::string buf(1 << 20, '\0');
     for (;;) {
-      ssize_t n = read(fd, buf.data(), buf.size());
+      ssize_t n = read(peer, buf.data(), buf.size());
       if (n <= 0) break;
       received += n;
     }
-    close(fd);
+    close(peer);
   });
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  connect(fd, reinterpret_cast<sockaddr*>(&sk.addr), sizeof(sk.addr));
   const std::string payload(size, 'x');
   for (auto _ : state) {
     size_t off = 0;
@@ -230,8 +242,7 @@ void BM_RawTcp(benchmark::State& state) {
   }
   shutdown(fd, SHUT_WR);
   rx.join();
-  close(fd);
-  close(lfd);
+  sk.Close();
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));
 }
 BENCHMARK(BM_RawTcp)->Arg(4 << 10)->Arg(64 << 10)->Arg(4 << 20)->UseRealTime();
