@@ -120,23 +120,13 @@ prepare_run_dir() {
 
 # shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
-  local rc=$? pid
+  local rc=$?
   trap - EXIT INT TERM
   if [[ -n "$QEMU_WRAPPER" ]] && kill -0 "$QEMU_WRAPPER" 2>/dev/null; then
     kill -TERM "$QEMU_WRAPPER" 2>/dev/null || true # timeout passes TERM on to qemu
   fi
-  if [[ -n "$RUN" && -s "$RUN/qemu.pid" ]]; then
-    pid=$(cat "$RUN/qemu.pid" 2>/dev/null || true)
-    if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
-      sleep 1
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-  fi
-  for pid in "${TAIL_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  if [[ -n "$RUN" ]]; then
-    if [[ "${MSGR_RXE_VM_KEEP:-0}" == 1 ]]; then say "kept run directory $RUN"; else rm -rf "$RUN"; fi
-  fi
+  if [[ -n "$RUN" && -s "$RUN/qemu.pid" ]]; then kill_qemu "$RUN/qemu.pid"; fi
+  end_run
   exit "$rc"
 }
 

@@ -138,19 +138,9 @@ cleanup() {
     kill -0 "$pid" 2>/dev/null && kill -TERM "$pid" 2>/dev/null # timeout passes TERM on
   done
   if [[ -n "$RUN" ]]; then
-    for role in "${ROLES[@]}"; do
-      pid=$(cat "$RUN/$role/qemu.pid" 2>/dev/null || true)
-      if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
-        sleep 1
-        kill -KILL "$pid" 2>/dev/null || true
-      fi
-    done
+    for role in "${ROLES[@]}"; do kill_qemu "$RUN/$role/qemu.pid"; done
   fi
-  for pid in "${TAIL_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  if [[ -n "$RUN" ]]; then
-    if [[ "${MSGR_RXE_VM_KEEP:-0}" == 1 ]]; then say "kept run directory $RUN"; else rm -rf "$RUN"; fi
-  fi
+  end_run
   exit "$rc"
 }
 

@@ -174,3 +174,25 @@ qemu_guest_args() {
 qemu_share_args() {
   QEMU+=(-virtfs "local,path=$2,mount_tag=$1,security_model=none,multidevs=remap")
 }
+
+# kill_qemu PIDFILE: the qemu whose pid PIDFILE holds, if its wrapper's TERM has not ended
+# it within a second, is killed (cleanup on exit).
+kill_qemu() {
+  local pid
+  pid=$(cat "$1" 2>/dev/null || true)
+  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+    sleep 1
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+}
+
+# end_run: stops the tails streaming the guests' output (TAIL_PIDS) and removes the run
+# directory RUN, unless MSGR_RXE_VM_KEEP=1 (cleanup on exit, after the guests are gone).
+end_run() {
+  local pid
+  for pid in "${TAIL_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [[ -n "$RUN" ]]; then
+    if [[ "${MSGR_RXE_VM_KEEP:-0}" == 1 ]]; then say "kept run directory $RUN"; else rm -rf "$RUN"; fi
+  fi
+}
