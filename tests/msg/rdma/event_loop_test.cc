@@ -24,6 +24,7 @@
 #include "msg/rdma/registered_budget.h"
 #include "msg/rdma/transport.h"
 #include "msg/rdma/verbs/device.h"
+#include "tests/msg/rdma/soft_context.h"
 
 namespace msgr::rdma {
 namespace {
@@ -727,23 +728,10 @@ class LoopedTransport : public LoopClient {
   int errors_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-std::shared_ptr<DeviceContext> OpenSoft() {
-  auto ctx = std::make_shared<DeviceContext>();
-  auto dev = verbs::OpenDevice("soft");
-  EXPECT_TRUE(dev.ok()) << dev.status();
-  if (!dev.ok()) return nullptr;
-  ctx->device = std::move(*dev);
-  auto pd = ctx->device->CreatePd();
-  EXPECT_TRUE(pd.ok()) << pd.status();
-  if (!pd.ok()) return nullptr;
-  ctx->pd = std::move(*pd);
-  return ctx;
-}
-
 TEST(EventLoopTest, DrivesSoftTransportsBothWays) {
   auto budget = RegisteredBudget::Create(64 << 20);
-  auto ctx_a = OpenSoft();
-  auto ctx_b = OpenSoft();
+  auto ctx_a = testing::OpenSoftContext();
+  auto ctx_b = testing::OpenSoftContext();
   ASSERT_TRUE(ctx_a && ctx_b);
   TransportConfig cfg;
   cfg.recv_buffers = 8;

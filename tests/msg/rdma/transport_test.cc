@@ -19,24 +19,12 @@
 #include "msg/rdma/rdma_wire.h"
 #include "msg/rdma/registered_budget.h"
 #include "msg/rdma/verbs/device.h"
+#include "tests/msg/rdma/soft_context.h"
 
 namespace msgr::rdma {
 namespace {
 
 constexpr absl::Duration kWait = absl::Seconds(10);
-
-std::shared_ptr<DeviceContext> OpenSoft() {
-  auto ctx = std::make_shared<DeviceContext>();
-  auto dev = verbs::OpenDevice("soft");
-  EXPECT_TRUE(dev.ok()) << dev.status();
-  if (!dev.ok()) return nullptr;
-  ctx->device = std::move(*dev);
-  auto pd = ctx->device->CreatePd();
-  EXPECT_TRUE(pd.ok()) << pd.status();
-  if (!pd.ok()) return nullptr;
-  ctx->pd = std::move(*pd);
-  return ctx;
-}
 
 TransportConfig SmallConfig() {
   TransportConfig c;
@@ -86,8 +74,8 @@ int DrainFor(verbs::CompletionQueue* cq, absl::Duration window) {
 class TransportTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ctx_a_ = OpenSoft();
-    ctx_b_ = OpenSoft();
+    ctx_a_ = testing::OpenSoftContext();
+    ctx_b_ = testing::OpenSoftContext();
     ASSERT_NE(ctx_a_, nullptr);
     ASSERT_NE(ctx_b_, nullptr);
   }

@@ -418,6 +418,18 @@ bool QpCore::OnRequest(const std::shared_ptr<Conn>& conn, const WireHeader& hdr,
   }
 }
 
+bool QpCore::TakeRecvLocked(WireHeader* rep, uint64_t* wr_id, size_t* slot) {
+  if (closed_ || state_ == QpState::kError || state_ == QpState::kReset) {
+    rep->status = static_cast<uint32_t>(WcStatus::kRetryExceeded);
+    return false;
+  }
+  if (!rq_.Take(wr_id, slot)) {
+    rep->status = static_cast<uint32_t>(WcStatus::kRnrRetryExceeded);
+    return false;
+  }
+  return true;
+}
+
 bool QpCore::HandleSend(const std::shared_ptr<Conn>& conn, const WireHeader& hdr) {
   const uint32_t len = hdr.a;
   WireHeader rep;
@@ -427,12 +439,7 @@ bool QpCore::HandleSend(const std::shared_ptr<Conn>& conn, const WireHeader& hdr
   size_t slot = 0;
   {
     absl::MutexLock l(&mu_);
-    if (closed_ || state_ == QpState::kError || state_ == QpState::kReset) {
-      // A responder in ERROR does not answer; the requester's retries run out.
-      rep.status = static_cast<uint32_t>(WcStatus::kRetryExceeded);
-    } else if (!rq_.Take(&wr_id, &slot)) {
-      rep.status = static_cast<uint32_t>(WcStatus::kRnrRetryExceeded);
-    } else {
+    if (TakeRecvLocked(&rep, &wr_id, &slot)) {
       const std::vector<Sge>& sges = rq_sges_[slot];
       uint64_t capacity = 0;
       for (const Sge& s : sges) capacity += s.length;
@@ -480,11 +487,7 @@ void QpCore::HandleWriteImm(const std::shared_ptr<Conn>& conn, const WireHeader&
   size_t slot = 0;
   {
     absl::MutexLock l(&mu_);
-    if (closed_ || state_ == QpState::kError || state_ == QpState::kReset) {
-      rep.status = static_cast<uint32_t>(WcStatus::kRetryExceeded);
-    } else if (!rq_.Take(&wr_id, &slot)) {
-      rep.status = static_cast<uint32_t>(WcStatus::kRnrRetryExceeded);
-    } else {
+    if (TakeRecvLocked(&rep, &wr_id, &slot)) {
       PushRecvCompletion(wr_id, WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, hdr.a, hdr.b,
                          true);
       rep.type = static_cast<uint32_t>(MsgType::kAck);

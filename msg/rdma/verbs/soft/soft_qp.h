@@ -137,6 +137,11 @@ class QpCore : public std::enable_shared_from_this<QpCore> {
   void PushRecvCompletion(uint64_t wr_id, WcStatus status, WcOpcode opcode, uint32_t byte_len,
                           uint32_t imm, bool has_imm);
   // Target side.
+  // A SEND or WRITE_WITH_IMM arrived: takes the oldest posted receive (true), or sets
+  // `rep`'s NAK status to what the requester's WR completes with (false): no answer from a
+  // QP in ERROR (its retries run out), receiver not ready without one.
+  bool TakeRecvLocked(WireHeader* rep, uint64_t* wr_id, size_t* slot)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool HandleSend(const std::shared_ptr<Conn>& conn, const WireHeader& hdr);
   void HandleWriteImm(const std::shared_ptr<Conn>& conn, const WireHeader& hdr);
   void HandleRegionReq(const std::shared_ptr<Conn>& conn, const WireHeader& hdr);
