@@ -86,12 +86,11 @@ absl::StatusOr<std::unique_ptr<SecureStream>> SecureStream::Create(WireMode mode
     EVP_CIPHER_CTX_free(dec);
     return absl::InternalError("secure mode: AES-GCM context setup failed");
   }
-  return std::unique_ptr<SecureStream>(new SecureStream(mode, keys, enc, dec));
+  return std::unique_ptr<SecureStream>(new SecureStream(keys, enc, dec));
 }
 
-SecureStream::SecureStream(WireMode mode, const DirectionKeys& keys, EVP_CIPHER_CTX* enc,
-                           EVP_CIPHER_CTX* dec)
-    : mode_(mode), iv_salt_(keys.iv_salt), enc_(enc), dec_(dec) {}
+SecureStream::SecureStream(const DirectionKeys& keys, EVP_CIPHER_CTX* enc, EVP_CIPHER_CTX* dec)
+    : iv_salt_(keys.iv_salt), enc_(enc), dec_(dec) {}
 
 SecureStream::~SecureStream() {
   EVP_CIPHER_CTX_free(enc_);

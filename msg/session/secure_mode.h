@@ -84,10 +84,9 @@ class SecureStream {
   uint64_t counter() const { return counter_; }
 
  private:
-  SecureStream(WireMode mode, const DirectionKeys& keys, EVP_CIPHER_CTX* enc, EVP_CIPHER_CTX* dec);
+  SecureStream(const DirectionKeys& keys, EVP_CIPHER_CTX* enc, EVP_CIPHER_CTX* dec);
   void NextNonce(uint8_t* iv);
 
-  const WireMode mode_;
   const std::array<uint8_t, kSecureIvBytes> iv_salt_;
   EVP_CIPHER_CTX* const enc_;  // owned
   EVP_CIPHER_CTX* const dec_;  // owned
