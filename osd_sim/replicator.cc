@@ -171,7 +171,11 @@ struct Replicator::Peer {
 };
 
 Replicator::Replicator(const ReplicatorOptions& options, Messenger* messenger, PgLog* log)
-    : options_(options), messenger_(messenger), log_(log) {}
+    : options_(options),
+      messenger_(messenger),
+      log_(log),
+      from_ring_min_bytes_(options.ms_type == "rdma" ? messenger->zero_copy_min_bytes()
+                                                     : kInlineForwardMaxBytes) {}
 
 Replicator::~Replicator() { Stop(); }
 
@@ -242,15 +246,9 @@ absl::StatusOr<std::shared_ptr<Replicator::Write>> Replicator::Begin(const Recor
   const int outstanding = 1 + static_cast<int>(peers->size());
   PgLog::Ticket logged = log_ != nullptr ? log_->Append(PgId{pool_id, pg}, oid, *peers, low)
                                          : PgLog::Ticket();
-  // A payload is sent from where it lies, held until the session no longer reads it:
-  // over rdma one the backend does not stage anyway, over tcp one of 64 KiB or more
-  // (copying a 4 MiB record into a frame for each replica was 8 MiB of memcpy per write;
-  // the frame now references the ring until the peer acks it). A smaller one is copied
-  // into tcp's frame, which costs less than the hold's bookkeeping.
+  // A large payload is sent from where it lies (from_ring_min_bytes_).
   std::shared_ptr<RecvRing> ring;
-  const size_t from_ring_min = options_.ms_type == "rdma" ? messenger_->zero_copy_min_bytes()
-                                                          : kInlineForwardMaxBytes;
-  if (part.ring != nullptr && rec.header->payload_len >= from_ring_min) ring = *part.ring;
+  if (part.ring != nullptr && rec.header->payload_len >= from_ring_min_bytes_) ring = *part.ring;
   return std::make_shared<Write>(std::move(done), std::move(ring), outstanding, pool.size,
                                  pool.min_size,
                                  std::move(*peers), &degraded_, &replica_missing_,

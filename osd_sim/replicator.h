@@ -230,6 +230,12 @@ class Replicator {
   const ReplicatorOptions options_;
   Messenger* const messenger_;
   PgLog* const log_;
+  // A forwarded payload at least this large is sent from the client's ring, held until
+  // the session no longer reads it (Write's PayloadHold): over rdma one the backend does
+  // not stage anyway (Messenger::zero_copy_min_bytes), over tcp one of 64 KiB or more
+  // (copying a 4 MiB record into a frame for each replica was 8 MiB of memcpy per write).
+  // A smaller one is copied into tcp's frame, which costs less than the hold.
+  const size_t from_ring_min_bytes_;
   std::atomic<uint32_t> pool_size_{1};
 
   mutable absl::Mutex mu_;
