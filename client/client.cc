@@ -38,6 +38,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   oo.messenger.backend_options = options.backend_options;
   oo.op_timeout = options.op_timeout;
   oo.max_in_flight = options.max_in_flight;
+  oo.queue_depth = options.queue_depth;
   oo.block_when_full = options.block_when_full;
   oo.max_record_payload = options.max_record_payload;
   auto objecter = Objecter::Create(std::move(oo));

@@ -62,6 +62,7 @@ struct ClientOptions {
   absl::Duration op_timeout = absl::Seconds(30);
   absl::Duration mon_timeout = absl::Seconds(10);  // connect + every monitor RPC
   size_t max_in_flight = 256;                   // ops submitted, not yet completed
+  size_t queue_depth = 0;  // writes usually in flight (ObjecterOptions::queue_depth); 0: unsaid
   bool block_when_full = true;                  // else kResourceExhausted when full
   // Messenger worker threads. One is the fastest for a client with a few OSD connections:
   // a second worker adds hand-offs between threads and competes for the cores the

@@ -115,6 +115,8 @@ void Objecter::HandleMap(PlacementMap map) {
     spdlog::debug("client: map epoch {} ({} osds, {} pgs)", map.epoch(), map.osds().size(),
                   map.pg_num());
     map_ = std::move(map);
+    up_osds_ = static_cast<size_t>(std::count_if(map_.osds().begin(), map_.osds().end(),
+                                                 [](const OsdEntry& e) { return e.up; }));
     pool_id_.store(map_.pool_id(), std::memory_order_relaxed);
     have_map_ = true;
     // Refusals are remembered by address: forget those of addresses no OSD has now.
@@ -218,7 +220,7 @@ void Objecter::ResendLocked(const OpRef& op) {
   ++op->attempt;
   op->sent_all = false;
   op->waiting = false;
-  op->target = TargetLocked(*op);
+  RetargetLocked(*op);
   if (!op->sending && !op->queued && !shutdown_) {
     op->queued = true;
     retry_queue_.push_back(op);
@@ -232,10 +234,26 @@ void Objecter::ResendAllOfOsdLocked(int osd) {
   }
 }
 
+void Objecter::RetargetLocked(Op& op) {
+  const int to = TargetLocked(op);
+  if (to == op.target) return;
+  if (op.target != kNoOsd && --ops_by_osd_[op.target] == 0) ops_by_osd_.erase(op.target);
+  op.target = to;
+  if (to != kNoOsd) ++ops_by_osd_[to];
+}
+
+uint16_t Objecter::WriterDepthLocked(const Op& op) const {
+  const auto it = ops_by_osd_.find(op.target);
+  const size_t others = it == ops_by_osd_.end() || it->second == 0 ? 0 : it->second - 1;
+  const size_t share = up_osds_ == 0 ? 0 : options_.queue_depth / up_osds_;
+  return static_cast<uint16_t>(std::min<size_t>(std::max(others, share), 0xffff));
+}
+
 std::function<void()> Objecter::FinishLocked(const OpRef& op,
                                              absl::StatusOr<std::string> result) {
   if (op->done) return {};
   op->done = true;
+  if (op->target != kNoOsd && --ops_by_osd_[op->target] == 0) ops_by_osd_.erase(op->target);
   ForgetTidsLocked(*op);
   deadlines_.erase({op->deadline, op->id});
   ops_.erase(op->id);

@@ -83,6 +83,13 @@ struct ObjecterOptions {
   // sleeping: a futex wake-up costs tens of microseconds on a small VM, more than a
   // 4 KiB write over rdma. Zero: always sleep.
   absl::Duration sync_spin = absl::Microseconds(50);
+  // How many writes the application usually keeps in flight (a bench's -t), 0 if it does
+  // not say. Each record tells its OSD how deep this client's queue to it is
+  // (RecordDesc::writer_depth): the larger of the ops pending to that OSD now and this
+  // share of it (spread over the up OSDs). An application that produces writes as fast as
+  // its CPU lets it sees its acks come at once and its ops wait in its own hands, so its
+  // pending count alone stays low while its queue is deep.
+  size_t queue_depth = 0;
 };
 
 // A request answered by one message from an OSD (proto/osd_protocol.h): anything but a
@@ -227,6 +234,10 @@ class Objecter : public Dispatcher {
   void HandleReply(const ConnectionRef& conn, const Message& m);
   // Where `op` goes in the current map. REQUIRES: mu_ held.
   int TargetLocked(const Op& op) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Points `op` at TargetLocked(op), keeping ops_by_osd_ right.
+  void RetargetLocked(Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The writer depth of a record of `op` (ObjecterOptions::queue_depth).
+  uint16_t WriterDepthLocked(const Op& op) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RetryLoop();  // sends queued (re)attempts
   void TimerLoop();  // expires ops, retries parked ops whose OSD is usable again
 
@@ -248,6 +259,9 @@ class Objecter : public Dispatcher {
   std::map<uint64_t, OpRef> ops_ ABSL_GUARDED_BY(mu_);
   std::set<std::pair<absl::Time, uint64_t>> deadlines_ ABSL_GUARDED_BY(mu_);  // (when, op id)
   std::unordered_map<uint64_t, OpRef> by_tid_ ABSL_GUARDED_BY(mu_);
+  // Pending ops by their current target OSD (WriterDepthLocked).
+  std::unordered_map<int, uint32_t> ops_by_osd_ ABSL_GUARDED_BY(mu_);
+  size_t up_osds_ ABSL_GUARDED_BY(mu_) = 0;  // in map_
   std::map<int, std::unique_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   // Why connecting to an address last failed (the messenger retries); named in the timeout
   // errors of ops waiting for that OSD. Erased when the address acknowledges something.

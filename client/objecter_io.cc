@@ -179,7 +179,7 @@ void Objecter::Submit(OpRef op) {
                                                                          refuse.message())));
       } else {
         op->attempt = 1;
-        op->target = TargetLocked(*op);
+        RetargetLocked(*op);
         if (OsdUsableLocked(op->target)) {
           op->sending = true;
           send_now = true;
@@ -383,6 +383,7 @@ bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const Connect
   const size_t n = data.empty() ? 1 : (data.size() + max - 1) / max;
   uint64_t first_tid = 0;
   for (size_t i = 0; i < n; ++i) {
+    uint16_t depth = 0;
     {
       absl::MutexLock l(&mu_);
       if (op->done || shutdown_ || op->attempt != attempt) return false;
@@ -398,8 +399,10 @@ bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const Connect
         }
       }
       ++counters_.records_sent;
+      depth = WriterDepthLocked(*op);
     }
     RecordDesc desc;
+    desc.writer_depth = depth;
     desc.oid = placement::PoolObjectName(pool_id(), op->oid);
     desc.tid = first_tid + i;
     desc.object_offset = i * max;

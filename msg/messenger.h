@@ -240,6 +240,12 @@ struct RecordDesc {
   // crc32c over the payload again. The receiver checks it as always: a wrong value gets
   // the record refused as corrupt.
   std::optional<uint32_t> payload_crc;
+  // How many other writes the caller has pending to this peer, as it counts them (its
+  // application's queue, wherever those writes are at the moment): the record's writer
+  // depth (msg/ring/ring_format.h RecordHeader::writer_depth), from which the receiving
+  // poller decides whether to spin for the next record or nap. The messenger sends the
+  // larger of this and its own count of unacknowledged records on the connection.
+  uint16_t writer_depth = 0;
 };
 
 // Memory a record payload can be sent from without the messenger copying it

@@ -66,6 +66,13 @@ struct BenchArgs {
   int submit_threads = -1;   // -1: DefaultSubmitThreads(object_size)
   uint64_t max_objects = 0;  // 0: every op writes a new object
   int clients = 1;           // --clients: Client instances in this process, ops round-robin
+
+  // How many ops each client instance keeps in flight: -t spread over --clients (ops go
+  // to them in turn), rounded up. Each client tells its OSDs (ClientOptions::queue_depth).
+  int OpsPerClient() const {
+    const int n = clients < 1 ? 1 : clients;
+    return (concurrency + n - 1) / n;
+  }
 };
 
 // "4096", "4K", "4k", "64KiB", "4M", "4MB", "1G": binary multiples. Must be > 0.

@@ -129,6 +129,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
   co.op_timeout = absl::Seconds(a.op_timeout);
   co.mon_timeout = absl::Seconds(a.mon_timeout);
   co.max_in_flight = static_cast<size_t>(a.concurrency) + 16;
+  co.queue_depth = static_cast<size_t>(a.OpsPerClient());
   if (a.ms_threads > 0) co.worker_threads = a.ms_threads;
   if (!a.rdma_device.empty()) co.backend_options["rdma_device"] = a.rdma_device;
   // --auth secret: --keyring FILE, else DIR/keyring (ParseBenchArgs saw that one is given);

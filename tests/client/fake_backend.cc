@@ -169,6 +169,7 @@ class FakeConnection : public Connection, public std::enable_shared_from_this<Fa
       obj.replace(desc.object_offset, payload.size(), payload);
       ++o->stats.records;
       o->stats.flags.push_back(desc.flags);
+      o->stats.writer_depths.push_back(desc.writer_depth);
       if (o->hold) {
         o->held.emplace_back(shared_from_this(), std::move(ack));
         ++o->stats.acks_held;

@@ -27,6 +27,7 @@ struct FakeOsdStats {
   uint64_t records = 0;       // records applied
   uint64_t acks_held = 0;     // acks waiting for ReleaseAcks
   std::vector<uint16_t> flags;  // flags of every record applied, in order
+  std::vector<uint16_t> writer_depths;  // RecordDesc::writer_depth of each, in order
 };
 
 class FakeCluster {

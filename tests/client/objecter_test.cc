@@ -33,8 +33,10 @@ class ObjecterTest : public ::testing::Test {
     }
   }
   std::unique_ptr<Objecter> Make(absl::Duration timeout = absl::Seconds(10),
-                                 size_t max_in_flight = 64, bool block = true) {
+                                 size_t max_in_flight = 64, bool block = true,
+                                 size_t queue_depth = 0) {
     ObjecterOptions o;
+    o.queue_depth = queue_depth;
     o.messenger.type = "fake";
     o.messenger.name = EntityName{EntityType::kClient, 7};
     o.messenger.auth = AuthConfig::None();
@@ -118,6 +120,47 @@ TEST_F(ObjecterTest, ManyOpsInFlightCompleteExactlyOnce) {
   for (int i = 0; i < kOps; ++i) EXPECT_EQ(calls[i].load(), 1) << i;
   for (int i = 0; i < kOps; i += 37) {
     EXPECT_EQ(*o->Read(absl::StrCat("o", i)), *Data(100 + i * 5, static_cast<char>(i)));
+  }
+}
+
+// Each record tells its OSD how deep the client's queue to it is (RecordDesc::writer_depth):
+// the other ops pending to that OSD, or the application's declared queue depth spread over
+// the up OSDs, whichever is larger.
+TEST_F(ObjecterTest, RecordsCarryTheClientsQueueDepthToTheirOsd) {
+  const std::string addr = Addr(1);
+  {
+    auto o = Make();
+    Publish(*o);
+    // Acks held: the first write to osd.1 finds no other op pending there, the fourth
+    // finds three.
+    FakeCluster::Get().HoldAcks(addr, true);
+    std::atomic<int> done{0};
+    for (int i = 0; i < 4; ++i) {
+      o->AsyncWrite(OidOn(1, i), Data(10, 'a'), [&](absl::Status s) {
+        EXPECT_TRUE(s.ok()) << s;
+        ++done;
+      });
+    }
+    EXPECT_EQ(FakeCluster::Get().Stats(addr).writer_depths, (std::vector<uint16_t>{0, 1, 2, 3}));
+    FakeCluster::Get().HoldAcks(addr, false);
+    FakeCluster::Get().ReleaseAcks(addr);
+    for (int i = 0; i < 500 && done.load() < 4; ++i) absl::SleepFor(absl::Milliseconds(10));
+    ASSERT_EQ(done.load(), 4);
+    // Completed ops no longer count: a lone write finds nothing pending.
+    ASSERT_TRUE(o->Write(OidOn(1, 4), Data(10, 'b')).ok());
+    EXPECT_EQ(FakeCluster::Get().Stats(addr).writer_depths.back(), 0);
+  }
+  {
+    // A declared queue of 16 over 3 up OSDs: 5 per OSD, even for a lone write.
+    auto o = Make(absl::Seconds(10), 64, true, /*queue_depth=*/16);
+    Publish(*o);
+    ASSERT_TRUE(o->Write(OidOn(1, 5), Data(10, 'c')).ok());
+    EXPECT_EQ(FakeCluster::Get().Stats(addr).writer_depths.back(), 5);
+    // One OSD down: the share grows to 8.
+    osds_[2].up = false;
+    Publish(*o);
+    ASSERT_TRUE(o->Write(OidOn(1, 6), Data(10, 'd')).ok());
+    EXPECT_EQ(FakeCluster::Get().Stats(addr).writer_depths.back(), 8);
   }
 }
 

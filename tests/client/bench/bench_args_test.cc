@@ -74,6 +74,22 @@ TEST(BenchArgsTest, ParsesTheDocumentedCommandLine) {
   EXPECT_FALSE(ParseBenchArgs({"--mon", "h:1", "--pool", ""}).ok()) << "an empty pool name";
 }
 
+TEST(BenchArgsTest, EachClientKeepsItsShareOfTheOpsInFlight) {
+  auto a = ParseBenchArgs({"--mon", "127.0.0.1:6789", "-t", "16"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->OpsPerClient(), 16);
+  a = ParseBenchArgs({"--mon", "127.0.0.1:6789", "-t", "20", "--clients", "20"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->OpsPerClient(), 1);
+  a = ParseBenchArgs({"--mon", "127.0.0.1:6789", "-t", "80", "--clients", "20"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->OpsPerClient(), 4);
+  // 10 ops over 4 clients in turn: 3, 3, 2, 2.
+  a = ParseBenchArgs({"--mon", "127.0.0.1:6789", "-t", "10", "--clients", "4"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->OpsPerClient(), 3);
+}
+
 TEST(BenchArgsTest, BadArgumentsAreErrorsNamingTheFlag) {
   const std::vector<std::vector<std::string>> bad = {
       {},

@@ -184,8 +184,9 @@ TEST(RdmaMessenger, ClientsSpinInFullAndOsdsAdaptByDefault) {
 }
 
 // Each record tells the OSD how many of its writer's records were in flight on the ring
-// when it was written (RecordHeader::writer_depth): the OSD's pollers nap rather than spin
-// for a writer with a deep queue.
+// when it was written (RecordHeader::writer_depth), or the caller's own count of its
+// writes pending to that peer (RecordDesc::writer_depth) when that is larger: the OSD's
+// pollers nap rather than spin for a writer with a deep queue.
 TEST(RdmaMessenger, RecordsCarryTheWritersQueueDepth) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.Start());
@@ -209,9 +210,18 @@ TEST(RdmaMessenger, RecordsCarryTheWritersQueueDepth) {
   d.tid = kRecords + 1;
   ASSERT_TRUE(p.conn->WriteRecord(d, Bytes(512, 7), absl::Seconds(10)).ok());
   ASSERT_TRUE(drain.WaitRecords(kRecords + 1)) << drain.error();
+  ASSERT_TRUE(p.client_d.WaitAcks(kRecords + 1));
+  // The caller counts 9 writes pending to this peer (its application's queue): that is
+  // sent, though none is in flight on the ring.
+  d.oid = "depth.caller";
+  d.tid = kRecords + 2;
+  d.writer_depth = 9;
+  ASSERT_TRUE(p.conn->WriteRecord(d, Bytes(512, 8), absl::Seconds(10)).ok());
+  ASSERT_TRUE(drain.WaitRecords(kRecords + 2)) << drain.error();
   const auto seen = drain.records();
   for (size_t i = 0; i < kRecords; ++i) EXPECT_EQ(seen[i].writer_depth, i) << "record " << i;
   EXPECT_EQ(seen[kRecords].writer_depth, 0u) << "written with nothing in flight";
+  EXPECT_EQ(seen[kRecords + 1].writer_depth, 9u) << "the caller's count";
 }
 
 TEST(RdmaMessenger, RingRecordsWrapByteIdenticalWithNoReceiveCopy) {
