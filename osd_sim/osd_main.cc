@@ -2,7 +2,7 @@
 //
 //   osd --id N --mon HOST:PORT --data-dir DIR [--run-dir DIR] [--ms-type tcp|rdma|both]
 //       [--durability durable|buffered|memory] [--pollers N] [--poller-cpus 0,1]
-//       [--poller-spin-us US] [--poller-wakeup-us 1000] [--poller-nap-us 100]
+//       [--poller-spin-us US] [--poller-wakeup-us 1000] [--poller-nap-us 40]
 //       [--poller-nap-rings 8] [--poller-nap-depth 3] [--ms-tcp-threads 1]
 //       [--ring-bytes 33554432] [--capacity BYTES]
 //       [--store-commit-window-us US] [--store-zero-ahead-kb KB]
@@ -57,7 +57,7 @@ ABSL_FLAG(uint64_t, pollers, 1, "poller threads");
 ABSL_FLAG(std::string, poller_cpus, "", "CPUs for the pollers, as 0,1");
 ABSL_FLAG(uint64_t, poller_spin_us, 1000, "fixed spin after a record (when given)");
 ABSL_FLAG(uint64_t, poller_wakeup_us, 1000, "hybrid polling's wake-up cost");
-ABSL_FLAG(uint64_t, poller_nap_us, 100, "nap between looks under many rings");
+ABSL_FLAG(uint64_t, poller_nap_us, 40, "nap between looks under many rings");
 ABSL_FLAG(uint64_t, poller_nap_rings, 8, "busy rings that make a poller nap");
 ABSL_FLAG(uint64_t, poller_nap_depth, 3, "a writer's queue depth that makes a poller nap");
 ABSL_FLAG(uint64_t, poller_ack_spin_us, 200, "poll for replicas' acks while holding records");
@@ -121,7 +121,7 @@ constexpr const char* kUsage =
     "                            between records are shorter, else sleep at once (default 1000)\n"
     "  --poller-nap-us US        with many RDMA clients writing (see --poller-nap-rings), or\n"
     "                            one with a deep queue (--poller-nap-depth), nap\n"
-    "                            US between looks instead of spinning (default 100; 0: never)\n"
+    "                            US between looks instead of spinning (default 40; 0: never)\n"
     "  --poller-nap-rings N      how many RDMA rings with records in the last 2 ms make a\n"
     "                            poller nap rather than spin (default 8; 0: never nap)\n"
     "  --poller-nap-depth N      nap, too, while an RDMA client keeps N or more other writes\n"
