@@ -237,7 +237,7 @@ void Objecter::ResendAllOfOsdLocked(int osd) {
 void Objecter::RetargetLocked(Op& op) {
   const int to = TargetLocked(op);
   if (to == op.target) return;
-  if (op.target != kNoOsd && --ops_by_osd_[op.target] == 0) ops_by_osd_.erase(op.target);
+  if (op.target != kNoOsd) --ops_by_osd_[op.target];
   op.target = to;
   if (to != kNoOsd) ++ops_by_osd_[to];
 }
@@ -253,7 +253,7 @@ std::function<void()> Objecter::FinishLocked(const OpRef& op,
                                              absl::StatusOr<std::string> result) {
   if (op->done) return {};
   op->done = true;
-  if (op->target != kNoOsd && --ops_by_osd_[op->target] == 0) ops_by_osd_.erase(op->target);
+  if (op->target != kNoOsd) --ops_by_osd_[op->target];
   ForgetTidsLocked(*op);
   deadlines_.erase({op->deadline, op->id});
   ops_.erase(op->id);

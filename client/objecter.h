@@ -259,7 +259,8 @@ class Objecter : public Dispatcher {
   std::map<uint64_t, OpRef> ops_ ABSL_GUARDED_BY(mu_);
   std::set<std::pair<absl::Time, uint64_t>> deadlines_ ABSL_GUARDED_BY(mu_);  // (when, op id)
   std::unordered_map<uint64_t, OpRef> by_tid_ ABSL_GUARDED_BY(mu_);
-  // Pending ops by their current target OSD (WriterDepthLocked).
+  // Pending ops by their current target OSD (WriterDepthLocked). An entry stays at 0 when
+  // its last op ends: one per OSD this client wrote to, and no allocation per op.
   std::unordered_map<int, uint32_t> ops_by_osd_ ABSL_GUARDED_BY(mu_);
   size_t up_osds_ ABSL_GUARDED_BY(mu_) = 0;  // in map_
   std::map<int, std::unique_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
