@@ -425,8 +425,8 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
           p = producer_->Reserve(record_bytes);
           if (p) {
             // Tells the OSD how deep this writer's queue is (RecordHeader::writer_depth).
-            writer_depth = static_cast<uint16_t>(
-                std::min<size_t>(std::max<size_t>(sent_records_.size(), desc.writer_depth), 0xffff));
+            const size_t depth = std::max<size_t>(sent_records_.size(), desc.writer_depth);
+            writer_depth = static_cast<uint16_t>(std::min<size_t>(depth, 0xffff));
             sent_records_.Add(desc.tid, p->end_position);
             awaiting_acks_.store(true, std::memory_order_relaxed);
             break;
