@@ -194,6 +194,37 @@ struct MessengerOptions {
 
 MSGR_COUNTER_SNAPSHOT(MessengerCounters, MSGR_MESSENGER_COUNTERS);
 
+class RecvRing;
+
+// One completion source for a poller's rings (issue 17, msg/PROTOCOL.md "Record
+// notifications"): instead of looking at every ring it owns, a poller asks its notifier
+// which rings have new records, and sleeps on one fd. rdma: a completion queue that takes
+// the receive completions of every session placed on it, where each record's seq WRITE
+// arrives WITH_IMM; Poll() also runs the backend's handling of the sessions' other
+// receives (messages, wake-up requests) on the caller's thread. TCP has none (its reader
+// signals each ring's eventfd).
+//
+// Thread-safety: Poll/Arm/wait_fd by the one thread that owns it (a poller); index() any.
+class RingNotifier {
+ public:
+  virtual ~RingNotifier() = default;
+  // Which notifier of its messenger this is (0..n-1, MessengerOptions::backend_options
+  // "rdma_ring_notifiers"): an OSD puts the rings of notifier i on its poller i % pollers.
+  virtual int index() const = 0;
+  // Up to `max` rings with new records since the last call, as the RecvRing pointers
+  // the poller was given (a ring may appear more than once); their count. Records of a
+  // ring that appears here may also have been there before: the poller drains the ring
+  // until it is empty, as always.
+  virtual size_t Poll(RecvRing** out, size_t max) = 0;
+  // The caller is about to sleep: after this returns, the next notification (or one
+  // already queued) makes wait_fd() readable. It must Poll() once more before it sleeps.
+  virtual void Arm() = 0;
+  // Readable once armed and notified; the poller puts it in its epoll set and calls
+  // ClearWait() when it found it readable (never read() it: it may not be an eventfd).
+  virtual int wait_fd() const = 0;
+  virtual void ClearWait() = 0;
+};
+
 // A receive ring the messenger created for one peer session. The memory belongs to the
 // messenger (it may be registered RDMA memory) and stays valid while this object lives.
 class RecvRing {
@@ -220,6 +251,14 @@ class RecvRing {
   // unfinished writes of several records over from the old ring (msg/PROTOCOL.md, "Ring
   // sizes").
   virtual uint64_t first_seq() const { return 1; }
+  // The notifier whose Poll() runs this ring's session's receive completions, or null:
+  // the poller that drains this ring must poll it (it owns the ring's session's other
+  // traffic too). announced(): every record's arrival is also reported there (or, when
+  // the writer ran out of notification credit, soon after), so the poller need not look
+  // at this ring otherwise -- a look now and then and before it sleeps stays its safety
+  // net. Both are fixed before the ring is handed to the dispatcher.
+  virtual RingNotifier* notifier() const { return nullptr; }
+  virtual bool announced() const { return false; }
 };
 
 class Connection;

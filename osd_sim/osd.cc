@@ -210,6 +210,10 @@ absl::Status Osd::Init() {
     mo.auth = options_.auth;
     mo.ring_bytes = options_.ring_bytes;
     mo.backend_options = options_.backend_options;
+    // One completion source per poller (rdma: its sessions' receives and record
+    // announcements, msg/PROTOCOL.md "Record notifications"); a ring of notifier i goes to
+    // poller i. An explicit backend option wins (0: none, every ring scanned).
+    mo.backend_options.emplace("rdma_ring_notifiers", std::to_string(pollers_.size()));
     mo.worker_threads = options_.ms_tcp_threads;
     // One incarnation for the process: the first messenger draws it, the others share it
     // (the monitor fences an old incarnation of this OSD by it).
@@ -441,6 +445,10 @@ void Osd::OnRingAttached(const ConnectionRef& conn, std::shared_ptr<RecvRing> ri
     for (auto& candidate : pollers_) {
       if (candidate->has_rings_of(conn.get())) p = candidate.get();
     }
+  }
+  if (p == nullptr && ring->notifier() != nullptr) {
+    // The poller that polls the ring's notifier: it runs the session's receives.
+    p = pollers_[static_cast<size_t>(ring->notifier()->index()) % pollers_.size()].get();
   }
   if (p == nullptr) p = PickPoller();
   spdlog::info("osd.{}: ring of {} bytes for {} ({}) on poller {}", options_.id, ring->bytes(),

@@ -61,6 +61,10 @@ struct Poller::RingState {
   const bool from_osd;    // the producer is a peer OSD (WritePart::from_osd)
   const uint64_t sender;  // its id
   bool removing = false;  // no more polling; erased once pending is empty
+  // Its records are announced by a notifier (RecvRing::announced()): looked at when
+  // `ready` (reported, or a pass stopped at max_batch) and by full scans only.
+  const bool announced = ring->announced() && ring->notifier() != nullptr;
+  bool ready = true;
   uint64_t last_records_ns = 0;  // the pass that last took records from it (0: never)
   // Its writer's queue depth (RecordHeader::writer_depth) over the recent records, in
   // sixteenths: an average with weight 1/8 on each new record.
@@ -325,12 +329,28 @@ void Poller::ApplyControl() {
     ev.events = EPOLLIN;
     ev.data.fd = added->ring->wait_fd();
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, added->ring->wait_fd(), &ev);
+    if (RingNotifier* n = added->ring->notifier();
+        n != nullptr && std::find(notifiers_.begin(), notifiers_.end(), n) == notifiers_.end()) {
+      // The notifier runs the session's receives: polled every pass from now on (it lives
+      // as long as its messenger, which outlives the OSD's pollers).
+      notifiers_.push_back(n);
+      epoll_event nev{};
+      nev.events = EPOLLIN;
+      nev.data.fd = n->wait_fd();
+      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, n->wait_fd(), &nev);
+    }
+    if (added->announced) announced_[added->ring.get()] = added.get();
+    full_scan_due_ = true;
     rings_.push_back(std::move(added));
   }
   for (auto it = rings_.begin(); it != rings_.end();) {
     if ((*it)->removing && (*it)->pending.empty()) {
       AbortOpenWrites(it->get());
       epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, (*it)->ring->wait_fd(), nullptr);
+      if (auto a = announced_.find((*it)->ring.get());
+          a != announced_.end() && a->second == it->get()) {
+        announced_.erase(a);
+      }
       it = rings_.erase(it);
     } else {
       ++it;
@@ -339,8 +359,37 @@ void Poller::ApplyControl() {
   ring_count_.store(rings_.size());
 }
 
+bool Poller::PollNotifiers() {
+  bool any = false;
+  RecvRing* ready[64];
+  for (RingNotifier* n : notifiers_) {
+    for (;;) {
+      const size_t got = n->Poll(ready, 64);
+      for (size_t i = 0; i < got; ++i) {
+        auto it = announced_.find(ready[i]);
+        if (it == announced_.end()) continue;  // a ring this poller let go of
+        it->second->ready = true;
+        any = true;
+      }
+      if (got < 64) break;
+    }
+  }
+  return any;
+}
+
+bool Poller::ClearNotifierFd(int fd) {
+  for (RingNotifier* n : notifiers_) {
+    if (n->wait_fd() == fd) {
+      n->ClearWait();
+      return true;
+    }
+  }
+  return false;
+}
+
 bool Poller::PollRing(RingState* r, uint64_t now_ns) {
   if (r->removing) return false;
+  r->ready = false;
   bool found = false;
   const uint64_t crc_ns_before = r->consumer.crc_ns();
   const uint64_t crc_bytes_before = r->consumer.crc_bytes();
@@ -348,7 +397,11 @@ bool Poller::PollRing(RingState* r, uint64_t now_ns) {
     counters_.crc_ns += r->consumer.crc_ns() - crc_ns_before;
     counters_.crc_bytes += r->consumer.crc_bytes() - crc_bytes_before;
   };
-  for (size_t n = 0; n < options_.max_batch; ++n) {
+  for (size_t n = 0;; ++n) {
+    if (n == options_.max_batch) {
+      r->ready = true;  // more may wait: the next pass looks again
+      break;
+    }
     RecordView rec;
     std::string error;
     const auto res = r->consumer.Next(&rec, &error);
@@ -513,13 +566,19 @@ bool Poller::Sleep() {
   // RDMA producers rely on this order too: a doorbell sent for this sleep (they saw its
   // sleep word, published after the drain) can never be drained unseen, so they send one
   // per sleep, not one per record (RdmaConnection::CheckDoorbellLocked).
+  // Announced rings need no doorbell: their notifier is armed instead, and its next
+  // completion (a record's imm, a message) makes its fd readable.
   DrainEventFd(wake_fd_);
   for (auto& r : rings_) DrainEventFd(r->ring->wait_fd());
-  for (auto& r : rings_) r->ring->SetPollerSleeping(true);
+  for (auto& r : rings_) {
+    if (!r->announced) r->ring->SetPollerSleeping(true);
+  }
+  for (RingNotifier* n : notifiers_) n->Arm();
   Park();  // before the last look: a completion it misses wakes the epoll_wait below
   bool work = control_pending_.load() || dump_pending_.load() || stop_.load();
   bool unsignalled_records = false;
   const uint64_t look_ns = NowNs();
+  if (!work) PollNotifiers();  // marks rings ready; the look below takes every ring
   for (auto& r : rings_) {
     if (work) break;
     if (PollRing(r.get(), look_ns)) {
@@ -527,10 +586,16 @@ bool Poller::Sleep() {
       unsignalled_records = !r->ring->producer_signals();
     }
   }
+  last_full_scan_ns_ = look_ns;
   work = work || AnyCompletion();
+  auto awake = [&] {
+    for (auto& r : rings_) {
+      if (!r->announced) r->ring->SetPollerSleeping(false);
+    }
+  };
   if (work) {
     Unpark();
-    for (auto& r : rings_) r->ring->SetPollerSleeping(false);
+    awake();
     return unsignalled_records;
   }
   {
@@ -539,11 +604,14 @@ bool Poller::Sleep() {
   }
   const uint64_t t0 = NowNs();
   epoll_event evs[16];
-  epoll_wait(epoll_fd_, evs, 16, static_cast<int>(absl::ToInt64Milliseconds(options_.max_sleep)));
+  const int n =
+      epoll_wait(epoll_fd_, evs, 16, static_cast<int>(absl::ToInt64Milliseconds(options_.max_sleep)));
   counters_.sleep_ns += NowNs() - t0;
   Unpark();
-  for (auto& r : rings_) r->ring->SetPollerSleeping(false);
+  for (int i = 0; i < n; ++i) ClearNotifierFd(evs[i].data.fd);
+  awake();
   ++counters_.sleeps;
+  full_scan_due_ = true;  // woken by a ring's eventfd, a timeout: look at every ring
   return false;
 }
 
@@ -566,7 +634,9 @@ void Poller::Nap(uint64_t* count) {
   // so that the next nap waits again; the caller's next pass handles it.
   epoll_event evs[16];
   const int n = epoll_wait(epoll_fd_, evs, 16, 0);
-  for (int i = 0; i < n; ++i) DrainEventFd(evs[i].data.fd);
+  for (int i = 0; i < n; ++i) {
+    if (!ClearNotifierFd(evs[i].data.fd)) DrainEventFd(evs[i].data.fd);
+  }
 }
 
 Poller::NapReason Poller::NapsNow(uint64_t now_ns) {
@@ -658,9 +728,17 @@ void Poller::Run() {
     bool acked = false;        // acks sent on one
     bool held = false;         // the store holds records of one
     completed_by_ack_poll_ = false;
+    // Announced rings are looked at when their notifier reports them; all rings now and
+    // then (kFullScanNs), after a sleep and when rings change.
+    if (!notifiers_.empty()) PollNotifiers();
+    const bool full_scan = full_scan_due_ || pass_start - last_full_scan_ns_ >= kFullScanNs;
+    if (full_scan) {
+      full_scan_due_ = false;
+      last_full_scan_ns_ = pass_start;
+    }
     for (auto& r : rings_) {
       const bool signals = r->ring->producer_signals();
-      if (PollRing(r.get(), pass_start)) {
+      if ((!r->announced || r->ready || full_scan) && PollRing(r.get(), pass_start)) {
         r->last_records_ns = pass_start;
         work = true;
         unsignalled = unsignalled || !signals;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -246,6 +247,12 @@ class Poller {
   static constexpr uint64_t kActiveProducerWindowNs = 2'000'000;
   // True if it found work; records drained are stamped `now_ns` (the pass's clock).
   bool PollRing(RingState* r, uint64_t now_ns);
+  // Asks every notifier which announced rings have new records (marks them ready; true
+  // if any). Their sessions' other receives are handled inside, on this thread.
+  bool PollNotifiers();
+  // If `fd` is a notifier's (not an eventfd: never read it directly), clears it and
+  // returns true.
+  bool ClearNotifierFd(int fd);
   struct DumpRequest;
   void ServeDumps();                     // poller thread: answers DumpInFlight requests
   // Classifies `rec` for the sink; false (and `*why`) for a part of a write that has no
@@ -305,6 +312,16 @@ class Poller {
   PollerCounters snapshot_ ABSL_GUARDED_BY(mu_);
 
   std::vector<std::unique_ptr<RingState>> rings_;  // poller thread only
+  // Poller thread only: the notifiers of its rings' sessions (RecvRing::notifier(); each
+  // polled every pass, its fd in the epoll set), the announced rings by their RecvRing,
+  // and when every ring was last looked at (a ring announced by its notifier is looked
+  // at when the notifier reports it, and by these scans: before a sleep, after a wake-up
+  // and every kFullScanNs -- the safety net for a record whose announcement is late).
+  std::vector<RingNotifier*> notifiers_;
+  absl::flat_hash_map<const RecvRing*, RingState*> announced_;
+  uint64_t last_full_scan_ns_ = 0;
+  bool full_scan_due_ = true;
+  static constexpr uint64_t kFullScanNs = 1'000'000;
   std::vector<RecordAck> failed_;                  // poller thread only: Complete's scratch
   absl::AnyInvocable<bool()> ack_poll_;            // poller thread only: SetAckPoll's
   bool completed_by_ack_poll_ = false;  // poller thread only: this pass's Complete saw one

@@ -31,6 +31,7 @@
 #include "msg/session/record_acks.h"
 #include "msg/rdma/event_loop.h"
 #include "msg/rdma/rdma_recv_ring.h"
+#include "msg/rdma/ring_notifier.h"
 #include "msg/rdma/rdma_shared.h"
 #include "msg/rdma/rdma_wire.h"
 #include "msg/rdma/side_channel.h"
@@ -78,6 +79,14 @@ class Link : public LoopClient {
   uint64_t ring_addr = 0;            // connecting side: the peer's ring
   uint32_t ring_rkey = 0;
   uint64_t ring_bytes = 0;
+  // Record notifications (PROTOCOL.md): of the peer's receives, how many the client may
+  // spend on record imms on this link (0: it sends none). Client: the imms it sent on it
+  // (under the connection's mu_). OSD: the count its notifier keeps for the link.
+  uint32_t record_imm_credits = 0;
+  uint64_t imms_sent = 0;
+  std::shared_ptr<ImmCount> imm_count;
+  // OSD: the notifier wants the count written now (half the client's credits wait).
+  void WriteImmCount();
 };
 
 class RdmaConnection : public Connection, public std::enable_shared_from_this<RdmaConnection> {
@@ -133,6 +142,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
     std::shared_ptr<Transport> tp;
     ServerSetup ss;
     ClientSetup cs;
+    std::shared_ptr<ImmCount> imm_count;  // the link's, when on a notifier
   };
   bool AcceptBegin(SideChannel& ch, const AuthReply& auth, bool resumed, AcceptState* st);
   bool AcceptSetup(SideChannel& ch, const DecodedFrame& f, AcceptState* st);
@@ -162,6 +172,8 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
 
   // Link callbacks (completion thread).
   void HandleCompletions(Link* link, const verbs::Completion* wc, int n);
+  // OSD: posts the record-imm count word for `link` (RdmaRingNotifier asks when it lags).
+  void WriteImmCount(Link* link) ABSL_LOCKS_EXCLUDED(mu_);
   void HandleSideReadable(Link* link);
   void Fault(Link* link, const absl::Status& why);
   // Client side of the ring: looks at the credit word the OSD writes into our control
@@ -302,6 +314,14 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // Nothing published is unreleased and no credit is held back: the ring may be replaced.
   bool RingDrainedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetPeerSleeping(bool sleeping);
+  // REQUIRES link_: appends the count word's WRITE to `w` if it changed; returns what it
+  // would publish (to mark written once posted).
+  bool ImmCountWrLocked(WrSpec* w, uint64_t* value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Client: the record-imm credits left on the current link.
+  uint32_t ImmCreditsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Client: a record went without its imm (no credit): announce the newest one now if a
+  // credit came back and it is not released yet.
+  void PostOwedImmLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountFrameLocked(std::shared_ptr<Link>* retired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<RdmaShared> shared_;
@@ -416,6 +436,12 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   bool credit_dirty_ ABSL_GUARDED_BY(mu_) = false;
   NackBarrier nack_barrier_ ABSL_GUARDED_BY(mu_);  // credit held behind unacked nacks
   uint64_t sleep_word_ ABSL_GUARDED_BY(mu_) = 0;    // odd: the poller sleeps
+  // The poller's notifier this session's receives go to (chosen at its first accept,
+  // kept for every link), and its place there.
+  std::shared_ptr<RdmaRingNotifier> notifier_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<void> notifier_place_ ABSL_GUARDED_BY(mu_);
+  // Client: a record was posted without its imm for want of a credit (PROTOCOL.md).
+  bool imm_owed_ ABSL_GUARDED_BY(mu_) = false;
 
   friend class RdmaMessenger;
 };

@@ -331,6 +331,7 @@ absl::StatusOr<ClientSetup> RdmaConnection::PrepareClientSetup(SideChannel& ch, 
   cs.endpoint = tp.qp()->local_endpoint().Serialize();
   cs.recv_buffers = tp.config().recv_buffers;
   cs.buffer_bytes = tp.config().buffer_bytes;
+  cs.want_record_imm = want_ring_ && shared_->record_imm;
   return cs;
 }
 
@@ -373,6 +374,9 @@ absl::Status RdmaConnection::FinishDial(Dialer& d) {
     // write newer ones: it writes ours only once it has our kSetupReady.
     __atomic_store_n(reinterpret_cast<uint64_t*>(ctrl_mr_->data() + kCtrlSleepOffset),
                      ss->sleep_word, __ATOMIC_RELEASE);
+    // The record-imm count is the new link's (the old QP is dead: nothing more lands).
+    __atomic_store_n(reinterpret_cast<uint64_t*>(ctrl_mr_->data() + kCtrlImmOffset),
+                     uint64_t{0}, __ATOMIC_RELEASE);
     if (new_ring) {
       __atomic_store_n(reinterpret_cast<uint64_t*>(ctrl_mr_->data() + kCtrlCreditOffset),
                        uint64_t{0}, __ATOMIC_RELEASE);
@@ -392,6 +396,7 @@ absl::Status RdmaConnection::FinishDial(Dialer& d) {
   link->ring_addr = ss->ring_addr;
   link->ring_rkey = ss->ring_rkey;
   link->ring_bytes = ss->ring_bytes;
+  link->record_imm_credits = want_ring_ && shared_->record_imm ? ss->record_imm_credits : 0;
 
   bool remote_reset = false;
   absl::MutexLock rl(&record_mu_);
@@ -450,7 +455,9 @@ absl::Status RdmaConnection::FinishDial(Dialer& d) {
       max_record_payload_ = std::min<size_t>(MaxRecordPayload(ss->ring_bytes),
                                              shared_->options.max_message_bytes);
     }
-    send_credits_ = ss->recv_buffers;
+    // The server keeps the record imms' share of its receives apart (PROTOCOL.md).
+    send_credits_ = ss->recv_buffers - ss->record_imm_credits;
+    imm_owed_ = false;
     credits_owed_ = 0;
     ack_sent_ = in_seq_;
     if (resumed) {
@@ -566,8 +573,30 @@ bool RdmaConnection::AcceptBegin(SideChannel& ch, const AuthReply& auth, bool re
       return false;
     }
   }
+  // A ring session's receives go to one of the pollers' notifiers (PROTOCOL.md "Record
+  // notifications"): the least loaded at its first accept, the same for every link after.
+  std::shared_ptr<RdmaRingNotifier> notifier;
+  std::shared_ptr<void> place;
+  {
+    absl::MutexLock l(&mu_);
+    if (want_ring_ && !notifier_ && !shared_->notifiers.empty()) {
+      const size_t n = shared_->notifiers.size();
+      const size_t start = shared_->next_notifier.fetch_add(1);
+      for (size_t i = 0; i < n; ++i) {
+        const auto& cand = shared_->notifiers[(start + i) % n];
+        if (notifier_ && cand->sessions() >= notifier_->sessions()) continue;
+        if (auto p = cand->Reserve()) {
+          notifier_ = cand;
+          notifier_place_ = std::move(p);  // the previous pick's place is given back
+        }
+      }
+    }
+    notifier = notifier_;
+    place = notifier_place_;
+  }
   auto tp_or = Transport::Create(shared_->ctx, shared_->transport, shared_->budget.get(),
-                                 peer_name().ToString());
+                                 peer_name().ToString(), notifier ? notifier->cq() : nullptr,
+                                 place);
   if (!tp_or.ok()) {
     FailAccept(&ch, *st, tp_or.status());
     return false;
@@ -657,9 +686,26 @@ bool RdmaConnection::AcceptSetup(SideChannel& ch, const DecodedFrame& f, AcceptS
   auto ep = verbs::QpEndpoint::Parse(cs->endpoint);
   if (!ep.ok()) return fail(ep.status());
   Transport& tp = *st->tp;
+  ServerSetup& ss = st->ss;
+  std::shared_ptr<RdmaRingNotifier> notifier;
+  std::shared_ptr<RdmaRecvRing> ring;
+  {
+    absl::MutexLock l(&mu_);
+    notifier = notifier_;
+    ring = ring_;
+  }
+  if (notifier && !tp.own_recv_cq()) {
+    // Before the QP can receive: its receive completions are the notifier's from the
+    // first one on. Half the receives may carry record imms if the client announces.
+    const bool announced = ring && cs->want_record_imm;
+    ss.record_imm_credits = announced ? tp.config().recv_buffers / 2 : 0;
+    st->imm_count = std::make_shared<ImmCount>(ss.record_imm_credits);
+    if (ring) ring->SetNotifier(notifier.get(), announced);
+    notifier->Attach(tp.qp()->qp_num(), st->tp, announced ? ring.get() : nullptr,
+                     st->imm_count);
+  }
   if (auto s = tp.PostAllRecvs(); !s.ok()) return fail(s);
   if (auto s = tp.qp()->Connect(*ep); !s.ok()) return fail(s);
-  ServerSetup& ss = st->ss;
   ss.endpoint = tp.qp()->local_endpoint().Serialize();
   ss.recv_buffers = tp.config().recv_buffers;
   ss.buffer_bytes = tp.config().buffer_bytes;
@@ -685,6 +731,8 @@ void RdmaConnection::AcceptFinish(std::unique_ptr<SideChannel> ch, const Decoded
                      static_cast<uint32_t>(kSendHeaderBytes);
   link->ctrl_addr = cs.ctrl_addr;
   link->ctrl_rkey = cs.ctrl_rkey;
+  link->record_imm_credits = st->ss.record_imm_credits;
+  link->imm_count = st->imm_count;
   std::shared_ptr<RdmaRecvRing> ring;
   {
     absl::MutexLock l(&mu_);
@@ -694,6 +742,7 @@ void RdmaConnection::AcceptFinish(std::unique_ptr<SideChannel> ch, const Decoded
     ack_sent_ = in_seq_;
     if (resumed) RequeueLocked(st->auth.in_seq);  // in_seq checked on arrival
     AttachLinkLocked(link);
+    if (link->imm_count) notifier_->SetLink(tp->qp()->qp_num(), link);
     shared_->counters.connections_open++;
     if (resumed) shared_->counters.reconnects++;
     if (auto s = shared_->loop->Add(link); !s.ok()) {

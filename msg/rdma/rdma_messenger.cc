@@ -64,6 +64,17 @@ absl::StatusOr<std::unique_ptr<Messenger>> RdmaMessenger::Create(const Messenger
   shared->inject_out_of_ring_write = OptionU32(options, "rdma_inject_out_of_ring_write", 0);
   shared->zero_copy_min_bytes = OptionU32(options, "rdma_zero_copy_min_bytes", 256 * 1024);
   shared->cutoff_ban = absl::Seconds(OptionU32(options, "rdma_cutoff_ban_s", 60));
+  // Record notifications (PROTOCOL.md): an OSD asks for one notifier per poller
+  // ("rdma_ring_notifiers"); a client announces its records WITH_IMM where the server
+  // offers it ("rdma_record_imm", default on).
+  shared->record_imm = OptionU32(options, "rdma_record_imm", 1) != 0;
+  for (uint32_t i = 0, n = OptionU32(options, "rdma_ring_notifiers", 0); i < n; ++i) {
+    auto notifier = RdmaRingNotifier::Create(ctx, static_cast<int>(i),
+                                             OptionU32(options, "rdma_notifier_cq_depth", 16384),
+                                             t.recv_buffers);
+    if (!notifier.ok()) return notifier.status();
+    shared->notifiers.push_back(std::move(*notifier));
+  }
   if (!IsValidRingSize(options.ring_bytes)) {
     return absl::InvalidArgumentError(absl::StrCat("ring_bytes ", options.ring_bytes,
                                                    " must be a power of two and at least ",

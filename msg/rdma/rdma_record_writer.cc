@@ -38,6 +38,39 @@ void RdmaConnection::ApplyCreditLocked() {
   sent_records_.OnCredit(producer_->released(), &acks_ready_);
   acks_pending_.store(!acks_ready_.empty(), std::memory_order_release);
   awaiting_acks_.store(sent_records_.size() > 0, std::memory_order_relaxed);
+  if (imm_owed_) PostOwedImmLocked();
+}
+
+uint32_t RdmaConnection::ImmCreditsLocked() const {
+  const Link* link = link_.get();
+  if (link == nullptr || link->record_imm_credits == 0 || !ctrl_mr_) return 0;
+  const uint64_t back = std::min(LoadWord(ctrl_mr_->data() + kCtrlImmOffset), link->imms_sent);
+  const uint64_t out = link->imms_sent - back;
+  return out >= link->record_imm_credits ? 0
+                                         : link->record_imm_credits - static_cast<uint32_t>(out);
+}
+
+void RdmaConnection::PostOwedImmLocked() {
+  if (!imm_owed_ || !link_) return;
+  if (records_.empty()) {  // the OSD found and released them all meanwhile
+    imm_owed_ = false;
+    return;
+  }
+  if (ImmCreditsLocked() == 0) return;  // tried again when credits come back
+  Link* link = link_.get();
+  WrSpec w;
+  w.opcode = verbs::WrOpcode::kRdmaWriteWithImm;  // no bytes: the ring has news
+  w.remote_addr = link->ring_addr;
+  w.rkey = link->ring_rkey;
+  w.imm = static_cast<uint32_t>(posted_seq_) & kImmValueMask;
+  auto r = link->tp->Post(absl::MakeConstSpan(&w, 1));
+  if (!r.ok()) {
+    if (!absl::IsResourceExhausted(r.status())) FaultLocked(link, r.status(), &retire_);
+    return;
+  }
+  ++link->imms_sent;
+  imm_owed_ = false;
+  shared_->counters.record_imms_sent++;
 }
 
 void RdmaConnection::WantGrowLocked(size_t record_bytes) {
@@ -244,6 +277,11 @@ void RdmaConnection::HandOverAcks(const std::vector<RecordAck>& acks) {
 
 void RdmaConnection::CheckDoorbellLocked() {
   if (!ctrl_mr_ || !link_ || posted_seq_ == 0) return;
+  // Records announced WITH_IMM need no doorbell: the poller's notifier wakes it.
+  if (link_->record_imm_credits > 0) {
+    PostOwedImmLocked();
+    return;
+  }
   // Dekker with the poller: our seq store (a CPU store on the soft provider) must be
   // visible before we look at its sleep word; it orders its word store before its ring load.
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -292,9 +330,25 @@ absl::Status RdmaConnection::PostRecordLocked(const SentRecord& r) {
   w[n].value = r.seq;
   w[n].remote_addr = link->ring_addr + r.offset + offsetof(RecordHeader, seq);
   w[n].rkey = link->ring_rkey;
+  // Announced (PROTOCOL.md "Record notifications"): the seq WRITE carries an immediate,
+  // which completes at the poller's notifier after the record has landed -- while a
+  // credit is left; else the record goes without and a later imm announces it.
+  const bool announce = link->record_imm_credits > 0 && ImmCreditsLocked() > 0;
+  if (announce) {
+    w[n].opcode = verbs::WrOpcode::kRdmaWriteWithImm;
+    w[n].imm = static_cast<uint32_t>(r.seq) & kImmValueMask;
+  }
   w[n++].signal = true;  // its completion proves the record landed: doorbell check
   auto s = link->tp->Post(absl::MakeConstSpan(w, n));
   if (!s.ok()) return s.status();
+  if (announce) {
+    ++link->imms_sent;
+    imm_owed_ = false;  // this one makes the poller drain the ring: earlier ones too
+    shared_->counters.record_imms_sent++;
+  } else if (link->record_imm_credits > 0) {
+    imm_owed_ = true;
+    shared_->counters.record_imms_owed++;
+  }
   if (r.payload_mr) {  // the HCA reads the caller's memory until WR *s completes
     for (auto it = records_.rbegin(); it != records_.rend(); ++it) {
       if (it->seq == r.seq) {

@@ -11,6 +11,7 @@
 #ifndef MSGR_MSG_RDMA_RDMA_RECV_RING_H_
 #define MSGR_MSG_RDMA_RDMA_RECV_RING_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 
@@ -40,6 +41,14 @@ class RdmaRecvRing : public RecvRing {
   void SetPollerSleeping(bool sleeping) override;
   bool producer_signals() const override { return false; }  // one-sided WRITEs
   uint64_t first_seq() const override { return first_seq_; }
+  RingNotifier* notifier() const override { return notifier_.load(std::memory_order_acquire); }
+  bool announced() const override { return announced_.load(std::memory_order_acquire); }
+  // The session's receives go to `n` (set at setup, before the ring reaches a poller);
+  // `announced`: its client writes every record's seq WITH_IMM.
+  void SetNotifier(RingNotifier* n, bool announced) {
+    announced_.store(announced, std::memory_order_release);
+    notifier_.store(n, std::memory_order_release);
+  }
 
   const verbs::MemoryRegion& region() const { return *mr_; }
   // Wakes the poller (doorbell received, session event).
@@ -58,6 +67,8 @@ class RdmaRecvRing : public RecvRing {
   std::shared_ptr<DeviceContext> ctx_;  // outlives mr_
   size_t bytes_;
   uint64_t first_seq_;
+  std::atomic<RingNotifier*> notifier_{nullptr};
+  std::atomic<bool> announced_{false};
   ChargedRegion mr_;
   int event_fd_ = -1;
   absl::Mutex mu_;

@@ -88,9 +88,43 @@ void RdmaConnection::ReleaseRing(uint64_t position, absl::Span<const RecordAck> 
   RetireDeferred();
 }
 
+bool RdmaConnection::ImmCountWrLocked(WrSpec* w, uint64_t* value) {
+  const ImmCount* count = link_->imm_count.get();
+  if (count == nullptr || link_->record_imm_credits == 0) return false;
+  *value = count->reposted.load(std::memory_order_relaxed);
+  if (*value == count->written.load(std::memory_order_relaxed)) return false;
+  w->word = true;
+  w->value = *value;
+  w->remote_addr = link_->ctrl_addr + kCtrlImmOffset;
+  w->rkey = link_->ctrl_rkey;
+  return true;
+}
+
+void RdmaConnection::WriteImmCount(Link* link) {
+  absl::MutexLock l(&mu_);
+  if (link_.get() != link || link->ctrl_rkey == 0) return;
+  WrSpec w;
+  uint64_t value = 0;
+  if (!ImmCountWrLocked(&w, &value)) return;
+  auto r = link_->tp->Post(absl::MakeConstSpan(&w, 1));
+  if (r.ok()) {
+    link_->imm_count->written.store(value, std::memory_order_relaxed);
+    shared_->counters.imm_count_writes++;
+  }  // else: the next credit write carries it
+}
+
+void Link::WriteImmCount() {
+  if (auto c = conn_.lock()) c->WriteImmCount(this);
+}
+
 void RdmaConnection::PostCreditLocked() {
   if (!link_ || !credit_dirty_ || link_->ctrl_rkey == 0) return;
-  WrSpec w;
+  // The record-imm receives re-posted so far go first (the client reads them when it
+  // applies this credit: PROTOCOL.md "Record notifications").
+  WrSpec wrs[2];
+  uint64_t imm_count = 0;
+  const size_t first = ImmCountWrLocked(&wrs[0], &imm_count) ? 1 : 0;
+  WrSpec& w = wrs[first];
   w.word = true;
   w.value = nack_barrier_.Clamp(released_pos_);
   w.remote_addr = link_->ctrl_addr + kCtrlCreditOffset;
@@ -102,10 +136,14 @@ void RdmaConnection::PostCreditLocked() {
     w.opcode = verbs::WrOpcode::kRdmaWriteWithImm;
     w.imm = static_cast<uint32_t>(w.value);
   }
-  auto r = link_->tp->Post(absl::MakeConstSpan(&w, 1));
+  auto r = link_->tp->Post(absl::MakeConstSpan(wrs, first + 1));
   if (r.ok()) {
     credit_dirty_ = false;
     shared_->counters.ring_credit_writes++;
+    if (first == 1) {
+      link_->imm_count->written.store(imm_count, std::memory_order_relaxed);
+      shared_->counters.imm_count_writes++;
+    }
     if (wake) {
       --send_credits_;
       credit_wakeup_wanted_ = false;

@@ -27,6 +27,7 @@ RdmaStats RdmaShared::Stats() const {
   s.registered_max_bytes = budget->max();
   s.registration_refusals = budget->refusals();
   if (buffers) s.record_buffer_cached_bytes = buffers->cached_bytes();
+  for (const auto& n : notifiers) s.record_imms_received += n->record_imms();
   if (loop) {
     s.cq_idle_periods = loop->idle_periods();
     s.cq_sleeps_at_once = loop->sleeps_at_once();

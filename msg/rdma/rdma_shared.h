@@ -26,6 +26,7 @@
 #include "msg/rdma/record_buffer_pool.h"
 #include "msg/rdma/registered_budget.h"
 #include "msg/session/fence.h"
+#include "msg/rdma/ring_notifier.h"
 #include "msg/rdma/transport.h"
 
 namespace msgr::rdma {
@@ -88,6 +89,11 @@ struct RdmaShared {
   std::unique_ptr<Workers> setup;
   std::unique_ptr<EventLoop> loop;
   std::atomic<uint64_t> next_conn_id{1};
+  // OSD: one notifier per poller (msg/rdma/ring_notifier.h), set once in Create; ring
+  // sessions are spread over them. Client: whether it announces records WITH_IMM.
+  std::vector<std::shared_ptr<RdmaRingNotifier>> notifiers;
+  std::atomic<size_t> next_notifier{0};
+  bool record_imm = true;
   // When the application last called Messenger::Poll (absl::GetCurrentTimeNanos): while it
   // polls, the completion thread leaves acknowledgements to it instead of competing for
   // the connection lock and a core (see Link::OnPoll).

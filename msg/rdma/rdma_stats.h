@@ -23,6 +23,11 @@ namespace msgr::rdma {
   X(sleep_word_writes, kCounter, kNone, "OSD: poller sleep/wake words written to peers")      \
   X(doorbells_sent, kCounter, kNone, "client: wake-ups sent to a sleeping poller")            \
   X(doorbells_received, kCounter, kNone, "OSD: wake-ups received")                           \
+  X(record_imms_sent, kCounter, kNone, "client: records whose seq WRITE went WITH_IMM")     \
+  X(record_imms_owed, kCounter, kNone,                                                        \
+    "client: records posted without their imm (no credit); announced later")                 \
+  X(record_imms_received, kCounter, kNone, "OSD: record imms its pollers' notifiers reaped")  \
+  X(imm_count_writes, kCounter, kNone, "OSD: record-imm counts written to clients")          \
   X(credit_wakeups_asked, kCounter, kNone,                                                    \
     "client: times its completion thread asked for a credit WITH_IMM and slept")              \
   X(credit_wakeups_sent, kCounter, kNone, "OSD: ring credits written WITH_IMM (a client slept)") \

@@ -27,6 +27,7 @@ std::string EncodeClientSetup(const ClientSetup& s) {
   w.Put(s.ctrl_bytes);
   w.Put(s.recv_buffers);
   w.Put(s.buffer_bytes);
+  if (s.want_record_imm) w.Put(uint8_t{1});
   return out;
 }
 
@@ -35,9 +36,15 @@ absl::StatusOr<ClientSetup> DecodeClientSetup(std::string_view b) {
   ClientSetup s;
   if (!r.GetString16(kMaxEndpointBytes, &s.endpoint) || !r.Get(&s.ctrl_addr) ||
       !r.Get(&s.ctrl_rkey) || !r.Get(&s.ctrl_bytes) || !r.Get(&s.recv_buffers) ||
-      !r.Get(&s.buffer_bytes) || r.remaining() != 0) {
+      !r.Get(&s.buffer_bytes)) {
     return Bad("client setup");
   }
+  if (r.remaining() > 0) {  // the trailing flag (PROTOCOL.md "Record notifications")
+    uint8_t want = 0;
+    if (!r.Get(&want) || want > 1) return Bad("client setup");
+    s.want_record_imm = want == 1;
+  }
+  if (r.remaining() != 0) return Bad("client setup");
   return s;
 }
 
@@ -53,6 +60,7 @@ std::string EncodeServerSetup(const ServerSetup& s) {
   w.Put(s.sleep_word);
   w.Put(s.recv_buffers);
   w.Put(s.buffer_bytes);
+  if (s.record_imm_credits > 0) w.Put(s.record_imm_credits);
   return out;
 }
 
@@ -62,9 +70,14 @@ absl::StatusOr<ServerSetup> DecodeServerSetup(std::string_view b) {
   if (!r.GetString16(kMaxEndpointBytes, &s.endpoint) || !r.Get(&s.ring_addr) ||
       !r.Get(&s.ring_rkey) || !r.Get(&s.ring_bytes) || !r.Get(&s.ring_next_seq) ||
       !r.Get(&s.ring_next_pos) || !r.Get(&s.sleep_word) || !r.Get(&s.recv_buffers) ||
-      !r.Get(&s.buffer_bytes) || r.remaining() != 0) {
+      !r.Get(&s.buffer_bytes)) {
     return Bad("server setup");
   }
+  if (r.remaining() > 0 && (!r.Get(&s.record_imm_credits) || s.record_imm_credits == 0 ||
+                            s.record_imm_credits >= s.recv_buffers)) {
+    return Bad("server setup");
+  }
+  if (r.remaining() != 0) return Bad("server setup");
   return s;
 }
 

@@ -32,6 +32,9 @@ struct ClientSetup {
   uint32_t ctrl_bytes = 0;
   uint32_t recv_buffers = 0;  // receives the client keeps posted (= server's send credits)
   uint32_t buffer_bytes = 0;  // size of each receive buffer
+  // Trailing, optional: the client writes each record's seq WITH_IMM if the server has a
+  // notifier for its ring (PROTOCOL.md "Record notifications").
+  bool want_record_imm = false;
 };
 
 struct ServerSetup {
@@ -44,6 +47,9 @@ struct ServerSetup {
   uint64_t sleep_word = 0;     // current poller sleep word (see kCtrlSleepOffset)
   uint32_t recv_buffers = 0;
   uint32_t buffer_bytes = 0;
+  // Trailing, optional: how many of `recv_buffers` the client may spend on record imms
+  // (0: none; then it sends no record imm). The rest are its message credits.
+  uint32_t record_imm_credits = 0;
 };
 
 std::string EncodeClientSetup(const ClientSetup& s);
@@ -96,7 +102,11 @@ absl::Status DecodeSendHeader(const uint8_t* in, size_t received, SendHeader* ou
 inline constexpr size_t kCtrlRegionBytes = 4096;
 inline constexpr size_t kCtrlCreditOffset = 0;   // u64: ring position released by the OSD
 inline constexpr size_t kCtrlSleepOffset = 64;   // u64: poller sleep word, odd = sleeping
-static_assert(kCtrlSleepOffset + 8 <= kCtrlRegionBytes);
+// u64: record-imm receives the OSD re-posted on the current link (the client's record-imm
+// credits that came back; PROTOCOL.md "Record notifications"). The client zeroes it on
+// every new link.
+inline constexpr size_t kCtrlImmOffset = 128;
+static_assert(kCtrlImmOffset + 8 <= kCtrlRegionBytes);
 
 }  // namespace msgr::rdma
 

@@ -12,8 +12,11 @@ namespace msgr::rdma {
 absl::StatusOr<std::shared_ptr<Transport>> Transport::Create(std::shared_ptr<DeviceContext> ctx,
                                                              const TransportConfig& config,
                                                              RegisteredBudget* budget,
-                                                             const std::string& peer) {
+                                                             const std::string& peer,
+                                                             verbs::CompletionQueue* recv_cq,
+                                                             std::shared_ptr<void> recv_cq_owner) {
   std::shared_ptr<Transport> t(new Transport(std::move(ctx), config));
+  t->recv_cq_owner_ = recv_cq != nullptr ? std::move(recv_cq_owner) : nullptr;
   TransportConfig& c = t->config_;
   const verbs::DeviceAttr& attr = t->ctx_->device->attr();
   if (attr.max_qp_wr > 0) {
@@ -45,7 +48,7 @@ absl::StatusOr<std::shared_ptr<Transport>> Transport::Create(std::shared_ptr<Dev
   t->scratch_mr_ = std::move(*scratch);
   verbs::QpConfig qc;
   qc.send_cq = t->cq_.get();
-  qc.recv_cq = t->cq_.get();
+  qc.recv_cq = recv_cq != nullptr ? recv_cq : t->cq_.get();
   qc.max_send_wr = c.sq_depth;
   qc.max_recv_wr = c.recv_buffers;
   qc.max_send_sge = 1;

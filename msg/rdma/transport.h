@@ -74,11 +74,16 @@ class Transport {
   static absl::StatusOr<std::shared_ptr<Transport>> Create(std::shared_ptr<DeviceContext> ctx,
                                                            const TransportConfig& config,
                                                            RegisteredBudget* budget,
-                                                           const std::string& peer);
+                                                           const std::string& peer,
+                                                           verbs::CompletionQueue* recv_cq = nullptr,
+                                                           std::shared_ptr<void> recv_cq_owner = nullptr);
   ~Transport();
 
   verbs::QueuePair* qp() const { return qp_.get(); }
+  // Send completions, and receive completions unless Create was given a recv_cq (an OSD
+  // session on a poller's notifier, msg/rdma/ring_notifier.h): then those go there.
   verbs::CompletionQueue* cq() const { return cq_.get(); }
+  bool own_recv_cq() const { return recv_cq_owner_ == nullptr; }
   const TransportConfig& config() const { return config_; }
   size_t registered_bytes() const { return registered_bytes_; }
   uint32_t fragment_bytes() const;  // body bytes one SEND carries
@@ -122,7 +127,8 @@ class Transport {
   std::shared_ptr<DeviceContext> ctx_;
   TransportConfig config_;
   size_t registered_bytes_ = 0;
-  // Creation order; destroyed in reverse (QP first, CQ last). Regions hold their budget share.
+  // Creation order; destroyed in reverse (QP first, CQs last). Regions hold their budget share.
+  std::shared_ptr<void> recv_cq_owner_;  // keeps a shared receive CQ alive (or null)
   std::unique_ptr<verbs::CompletionQueue> cq_;
   ChargedRegion recv_mr_;
   ChargedRegion send_mr_;
