@@ -314,9 +314,11 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // Nothing published is unreleased and no credit is held back: the ring may be replaced.
   bool RingDrainedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetPeerSleeping(bool sleeping);
-  // REQUIRES link_: appends the count word's WRITE to `w` if it changed; returns what it
-  // would publish (to mark written once posted).
-  bool ImmCountWrLocked(WrSpec* w, uint64_t* value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // REQUIRES link_: fills `w` with the count word's WRITE if at least `parts` quarters of
+  // the client's credits wait (ImmCount::lagging); `value`: what it publishes (marked
+  // written once posted).
+  bool ImmCountWrLocked(WrSpec* w, uint64_t* value, uint32_t parts)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Client: the record-imm credits left on the current link.
   uint32_t ImmCreditsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Client: a record went without its imm (no credit): announce the newest one now if a
@@ -441,7 +443,10 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   std::shared_ptr<RdmaRingNotifier> notifier_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<void> notifier_place_ ABSL_GUARDED_BY(mu_);
   // Client: a record was posted without its imm for want of a credit (PROTOCOL.md).
-  bool imm_owed_ ABSL_GUARDED_BY(mu_) = false;
+  // Written under mu_; read without it by PollAcks, which then also looks at the count
+  // word (`imm_word_seen_`: its value when the credits were last counted).
+  std::atomic<bool> imm_owed_{false};
+  mutable std::atomic<uint64_t> imm_word_seen_{0};
 
   friend class RdmaMessenger;
 };

@@ -457,7 +457,7 @@ absl::Status RdmaConnection::FinishDial(Dialer& d) {
     }
     // The server keeps the record imms' share of its receives apart (PROTOCOL.md).
     send_credits_ = ss->recv_buffers - ss->record_imm_credits;
-    imm_owed_ = false;
+    imm_owed_.store(false, std::memory_order_relaxed);
     credits_owed_ = 0;
     ack_sent_ = in_seq_;
     if (resumed) {

@@ -332,7 +332,10 @@ void RdmaConnection::FlushLocked() {
     }
   }
   if (!link_ || closed_) return;
-  const uint32_t half = link_->tp->config().recv_buffers / 2;
+  // Half the receives the peer may fill with messages: an OSD keeps the record imms'
+  // share of its pool apart (PROTOCOL.md "Record notifications").
+  const uint32_t half =
+      (link_->tp->config().recv_buffers - (outgoing_ ? 0 : link_->record_imm_credits)) / 2;
   const bool owe_much = credits_owed_ >= half;
   if (send_credits_ >= 2) {
     // A doorbell goes with a CONTROL SEND that is owed anyway, else on its own as a

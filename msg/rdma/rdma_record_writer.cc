@@ -38,22 +38,24 @@ void RdmaConnection::ApplyCreditLocked() {
   sent_records_.OnCredit(producer_->released(), &acks_ready_);
   acks_pending_.store(!acks_ready_.empty(), std::memory_order_release);
   awaiting_acks_.store(sent_records_.size() > 0, std::memory_order_relaxed);
-  if (imm_owed_) PostOwedImmLocked();
+  if (imm_owed_.load(std::memory_order_relaxed)) PostOwedImmLocked();
 }
 
 uint32_t RdmaConnection::ImmCreditsLocked() const {
   const Link* link = link_.get();
   if (link == nullptr || link->record_imm_credits == 0 || !ctrl_mr_) return 0;
-  const uint64_t back = std::min(LoadWord(ctrl_mr_->data() + kCtrlImmOffset), link->imms_sent);
+  const uint64_t word = LoadWord(ctrl_mr_->data() + kCtrlImmOffset);
+  imm_word_seen_.store(word, std::memory_order_relaxed);
+  const uint64_t back = std::min(word, link->imms_sent);
   const uint64_t out = link->imms_sent - back;
   return out >= link->record_imm_credits ? 0
                                          : link->record_imm_credits - static_cast<uint32_t>(out);
 }
 
 void RdmaConnection::PostOwedImmLocked() {
-  if (!imm_owed_ || !link_) return;
+  if (!imm_owed_.load(std::memory_order_relaxed) || !link_) return;
   if (records_.empty()) {  // the OSD found and released them all meanwhile
-    imm_owed_ = false;
+    imm_owed_.store(false, std::memory_order_relaxed);
     return;
   }
   if (ImmCreditsLocked() == 0) return;  // tried again when credits come back
@@ -69,7 +71,7 @@ void RdmaConnection::PostOwedImmLocked() {
     return;
   }
   ++link->imms_sent;
-  imm_owed_ = false;
+  imm_owed_.store(false, std::memory_order_relaxed);
   shared_->counters.record_imms_sent++;
 }
 
@@ -199,8 +201,12 @@ bool RdmaConnection::ArmCreditWakeup() {
 
 bool RdmaConnection::PollAcks() {
   if (!awaiting_acks() || !ctrl_mr_) return false;
+  // A new credit, or (a record owes its announcement) imm credits back: applied below.
   if (LoadWord(ctrl_mr_->data() + kCtrlCreditOffset) ==
-      credit_seen_.load(std::memory_order_relaxed)) {
+          credit_seen_.load(std::memory_order_relaxed) &&
+      (!imm_owed_.load(std::memory_order_relaxed) ||
+       LoadWord(ctrl_mr_->data() + kCtrlImmOffset) ==
+           imm_word_seen_.load(std::memory_order_relaxed))) {
     return false;
   }
   // Whoever holds a lock (a writer reserving, the completion thread delivering) applies
@@ -343,10 +349,10 @@ absl::Status RdmaConnection::PostRecordLocked(const SentRecord& r) {
   if (!s.ok()) return s.status();
   if (announce) {
     ++link->imms_sent;
-    imm_owed_ = false;  // this one makes the poller drain the ring: earlier ones too
+    imm_owed_.store(false, std::memory_order_relaxed);  // this one makes the poller drain the ring: earlier ones too
     shared_->counters.record_imms_sent++;
   } else if (link->record_imm_credits > 0) {
-    imm_owed_ = true;
+    imm_owed_.store(true, std::memory_order_relaxed);
     shared_->counters.record_imms_owed++;
   }
   if (r.payload_mr) {  // the HCA reads the caller's memory until WR *s completes

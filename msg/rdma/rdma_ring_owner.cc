@@ -88,9 +88,9 @@ void RdmaConnection::ReleaseRing(uint64_t position, absl::Span<const RecordAck> 
   RetireDeferred();
 }
 
-bool RdmaConnection::ImmCountWrLocked(WrSpec* w, uint64_t* value) {
+bool RdmaConnection::ImmCountWrLocked(WrSpec* w, uint64_t* value, uint32_t parts) {
   const ImmCount* count = link_->imm_count.get();
-  if (count == nullptr || link_->record_imm_credits == 0) return false;
+  if (count == nullptr || link_->record_imm_credits == 0 || !count->lagging(parts)) return false;
   *value = count->reposted.load(std::memory_order_relaxed);
   if (*value == count->written.load(std::memory_order_relaxed)) return false;
   w->word = true;
@@ -105,7 +105,7 @@ void RdmaConnection::WriteImmCount(Link* link) {
   if (link_.get() != link || link->ctrl_rkey == 0) return;
   WrSpec w;
   uint64_t value = 0;
-  if (!ImmCountWrLocked(&w, &value)) return;
+  if (!ImmCountWrLocked(&w, &value, 1)) return;
   auto r = link_->tp->Post(absl::MakeConstSpan(&w, 1));
   if (r.ok()) {
     link_->imm_count->written.store(value, std::memory_order_relaxed);
@@ -123,7 +123,7 @@ void RdmaConnection::PostCreditLocked() {
   // applies this credit: PROTOCOL.md "Record notifications").
   WrSpec wrs[2];
   uint64_t imm_count = 0;
-  const size_t first = ImmCountWrLocked(&wrs[0], &imm_count) ? 1 : 0;
+  const size_t first = ImmCountWrLocked(&wrs[0], &imm_count, 2) ? 1 : 0;
   WrSpec& w = wrs[first];
   w.word = true;
   w.value = nack_barrier_.Clamp(released_pos_);

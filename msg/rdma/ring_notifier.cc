@@ -76,9 +76,9 @@ void RdmaRingNotifier::Arm() {
 
 size_t RdmaRingNotifier::Poll(RecvRing** out, size_t max) {
   if (failed_ || max == 0) return 0;
-  constexpr int kBatch = 32;
-  verbs::Completion wc[kBatch];
-  const int n = cq_->Poll(wc, static_cast<int>(std::min<size_t>(kBatch, max)));
+  constexpr size_t kBatch = sizeof(wc_) / sizeof(wc_[0]);
+  verbs::Completion* const wc = wc_;
+  const int n = cq_->Poll(wc, static_cast<int>(std::min(kBatch, max)));
   if (n < 0) {
     failed_ = true;
     spdlog::error("msgr rdma: ring notifier {}: its completion queue failed (overrun); the "
@@ -126,7 +126,7 @@ size_t RdmaRingNotifier::Poll(RecvRing** out, size_t max) {
         if (std::shared_ptr<Transport> tp = e.tp.lock()) {
           if (tp->RepostRecv(static_cast<uint32_t>(c.wr_id & ~kRecvWrBit)).ok()) {
             e.count->reposted.fetch_add(1, std::memory_order_relaxed);
-            if (e.has_link && e.count->lagging()) {
+            if (e.has_link && e.count->lagging(3)) {
               if (std::shared_ptr<Link> link = e.link.lock()) {
                 if (std::find(count_writes_.begin(), count_writes_.end(), link) ==
                     count_writes_.end()) {

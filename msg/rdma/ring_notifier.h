@@ -20,6 +20,7 @@
 #ifndef MSGR_MSG_RDMA_RING_NOTIFIER_H_
 #define MSGR_MSG_RDMA_RING_NOTIFIER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -46,10 +47,12 @@ struct ImmCount {
   const uint32_t credits;  // the client's record-imm credits on this link
   std::atomic<uint64_t> reposted{0};
   std::atomic<uint64_t> written{0};
-  // Half the credits wait to be returned: the count is worth a write of its own.
-  bool lagging() const {
+  // At least `parts` quarters of the credits wait to be returned: the count is worth
+  // writing (with a ring credit from 2/4, on its own from 3/4; below, the client still
+  // has half its credits and the writes would cost more than they return).
+  bool lagging(uint32_t parts) const {
     return reposted.load(std::memory_order_relaxed) - written.load(std::memory_order_relaxed) >=
-           (credits + 1) / 2;
+           std::max<uint64_t>(1, uint64_t{credits} * parts / 4);
   }
 };
 
@@ -116,6 +119,7 @@ class RdmaRingNotifier : public RingNotifier,
   };
   std::vector<Delivery> deliveries_;
   size_t used_deliveries_ = 0;
+  verbs::Completion wc_[32];  // one Poll's completions (not constructed per call)
   std::vector<std::shared_ptr<Link>> count_writes_;  // links whose count lags
 };
 

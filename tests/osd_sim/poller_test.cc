@@ -106,7 +106,8 @@ class FakeSink : public RecordSink {
 
 void Produce(RingProducer* p, TestRing* ring, const std::string& oid, const std::string& data,
              uint64_t tid, bool corrupt = false,
-             uint16_t flags = kRecordFlagTruncate | kRecordFlagLast, uint16_t writer_depth = 0) {
+             uint16_t flags = kRecordFlagTruncate | kRecordFlagLast, uint16_t writer_depth = 0,
+             bool signal = true) {
   auto pl = p->Reserve(RecordBytes(oid.size(), data.size()));
   ASSERT_TRUE(pl.has_value());
   if (pl->has_pad) WritePadRecord(ring->base() + pl->pad_offset, pl->pad_bytes, pl->pad_seq);
@@ -119,7 +120,7 @@ void Produce(RingProducer* p, TestRing* ring, const std::string& oid, const std:
   FillRecordHeader(&h, RecordType::kWrite, flags, pl->seq, static_cast<uint16_t>(oid.size()),
                    static_cast<uint32_t>(data.size()), crc, 1, tid, 0, writer_depth);
   PublishRecord(slot, h);
-  ring->Signal();
+  if (signal) ring->Signal();
 }
 
 template <typename F>
@@ -1059,6 +1060,119 @@ TEST(PollerTest, RecordPublishedWhileGoingToSleepIsSeen) {
     std::lock_guard<std::mutex> l(conn->mu);
     return conn->acked.count(9) == 1;
   }));
+}
+
+// A notifier the test drives (as an rdma messenger's, msg/rdma/ring_notifier.h): Notify()
+// queues a ring for the poller's next Poll and, while armed, makes wait_fd() readable.
+class FakeNotifier : public RingNotifier {
+ public:
+  FakeNotifier() : efd_(eventfd(0, EFD_NONBLOCK)) {}
+  ~FakeNotifier() override { close(efd_); }
+  int index() const override { return 0; }
+  size_t Poll(RecvRing** out, size_t max) override {
+    std::lock_guard<std::mutex> l(mu_);
+    size_t n = 0;
+    while (n < max && !queued_.empty()) {
+      out[n++] = queued_.front();
+      queued_.erase(queued_.begin());
+    }
+    return n;
+  }
+  void Arm() override {
+    std::lock_guard<std::mutex> l(mu_);
+    ++arms;
+    armed_ = true;
+    if (!queued_.empty()) WakeLocked();
+  }
+  int wait_fd() const override { return efd_; }
+  void ClearWait() override {
+    uint64_t v;
+    while (read(efd_, &v, sizeof v) == sizeof v) {
+    }
+    ++clears;
+  }
+  void Notify(RecvRing* ring) {
+    std::lock_guard<std::mutex> l(mu_);
+    queued_.push_back(ring);
+    WakeLocked();
+  }
+  std::atomic<int> arms{0};
+  std::atomic<int> clears{0};
+
+ private:
+  void WakeLocked() {
+    if (!armed_) return;
+    armed_ = false;
+    const uint64_t one = 1;
+    (void)!write(efd_, &one, sizeof one);
+  }
+  const int efd_;
+  std::mutex mu_;
+  bool armed_ = false;
+  std::vector<RecvRing*> queued_;
+};
+
+// An RDMA ring whose client announces its records through `notifier`; counts the
+// poller's requests for doorbells (it should make none).
+class AnnouncedRing : public UnsignalledRing {
+ public:
+  explicit AnnouncedRing(RingNotifier* n) : notifier_(n) {}
+  RingNotifier* notifier() const override { return notifier_; }
+  bool announced() const override { return true; }
+  void SetPollerSleeping(bool sleeping) override {
+    if (sleeping) ++sleep_announcements;
+  }
+  std::atomic<int> sleep_announcements{0};
+
+ private:
+  RingNotifier* const notifier_;
+};
+
+// The poller sleeps on the notifier (armed, no doorbell asked of the ring's client) and
+// drains the ring it reports at once; a record nobody announced is still found by the
+// scans every ring gets now and then, so a late announcement never loses a record.
+TEST(PollerTest, AnnouncedRingIsDrainedWhenItsNotifierReportsIt) {
+  // `max_sleep`: how long a sleep lasts when nothing wakes the poller.
+  struct NotifiedRig {
+    explicit NotifiedRig(absl::Duration max_sleep) {
+      conn->ring = ring.get();
+      PollerOptions po;
+      po.max_sleep = max_sleep;
+      auto p = Poller::Create(0, po, &sink);
+      EXPECT_TRUE(p.ok()) << p.status();
+      poller = std::move(*p);
+      poller->AddRing(conn, ring);
+    }
+    void Produce(uint64_t tid) {
+      ::msgr::osd::Produce(&prod, ring.get(), "obj", "payload", tid, false,
+                           kRecordFlagTruncate | kRecordFlagLast, 0, /*signal=*/false);
+    }
+    FakeNotifier notifier;
+    FakeSink sink;
+    std::shared_ptr<FakeConnection> conn = std::make_shared<FakeConnection>();
+    std::shared_ptr<AnnouncedRing> ring = std::make_shared<AnnouncedRing>(&notifier);
+    RingProducer prod{kRingBytes};
+    std::unique_ptr<Poller> poller;
+  };
+  {
+    NotifiedRig rig(absl::Seconds(60));  // nothing but the notifier ends its sleep in time
+    // Idle: it arms the notifier on its way to sleep (and sleeps, for up to a minute).
+    ASSERT_TRUE(WaitFor([&] { return rig.notifier.arms.load() >= 1; }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_NO_FATAL_FAILURE(rig.Produce(1));
+    rig.notifier.Notify(rig.ring.get());
+    ASSERT_TRUE(FlushUntilAcked(rig.sink, *rig.conn, 1));
+    EXPECT_GE(rig.notifier.clears.load(), 1) << "its fd was never cleared";
+    EXPECT_EQ(rig.ring->sleep_announcements.load(), 0) << "a doorbell asked of an announced ring";
+    rig.poller->Stop();
+  }
+  // Unannounced (an announcement that has not come yet): found by a scan, at the latest
+  // when the sleep ends.
+  NotifiedRig rig(absl::Milliseconds(50));
+  ASSERT_TRUE(CountersWhen(*rig.poller, [](const PollerCounters& c) { return c.sleeps >= 1; }));
+  ASSERT_NO_FATAL_FAILURE(rig.Produce(1));
+  ASSERT_TRUE(FlushUntilAcked(rig.sink, *rig.conn, 1));
+  rig.poller->Stop();
 }
 
 }  // namespace
