@@ -2,7 +2,8 @@
 //
 //   osd --id N --mon HOST:PORT --data-dir DIR [--run-dir DIR] [--ms-type tcp|rdma|both]
 //       [--durability durable|buffered|memory] [--pollers N] [--poller-cpus 0,1]
-//       [--poller-spin-us US] [--poller-wakeup-us 1000] [--poller-nap-us 40]
+//       [--poller-spin-us US] [--poller-wakeup-us 1000] [--poller-notified-wakeup-us 50]
+//       [--poller-nap-us 40]
 //       [--poller-nap-rings 8] [--poller-nap-depth 3] [--ms-tcp-threads 1]
 //       [--ring-bytes 33554432] [--capacity BYTES]
 //       [--store-commit-window-us US] [--store-zero-ahead-kb KB]
@@ -57,6 +58,8 @@ ABSL_FLAG(uint64_t, pollers, 1, "poller threads");
 ABSL_FLAG(std::string, poller_cpus, "", "CPUs for the pollers, as 0,1");
 ABSL_FLAG(uint64_t, poller_spin_us, 1000, "fixed spin after a record (when given)");
 ABSL_FLAG(uint64_t, poller_wakeup_us, 1000, "hybrid polling's wake-up cost");
+ABSL_FLAG(uint64_t, poller_notified_wakeup_us, 50,
+          "hybrid polling's wake-up cost while every rdma ring is announced (notifier)");
 ABSL_FLAG(uint64_t, poller_nap_us, 40, "nap between looks under many rings");
 ABSL_FLAG(uint64_t, poller_nap_rings, 8, "busy rings that make a poller nap");
 ABSL_FLAG(uint64_t, poller_nap_depth, 3, "a writer's queue depth that makes a poller nap");
@@ -119,6 +122,8 @@ constexpr const char* kUsage =
     "                            sleeping (default: hybrid polling, see --poller-wakeup-us)\n"
     "  --poller-wakeup-us US     hybrid polling: spin up to US after a record while most gaps\n"
     "                            between records are shorter, else sleep at once (default 1000)\n"
+    "  --poller-notified-wakeup-us US  the same while every rdma ring is announced by the\n"
+    "                            poller's notifier: a record wakes it directly (default 50)\n"
     "  --poller-nap-us US        with many RDMA clients writing (see --poller-nap-rings), or\n"
     "                            one with a deep queue (--poller-nap-depth), nap\n"
     "                            US between looks instead of spinning (default 40; 0: never)\n"
@@ -298,6 +303,8 @@ int main(int argc, char** argv) {
     o.poller_adaptive_spin = false;
   }
   o.poller_wakeup_cost = absl::Microseconds(absl::GetFlag(FLAGS_poller_wakeup_us));
+  o.poller_notified_wakeup_cost =
+      absl::Microseconds(absl::GetFlag(FLAGS_poller_notified_wakeup_us));
   o.poller_nap = absl::Microseconds(absl::GetFlag(FLAGS_poller_nap_us));
   o.poller_nap_rings = static_cast<size_t>(absl::GetFlag(FLAGS_poller_nap_rings));
   if (absl::GetFlag(FLAGS_poller_nap_depth) > 65535) {

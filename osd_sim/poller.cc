@@ -339,7 +339,11 @@ void Poller::ApplyControl() {
       nev.data.fd = n->wait_fd();
       epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, n->wait_fd(), &nev);
     }
-    if (added->announced) announced_[added->ring.get()] = added.get();
+    if (added->announced) {
+      announced_[added->ring.get()] = added.get();
+    } else if (!added->ring->producer_signals()) {
+      ++unannounced_;
+    }
     full_scan_due_ = true;
     rings_.push_back(std::move(added));
   }
@@ -350,6 +354,8 @@ void Poller::ApplyControl() {
       if (auto a = announced_.find((*it)->ring.get());
           a != announced_.end() && a->second == it->get()) {
         announced_.erase(a);
+      } else if (!(*it)->announced && !(*it)->ring->producer_signals()) {
+        --unannounced_;
       }
       it = rings_.erase(it);
     } else {
@@ -664,10 +670,17 @@ void Poller::Run() {
     absl::MutexLock l(&mu_);
     cpu_clock_ = ThreadCpuClock::OfThisThread();
   }
-  SpinPolicy spin_policy(SpinPolicy::Options{
+  SpinPolicy doorbell_policy(SpinPolicy::Options{
       static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.spin)),
       static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.wakeup_cost)),
       options_.adaptive_spin});
+  // While every ring nobody signals is announced by a notifier, a wake-up is one thread's
+  // (the notifier's channel), not a doorbell's chain: the policy weighs gaps against that.
+  SpinPolicy notified_policy(SpinPolicy::Options{
+      static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.spin)),
+      static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.notified_wakeup_cost)),
+      options_.adaptive_spin});
+  SpinPolicy* spin_policy = &doorbell_policy;  // the open idle period's
   uint64_t idle_since = NowNs();
   uint64_t last_publish = idle_since;
   // Hybrid polling on rings nobody signals (RDMA). After their last record, or after acks
@@ -713,7 +726,7 @@ void Poller::Run() {
   uint64_t ack_spin_budget = 0;  // 0: this held period naps at once
   bool held_napped = false;
   auto records_at = [&](uint64_t at, bool slept) {
-    if (idle == Idle::kSpinning) spin_policy.EndIdle(at - unsignalled_work_at, slept);
+    if (idle == Idle::kSpinning) spin_policy->EndIdle(at - unsignalled_work_at, slept);
     idle = Idle::kBusy;
     unsignalled_work_at = at;
   };
@@ -773,12 +786,14 @@ void Poller::Run() {
       } else {
         idle = Idle::kSpinning;
         idle_slept = false;
-        spin_budget = spin_policy.BeginIdle();
+        spin_policy = unannounced_ == 0 && !announced_.empty() ? &notified_policy
+                                                                : &doorbell_policy;
+        spin_budget = spin_policy->BeginIdle();
         const NapReason why = NapsNow(now);
         nap = why != NapReason::kNone;
         if (why == NapReason::kDeepQueue) ++counters_.deep_queue_periods;
         if (spin_budget == 0) ++counters_.sleeps_at_once;
-        counters_.spin_short_pm = spin_policy.short_permille();
+        counters_.spin_short_pm = spin_policy->short_permille();
       }
     }
     if (work) {

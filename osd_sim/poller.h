@@ -91,6 +91,10 @@ struct PollerOptions {
   // the measurements behind the default: docs/BENCHMARKS.md, "Measurements quoted from
   // source comments").
   absl::Duration wakeup_cost = absl::Microseconds(1000);
+  // The same while every such ring is announced by a notifier (RecvRing::announced()): a
+  // sleeping poller is woken by the record itself, through its notifier's channel -- one
+  // thread's wake-up, no doorbell (msg/PROTOCOL.md "Record notifications").
+  absl::Duration notified_wakeup_cost = absl::Microseconds(50);
   // Among many producers the spin naps: with at least `nap_rings` rings nobody signals
   // (RDMA) that had records in the last 2 ms, the poller sleeps `nap` between looks instead
   // of spinning (the spin policy still decides how long it looks before it sleeps for a
@@ -319,6 +323,7 @@ class Poller {
   // and every kFullScanNs -- the safety net for a record whose announcement is late).
   std::vector<RingNotifier*> notifiers_;
   absl::flat_hash_map<const RecvRing*, RingState*> announced_;
+  size_t unannounced_ = 0;  // rings nobody signals that no notifier announces
   uint64_t last_full_scan_ns_ = 0;
   bool full_scan_due_ = true;
   static constexpr uint64_t kFullScanNs = 1'000'000;

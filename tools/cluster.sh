@@ -6,6 +6,7 @@
 #                          [--pollers N] [--poller-cpus LIST] [--poller-spin-us US]
 #                          [--poller-wakeup-us US] [--poller-nap-us US] [--poller-nap-rings N]
 #                          [--poller-ack-spin-us US] [--poller-nap-depth N] [--ms-tcp-threads N]
+#                          [--poller-notified-wakeup-us US]
 #                          [--capacity BYTES] [--store-commit-window-us US] [--store-zero-ahead-kb KB]
 #                          [--ring-bytes BYTES] [--rdma-device soft|IBDEV] [--grace-ms MS]
 #                          [--rdma-max-registered-mb MB] [--rdma-ring-min-kb KB] [--pg-log-entries N]
@@ -94,6 +95,7 @@ while flags_next; do
     --poller-nap-us) flag_value POLLER_NAP_US ;;
     --poller-nap-rings) flag_value POLLER_NAP_RINGS ;;
     --poller-nap-depth) flag_value POLLER_NAP_DEPTH ;;
+    --poller-notified-wakeup-us) flag_value POLLER_NOTIFIED_WAKEUP_US ;;
     --ms-tcp-threads) flag_value MS_TCP_THREADS ;;
     --poller-ack-spin-us) flag_value POLLER_ACK_SPIN_US ;;
     --capacity) flag_value CAPACITY ;;
@@ -192,6 +194,7 @@ POLLER_WAKEUP_US="$POLLER_WAKEUP_US"
 POLLER_NAP_US="$POLLER_NAP_US"
 POLLER_NAP_RINGS="$POLLER_NAP_RINGS"
 POLLER_NAP_DEPTH="${POLLER_NAP_DEPTH:-}"
+POLLER_NOTIFIED_WAKEUP_US="${POLLER_NOTIFIED_WAKEUP_US:-}"
 MS_TCP_THREADS="${MS_TCP_THREADS:-}"
 POLLER_ACK_SPIN_US="${POLLER_ACK_SPIN_US:-}"
 CAPACITY=$CAPACITY
@@ -233,7 +236,7 @@ osd_settings() {
   for line in "ms-type=$MS_TYPE" "durability=$DURABILITY" "pollers=$POLLERS" \
               "capacity=$CAPACITY" "store-commit-window-us=${STORE_COMMIT_WINDOW_US:-}" "store-zero-ahead-kb=${STORE_ZERO_AHEAD_KB:-}" "poller-cpus=$POLLER_CPUS" "poller-spin-us=$POLLER_SPIN_US" \
               "poller-wakeup-us=$POLLER_WAKEUP_US" "poller-nap-us=$POLLER_NAP_US" \
-              "poller-nap-rings=$POLLER_NAP_RINGS" "poller-nap-depth=${POLLER_NAP_DEPTH:-}" "poller-ack-spin-us=${POLLER_ACK_SPIN_US:-}" "ms-tcp-threads=${MS_TCP_THREADS:-}" "ring-bytes=$RING_BYTES" \
+              "poller-nap-rings=$POLLER_NAP_RINGS" "poller-nap-depth=${POLLER_NAP_DEPTH:-}" "poller-notified-wakeup-us=${POLLER_NOTIFIED_WAKEUP_US:-}" "poller-ack-spin-us=${POLLER_ACK_SPIN_US:-}" "ms-tcp-threads=${MS_TCP_THREADS:-}" "ring-bytes=$RING_BYTES" \
               "rdma-device=$RDMA_DEVICE" "rdma-max-registered-mb=$RDMA_MAX_REG_MB" \
               "rdma-ring-min-kb=${RDMA_RING_MIN_KB:-}" "pg-log-entries=${PG_LOG_ENTRIES:-}" "ms-mode=$MS_MODE" "auth=$AUTH" \
               "public-addr=${PUBLIC_ADDR:-}" "public-network=${PUBLIC_NETWORK:-}" \
@@ -260,7 +263,7 @@ write_msgr_conf() {
     echo
     echo "[osd]"
     osd_settings ms-type durability pollers capacity store-commit-window-us store-zero-ahead-kb poller-cpus poller-spin-us \
-      poller-wakeup-us poller-nap-us poller-nap-rings poller-nap-depth poller-ack-spin-us ms-tcp-threads ring-bytes rdma-max-registered-mb rdma-ring-min-kb pg-log-entries public-addr \
+      poller-wakeup-us poller-notified-wakeup-us poller-nap-us poller-nap-rings poller-nap-depth poller-ack-spin-us ms-tcp-threads ring-bytes rdma-max-registered-mb rdma-ring-min-kb pg-log-entries public-addr \
       public-network host ms-cluster-type
     echo
     echo "[client]"
@@ -278,7 +281,7 @@ set_osd_section() {
       --rdma-max-registered-mb) keys+=(rdma-max-registered-mb) ;;
       --host) keys+=(host) ;;
       --ms-type|--durability|--pollers|--capacity|--store-commit-window-us|--store-zero-ahead-kb|--poller-cpus|--poller-spin-us|\
-      --poller-wakeup-us|--poller-nap-us|--poller-nap-rings|--poller-nap-depth|--poller-ack-spin-us|--ms-tcp-threads|--ring-bytes|--rdma-device|--rdma-ring-min-kb|--pg-log-entries|--ms-mode|--auth|\
+      --poller-wakeup-us|--poller-notified-wakeup-us|--poller-nap-us|--poller-nap-rings|--poller-nap-depth|--poller-ack-spin-us|--ms-tcp-threads|--ring-bytes|--rdma-device|--rdma-ring-min-kb|--pg-log-entries|--ms-mode|--auth|\
       --public-addr|--public-network|--ms-cluster-type) keys+=("${flag#--}") ;;
     esac
   done

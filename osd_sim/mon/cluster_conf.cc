@@ -147,7 +147,8 @@ const std::set<std::string>& ConfKeysOf(absl::string_view type) {
   // settings (not what one run does: sizes, counts, output files).
   static const auto* const kOsd = new std::set<std::string>{
       "mon", "data-dir", "run-dir", "ms-type", "ms-mode", "durability", "pollers",
-      "poller-cpus", "poller-spin-us", "poller-wakeup-us", "poller-nap-us",
+      "poller-cpus", "poller-spin-us", "poller-wakeup-us", "poller-notified-wakeup-us",
+      "poller-nap-us",
       "poller-nap-rings", "poller-nap-depth", "poller-ack-spin-us", "ms-tcp-threads",
       "ring-bytes", "capacity",
       "store-commit-window-us", "store-zero-ahead-kb",
