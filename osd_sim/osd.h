@@ -91,7 +91,7 @@ struct OsdOptions {
   bool poller_adaptive_spin = true;                       // PollerOptions::adaptive_spin
   absl::Duration poller_wakeup_cost = absl::Microseconds(1000);  // PollerOptions::wakeup_cost
   // PollerOptions::notified_wakeup_cost
-  absl::Duration poller_notified_wakeup_cost = absl::Microseconds(50);
+  absl::Duration poller_notified_wakeup_cost = absl::Microseconds(150);
   absl::Duration poller_nap = absl::Microseconds(40);   // PollerOptions::nap
   size_t poller_nap_rings = 8;                          // PollerOptions::nap_rings
   size_t poller_nap_depth = 3;                          // PollerOptions::nap_depth

@@ -2,7 +2,7 @@
 //
 //   osd --id N --mon HOST:PORT --data-dir DIR [--run-dir DIR] [--ms-type tcp|rdma|both]
 //       [--durability durable|buffered|memory] [--pollers N] [--poller-cpus 0,1]
-//       [--poller-spin-us US] [--poller-wakeup-us 1000] [--poller-notified-wakeup-us 50]
+//       [--poller-spin-us US] [--poller-wakeup-us 1000] [--poller-notified-wakeup-us 150]
 //       [--poller-nap-us 40]
 //       [--poller-nap-rings 8] [--poller-nap-depth 3] [--ms-tcp-threads 1]
 //       [--ring-bytes 33554432] [--capacity BYTES]
@@ -58,7 +58,7 @@ ABSL_FLAG(uint64_t, pollers, 1, "poller threads");
 ABSL_FLAG(std::string, poller_cpus, "", "CPUs for the pollers, as 0,1");
 ABSL_FLAG(uint64_t, poller_spin_us, 1000, "fixed spin after a record (when given)");
 ABSL_FLAG(uint64_t, poller_wakeup_us, 1000, "hybrid polling's wake-up cost");
-ABSL_FLAG(uint64_t, poller_notified_wakeup_us, 50,
+ABSL_FLAG(uint64_t, poller_notified_wakeup_us, 150,
           "hybrid polling's wake-up cost while every rdma ring is announced (notifier)");
 ABSL_FLAG(uint64_t, poller_nap_us, 40, "nap between looks under many rings");
 ABSL_FLAG(uint64_t, poller_nap_rings, 8, "busy rings that make a poller nap");
@@ -123,7 +123,8 @@ constexpr const char* kUsage =
     "  --poller-wakeup-us US     hybrid polling: spin up to US after a record while most gaps\n"
     "                            between records are shorter, else sleep at once (default 1000)\n"
     "  --poller-notified-wakeup-us US  the same while every rdma ring is announced by the\n"
-    "                            poller's notifier: a record wakes it directly (default 50)\n"
+    "                            poller's notifier and the store syncs (durable): a record\n"
+    "                            wakes it directly (default 150)\n"
     "  --poller-nap-us US        with many RDMA clients writing (see --poller-nap-rings), or\n"
     "                            one with a deep queue (--poller-nap-depth), nap\n"
     "                            US between looks instead of spinning (default 40; 0: never)\n"

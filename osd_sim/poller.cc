@@ -675,12 +675,19 @@ void Poller::Run() {
       static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.wakeup_cost)),
       options_.adaptive_spin});
   // While every ring nobody signals is announced by a notifier, a wake-up is one thread's
-  // (the notifier's channel), not a doorbell's chain: the policy weighs gaps against that.
+  // (the notifier's channel), not a doorbell's chain. Where the store holds records for a
+  // sync (durable mode: it did in the last kStoreBoundNs) that wake-up is small against
+  // the op, and the policy weighs gaps against it; in memory mode a poller's records are
+  // tens of microseconds apart and a wake-up would double the op's latency, so it weighs
+  // them as before (memory 4 KiB -t 1 p50 19 -> 62 us with 150 us here; durable -t 1 the
+  // OSD CPU per op 0.43x; docs/BENCHMARKS.md "Session 37").
   SpinPolicy notified_policy(SpinPolicy::Options{
       static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.spin)),
       static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.notified_wakeup_cost)),
       options_.adaptive_spin});
   SpinPolicy* spin_policy = &doorbell_policy;  // the open idle period's
+  constexpr uint64_t kStoreBoundNs = 10'000'000;
+  uint64_t held_at = 0;  // the last pass that found the store holding records
   uint64_t idle_since = NowNs();
   uint64_t last_publish = idle_since;
   // Hybrid polling on rings nobody signals (RDMA). After their last record, or after acks
@@ -764,6 +771,7 @@ void Poller::Run() {
       held = held || (!signals && !r->pending.empty());
     }
     const uint64_t now = NowNs();
+    if (held) held_at = now;
     if (unsignalled) {
       records_at(now, idle_slept);
     } else if (acked) {
@@ -786,8 +794,10 @@ void Poller::Run() {
       } else {
         idle = Idle::kSpinning;
         idle_slept = false;
-        spin_policy = unannounced_ == 0 && !announced_.empty() ? &notified_policy
-                                                                : &doorbell_policy;
+        spin_policy = unannounced_ == 0 && !announced_.empty() &&
+                              now - std::min(held_at, now) < kStoreBoundNs
+                          ? &notified_policy
+                          : &doorbell_policy;
         spin_budget = spin_policy->BeginIdle();
         const NapReason why = NapsNow(now);
         nap = why != NapReason::kNone;
