@@ -165,6 +165,7 @@ absl::Status Osd::Init() {
     po.adaptive_spin = options_.poller_adaptive_spin;
     po.wakeup_cost = options_.poller_wakeup_cost;
     po.notified_wakeup_cost = options_.poller_notified_wakeup_cost;
+    po.store_syncs = options_.durability != store::Durability::kMemory;
     po.nap = options_.poller_nap;
     po.nap_rings = options_.poller_nap_rings;
     po.nap_depth = options_.poller_nap_depth;

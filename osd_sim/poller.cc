@@ -676,11 +676,11 @@ void Poller::Run() {
       options_.adaptive_spin});
   // While every ring nobody signals is announced by a notifier, a wake-up is one thread's
   // (the notifier's channel), not a doorbell's chain. Where the store holds records for a
-  // sync (durable mode: it did in the last kStoreBoundNs) that wake-up is small against
+  // sync (store_syncs, and it did in the last kStoreBoundNs) that wake-up is small against
   // the op, and the policy weighs gaps against it; in memory mode a poller's records are
   // tens of microseconds apart and a wake-up would double the op's latency, so it weighs
-  // them as before (memory 4 KiB -t 1 p50 19 -> 62 us with 150 us here; durable -t 1 the
-  // OSD CPU per op 0.43x; docs/BENCHMARKS.md "Session 37").
+  // them as before (memory 4 KiB -t 1 p50 19 -> 62 us with 150 us here; size 3 -t 1 0.92x
+  // the IOPS; durable -t 1 the OSD CPU per op 0.43x; docs/BENCHMARKS.md "Session 37").
   SpinPolicy notified_policy(SpinPolicy::Options{
       static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.spin)),
       static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.notified_wakeup_cost)),
@@ -794,7 +794,7 @@ void Poller::Run() {
       } else {
         idle = Idle::kSpinning;
         idle_slept = false;
-        spin_policy = unannounced_ == 0 && !announced_.empty() &&
+        spin_policy = options_.store_syncs && unannounced_ == 0 && !announced_.empty() &&
                               now - std::min(held_at, now) < kStoreBoundNs
                           ? &notified_policy
                           : &doorbell_policy;

@@ -92,12 +92,14 @@ struct PollerOptions {
   // source comments").
   absl::Duration wakeup_cost = absl::Microseconds(1000);
   // The same while every such ring is announced by a notifier (RecvRing::announced()) and
-  // the store held records for a sync in the last 10 ms (durable mode): a sleeping poller
+  // the store syncs (`store_syncs`) and held records in the last 10 ms: a sleeping poller
   // is woken by the record itself, through its notifier's channel -- one thread's
   // wake-up, no doorbell (msg/PROTOCOL.md "Record notifications") -- small against an op
   // that waits for a sync. Memory mode keeps `wakeup_cost`: there a wake-up would double
-  // an op's latency (docs/BENCHMARKS.md "Session 37").
+  // a lone op's latency, and cost a replicated one 8% of its IOPS (docs/BENCHMARKS.md
+  // "Session 37").
   absl::Duration notified_wakeup_cost = absl::Microseconds(150);
+  bool store_syncs = false;  // the sink's records wait for syncs (durable, buffered)
   // Among many producers the spin naps: with at least `nap_rings` rings nobody signals
   // (RDMA) that had records in the last 2 ms, the poller sleeps `nap` between looks instead
   // of spinning (the spin policy still decides how long it looks before it sleeps for a
