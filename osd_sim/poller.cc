@@ -610,8 +610,8 @@ bool Poller::Sleep() {
   }
   const uint64_t t0 = NowNs();
   epoll_event evs[16];
-  const int n =
-      epoll_wait(epoll_fd_, evs, 16, static_cast<int>(absl::ToInt64Milliseconds(options_.max_sleep)));
+  const int n = epoll_wait(epoll_fd_, evs, 16,
+                           static_cast<int>(absl::ToInt64Milliseconds(options_.max_sleep)));
   counters_.sleep_ns += NowNs() - t0;
   Unpark();
   for (int i = 0; i < n; ++i) ClearNotifierFd(evs[i].data.fd);

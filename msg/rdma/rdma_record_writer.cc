@@ -9,6 +9,9 @@
 //              credit acknowledges the records it covers, and ring resizes are asked for
 //              when writes wait for space or a ring stays idle.
 //   Doorbells  a record published while the OSD's sleep word is odd rings the doorbell.
+//   Announcements  where the OSD offers it, each record's seq WRITE goes WITH_IMM to its
+//              poller's notifier, while record-imm credits last (PROTOCOL.md "Record
+//              notifications"); then no doorbells.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -349,7 +352,8 @@ absl::Status RdmaConnection::PostRecordLocked(const SentRecord& r) {
   if (!s.ok()) return s.status();
   if (announce) {
     ++link->imms_sent;
-    imm_owed_.store(false, std::memory_order_relaxed);  // this one makes the poller drain the ring: earlier ones too
+    // The poller drains the whole ring for it: earlier records owed nothing more.
+    imm_owed_.store(false, std::memory_order_relaxed);
     shared_->counters.record_imms_sent++;
   } else if (link->record_imm_credits > 0) {
     imm_owed_.store(true, std::memory_order_relaxed);

@@ -71,12 +71,12 @@ struct WrSpec {
 class Transport {
  public:
   // Registers the pools after charging them to `budget` (for `peer`, named in a refusal).
-  static absl::StatusOr<std::shared_ptr<Transport>> Create(std::shared_ptr<DeviceContext> ctx,
-                                                           const TransportConfig& config,
-                                                           RegisteredBudget* budget,
-                                                           const std::string& peer,
-                                                           verbs::CompletionQueue* recv_cq = nullptr,
-                                                           std::shared_ptr<void> recv_cq_owner = nullptr);
+  // `recv_cq` (with `recv_cq_owner`, which keeps it alive): where the QP's receive
+  // completions go instead of the transport's own CQ.
+  static absl::StatusOr<std::shared_ptr<Transport>> Create(
+      std::shared_ptr<DeviceContext> ctx, const TransportConfig& config,
+      RegisteredBudget* budget, const std::string& peer,
+      verbs::CompletionQueue* recv_cq = nullptr, std::shared_ptr<void> recv_cq_owner = nullptr);
   ~Transport();
 
   verbs::QueuePair* qp() const { return qp_.get(); }
