@@ -365,8 +365,7 @@ void Poller::ApplyControl() {
   ring_count_.store(rings_.size());
 }
 
-bool Poller::PollNotifiers() {
-  bool any = false;
+void Poller::PollNotifiers() {
   RecvRing* ready[64];
   for (RingNotifier* n : notifiers_) {
     for (;;) {
@@ -375,12 +374,10 @@ bool Poller::PollNotifiers() {
         auto it = announced_.find(ready[i]);
         if (it == announced_.end()) continue;  // a ring this poller let go of
         it->second->ready = true;
-        any = true;
       }
       if (got < 64) break;
     }
   }
-  return any;
 }
 
 bool Poller::ClearNotifierFd(int fd) {

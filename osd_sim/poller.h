@@ -256,9 +256,9 @@ class Poller {
   static constexpr uint64_t kActiveProducerWindowNs = 2'000'000;
   // True if it found work; records drained are stamped `now_ns` (the pass's clock).
   bool PollRing(RingState* r, uint64_t now_ns);
-  // Asks every notifier which announced rings have new records (marks them ready; true
-  // if any). Their sessions' other receives are handled inside, on this thread.
-  bool PollNotifiers();
+  // Asks every notifier which announced rings have new records (marks them ready).
+  // Their sessions' other receives are handled inside, on this thread.
+  void PollNotifiers();
   // If `fd` is a notifier's (not an eventfd: never read it directly), clears it and
   // returns true.
   bool ClearNotifierFd(int fd);

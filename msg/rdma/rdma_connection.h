@@ -272,6 +272,8 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // the ring carrying `imm` (rdma_wire.h kImm*). It takes a send credit. False if it could
   // not be posted now.
   bool PostImmLocked(uint32_t imm) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The zero-length WRITE_WITH_IMM into the ring, no credit taken (callers count it).
+  bool PostEmptyImmLocked(uint32_t imm) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRecvLocked(Link* link, const verbs::Completion& wc, std::shared_ptr<Link>* retired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Posts receive buffer `idx` again and owes the peer the credit (faults the link if the

@@ -259,6 +259,12 @@ bool RdmaConnection::PostControlLocked(uint8_t flags, uint64_t seq) {
 }
 
 bool RdmaConnection::PostImmLocked(uint32_t imm) {
+  if (!PostEmptyImmLocked(imm)) return false;
+  --send_credits_;
+  return true;
+}
+
+bool RdmaConnection::PostEmptyImmLocked(uint32_t imm) {
   Link* link = link_.get();
   if (link->ring_rkey == 0) return false;
   WrSpec w;
@@ -271,7 +277,6 @@ bool RdmaConnection::PostImmLocked(uint32_t imm) {
     if (!absl::IsResourceExhausted(r.status())) FaultLocked(link, r.status(), &retire_);
     return false;
   }
-  --send_credits_;
   return true;
 }
 

@@ -62,18 +62,9 @@ void RdmaConnection::PostOwedImmLocked() {
     return;
   }
   if (ImmCreditsLocked() == 0) return;  // tried again when credits come back
-  Link* link = link_.get();
-  WrSpec w;
-  w.opcode = verbs::WrOpcode::kRdmaWriteWithImm;  // no bytes: the ring has news
-  w.remote_addr = link->ring_addr;
-  w.rkey = link->ring_rkey;
-  w.imm = static_cast<uint32_t>(posted_seq_) & kImmValueMask;
-  auto r = link->tp->Post(absl::MakeConstSpan(&w, 1));
-  if (!r.ok()) {
-    if (!absl::IsResourceExhausted(r.status())) FaultLocked(link, r.status(), &retire_);
-    return;
-  }
-  ++link->imms_sent;
+  // No bytes: the ring has news. It takes a record-imm credit, not a message credit.
+  if (!PostEmptyImmLocked(static_cast<uint32_t>(posted_seq_) & kImmValueMask)) return;
+  ++link_->imms_sent;
   imm_owed_.store(false, std::memory_order_relaxed);
   shared_->counters.record_imms_sent++;
 }
