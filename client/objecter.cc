@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "boost/pool/pool_alloc.hpp"
 #include "client/objecter.h"
 #include "client/objecter_op.h"
 #include "proto/osd_protocol.h"
@@ -13,16 +14,28 @@
 namespace msgr::client {
 namespace {
 
-void RunAll(std::vector<std::function<void()>>& done) {
-  for (auto& f : done) {
-    if (f) f();
-  }
+}  // namespace
+
+void Objecter::RunAll(Completions& done) {
+  for (auto& c : done) c.Run();
   done.clear();
 }
 
-}  // namespace
+Objecter::Objecter(ObjecterOptions options)
+    : options_(std::move(options)), pending_(std::make_unique<PendingOps>()) {}
 
-Objecter::Objecter(ObjecterOptions options) : options_(std::move(options)) {}
+Objecter::OpRef Objecter::NewOp() {
+  // Boost.Pool keeps freed blocks for the next op: after the first max_in_flight ops an op
+  // costs no allocation.
+  return std::allocate_shared<Op>(boost::fast_pool_allocator<Op>());
+}
+
+std::vector<Objecter::OpRef> Objecter::PendingOpsLocked() const {
+  std::vector<OpRef> all;
+  all.reserve(pending_->in_order.size());
+  for (Op& op : pending_->in_order) all.push_back(op.pending);
+  return all;
+}
 
 absl::StatusOr<std::unique_ptr<Objecter>> Objecter::Create(ObjecterOptions options) {
   if (options.max_in_flight == 0) {
@@ -56,12 +69,10 @@ void Objecter::Shutdown() {
   if (messenger_) messenger_->Shutdown();
   if (retry_thread_.joinable()) retry_thread_.join();
   if (timer_thread_.joinable()) timer_thread_.join();
-  std::vector<std::function<void()>> done;
+  Completions done;
   {
     absl::MutexLock l(&mu_);
-    std::vector<OpRef> left;
-    for (auto& [id, op] : ops_) left.push_back(op);
-    for (auto& op : left) {
+    for (const OpRef& op : PendingOpsLocked()) {
       done.push_back(FinishLocked(
           op, absl::CancelledError(absl::StrCat(op->what(), " of ", op->oid,
                                                 " cancelled: client shutting down"))));
@@ -73,15 +84,13 @@ void Objecter::Shutdown() {
 }
 
 void Objecter::Fence(absl::Status why) {
-  std::vector<std::function<void()>> done;
+  Completions done;
   {
     absl::MutexLock l(&mu_);
     if (shutdown_ || !fenced_.ok()) return;
     fenced_ = why;
     spdlog::error("client: {}", std::string(why.message()));
-    std::vector<OpRef> left;
-    for (auto& [id, op] : ops_) left.push_back(op);
-    for (auto& op : left) {
+    for (const OpRef& op : PendingOpsLocked()) {
       if (op->done) continue;
       done.push_back(FinishLocked(
           op, absl::Status(why.code(), absl::StrCat(op->what(), " of ", op->oid, ": ",
@@ -104,7 +113,7 @@ ObjecterCounters Objecter::counters() const {
 
 size_t Objecter::in_flight() const {
   absl::MutexLock l(&mu_);
-  return ops_.size();
+  return pending_->in_order.size();
 }
 
 void Objecter::HandleMap(PlacementMap map) {
@@ -142,10 +151,10 @@ void Objecter::HandleMap(PlacementMap map) {
       ResendAllOfOsdLocked(osd);
     }
     // Ops whose PG moved follow it; parked ops whose OSD is back go again.
-    for (auto& [id, op] : ops_) {
-      if (op->done) continue;
-      int target = TargetLocked(*op);
-      if (target != op->target || (op->waiting && OsdUsableLocked(target))) ResendLocked(op);
+    for (Op& op : pending_->in_order) {
+      if (op.done) continue;
+      int target = TargetLocked(op);
+      if (target != op.target || (op.waiting && OsdUsableLocked(target))) ResendLocked(op.pending);
     }
   }
   for (auto& c : drop) c->MarkDown();
@@ -209,8 +218,11 @@ Objecter::Session* Objecter::SessionByConnLocked(const Connection* conn) {
 }
 
 void Objecter::ForgetTidsLocked(Op& op) {
-  for (uint64_t tid : op.tids) by_tid_.erase(tid);
-  op.tids.clear();
+  for (uint64_t k = 0; k < op.tid_count && op.unacked > 0; ++k) {
+    if (by_tid_.erase(op.first_tid + k) > 0) --op.unacked;
+  }
+  op.tid_count = 0;
+  op.unacked = 0;
 }
 
 void Objecter::ResendLocked(const OpRef& op) {
@@ -229,8 +241,8 @@ void Objecter::ResendLocked(const OpRef& op) {
 }
 
 void Objecter::ResendAllOfOsdLocked(int osd) {
-  for (auto& [id, op] : ops_) {
-    if (!op->done && op->target == osd) ResendLocked(op);
+  for (Op& op : pending_->in_order) {
+    if (!op.done && op.target == osd) ResendLocked(op.pending);
   }
 }
 
@@ -249,14 +261,17 @@ uint16_t Objecter::WriterDepthLocked(const Op& op) const {
   return static_cast<uint16_t>(std::min<size_t>(std::max(others, share), 0xffff));
 }
 
-std::function<void()> Objecter::FinishLocked(const OpRef& op,
-                                             absl::StatusOr<std::string> result) {
+Objecter::Completion Objecter::FinishLocked(const OpRef& op,
+                                            absl::StatusOr<std::string> result) {
   if (op->done) return {};
   op->done = true;
   if (op->target != kNoOsd) --ops_by_osd_[op->target];
   ForgetTidsLocked(*op);
-  deadlines_.erase({op->deadline, op->id});
-  ops_.erase(op->id);
+  if (op->pending) {  // registered by Submit
+    pending_->by_deadline.erase(pending_->by_deadline.iterator_to(*op));
+    pending_->in_order.erase(pending_->in_order.iterator_to(*op));
+    op->pending.reset();
+  }
   slot_cv_.Signal();
   if (result.ok()) {
     ++counters_.ops_ok;
@@ -264,10 +279,7 @@ std::function<void()> Objecter::FinishLocked(const OpRef& op,
     ++counters_.ops_failed;
     if (absl::IsDeadlineExceeded(result.status())) ++counters_.ops_timed_out;
   }
-  if (op->kind == Op::Kind::kWrite) {
-    return [cb = std::move(op->write_cb), s = result.status()]() { cb(s); };
-  }
-  return [cb = std::move(op->read_cb), r = std::move(result)]() mutable { cb(std::move(r)); };
+  return Completion(op, std::move(result));
 }
 
 void Objecter::OnMessage(const ConnectionRef& conn, Message m) {
@@ -305,7 +317,7 @@ void Objecter::OnRemoteReset(const ConnectionRef& conn) {
 }
 
 void Objecter::OnConnectRefused(const ConnectionRef& conn, const absl::Status& why) {
-  std::vector<std::function<void()>> done;
+  Completions done;
   {
     // Kept by address: the refusal may come before Connect() has returned and the session
     // is registered. Said once per kind of failure, not on every retry.
@@ -321,20 +333,15 @@ void Objecter::OnConnectRefused(const ConnectionRef& conn, const absl::Status& w
     // soft RDMA device on another host): its ops fail now with the reason, not at their
     // deadline. Nothing was delivered to it, so nothing acknowledged is at stake.
     if (permanent) {
-      std::vector<OpRef> doomed;  // FinishLocked erases from ops_
-      for (auto& [id, op] : ops_) {
+      for (const OpRef& op : PendingOpsLocked()) {
         const OsdEntry* e = op->done ? nullptr : map_.Find(op->target);
-        if (e != nullptr && e->addr == conn->peer_addr()) doomed.push_back(op);
-      }
-      for (const OpRef& op : doomed) {
-        const OsdEntry* e = map_.Find(op->target);
-        done.push_back(FinishLocked(op, CannotServe(*op, e->addr, why)));
+        if (e != nullptr && e->addr == conn->peer_addr()) {
+          done.push_back(FinishLocked(op, CannotServe(*op, e->addr, why)));
+        }
       }
     }
   }
-  for (auto& f : done) {
-    if (f) f();
-  }
+  RunAll(done);
 }
 
 absl::Status Objecter::CannotServe(const Op& op, const std::string& addr,
@@ -363,17 +370,18 @@ void Objecter::RetryLoop() {
 
 void Objecter::TimerLoop() {
   absl::Time next_sweep = absl::Now() + kSweepInterval;
-  std::vector<std::function<void()>> done;
+  Completions done;
   for (;;) {
     {
       absl::MutexLock l(&mu_);
       absl::Time wake = next_sweep;
-      if (!deadlines_.empty()) wake = std::min(wake, deadlines_.begin()->first);
+      auto& deadlines = pending_->by_deadline;
+      if (!deadlines.empty()) wake = std::min(wake, deadlines.begin()->deadline);
       if (!shutdown_) timer_cv_.WaitWithDeadline(&mu_, wake);
       if (shutdown_) return;
       absl::Time now = absl::Now();
-      while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
-        OpRef op = ops_.at(deadlines_.begin()->second);
+      while (!deadlines.empty() && deadlines.begin()->deadline <= now) {
+        OpRef op = deadlines.begin()->pending;
         std::string why = DownReasonLocked(op->target);
         spdlog::warn("client: {} of {} timed out ({})", op->what(), op->oid, why);
         done.push_back(FinishLocked(
@@ -383,8 +391,8 @@ void Objecter::TimerLoop() {
       }
       if (now >= next_sweep) {
         next_sweep = now + kSweepInterval;
-        for (auto& [id, o] : ops_) {
-          if (o->waiting && !o->sending && OsdUsableLocked(o->target)) ResendLocked(o);
+        for (Op& o : pending_->in_order) {
+          if (o.waiting && !o.sending && OsdUsableLocked(o.target)) ResendLocked(o.pending);
         }
       }
     }

@@ -42,7 +42,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -50,6 +49,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -196,7 +197,11 @@ class Objecter : public Dispatcher {
  private:
   struct Op;
   using OpRef = std::shared_ptr<Op>;
+  class Completion;
+  using Completions = absl::InlinedVector<Completion, 16>;
+  static void RunAll(Completions& done);  // and clears it
   struct Session;
+  struct PendingOps;  // intrusive indexes of the pending ops (objecter_op.h)
 
   explicit Objecter(ObjecterOptions options);
   // The write forms above: `bytes` lie in what `owner` keeps alive.
@@ -204,6 +209,8 @@ class Objecter : public Dispatcher {
                       WriteCallback cb);
   absl::Status WriteFrom(std::string oid, std::shared_ptr<const void> owner,
                          std::string_view bytes);
+  // A new op from the objecter's pool (no allocation once the pool holds max_in_flight).
+  static OpRef NewOp();
   // Registers a new op (waiting for a slot) or completes it at once with an error.
   void Submit(OpRef op);
   // Sends the current attempt of `op` on the calling thread. REQUIRES: the caller set
@@ -223,8 +230,10 @@ class Objecter : public Dispatcher {
   void ResendAllOfOsdLocked(int osd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetTidsLocked(Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks `op` done; returns its completion to run after unlocking (empty if it was done).
-  std::function<void()> FinishLocked(const OpRef& op, absl::StatusOr<std::string> result)
+  Completion FinishLocked(const OpRef& op, absl::StatusOr<std::string> result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every pending op, in submission order (a copy: FinishLocked may run on each).
+  std::vector<OpRef> PendingOpsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string DownReasonLocked(int osd) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The error of an op whose OSD at `addr` refused us for good (FAILED_PRECONDITION `why`).
   static absl::Status CannotServe(const Op& op, const std::string& addr, const absl::Status& why);
@@ -255,10 +264,9 @@ class Objecter : public Dispatcher {
   absl::Status fenced_ ABSL_GUARDED_BY(mu_);  // set by Fence: every op fails with it
   uint64_t next_op_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_tid_ ABSL_GUARDED_BY(mu_) = 1;
-  // Pending (submitted, not completed) ops by id.
-  std::map<uint64_t, OpRef> ops_ ABSL_GUARDED_BY(mu_);
-  std::set<std::pair<absl::Time, uint64_t>> deadlines_ ABSL_GUARDED_BY(mu_);  // (when, op id)
-  std::unordered_map<uint64_t, OpRef> by_tid_ ABSL_GUARDED_BY(mu_);
+  // Pending (submitted, not completed) ops: in submission order, and by deadline.
+  std::unique_ptr<PendingOps> pending_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, OpRef> by_tid_ ABSL_GUARDED_BY(mu_);
   // Pending ops by their current target OSD (WriterDepthLocked). An entry stays at 0 when
   // its last op ends: one per OSD this client wrote to, and no allocation per op.
   std::unordered_map<int, uint32_t> ops_by_osd_ ABSL_GUARDED_BY(mu_);

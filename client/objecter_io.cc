@@ -54,7 +54,7 @@ void Objecter::AsyncWrite(std::string oid, RecordBufferRef data, WriteCallback c
 
 void Objecter::AsyncWriteFrom(std::string oid, std::shared_ptr<const void> owner,
                               std::string_view bytes, WriteCallback cb) {
-  auto op = std::make_shared<Op>();
+  OpRef op = NewOp();
   op->kind = Op::Kind::kWrite;
   op->oid = std::move(oid);
   op->data_owner = std::move(owner);
@@ -72,7 +72,7 @@ void Objecter::AsyncRead(std::string oid, ReadCallback cb) {
 }
 
 void Objecter::AsyncRequest(Request request, ReadCallback cb) {
-  auto op = std::make_shared<Op>();
+  OpRef op = NewOp();
   op->kind = request.kind == Op::Kind::kWrite ? Op::Kind::kRead : request.kind;
   op->request = std::move(request);
   op->request.kind = op->kind;
@@ -131,7 +131,7 @@ absl::StatusOr<std::string> Objecter::Read(std::string oid) {
 }
 
 void Objecter::Submit(OpRef op) {
-  std::function<void()> fail;
+  Completion fail;
   bool send_now = false;
   {
     absl::MutexLock l(&mu_);
@@ -143,29 +143,28 @@ void Objecter::Submit(OpRef op) {
     const bool marked = !op->oid.empty() && op->oid[0] == placement::kPoolNameMark;
     if ((op->oid.empty() && !list) || op->oid.size() > max_oid || marked) {
       op->done = true;
-      auto s = absl::InvalidArgumentError(
-          marked ? std::string("an object id may not start with byte 0x01")
-                 : absl::StrCat("object id must be 1..", max_oid, " bytes, got ", op->oid.size()));
-      if (op->kind == Op::Kind::kWrite) {
-        fail = [cb = std::move(op->write_cb), s] { cb(s); };
-      } else {
-        fail = [cb = std::move(op->read_cb), s] { cb(s); };
-      }
+      fail = Completion(
+          op, absl::InvalidArgumentError(
+                  marked ? std::string("an object id may not start with byte 0x01")
+                         : absl::StrCat("object id must be 1..", max_oid, " bytes, got ",
+                                        op->oid.size())));
     } else {
-      while (!shutdown_ && ops_.size() >= options_.max_in_flight && options_.block_when_full &&
-             absl::Now() < op->deadline) {
+      auto& pending = *pending_;
+      while (!shutdown_ && pending.in_order.size() >= options_.max_in_flight &&
+             options_.block_when_full && absl::Now() < op->deadline) {
         slot_cv_.WaitWithDeadline(&mu_, op->deadline);
       }
       op->id = next_op_id_++;
-      ops_[op->id] = op;
-      deadlines_.insert({op->deadline, op->id});
+      op->pending = op;
+      pending.in_order.push_back(*op);
+      pending.by_deadline.insert(*op);
       ++counters_.ops_started;
       absl::Status refuse;
       if (shutdown_) {
         refuse = absl::CancelledError("client shutting down");
       } else if (!fenced_.ok()) {
         refuse = fenced_;
-      } else if (ops_.size() > options_.max_in_flight) {
+      } else if (pending.in_order.size() > options_.max_in_flight) {
         refuse = options_.block_when_full
                      ? absl::DeadlineExceededError(absl::StrCat(
                            "timed out after ", absl::FormatDuration(options_.op_timeout),
@@ -189,13 +188,13 @@ void Objecter::Submit(OpRef op) {
         // The timer wakes at least every sweep interval; it only needs a nudge when this
         // deadline comes sooner than that (short op timeouts). Waking it on every op would
         // cost a context switch per op.
-        if (options_.op_timeout < kSweepInterval && deadlines_.begin()->second == op->id) {
+        if (options_.op_timeout < kSweepInterval && &*pending.by_deadline.begin() == op.get()) {
           timer_cv_.Signal();
         }
       }
     }
   }
-  if (fail) fail();
+  fail.Run();
   if (send_now) SendOp(op);
 }
 
@@ -285,7 +284,7 @@ absl::Status Objecter::ConnectAll(absl::Time deadline) {
 
 void Objecter::SendOp(const OpRef& op) {
   for (;;) {
-    std::function<void()> failed;
+    Completion failed;
     uint64_t attempt;
     int target;
     {
@@ -310,13 +309,13 @@ void Objecter::SendOp(const OpRef& op) {
       }
     }
     if (failed) {
-      failed();
+      failed.Run();
       return;
     }
     auto conn = ConnectionFor(target);
     bool sent = false;
     if (!conn.ok()) {
-      std::function<void()> f;
+      Completion f;
       {
         absl::MutexLock l(&mu_);
         op->sending = false;
@@ -328,7 +327,7 @@ void Objecter::SendOp(const OpRef& op) {
           op->waiting = true;
         }
       }
-      if (f) f();
+      f.Run();
       return;
     }
     if (op->kind == Op::Kind::kWrite) {
@@ -339,12 +338,14 @@ void Objecter::SendOp(const OpRef& op) {
         absl::MutexLock l(&mu_);
         if (op->done || op->attempt != attempt) continue;
         tid = next_tid_++;
-        op->tids.insert(tid);
+        op->first_tid = tid;
+        op->tid_count = 1;
+        op->unacked = 1;
         by_tid_[tid] = op;
       }
       sent = (*conn)->Send(EncodeRequest(op->request, tid, pool_id())).ok();
     }
-    std::function<void()> finish;
+    Completion finish;
     {
       absl::MutexLock l(&mu_);
       if (!op->done && op->attempt != attempt) continue;  // superseded while sending
@@ -355,9 +356,9 @@ void Objecter::SendOp(const OpRef& op) {
         return;
       }
       op->sent_all = true;
-      if (op->tids.empty()) finish = FinishLocked(op, std::string());  // acks raced ahead
+      if (op->unacked == 0) finish = FinishLocked(op, std::string());  // acks raced ahead
     }
-    if (finish) finish();
+    finish.Run();
     return;
   }
 }
@@ -393,9 +394,17 @@ bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const Connect
         // several records").
         first_tid = next_tid_;
         next_tid_ += n;
-        for (size_t k = 0; k < n; ++k) {
-          op->tids.insert(first_tid + k);
-          by_tid_[first_tid + k] = op;
+        op->first_tid = first_tid;
+        op->tid_count = static_cast<uint32_t>(n);
+        op->unacked = static_cast<uint32_t>(n);
+        for (size_t k = 0; k < n; ++k) by_tid_[first_tid + k] = op;
+        // Another pool's oid goes qualified (placement::PoolObjectName); the default
+        // pool's as it is, without a copy.
+        const uint32_t pool = pool_id();
+        if (pool == placement::kDefaultPoolId) {
+          op->wire_oid.clear();
+        } else {
+          op->wire_oid = placement::PoolObjectName(pool, op->oid);
         }
       }
       ++counters_.records_sent;
@@ -403,7 +412,7 @@ bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const Connect
     }
     RecordDesc desc;
     desc.writer_depth = depth;
-    desc.oid = placement::PoolObjectName(pool_id(), op->oid);
+    desc.oid = op->record_oid();
     desc.tid = first_tid + i;
     desc.object_offset = i * max;
     desc.flags = (i == 0 ? kRecordFlagTruncate : 0) | (i + 1 == n ? kRecordFlagLast : 0);
@@ -428,7 +437,7 @@ bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const Connect
 }
 
 void Objecter::OnRecordsAcked(const ConnectionRef& conn, absl::Span<const RecordAck> acks) {
-  std::vector<std::function<void()>> done;
+  Completions done;
   {
     absl::MutexLock l(&mu_);
     if (!connect_refusals_.empty()) connect_refusals_.erase(conn->peer_addr());
@@ -438,9 +447,9 @@ void Objecter::OnRecordsAcked(const ConnectionRef& conn, absl::Span<const Record
         ++counters_.stale_acks;  // an older attempt, or an op already finished
         continue;
       }
-      OpRef op = it->second;
+      OpRef op = std::move(it->second);
       by_tid_.erase(it);
-      op->tids.erase(e.tid);
+      --op->unacked;
       if (e.code != absl::StatusCode::kOk) {
         if (IsRetryable(e.code)) {
           ForgetTidsLocked(*op);
@@ -453,14 +462,12 @@ void Objecter::OnRecordsAcked(const ConnectionRef& conn, absl::Span<const Record
             op, absl::Status(e.code, absl::StrCat("write of ", op->oid, " failed on osd.",
                                                   op->target, ": ",
                                                   osd::DescribeWriteFailure(e.code)))));
-      } else if (op->tids.empty() && op->sent_all) {
+      } else if (op->unacked == 0 && op->sent_all) {
         done.push_back(FinishLocked(op, std::string()));
       }
     }
   }
-  for (auto& f : done) {
-    if (f) f();
-  }
+  RunAll(done);
 }
 
 void Objecter::HandleReply(const ConnectionRef& conn, const Message& m) {
@@ -469,7 +476,7 @@ void Objecter::HandleReply(const ConnectionRef& conn, const Message& m) {
     spdlog::warn("client: bad reply from {}: {}", conn->peer_addr(), reply.status().ToString());
     return;
   }
-  std::function<void()> done;
+  Completion done;
   {
     absl::MutexLock l(&mu_);
     if (!connect_refusals_.empty()) connect_refusals_.erase(conn->peer_addr());  // it answers
@@ -497,7 +504,7 @@ void Objecter::HandleReply(const ConnectionRef& conn, const Message& m) {
       done = FinishLocked(op, std::move(reply->data));
     }
   }
-  if (done) done();
+  done.Run();
 }
 
 }  // namespace msgr::client

@@ -269,7 +269,9 @@ using ConnectionRef = std::shared_ptr<Connection>;
 // kRecordFlagTruncate, the last kRecordFlagLast, consecutive tids (msg/PROTOCOL.md,
 // "Writes of several records"; the OSD applies them together).
 struct RecordDesc {
-  std::string oid;            // REQUIRES: 1..kMaxOidBytes bytes
+  // REQUIRES: 1..kMaxOidBytes bytes. A view: the bytes must stay valid for the WriteRecord
+  // call (the messenger copies them into the record).
+  std::string_view oid;
   uint64_t tid = 0;
   uint64_t object_offset = 0;
   uint16_t flags = 0;         // kRecordFlag*

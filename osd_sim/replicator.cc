@@ -142,7 +142,7 @@ class Replicator::Write {
 struct Replicator::Item {
   std::shared_ptr<Write> write;
   int peer = 0;
-  RecordDesc desc;
+  RecordDesc desc;           // its oid is ring memory too, like the payload
   std::string_view payload;  // ring memory of the client's ring, valid until write's done
   bool copying = false;      // the sender is inside WriteRecord with it (under mu_)
   bool resolved = false;     // under mu_
@@ -484,7 +484,7 @@ void Replicator::Forward(const std::shared_ptr<Write>& w, const RecordView& rec,
                         gone});
         continue;
       }
-      item->desc.oid.assign(rec.oid, h.oid_len);
+      item->desc.oid = std::string_view(rec.oid, h.oid_len);  // ring memory, as the payload
       item->desc.object_offset = h.object_offset;
       // Same oid, same payload: the crc the poller checked (no second crc32c pass here).
       item->desc.payload_crc = h.payload_crc;

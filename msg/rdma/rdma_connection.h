@@ -238,11 +238,12 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   void EnqueueLocked(Message m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands acknowledgements gathered under mu_ to the dispatcher, in order (outside mu_).
   void DeliverAcks() ABSL_LOCKS_EXCLUDED(mu_, ack_mu_);
-  // The two halves of a delivery: take the gathered acks (under both locks), then hand
-  // them to the dispatcher (under ack_mu_ only, which keeps deliveries in order).
-  std::vector<RecordAck> TakeAcksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ack_mu_, mu_);
-  void HandOverAcks(const std::vector<RecordAck>& acks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ack_mu_)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // The two halves of a delivery: take the gathered acks into acks_taken_ (under both
+  // locks), then hand them to the dispatcher (under ack_mu_ only, which keeps deliveries
+  // in order). The two vectors trade places and keep their capacity: no allocation per
+  // delivery.
+  void TakeAcksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ack_mu_, mu_);
+  void HandOverAcks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ack_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   // Connecting side (rdma_connection_setup.cc). Dial: one attempt, unless one is running
   // or the session is connected or closed (loop thread). DialFailed: the attempt failed:
   // OnConnectRefused, then a lossless session dials again after a backoff, a lossy one
@@ -423,6 +424,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   size_t ring_initial_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // the session's first ring size
   SentRecords sent_records_ ABSL_GUARDED_BY(mu_);         // written, not acknowledged
   std::vector<RecordAck> acks_ready_ ABSL_GUARDED_BY(mu_);  // for DeliverAcks
+  std::vector<RecordAck> acks_taken_ ABSL_GUARDED_BY(ack_mu_);  // being handed over
   std::deque<Unpin> unpin_ ABSL_GUARDED_BY(mu_);          // in order of after_wr per tp
   std::atomic<bool> unpin_pending_{false};               // !unpin_.empty(), lock-free
   // !acks_ready_.empty(), readable without mu_: DeliverAcks (called after every write)

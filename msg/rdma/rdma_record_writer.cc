@@ -18,6 +18,7 @@
 #include <limits>
 #include <thread>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "msg/rdma/rdma_connection.h"
 #include "spdlog/spdlog.h"
@@ -214,9 +215,9 @@ bool RdmaConnection::PollAcks() {
   // Deliver what this thread gathered itself (ack_mu_ keeps the order): left in
   // acks_ready_, the completion thread could take it -- a thread hop for a caller that
   // polls so as not to have one.
-  std::vector<RecordAck> acks = TakeAcksLocked();
+  TakeAcksLocked();
   mu_.Unlock();
-  HandOverAcks(acks);
+  HandOverAcks();
   ack_mu_.Unlock();
   ReleaseUnpinned();
   return true;
@@ -236,7 +237,7 @@ void RdmaConnection::UnpinLocked(SentRecord* r) {
 void RdmaConnection::ReleaseUnpinned() {
   // Called after every write and completion batch: no lock unless something is pinned.
   if (!unpin_pending_.load(std::memory_order_acquire)) return;
-  std::vector<Unpin> done;
+  absl::InlinedVector<Unpin, 16> done;
   {
     absl::MutexLock l(&mu_);
     while (!unpin_.empty()) {
@@ -255,24 +256,23 @@ void RdmaConnection::DeliverAcks() {
   ReleaseUnpinned();
   if (!acks_pending_.load(std::memory_order_acquire)) return;
   absl::MutexLock d(&ack_mu_);
-  std::vector<RecordAck> acks;
   {
     absl::MutexLock l(&mu_);
-    acks = TakeAcksLocked();
+    TakeAcksLocked();
   }
-  HandOverAcks(acks);
+  HandOverAcks();
 }
 
-std::vector<RecordAck> RdmaConnection::TakeAcksLocked() {
-  std::vector<RecordAck> acks;
-  acks.swap(acks_ready_);
+void RdmaConnection::TakeAcksLocked() {
+  acks_taken_.clear();
+  acks_taken_.swap(acks_ready_);
   acks_pending_.store(false, std::memory_order_relaxed);
-  return acks;
 }
 
-void RdmaConnection::HandOverAcks(const std::vector<RecordAck>& acks) {
-  if (acks.empty() || shared_->stopping) return;
-  shared_->dispatcher->OnRecordsAcked(shared_from_this(), acks);
+void RdmaConnection::HandOverAcks() {
+  if (acks_taken_.empty() || shared_->stopping) return;
+  shared_->dispatcher->OnRecordsAcked(shared_from_this(), acks_taken_);
+  acks_taken_.clear();
 }
 
 void RdmaConnection::CheckDoorbellLocked() {

@@ -161,7 +161,7 @@ class FakeConnection : public Connection, public std::enable_shared_from_this<Fa
     {
       std::lock_guard<std::mutex> l(o->mu);
       if (!o->alive) return absl::OkStatus();
-      std::string& obj = o->objects[desc.oid];
+      std::string& obj = o->objects[std::string(desc.oid)];
       if (desc.flags & kRecordFlagTruncate) obj.clear();
       if (obj.size() < desc.object_offset + payload.size()) {
         obj.resize(desc.object_offset + payload.size());

@@ -189,7 +189,8 @@ TEST_P(MessengerTest, RingRecordsWrapAroundByteIdentical) {
   for (int i = 0; i < kN; ++i) {
     const size_t len = (i % 7 == 0) ? 1 : rng() % 8000 + 1;
     sent.push_back(Pattern(len, i));
-    RecordDesc d{absl::StrCat("obj.", i), static_cast<uint64_t>(1000 + i),
+    const std::string oid = absl::StrCat("obj.", i);
+    RecordDesc d{oid, static_cast<uint64_t>(1000 + i),
                  static_cast<uint64_t>(i) * 4096, 0};
     ASSERT_TRUE((*conn)->WriteRecord(d, sent.back(), absl::Seconds(10)).ok()) << i;
   }

@@ -767,8 +767,9 @@ TEST_P(OsdTest, ClientWritingOutsideItsRingIsCutOffAndOthersAreServed) {
   auto bc = (*bad)->Connect(osd_->addrs().at("rdma"), ConnectOptions{Policy::Lossless(), true});
   ASSERT_TRUE(bc.ok()) << bc.status();
   for (uint64_t t = 1; t <= 3; ++t) {
-    RecordDesc d{absl::StrCat("stray-", t), t, 0, kRecordFlagTruncate | kRecordFlagLast};
-    (void)(*bc)->WriteRecord(d, Pattern(d.oid, 3000), absl::Seconds(5));
+    const std::string oid = absl::StrCat("stray-", t);
+    RecordDesc d{oid, t, 0, kRecordFlagTruncate | kRecordFlagLast};
+    (void)(*bc)->WriteRecord(d, Pattern(oid, 3000), absl::Seconds(5));
   }
   const int violations =
       PerfDumpWhen([](const nlohmann::json& d) {

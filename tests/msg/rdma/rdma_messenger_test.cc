@@ -195,8 +195,9 @@ TEST(RdmaMessenger, RecordsCarryTheWritersQueueDepth) {
   drain.set_paused(true);  // nothing released: each write finds the ones before in flight
   constexpr size_t kRecords = 6;
   for (size_t i = 0; i < kRecords; ++i) {
+    const std::string oid = "depth." + std::to_string(i);
     RecordDesc d;
-    d.oid = "depth." + std::to_string(i);
+    d.oid = oid;
     d.tid = i + 1;
     ASSERT_TRUE(
         p.conn->WriteRecord(d, Bytes(512, static_cast<uint32_t>(i)), absl::Seconds(10)).ok());

@@ -75,8 +75,9 @@ struct Rig {
     if (server) server->Shutdown();
   }
   void Write(uint64_t tid) {
+    const std::string oid = "obj." + std::to_string(tid);
     RecordDesc d;
-    d.oid = "obj." + std::to_string(tid);
+    d.oid = oid;
     d.tid = tid;
     ASSERT_TRUE(conn->WriteRecord(d, std::string(4096, static_cast<char>('a' + tid % 26)),
                                   absl::Seconds(10))
@@ -253,8 +254,9 @@ TEST(RingNotifier, LosslessSessionKeepsItsNotifierAcrossInjectedFaults) {
   constexpr int kN = 300;
   for (int i = 0; i < kN; ++i) {
     payloads.push_back(std::string(2000 + i, static_cast<char>('A' + i % 26)));
+    const std::string oid = "obj" + std::to_string(i);
     RecordDesc d;
-    d.oid = "obj" + std::to_string(i);
+    d.oid = oid;
     d.tid = i + 1;
     ASSERT_TRUE(rig.conn->WriteRecord(d, payloads.back(), absl::Seconds(10)).ok());
     ASSERT_TRUE(rig.conn->Send(Message{1, std::to_string(i)}).ok());
