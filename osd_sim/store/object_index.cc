@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "osd_sim/store/posix_error.h"
 
 namespace msgr::store {
 namespace {
@@ -88,8 +89,9 @@ uint64_t ObjectEntry::Size() const {
 }
 
 ObjectEntry& ObjectIndex::Entry(std::string_view oid) {
-  auto [it, inserted] = objects_.try_emplace(std::string(oid));
-  if (inserted) names_.emplace(it->first, &it->second);  // nodes never move
+  if (auto found = objects_.find(Sv(oid)); found != objects_.end()) return found->second;
+  auto it = objects_.try_emplace(std::string(oid)).first;
+  names_.emplace(it->first, &it->second);  // nodes never move
   return it->second;
 }
 
@@ -152,7 +154,7 @@ uint64_t ObjectIndex::Apply(std::string_view oid, Extent e, bool truncate) {
 }
 
 uint64_t ObjectIndex::Delete(std::string_view oid, uint64_t seq) {
-  auto it = objects_.find(std::string(oid));
+  auto it = objects_.find(Sv(oid));
   if (it == objects_.end()) {
     // Recovery may meet a delete whose writes were in segments since lost to damage;
     // remember it all the same, so an older write met later cannot bring the object back.
@@ -266,19 +268,19 @@ size_t ObjectIndex::DropOpenWrites() {
 }
 
 std::optional<ObjectEntry> ObjectIndex::Lookup(std::string_view oid) const {
-  auto it = objects_.find(std::string(oid));
+  auto it = objects_.find(Sv(oid));
   if (it == objects_.end() || it->second.deleted) return std::nullopt;
   return it->second;
 }
 
 const ObjectEntry* ObjectIndex::Peek(std::string_view oid) const {
-  auto it = objects_.find(std::string(oid));
+  auto it = objects_.find(Sv(oid));
   return it == objects_.end() ? nullptr : &it->second;
 }
 
 bool ObjectIndex::Relocate(std::string_view oid, const Extent& from, uint64_t segment_id,
                            uint64_t file_off, uint64_t record_bytes) {
-  auto it = objects_.find(std::string(oid));
+  auto it = objects_.find(Sv(oid));
   if (it == objects_.end()) return false;
   for (Extent& x : it->second.extents) {
     if (x.seq == from.seq && x.object_off == from.object_off && x.len == from.len &&

@@ -31,6 +31,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "absl/container/node_hash_map.h"
+
 namespace msgr::store {
 
 // One write's bytes: where they live and what they cover in the object.
@@ -163,8 +165,9 @@ class ObjectIndex {
   void RemoveLive(const Extent& e);
   void AddOpenPart(const Extent& e) { ++open_parts_[e.segment_id]; }
   void RemoveOpenPart(const Extent& e);
-  std::unordered_map<std::string, ObjectEntry> objects_;
-  // Every entry of objects_ (never erased; an unordered_map's nodes stay put), by id,
+  // Looked up by string_view (no copy of the name per write); nodes stay put.
+  absl::node_hash_map<std::string, ObjectEntry> objects_;
+  // Every entry of objects_ (never erased; a node_hash_map's nodes stay put), by id,
   // for List.
   std::map<std::string_view, const ObjectEntry*> names_;
   size_t deleted_ = 0;  // entries of objects_ with `deleted` set

@@ -7,7 +7,9 @@
 #include <cstring>
 #include <memory>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "absl/synchronization/notification.h"
 #include "osd_sim/store/object_store_impl.h"
 #include "osd_sim/store/posix_error.h"
@@ -33,7 +35,7 @@ bool DirectEligible(const StoreOptions& o, const struct iovec* iov, int iovcnt, 
 
 // Splits `v` (total `len` bytes) into `n` parts at kDirectAlign multiples; returns each
 // part's byte offset and buffers. The buffers themselves are not copied.
-std::vector<std::pair<uint64_t, std::vector<struct iovec>>> SplitIov(const std::vector<struct iovec>& v,
+std::vector<std::pair<uint64_t, std::vector<struct iovec>>> SplitIov(absl::Span<const struct iovec> v,
                                                                     uint64_t len, int n) {
   std::vector<std::pair<uint64_t, std::vector<struct iovec>>> parts(static_cast<size_t>(n));
   const uint64_t step = AlignUp((len + n - 1) / n, kDirectAlign);
@@ -199,7 +201,9 @@ absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::s
     // Noted now, under the lock that gave out the seq: compaction, deciding whether a
     // delete may be dropped, must see every record of the object, written or about to be.
     SegmentState& st = segments_.at(r.seg->id());
-    st.objects[std::string(oid)].Add(apply_seq != 0 ? apply_seq : r.seq);
+    auto it = st.objects.find(Sv(oid));  // an object seen before: no copy of its name
+    if (it == st.objects.end()) it = st.objects.try_emplace(std::string(oid)).first;
+    it->second.Add(apply_seq != 0 ? apply_seq : r.seq);
     st.max_seq = r.seq;
     st.used = active_tail_;
   }
@@ -243,7 +247,7 @@ absl::Status ObjectStore::Impl::WriteRecord(const Reservation& r, std::string_vi
                                              uint64_t len, uint32_t payload_crc, uint32_t flags,
                                              uint32_t write_id, bool* fell_back,
                                              uint64_t apply_seq) {
-  std::vector<struct iovec> v;
+  absl::InlinedVector<struct iovec, 16> v;  // no allocation for the usual few buffers
   v.reserve(static_cast<size_t>(iovcnt) + 4);
   if (apply_seq != 0) flags |= kRecordRelocated;
   if (r.direct) {

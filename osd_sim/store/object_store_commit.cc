@@ -125,8 +125,10 @@ void ObjectStore::Impl::FlusherLoop(int index) {
     batch.swap(unsynced_);
     unsynced_bytes_ = 0;
     ++rounds_flushing_;
-    std::set<SegmentFile*> segs;
-    for (const Unsynced& u : batch) segs.insert(u.seg);
+    absl::InlinedVector<SegmentFile*, 4> segs;  // each once; a round spans one or two
+    for (const Unsynced& u : batch) {
+      if (std::find(segs.begin(), segs.end(), u.seg) == segs.end()) segs.push_back(u.seg);
+    }
 
     mu_.Unlock();
     // Monotonic: a wall-clock step must not make a flush negative (or the sum go back).

@@ -22,6 +22,9 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "msg/base/spin_policy.h"
 #include "msg/base/thread_cpu.h"
@@ -104,7 +107,7 @@ class ObjectStore::Impl {
     // Every object with a record here, dead or alive, and the seqs those records apply
     // at: a delete (or the truncating write an object's state starts from) may be
     // dropped only when no older record of its object is left in another segment.
-    std::unordered_map<std::string, SeqRange> objects;
+    absl::flat_hash_map<std::string, SeqRange> objects;
   };
   // What compacting one segment copies forward (object_store_compact.cc).
   struct CopyItem {
@@ -125,7 +128,7 @@ class ObjectStore::Impl {
     std::vector<std::pair<std::string, uint64_t>> barriers;
   };
   enum class Compacted { kFreed, kNotNow, kKept };
-  using Fired = std::vector<std::pair<DurableCallback, absl::Status>>;
+  using Fired = absl::InlinedVector<std::pair<DurableCallback, absl::Status>, 4>;
 
   // `want_direct`: the payload qualifies for O_DIRECT; the reservation says whether the
   // segment can take it.
@@ -223,7 +226,7 @@ class ObjectStore::Impl {
   StoreStats stats_ ABSL_GUARDED_BY(mu_);
   LatencyHistogram flush_latency_{&kFlushLatencyDesc};  // lock-free
   // Tickets handed out (or in flight) that are not durable yet.
-  std::set<uint64_t> not_durable_ ABSL_GUARDED_BY(mu_);
+  absl::btree_set<uint64_t> not_durable_ ABSL_GUARDED_BY(mu_);
   // Written, waiting for the flusher (kDurable).
   std::vector<Unsynced> unsynced_ ABSL_GUARDED_BY(mu_);
   absl::Time first_unsynced_at_ ABSL_GUARDED_BY(mu_);
@@ -234,7 +237,9 @@ class ObjectStore::Impl {
   uint64_t unsynced_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int direct_in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // O_DIRECT writes reserved, not done
   absl::Time last_direct_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // began or ended
-  std::unordered_map<uint64_t, std::vector<DurableCallback>> waiters_ ABSL_GUARDED_BY(mu_);
+  // By ticket; nearly always one callback each (inline: no allocation per write).
+  absl::flat_hash_map<uint64_t, absl::InlinedVector<DurableCallback, 1>> waiters_
+      ABSL_GUARDED_BY(mu_);
   std::unordered_map<uint64_t, absl::Status> failed_ ABSL_GUARDED_BY(mu_);
   absl::Status sticky_error_ ABSL_GUARDED_BY(mu_);  // a failed fdatasync poisons the store
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

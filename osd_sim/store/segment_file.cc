@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "osd_sim/store/posix_error.h"
 
@@ -54,7 +55,7 @@ absl::Status SegmentFile::WriteFull(uint64_t off, const struct iovec* iov, int i
   int fd = direct ? direct_fd_ : fd_;
   // pwritev may stop short (signal, file-size limit, disk filling up): advance and retry
   // on a private copy of the iovec array. The payload bytes themselves are never copied.
-  std::vector<struct iovec> rest(iov, iov + iovcnt);
+  absl::InlinedVector<struct iovec, 16> rest(iov, iov + iovcnt);
   size_t first = 0;
   while (first < rest.size()) {
     const ssize_t n = ::pwritev(fd, rest.data() + first, static_cast<int>(rest.size() - first),
