@@ -15,6 +15,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "boost/intrusive/list.hpp"
 #include "msg/base/errno_status.h"
 #include "spdlog/spdlog.h"
 
@@ -34,6 +35,7 @@ struct Poller::Pending {
   // Written before `done`: it was completed inside an ack poll (SetAckPoll), this
   // poller's or another's -- what the ack spin policy learns from.
   bool by_ack_poll = false;
+  boost::intrusive::list_member_hook<> hook;  // RingState::pending
 };
 
 // A write of several records whose first part came through this ring.
@@ -54,9 +56,34 @@ struct Poller::RingState {
   ConnectionRef conn;
   std::shared_ptr<RecvRing> ring;
   RingConsumer consumer;
-  // In ring order. A deque: a record's entry stays where it is (its store callback
-  // holds a pointer to it) until Complete pops it, and steady state allocates nothing.
-  std::deque<Pending> pending;
+  // Entries for drained records, in ring order. An entry stays where it is (its store
+  // callback holds a pointer to it) until Complete pops it; popped entries are kept for
+  // the next records, so steady state allocates nothing.
+  std::deque<Pending> slots;    // every entry ever made (only grows: addresses stay put)
+  std::vector<Pending*> spare;  // entries of slots not in pending
+  boost::intrusive::list<
+      Pending, boost::intrusive::member_hook<Pending, boost::intrusive::list_member_hook<>,
+                                             &Pending::hook>>
+      pending;
+  Pending* PushPending() {
+    Pending* p;
+    if (spare.empty()) {
+      p = &slots.emplace_back();
+    } else {
+      p = spare.back();
+      spare.pop_back();
+      p->done.store(false, std::memory_order_relaxed);
+      p->status = absl::OkStatus();
+      p->by_ack_poll = false;
+    }
+    pending.push_back(*p);
+    return p;
+  }
+  void PopPending() {
+    Pending& p = pending.front();
+    pending.pop_front();
+    spare.push_back(&p);
+  }
   std::vector<OpenWrite> open_writes;            // few: one per large write in flight
   const bool from_osd;    // the producer is a peer OSD (WritePart::from_osd)
   const uint64_t sender;  // its id
@@ -424,7 +451,7 @@ bool Poller::PollRing(RingState* r, uint64_t now_ns) {
     r->depth_x16 = (r->depth_x16 * 7 + (uint32_t{rec.header->writer_depth} << 4)) / 8;
     counters_.ring_high_water_bytes =
         std::max<uint64_t>(counters_.ring_high_water_bytes, r->consumer.in_use());
-    Pending* p = &r->pending.emplace_back();
+    Pending* p = r->PushPending();
     p->tid = rec.header->tid;
     p->end_position = rec.end_position;
     p->drained_ns = now_ns;
@@ -547,7 +574,7 @@ void Poller::Complete(RingState* r) {
     }
     release_to = p.end_position;
     completed_by_ack_poll_ = completed_by_ack_poll_ || p.by_ack_poll;
-    r->pending.pop_front();
+    r->PopPending();
   }
   if (release_to == 0) return;
   // One call frees the space and acknowledges every record before `release_to`.

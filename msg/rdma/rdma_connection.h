@@ -25,6 +25,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "msg/base/growing_ring.h"
 #include "msg/handshake.h"
 #include "msg/messenger.h"
 #include "msg/session/backoff.h"
@@ -392,7 +393,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   ChargedRegion ctrl_mr_;    // set by the first handshake
   ChargedRegion mirror_mr_ ABSL_GUARDED_BY(mu_);  // staging
   std::optional<RingProducer> producer_ ABSL_GUARDED_BY(mu_);
-  std::deque<SentRecord> records_ ABSL_GUARDED_BY(mu_);  // in seq order
+  GrowingRing<SentRecord> records_ ABSL_GUARDED_BY(mu_);  // in seq order
   uint64_t session_epoch_ ABSL_GUARDED_BY(mu_) = 0;      // bumped when the peer restarts
   uint64_t posted_seq_ ABSL_GUARDED_BY(mu_) = 0;       // highest record seq posted
   uint64_t doorbelled_word_ ABSL_GUARDED_BY(mu_) = 0;  // sleep word of the last doorbell
@@ -425,7 +426,7 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   SentRecords sent_records_ ABSL_GUARDED_BY(mu_);         // written, not acknowledged
   std::vector<RecordAck> acks_ready_ ABSL_GUARDED_BY(mu_);  // for DeliverAcks
   std::vector<RecordAck> acks_taken_ ABSL_GUARDED_BY(ack_mu_);  // being handed over
-  std::deque<Unpin> unpin_ ABSL_GUARDED_BY(mu_);          // in order of after_wr per tp
+  GrowingRing<Unpin> unpin_ ABSL_GUARDED_BY(mu_);          // in order of after_wr per tp
   std::atomic<bool> unpin_pending_{false};               // !unpin_.empty(), lock-free
   // !acks_ready_.empty(), readable without mu_: DeliverAcks (called after every write)
   // takes no lock when there is nothing to deliver.

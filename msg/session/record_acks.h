@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "msg/base/growing_ring.h"
 #include "msg/messenger.h"
 
 namespace msgr {
@@ -54,7 +55,7 @@ class SentRecords {
     uint64_t end;
     bool acked;
   };
-  std::deque<Entry> q_;
+  GrowingRing<Entry> q_;
 };
 
 // Receiver side: credit held back behind unacknowledged nack messages.

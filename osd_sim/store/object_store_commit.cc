@@ -29,7 +29,7 @@ namespace msgr::store {
 
 void ObjectStore::Impl::Fire(Fired* fire) {
   for (auto& [cb, status] : *fire) cb(std::move(status));
-  fire->clear();
+  fire->erase(fire->begin(), fire->end());  // keeps its memory (clear() would free it)
 }
 
 void ObjectStore::Impl::MarkDurableLocked(uint64_t seq, const absl::Status& s, Fired* fire) {
