@@ -26,7 +26,7 @@ constexpr std::chrono::microseconds kFlowDelay{200};
 void TcpConnection::ReleaseRing(uint64_t position, absl::Span<const RecordAck> failed) {
   OutFramePtr nack;
   if (!failed.empty()) {
-    nack = std::make_shared<OutFrame>();
+    nack = NewOutFrame();
     Message m = EncodeRecordNack(failed);
     nack->msg_type = m.type;
     nack->payload = std::move(m.payload);
@@ -128,7 +128,8 @@ bool TcpConnection::PopAckedLocked(uint64_t ack_seq) {
 }
 
 absl::Status TcpConnection::ProcessCredit(uint64_t released) {
-  std::vector<RecordAck> acks;
+  std::vector<RecordAck>& acks = rx_acks_;
+  acks.clear();
   {
     absl::MutexLock l(&mu_);
     if (!producer_) {
@@ -148,7 +149,8 @@ absl::Status TcpConnection::ProcessCredit(uint64_t released) {
 absl::Status TcpConnection::ProcessRecordNack(const std::string& payload) {
   auto failed = DecodeRecordNack(payload);
   if (!failed.ok()) return failed.status();
-  std::vector<RecordAck> acks;
+  std::vector<RecordAck>& acks = rx_acks_;
+  acks.clear();
   {
     absl::MutexLock l(&mu_);
     sent_records_.OnNack(*failed, &acks);

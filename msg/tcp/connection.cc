@@ -92,7 +92,7 @@ absl::Status TcpConnection::TrySend(Message m) {
 
 absl::Status TcpConnection::EnqueueMessage(Message m, bool block) {
   if (absl::Status s = session::CheckOutgoingMessage(m, shared_->options); !s.ok()) return s;
-  auto f = std::make_shared<OutFrame>();
+  auto f = NewOutFrame();
   f->type = FrameType::kMessage;
   f->msg_type = m.type;
   f->payload = std::move(m.payload);
@@ -144,7 +144,7 @@ absl::Status TcpConnection::WriteRecordShared(const RecordDesc& desc, std::strin
     return absl::FailedPreconditionError(
         "WriteRecord on a connection opened without ConnectOptions::want_ring");
   }
-  auto f = std::make_shared<OutFrame>();
+  auto f = NewOutFrame();
   f->type = FrameType::kRingRecord;
   if (owner) {
     f->body_owner = std::move(owner);  // kept until acknowledged: no copy

@@ -38,6 +38,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "boost/pool/pool_alloc.hpp"
 #include "absl/synchronization/mutex.h"
 #include "msg/frame.h"
 #include "msg/handshake.h"
@@ -94,6 +95,10 @@ struct OutFrame {
   size_t wire_bytes() const { return head_len + body().size(); }  // frame payload_len
 };
 using OutFramePtr = std::shared_ptr<OutFrame>;
+// A frame from a pool (Boost.Pool keeps freed blocks): no allocation per record once warm.
+inline OutFramePtr NewOutFrame() {
+  return std::allocate_shared<OutFrame>(boost::fast_pool_allocator<OutFrame>());
+}
 
 class TcpConnection : public Connection, public std::enable_shared_from_this<TcpConnection> {
  public:
@@ -283,6 +288,8 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   session::FlowWindow flow_ ABSL_GUARDED_BY(mu_);           // messages queued or unacked
   std::optional<RingProducer> producer_ ABSL_GUARDED_BY(mu_);  // sender side of the ring
   SentRecords sent_records_ ABSL_GUARDED_BY(mu_);  // sender: written, not acknowledged
+  // The reader's acks of one CREDIT or nack frame, kept for the next (reader only).
+  std::vector<RecordAck> rx_acks_;
   uint64_t released_pos_ ABSL_GUARDED_BY(mu_) = 0;  // receiver: released by the owner
   NackBarrier nack_barrier_ ABSL_GUARDED_BY(mu_);   // receiver: credit held behind nacks
   uint64_t credit_pos_ ABSL_GUARDED_BY(mu_) = 0;    // receiver: credit we may advertise
