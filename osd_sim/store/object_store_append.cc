@@ -196,7 +196,7 @@ absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::s
   // unique among writes open at the same time.
   if (static_cast<uint32_t>(next_seq_) == 0) ++next_seq_;
   r.seq = next_seq_++;
-  not_durable_.insert(r.seq);
+  not_durable_.Add(r.seq);
   if (r.seg != nullptr) {
     // Noted now, under the lock that gave out the seq: compaction, deciding whether a
     // delete may be dropped, must see every record of the object, written or about to be.
@@ -216,7 +216,7 @@ void ObjectStore::Impl::RollbackLocked(const Reservation& r, const absl::Status&
     ++stats_.append_errors;
     if (absl::IsResourceExhausted(why)) ++stats_.full_errors;
   }
-  not_durable_.erase(r.seq);  // Append returns `why`: the caller never learns this ticket
+  not_durable_.Remove(r.seq);  // Append returns `why`: the caller never learns this ticket
   NotDurableShrankLocked();
   if (r.direct) --direct_in_flight_;
   // The cut below must not race a zeroing of this segment (its zeros would land past

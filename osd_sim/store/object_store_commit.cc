@@ -33,7 +33,7 @@ void ObjectStore::Impl::Fire(Fired* fire) {
 }
 
 void ObjectStore::Impl::MarkDurableLocked(uint64_t seq, const absl::Status& s, Fired* fire) {
-  not_durable_.erase(seq);
+  not_durable_.Remove(seq);
   NotDurableShrankLocked();
   if (!s.ok()) failed_.emplace(seq, s);
   auto it = waiters_.find(seq);
@@ -49,7 +49,7 @@ void ObjectStore::Impl::CommitWrittenLocked(const Reservation& r, uint64_t paylo
     last_direct_at_ = absl::Now();
   }
   if (opts_.mode != Durability::kDurable) {
-    not_durable_.erase(r.seq);
+    not_durable_.Remove(r.seq);
     NotDurableShrankLocked();
     if (done != nullptr) fire->emplace_back(std::move(*done), absl::OkStatus());
     return;
@@ -70,7 +70,7 @@ void ObjectStore::Impl::WhenDurable(uint64_t ticket, DurableCallback done) {
     absl::MutexLock l(&mu_);
     if (ticket == 0 || ticket >= next_seq_) {
       s = absl::InvalidArgumentError(absl::StrCat("unknown ticket ", ticket));
-    } else if (not_durable_.count(ticket) != 0) {
+    } else if (not_durable_.Contains(ticket)) {
       waiters_[ticket].push_back(std::move(done));
       return;
     } else if (auto it = failed_.find(ticket); it != failed_.end()) {

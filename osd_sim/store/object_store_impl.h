@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
+#include "msg/base/growing_ring.h"
 #include "msg/base/spin_policy.h"
 #include "msg/base/thread_cpu.h"
 #include "osd_sim/store/io_pool.h"
@@ -34,6 +34,36 @@
 #include "osd_sim/store/segment_file.h"
 
 namespace msgr::store {
+
+// The tickets not durable yet. They are handed out in increasing order and leave in any
+// order: kept in issue order, each marked when it leaves, the marked ones dropped from the
+// front. No allocation once the ring has grown to the most tickets ever in flight (a
+// std::set or btree allocates nodes as the tickets churn).
+class PendingTickets {
+ public:
+  void Add(uint64_t t) { q_.push_back({t, false}); }  // REQUIRES: above every ticket added
+  void Remove(uint64_t t) {
+    auto it = Find(t);
+    if (it == q_.end()) return;
+    it->gone = true;
+    while (!q_.empty() && q_.front().gone) q_.pop_front();
+  }
+  bool Contains(uint64_t t) { return Find(t) != q_.end(); }
+  bool empty() const { return q_.empty(); }
+  uint64_t lowest() const { return q_.front().ticket; }  // REQUIRES: !empty()
+
+ private:
+  struct Entry {
+    uint64_t ticket;
+    bool gone;
+  };
+  GrowingRing<Entry>::iterator Find(uint64_t t) {
+    auto it = std::lower_bound(q_.begin(), q_.end(), t,
+                               [](const Entry& e, uint64_t v) { return e.ticket < v; });
+    return it != q_.end() && it->ticket == t && !it->gone ? it : q_.end();
+  }
+  GrowingRing<Entry> q_;
+};
 
 class ObjectStore::Impl {
  public:
@@ -161,7 +191,7 @@ class ObjectStore::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every seq below this one is durable (or failed and was never published).
   uint64_t DurableBelowLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return not_durable_.empty() ? next_seq_ : *not_durable_.begin();
+    return not_durable_.empty() ? next_seq_ : not_durable_.lowest();
   }
   // A ticket left not_durable_: wakes a compaction waiting for durability.
   void NotDurableShrankLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -226,7 +256,7 @@ class ObjectStore::Impl {
   StoreStats stats_ ABSL_GUARDED_BY(mu_);
   LatencyHistogram flush_latency_{&kFlushLatencyDesc};  // lock-free
   // Tickets handed out (or in flight) that are not durable yet.
-  absl::btree_set<uint64_t> not_durable_ ABSL_GUARDED_BY(mu_);
+  PendingTickets not_durable_ ABSL_GUARDED_BY(mu_);
   // Written, waiting for the flusher (kDurable).
   std::vector<Unsynced> unsynced_ ABSL_GUARDED_BY(mu_);
   absl::Time first_unsynced_at_ ABSL_GUARDED_BY(mu_);

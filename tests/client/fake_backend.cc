@@ -66,6 +66,7 @@ struct FakeCluster::Osd {
   std::mutex mu;
   bool alive = true;
   bool hold = false;
+  bool inline_acks = false;
   bool stall = false;
   absl::Status refuse;
   std::map<std::string, std::string> objects;
@@ -158,8 +159,10 @@ class FakeConnection : public Connection, public std::enable_shared_from_this<Fa
       absl::SleepFor(absl::Milliseconds(2));
     }
     RecordAck ack{desc.tid, absl::StatusCode::kOk};
+    bool ack_inline = false;
     {
       std::lock_guard<std::mutex> l(o->mu);
+      ack_inline = o->inline_acks;
       if (!o->alive) return absl::OkStatus();
       std::string& obj = o->objects[std::string(desc.oid)];
       if (desc.flags & kRecordFlagTruncate) obj.clear();
@@ -176,7 +179,11 @@ class FakeConnection : public Connection, public std::enable_shared_from_this<Fa
         return absl::OkStatus();
       }
     }
-    DeliverAck(ack);
+    if (ack_inline) {
+      dispatcher_->OnRecordsAcked(shared_from_this(), absl::MakeConstSpan(&ack, 1));
+    } else {
+      DeliverAck(ack);
+    }
     return absl::OkStatus();
   }
 
@@ -298,6 +305,12 @@ void FakeCluster::HoldAcks(const std::string& addr, bool hold) {
   auto o = Find(addr);
   std::lock_guard<std::mutex> l(o->mu);
   o->hold = hold;
+}
+
+void FakeCluster::AckInline(const std::string& addr, bool inline_acks) {
+  auto o = Find(addr);
+  std::lock_guard<std::mutex> l(o->mu);
+  o->inline_acks = inline_acks;
 }
 
 void FakeCluster::StallWrites(const std::string& addr, bool stall) {

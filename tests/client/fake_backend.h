@@ -39,6 +39,9 @@ class FakeCluster {
   void AddOsd(const std::string& addr);
   void SetAlive(const std::string& addr, bool alive);
   void HoldAcks(const std::string& addr, bool hold);
+  // Acks of records to `addr` are delivered inside WriteRecord, on the writer's thread,
+  // instead of through the worker (no allocation per record in the fake itself).
+  void AckInline(const std::string& addr, bool inline_acks);
   // Connections to `addr` fail with `why` (OnConnectRefused, nothing delivered), as a
   // messenger reports a peer that refuses the session; OkStatus() ends it.
   void RefuseConnections(const std::string& addr, absl::Status why);
