@@ -196,4 +196,9 @@ MessengerCounters Client::messenger_counters() const {
   return objecter_->messenger() ? objecter_->messenger()->counters() : MessengerCounters{};
 }
 
+std::vector<CounterGroup> Client::messenger_perf_counters() const {
+  return objecter_->messenger() ? objecter_->messenger()->perf_counters()
+                                : std::vector<CounterGroup>{};
+}
+
 }  // namespace msgr::client

@@ -147,6 +147,8 @@ class Client {
   uint32_t pool_id() const { return objecter_->pool_id(); }
   ObjecterCounters counters() const { return objecter_->counters(); }
   MessengerCounters messenger_counters() const;
+  // Its messenger's perf groups ("messenger", and the backend's own, e.g. "rdma").
+  std::vector<CounterGroup> messenger_perf_counters() const;
   const ClientOptions& options() const { return options_; }
 
  private:

@@ -43,6 +43,31 @@ class ClientBuffer final : public RecordBuffer {
   RecordBufferRef inner_;
 };
 
+// Registered memory per rdma session at the end of a run (the sessions are still open):
+// the OSDs' from their perf dumps, the clients' from their messengers' counters.
+void RegisteredPerSession(const std::vector<std::unique_ptr<client::Client>>& clients,
+                          const PerfSamples& osds, BenchReport* report) {
+  uint64_t bytes = 0, sessions = 0;
+  for (const auto& [path, s] : osds) {
+    if (!s.ok()) continue;
+    bytes += s->rdma_registered_bytes;
+    sessions += s->rdma_sessions;
+  }
+  if (sessions > 0) report->osd_registered_kib_per_session = bytes / 1024.0 / sessions;
+  bytes = sessions = 0;
+  for (const auto& c : clients) {
+    sessions += c->messenger_counters().connections_open;
+    for (const CounterGroup& g : c->messenger_perf_counters()) {
+      for (const CounterValue& v : g.values) {
+        if (g.name == "rdma" && std::string_view(v.desc->name) == "registered_bytes") {
+          bytes += v.value;
+        }
+      }
+    }
+  }
+  if (sessions > 0) report->client_registered_kib_per_session = bytes / 1024.0 / sessions;
+}
+
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
@@ -341,6 +366,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
     auto after = SampleCpu(pids);
     auto threads_after = SampleThreads(pids);
     PerfSamples perf_after = SamplePerf(sockets);
+    if (a.ms_type == "rdma") RegisteredPerSession(clients, perf_after, &report);
     report.osd_role_cpu_s = RoleCpuOver(threads_before, threads_after);
     if (!pids.empty() || !a.cluster_dir.empty()) {
       auto perf = SumPerfDeltas(perf_before, perf_after);

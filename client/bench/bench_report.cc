@@ -143,6 +143,8 @@ nlohmann::json ToJson(const BenchReport& r) {
   j["errors"] = r.run.errors;
   j["clients"] = r.clients;
   j["connect_s"] = OrNull(r.connect_s);
+  j["registered_kib_per_session"] = {{"osd", OrNull(r.osd_registered_kib_per_session)},
+                                     {"client", OrNull(r.client_registered_kib_per_session)}};
   j["lat_cdf"] = std::move(cdf);
   return j;
 }
@@ -164,6 +166,14 @@ std::string SummaryText(const BenchReport& r) {
     line("Concurrency", absl::StrCat(r.concurrency));
     if (r.clients > 1) line("Clients", absl::StrCat(r.clients));
     line("Connect time (s)", r.connect_s ? absl::StrFormat("%.3f", *r.connect_s) : "-");
+    if (r.osd_registered_kib_per_session || r.client_registered_kib_per_session) {
+      auto kib = [](const std::optional<double>& v) {
+        return v ? absl::StrFormat("%.0f", *v) : std::string("-");
+      };
+      line("Registered KiB/session",
+           absl::StrCat("OSD ", kib(r.osd_registered_kib_per_session), ", client ",
+                        kib(r.client_registered_kib_per_session)));
+    }
     if (reads) line("Mode", r.mode);
     line(reads ? "Total reads made" : "Total writes made", absl::StrCat(r.run.ops));
     line("Bandwidth (MB/s)", absl::StrFormat("%.2f", MiBPerSecond(r)));

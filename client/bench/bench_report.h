@@ -51,6 +51,11 @@ struct BenchReport {
   uint64_t client_copied_tx = 0;           // client messenger payload_bytes_copied_tx, run
   int clients = 1;
   std::optional<double> connect_s;         // every client connected to every OSD
+  // Registered memory per rdma session at the end of the run, in KiB: the OSDs' (their
+  // registered_bytes over their sessions) and the clients' (every client's messenger,
+  // its record buffers included, over its sessions). Unset over tcp or unmeasured.
+  std::optional<double> osd_registered_kib_per_session;
+  std::optional<double> client_registered_kib_per_session;
   bool verify_enabled = false;
   VerifyResult verify;
 };

@@ -67,6 +67,15 @@ absl::StatusOr<OsdPerfSample> ParsePerfDump(std::string_view text) {
       if (!tx.ok()) return tx.status();
       s.send_copied_tx += *tx;
       ++messengers;
+      if (type == "rdma" && m.contains("rdma") && m["rdma"].is_object()) {
+        const json& r = m["rdma"];
+        if (r.contains("registered_bytes") && r["registered_bytes"].is_number_unsigned()) {
+          s.rdma_registered_bytes = r["registered_bytes"].get<uint64_t>();
+        }
+        if (m.contains("connections_open") && m["connections_open"].is_number_unsigned()) {
+          s.rdma_sessions = m["connections_open"].get<uint64_t>();
+        }
+      }
     }
   }
   if (messengers == 0) return absl::InvalidArgumentError("perf dump has no messenger.<type>");

@@ -29,6 +29,10 @@ struct OsdPerfSample {
   uint64_t wire_copied_rx = 0;  // sum of messenger.<type>.payload_bytes_copied_rx
   uint64_t send_copied_tx = 0;  // sum of messenger.<type>.payload_bytes_copied_tx
   uint64_t store_copied = 0;    // store.payload_bytes_copied
+  // Gauges of the rdma messenger, if the OSD runs one (0 otherwise): registered memory
+  // now (messenger.rdma.rdma.registered_bytes) and its sessions (connections_open).
+  uint64_t rdma_registered_bytes = 0;
+  uint64_t rdma_sessions = 0;
 };
 
 // The counters over a run, summed over OSDs.

@@ -280,8 +280,17 @@ assert parts <= 1.2 * total, (parts, total, role)
 if ms == "tcp":
     assert parts >= 0.8 * total, (parts, total, role)
 assert role["transport"] > 0 and role["poller"] + role["crc"] > 0, role
+# Registered memory per session (rdma only): the OSDs' rings and pools, the client's
+# staging, pools and record buffers; each at least a ring's 512 KiB minimum, within the
+# 64 MiB a session may register.
+reg = j["registered_kib_per_session"]
+if ms == "rdma":
+    assert 256 <= reg["osd"] <= 65536 and 256 <= reg["client"] <= 65536, reg
+else:
+    assert reg["osd"] is None and reg["client"] is None, reg
 print("figures:", {k: j[k] for k in ("cpu_us_per_op", "osd_cpu_s_per_gb_by_role",
-                                     "poller_spin_s_per_gb", "copies_per_byte")})
+                                     "poller_spin_s_per_gb", "copies_per_byte",
+                                     "registered_kib_per_session")})
 PY
 
 # perf dump reports the writes.
