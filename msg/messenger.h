@@ -270,7 +270,8 @@ using ConnectionRef = std::shared_ptr<Connection>;
 // "Writes of several records"; the OSD applies them together).
 struct RecordDesc {
   // REQUIRES: 1..kMaxOidBytes bytes. A view: the bytes must stay valid for the WriteRecord
-  // call (the messenger copies them into the record).
+  // call (the messenger copies them into the record). Never a temporary string's
+  // (`d.oid = "x" + std::to_string(i)` dangles at once: ASan's stack-use-after-scope).
   std::string_view oid;
   uint64_t tid = 0;
   uint64_t object_offset = 0;

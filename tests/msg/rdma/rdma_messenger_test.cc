@@ -234,8 +234,9 @@ TEST(RdmaMessenger, RingRecordsWrapByteIdenticalWithNoReceiveCopy) {
   const size_t kRecords = 300;  // ~3.5 laps of a 256 KiB ring
   for (size_t i = 0; i < kRecords; ++i) {
     payloads.push_back(Bytes(1000 + (i * 7919) % 5000, static_cast<uint32_t>(i)));
+    const std::string oid = "obj." + std::to_string(i);  // d.oid is a view of it
     RecordDesc d;
-    d.oid = "obj." + std::to_string(i);
+    d.oid = oid;
     d.tid = i + 1;
     ASSERT_TRUE(p.conn->WriteRecord(d, payloads.back(), absl::Seconds(10)).ok()) << i;
   }
@@ -310,8 +311,9 @@ TEST(RdmaMessenger, PollingCallerCollectsAcksOfConnectionsOpenedLater) {
     drains.push_back(std::make_unique<Drainer>(sconn, ring, /*sleep=*/false,
                                                absl::Microseconds(50), /*paused=*/true));
     for (uint64_t k = 1; k <= kPerServer; ++k) {
+      const std::string oid = "obj." + std::to_string(k);  // d.oid is a view of it
       RecordDesc d;
-      d.oid = "obj." + std::to_string(k);
+      d.oid = oid;
       d.tid = i * kPerServer + k;
       ASSERT_TRUE((*conn)->WriteRecord(d, Bytes(2048, k), absl::Seconds(10)).ok());
     }
@@ -577,8 +579,9 @@ TEST(RdmaMessenger, ZeroCopyOverTheBudgetFallsBackToStaging) {
   for (int i = 0; i < 6; ++i) {
     want.push_back(Bytes((12 << 17) + i, 70 + i));  // 1.5 MiB
     auto buf = std::make_shared<const std::string>(want.back());
+    const std::string oid = "big." + std::to_string(i);  // d.oid is a view of it
     RecordDesc d;
-    d.oid = "big." + std::to_string(i);
+    d.oid = oid;
     d.tid = static_cast<uint64_t>(i) + 1;
     ASSERT_TRUE(p.conn->WriteRecordShared(d, *buf, buf, absl::Seconds(10)).ok()) << i;
   }
@@ -604,8 +607,9 @@ TEST(RdmaMessenger, LosslessSurvivesInjectedFaults) {
   std::vector<std::string> payloads;
   for (int i = 0; i < kN; ++i) {
     payloads.push_back(Bytes(2000 + i, i));
+    const std::string oid = "obj" + std::to_string(i);  // d.oid is a view of it
     RecordDesc d;
-    d.oid = "obj" + std::to_string(i);
+    d.oid = oid;
     d.tid = i + 1;
     ASSERT_TRUE(p.conn->WriteRecord(d, payloads.back(), absl::Seconds(10)).ok());
     ASSERT_TRUE(p.conn->Send(Message{1, std::to_string(i)}).ok());
@@ -677,7 +681,8 @@ TEST(RdmaMessenger, FullRingGrowsOnceItsRecordsAreReleased) {
   std::vector<std::string> want;
   for (int i = 0; i < 4; ++i) {
     want.push_back(Bytes(60 << 10, 40 + i));
-    RecordDesc d{"full." + std::to_string(i), static_cast<uint64_t>(i + 1), 0, 0};
+    const std::string oid = "full." + std::to_string(i);  // d.oid is a view of it
+    RecordDesc d{oid, static_cast<uint64_t>(i + 1), 0, 0};
     ASSERT_TRUE(p.conn->WriteRecord(d, want.back(), absl::Seconds(5)).ok()) << i;
   }
   want.push_back(Bytes(60 << 10, 44));
@@ -754,8 +759,9 @@ TEST(RdmaMessenger, LargeSharedPayloadsAreWrittenFromCallerMemory) {
     });
     owners.push_back(buf);
     const std::string_view body(*buf);
+    const std::string oid = "zc." + std::to_string(i);  // d.oid is a view of it
     RecordDesc d;
-    d.oid = "zc." + std::to_string(i);
+    d.oid = oid;
     d.tid = i + 1;
     ASSERT_TRUE(p.conn->WriteRecordShared(d, body, std::move(buf), absl::Seconds(20)).ok())
         << i;
@@ -813,8 +819,9 @@ TEST(RdmaMessenger, RecordBufferPayloadsAreNeitherStagedNorRegisteredPerWrite) {
   auto write_from = [&](const RecordBufferRef& buf, size_t at, size_t size) {
     want.push_back(Bytes(size, 300 + tid));
     std::memcpy(buf->data() + at, want.back().data(), size);
+    const std::string oid = "rb." + std::to_string(tid);  // d.oid is a view of it
     RecordDesc d;
-    d.oid = "rb." + std::to_string(tid);
+    d.oid = oid;
     d.tid = ++tid;
     return p.conn->WriteRecordShared(d, std::string_view(buf->data() + at, size), buf,
                                      absl::Seconds(20));
@@ -912,8 +919,9 @@ void OutOfRingWriterIsCutOff(bool lossy, bool late_event = false) {
   std::vector<std::string> payloads;
   for (int i = 0; i < 8; ++i) {
     payloads.push_back(Bytes(3000 + i, 500 + i));
+    const std::string oid = "bad." + std::to_string(i);  // d.oid is a view of it
     RecordDesc d;
-    d.oid = "bad." + std::to_string(i);
+    d.oid = oid;
     d.tid = i + 1;
     (void)(*bad_conn)->WriteRecord(d, payloads.back(), absl::Seconds(2));
   }
@@ -993,8 +1001,9 @@ void OutOfRingWriterIsCutOff(bool lossy, bool late_event = false) {
 
   // The other client is served as before.
   for (int i = 0; i < 50; ++i) {
+    const std::string oid = "good." + std::to_string(i);  // d.oid is a view of it
     RecordDesc d;
-    d.oid = "good." + std::to_string(i);
+    d.oid = oid;
     d.tid = i + 1;
     ASSERT_TRUE((*good_conn)->WriteRecord(d, Bytes(4000, i), absl::Seconds(10)).ok()) << i;
   }
