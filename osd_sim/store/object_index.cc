@@ -89,9 +89,9 @@ uint64_t ObjectEntry::Size() const {
 }
 
 ObjectEntry& ObjectIndex::Entry(std::string_view oid) {
-  if (auto found = objects_.find(Sv(oid)); found != objects_.end()) return found->second;
-  auto it = objects_.try_emplace(std::string(oid)).first;
-  names_.emplace(it->first, &it->second);  // nodes never move
+  // Looked up by view: the name is copied only when the entry is made.
+  auto [it, inserted] = objects_.try_emplace(Sv(oid));
+  if (inserted) names_.emplace(it->first, &it->second);  // nodes never move
   return it->second;
 }
 

@@ -201,9 +201,8 @@ absl::StatusOr<ObjectStore::Impl::Reservation> ObjectStore::Impl::Reserve(std::s
     // Noted now, under the lock that gave out the seq: compaction, deciding whether a
     // delete may be dropped, must see every record of the object, written or about to be.
     SegmentState& st = segments_.at(r.seg->id());
-    auto it = st.objects.find(Sv(oid));  // an object seen before: no copy of its name
-    if (it == st.objects.end()) it = st.objects.try_emplace(std::string(oid)).first;
-    it->second.Add(apply_seq != 0 ? apply_seq : r.seq);
+    // By view: an object seen before costs no copy of its name.
+    st.objects.try_emplace(Sv(oid)).first->second.Add(apply_seq != 0 ? apply_seq : r.seq);
     st.max_seq = r.seq;
     st.used = active_tail_;
   }
