@@ -32,7 +32,7 @@ class ReadBuffer {
 
   // Moves the unread bytes to the front (the reader only asks for more when fewer than
   // a frame header are left, so this copies < 48 bytes) and returns the free tail.
-  // The memory is allocated on first use: idle connections cost nothing.
+  // The memory is allocated on first use (a socket's first queued read).
   uint8_t* PrepareRead(size_t* room) {
     if (!buf_) buf_.reset(new uint8_t[capacity_]);
     if (rpos_ > 0) {

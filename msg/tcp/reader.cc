@@ -9,7 +9,8 @@
 // passes through the buffer. Only what one buffered recv happened to bring in is copied.
 //
 // Acks: every frame we write carries ack_seq. The reader considers a standalone ACK only
-// when the socket has nothing more for us right now (recv says EAGAIN) or after
+// when the socket has nothing more for us right now (a recv returned less than it had
+// room for, or EAGAIN) or after
 // kMaxReadsPerTurn reads in a row, and then writes it only if kAckEveryFrames frames
 // are unacknowledged, else within a short delay (AckReceived, acks_credits.cc): a
 // stream of N records costs about N / kAckEveryFrames ACKs, not N.
@@ -94,21 +95,37 @@ void TcpConnection::StartRead() {
 }
 
 void TcpConnection::WaitReadable(uint64_t gen) {
-  socket_->async_wait(asio::ip::tcp::socket::wait_read,
-                      asio::bind_executor(strand_, [self = shared_from_this(), gen,
-                                                    sock = socket_](boost::system::error_code ec) {
-                        if (gen != self->gen_ || self->reset_done_) return;
-                        if (ec) return self->OnBufferedReadError(ec);
-                        self->ReadLoop(gen);
-                      }));
+  // A read queued into the buffer's free tail, not an async_wait: Asio re-arms epoll (an
+  // epoll_ctl) for every async_wait, while a queued read costs no syscall (the socket is
+  // registered edge-triggered once), and its recv comes with the wake-up.
+  size_t room = 0;
+  uint8_t* tail = rx_buf_.PrepareRead(&room);
+  socket_->async_read_some(
+      asio::buffer(tail, room),
+      asio::bind_executor(strand_, [self = shared_from_this(), gen, sock = socket_,
+                                    room](boost::system::error_code ec, size_t n) {
+        if (gen != self->gen_ || self->reset_done_) return;
+        if (ec) return self->OnBufferedReadError(ec);
+        self->rx_buf_.Commit(n);
+        self->liveness_.Heard(Clock::now());
+        self->ReadLoop(gen, /*drained=*/n < room);
+      }));
 }
 
-void TcpConnection::ReadLoop(uint64_t gen) {
+void TcpConnection::ReadLoop(uint64_t gen, bool drained) {
   for (int reads = 0;; ++reads) {
     const bool more = ParseBuffered(gen);
     SignalRing();  // once per parsed batch, not per record (an eventfd write each)
     if (!more) return;
     // Everything buffered is used; the current frame (or the next one) needs more bytes.
+    if (drained) {
+      // The last recv returned less than it had room for: the socket had nothing more at
+      // that moment (what comes later raises a new edge, which the queued read picks up),
+      // so no recv just to hear EAGAIN.
+      AckReceived();  // the peer has nothing more in flight for now: one ack for all of it
+      if (gen != gen_ || reset_done_) return;  // defensive: Flush only starts a write
+      return WaitReadable(gen);
+    }
     if (reads == kMaxReadsPerTurn) {
       AckReceived();
       asio::post(strand_, [self = shared_from_this(), gen] {
@@ -121,13 +138,13 @@ void TcpConnection::ReadLoop(uint64_t gen) {
     boost::system::error_code ec;
     const size_t n = socket_->read_some(asio::buffer(tail, room), ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) {
-      AckReceived();  // the peer has nothing more in flight for now: one ack for all of it
-      if (gen != gen_ || reset_done_) return;  // defensive: Flush only starts a write
-      return WaitReadable(gen);
+      drained = true;
+      continue;  // parses nothing new, then waits
     }
     if (ec) return OnBufferedReadError(ec);
     rx_buf_.Commit(n);
     liveness_.Heard(Clock::now());  // the peer is alive, even in the middle of a long frame
+    drained = n < room;
   }
 }
 

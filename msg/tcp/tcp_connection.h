@@ -219,8 +219,10 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   enum class RxPhase { kHeader, kRingPrefix, kBody, kBodyTag };
   enum class BodyKind { kMessage, kControl, kRing, kDiscard };
   void StartRead();                      // a new socket: start on a frame boundary
-  void ReadLoop(uint64_t gen);           // recv into rx_buf_ and parse until EAGAIN
-  void WaitReadable(uint64_t gen);       // ReadLoop once the socket has bytes
+  // recv into rx_buf_ and parse until the socket is drained; `drained`: the last recv
+  // already returned less than it had room for (no recv just to hear EAGAIN).
+  void ReadLoop(uint64_t gen, bool drained = false);
+  void WaitReadable(uint64_t gen);       // a read queued into rx_buf_, then ReadLoop
   bool ParseBuffered(uint64_t gen);      // true: all buffered bytes used, need more
   void ReadBodyDirect(uint64_t gen, size_t rest);
   void SetBody(uint8_t* dst, size_t len, BodyKind kind);  // dst null: discard
