@@ -117,10 +117,11 @@ uint64_t NowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// One read takes an eventfd's whole count and makes it unreadable; a write after it makes it
+// readable again (the wake-up that must not be lost stays pending).
 void DrainEventFd(int fd) {
   uint64_t v;
-  while (read(fd, &v, sizeof v) == sizeof v) {
-  }
+  (void)!read(fd, &v, sizeof v);
 }
 
 }  // namespace
@@ -598,8 +599,7 @@ bool Poller::Sleep() {
   // per sleep, not one per record (RdmaConnection::CheckDoorbellLocked).
   // Announced rings need no doorbell: their notifier is armed instead, and its next
   // completion (a record's imm, a message) makes its fd readable.
-  DrainEventFd(wake_fd_);
-  for (auto& r : rings_) DrainEventFd(r->ring->wait_fd());
+  DrainReadyFds();
   for (auto& r : rings_) {
     if (!r->announced) r->ring->SetPollerSleeping(true);
   }
@@ -662,11 +662,20 @@ void Poller::Nap(uint64_t* count) {
   if (ready <= 0) return;
   // Woken early (a store completion, a control change, a signalled ring): drain what fired
   // so that the next nap waits again; the caller's next pass handles it.
+  DrainReadyFds();
+}
+
+void Poller::DrainReadyFds() {
+  // Only the fds that are readable: one epoll_wait instead of a read per ring (a poller
+  // that owns many rings sleeps often).
   epoll_event evs[16];
-  const int n = epoll_wait(epoll_fd_, evs, 16, 0);
-  for (int i = 0; i < n; ++i) {
-    if (!ClearNotifierFd(evs[i].data.fd)) DrainEventFd(evs[i].data.fd);
-  }
+  int n;
+  do {
+    n = epoll_wait(epoll_fd_, evs, 16, 0);
+    for (int i = 0; i < n; ++i) {
+      if (!ClearNotifierFd(evs[i].data.fd)) DrainEventFd(evs[i].data.fd);
+    }
+  } while (n == 16);
 }
 
 Poller::NapReason Poller::NapsNow(uint64_t now_ns) {

@@ -293,6 +293,9 @@ class Poller {
   // change, a signalled ring) without telling RDMA producers that it sleeps: no doorbells;
   // the next look finds their records. Counts itself in `*count` (naps or held_naps).
   void Nap(uint64_t* count);
+  // Clears what made the epoll set's fds readable (eventfds read, notifiers' ClearWait),
+  // for the readable ones only: a write after it makes its fd readable again.
+  void DrainReadyFds();
   // Poller thread: copies counters_ to what counters() returns (which adds the thread's
   // CPU time: read there, not here, where it would be a system call per sleep).
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
