@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "boost/pool/pool_alloc.hpp"
 #include "client/objecter.h"
 #include "client/objecter_op.h"
+#include "msg/base/pool_allocator.h"
 #include "proto/osd_protocol.h"
 #include "spdlog/spdlog.h"
 
@@ -25,9 +25,9 @@ Objecter::Objecter(ObjecterOptions options)
     : options_(std::move(options)), pending_(std::make_unique<PendingOps>()) {}
 
 Objecter::OpRef Objecter::NewOp() {
-  // Boost.Pool keeps freed blocks for the next op: after the first max_in_flight ops an op
-  // costs no allocation.
-  return std::allocate_shared<Op>(boost::fast_pool_allocator<Op>());
+  // From a pool (msg/base/pool_allocator.h): after the first max_in_flight ops an op costs
+  // no allocation.
+  return std::allocate_shared<Op>(PoolAllocator<Op>());
 }
 
 std::vector<Objecter::OpRef> Objecter::PendingOpsLocked() const {

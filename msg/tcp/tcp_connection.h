@@ -38,8 +38,8 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
-#include "boost/pool/pool_alloc.hpp"
 #include "absl/synchronization/mutex.h"
+#include "msg/base/pool_allocator.h"
 #include "msg/frame.h"
 #include "msg/handshake.h"
 #include "msg/messenger.h"
@@ -97,7 +97,7 @@ struct OutFrame {
 using OutFramePtr = std::shared_ptr<OutFrame>;
 // A frame from a pool (Boost.Pool keeps freed blocks): no allocation per record once warm.
 inline OutFramePtr NewOutFrame() {
-  return std::allocate_shared<OutFrame>(boost::fast_pool_allocator<OutFrame>());
+  return std::allocate_shared<OutFrame>(PoolAllocator<OutFrame>());
 }
 
 class TcpConnection : public Connection, public std::enable_shared_from_this<TcpConnection> {
