@@ -131,8 +131,7 @@ bool RdmaConnection::closed() const {
 }
 
 size_t RdmaConnection::max_record_payload() const {
-  absl::MutexLock l(&mu_);
-  return max_record_payload_;
+  return max_record_payload_.load(std::memory_order_acquire);
 }
 
 void RdmaConnection::Dispatch(std::function<void(const ConnectionRef&)> fn) {

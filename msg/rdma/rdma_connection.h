@@ -24,6 +24,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "msg/base/growing_ring.h"
 #include "msg/handshake.h"
@@ -303,6 +304,10 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // Releases the unpin_ entries the HCA is done with (deregistration and the caller's
   // buffer outside mu_: a deregistration may take long, the owner is caller code).
   void ReleaseUnpinned() ABSL_LOCKS_EXCLUDED(mu_);
+  using UnpinList = absl::InlinedVector<Unpin, 16>;
+  // ReleaseUnpinned's step under mu_: moves the entries the HCA is done with to `*done`
+  // (destroyed by the caller after it unlocked).
+  void TakeUnpinnedLocked(UnpinList* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PostCreditLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Accepting side (rdma_ring_owner.cc): a new ring of `bytes` becomes ring_.
   absl::Status NewRingLocked(size_t bytes, uint64_t first_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -397,7 +402,8 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   uint64_t session_epoch_ ABSL_GUARDED_BY(mu_) = 0;      // bumped when the peer restarts
   uint64_t posted_seq_ ABSL_GUARDED_BY(mu_) = 0;       // highest record seq posted
   uint64_t doorbelled_word_ ABSL_GUARDED_BY(mu_) = 0;  // sleep word of the last doorbell
-  size_t max_record_payload_ ABSL_GUARDED_BY(mu_) = 0;
+  // Written under mu_; read without it by max_record_payload() (asked before every write).
+  std::atomic<size_t> max_record_payload_{0};
   // Ring size, connecting side (PROTOCOL.md "Ring sizes"): what the next AUTH asks for
   // (0: the server's initial size); writers hold off while a resize drains the ring
   // for a resize; a writer that found the ring full or too small for its record leaves

@@ -452,8 +452,9 @@ absl::Status RdmaConnection::FinishDial(Dialer& d) {
       sent_records_.OnCredit(ready->ring_credit, &acks_ready_);
       acks_pending_.store(!acks_ready_.empty(), std::memory_order_release);
       doorbelled_word_ = 0;  // a doorbell sent on the old link may have been lost with it
-      max_record_payload_ = std::min<size_t>(MaxRecordPayload(ss->ring_bytes),
-                                             shared_->options.max_message_bytes);
+      max_record_payload_.store(std::min<size_t>(MaxRecordPayload(ss->ring_bytes),
+                                                 shared_->options.max_message_bytes),
+                                std::memory_order_release);
     }
     // The server keeps the record imms' share of its receives apart (PROTOCOL.md).
     send_credits_ = ss->recv_buffers - ss->record_imm_credits;

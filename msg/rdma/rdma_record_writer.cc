@@ -237,19 +237,23 @@ void RdmaConnection::UnpinLocked(SentRecord* r) {
 void RdmaConnection::ReleaseUnpinned() {
   // Called after every write and completion batch: no lock unless something is pinned.
   if (!unpin_pending_.load(std::memory_order_acquire)) return;
-  absl::InlinedVector<Unpin, 16> done;
+  UnpinList done;
   {
     absl::MutexLock l(&mu_);
-    while (!unpin_.empty()) {
-      Unpin& u = unpin_.front();
-      std::shared_ptr<Transport> tp = u.tp.lock();
-      if (tp && !tp->dead() && tp->retired() < u.after_wr) break;
-      done.push_back(std::move(u));
-      unpin_.pop_front();
-    }
-    unpin_pending_.store(!unpin_.empty(), std::memory_order_release);
+    TakeUnpinnedLocked(&done);
   }
   // `done` goes here, outside mu_: registrations first, then the caller's buffers.
+}
+
+void RdmaConnection::TakeUnpinnedLocked(UnpinList* done) {
+  while (!unpin_.empty()) {
+    Unpin& u = unpin_.front();
+    std::shared_ptr<Transport> tp = u.tp.lock();
+    if (tp && !tp->dead() && tp->retired() < u.after_wr) break;
+    done->push_back(std::move(u));
+    unpin_.pop_front();
+  }
+  unpin_pending_.store(!unpin_.empty(), std::memory_order_release);
 }
 
 void RdmaConnection::DeliverAcks() {
@@ -469,10 +473,11 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
         return absl::UnavailableError(absl::StrCat("connection to ", addr_, " is down"));
       }
       if (producer_ && !resizing_) {  // (a resize in progress: wait for the new ring)
-        if (payload.size() > max_record_payload_) {
+        const size_t max_payload = max_record_payload_.load(std::memory_order_relaxed);
+        if (payload.size() > max_payload) {
           if (!lossless_ || ring_at_max_) {
             return absl::InvalidArgumentError(absl::StrCat(
-                "record payload of ", payload.size(), " bytes exceeds ", max_record_payload_));
+                "record payload of ", payload.size(), " bytes exceeds ", max_payload));
           }
           WantGrowLocked(record_bytes);  // a larger ring takes it
         } else {
@@ -568,6 +573,12 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
     pad.seq = 0;
     std::memcpy(mirror + p->pad_offset, &pad, sizeof(pad));
   }
+  // Queue the record for resends and post it, under one lock when the send queue has
+  // room (the common case); with it, what a write usually finds to clean up: a link a
+  // fault retired, payloads the HCA is done with.
+  absl::Status s;
+  std::shared_ptr<Link> retired;
+  UnpinList unpinned;
   {
     absl::MutexLock l(&mu_);
     if (epoch != session_epoch_) {
@@ -582,13 +593,26 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
     records_.insert(at, r);
     shared_->counters.records_sent++;
     shared_->counters.record_bytes_sent += payload.size();
+    if (!link_) {
+      s = absl::UnavailableError("not connected");
+    } else {
+      s = PostRecordLocked(r);
+      if (s.ok()) {
+        CheckDoorbellLocked();
+        CountFrameLocked(&retire_);
+      }
+    }
+    retired = std::move(retire_);
+    TakeUnpinnedLocked(&unpinned);
   }
-  absl::Status s = PostRecordWaiting(r, std::max(deadline, absl::Now() + absl::Seconds(1)));
-  {
+  if (absl::IsResourceExhausted(s)) {  // the send queue is full: wait for room, unlocked
+    s = PostRecordWaiting(r, std::max(deadline, absl::Now() + absl::Seconds(1)));
     absl::MutexLock l(&mu_);
     if (s.ok()) CountFrameLocked(&retire_);
+    if (!retired) retired = std::move(retire_);
   }
-  RetireDeferred();
+  if (retired) Retire(std::move(retired));
+  unpinned.clear();  // registrations and the callers' buffers, outside mu_
   DeliverAcks();  // what our ApplyCreditLocked gathered while reserving
   if (!s.ok() && !lossless_) return s;
   return absl::OkStatus();  // lossless: rewritten into its slot after the reconnect

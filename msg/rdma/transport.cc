@@ -170,7 +170,7 @@ absl::StatusOr<uint64_t> Transport::Post(absl::Span<const WrSpec> wrs) {
     if (posted == 0) return s;
     // Part of the chain is out (e.g. a record without its seq word) and the rest was
     // refused: fail the QP rather than leave the chain half done.
-    dead_ = true;
+    dead_.store(true, std::memory_order_release);
     (void)qp_->ModifyToError();
     cv_.SignalAll();
     return absl::UnavailableError(absl::StrCat("RDMA post failed after ", posted, " of ",
@@ -198,7 +198,7 @@ bool Transport::WaitRetired(uint64_t wr, absl::Time deadline) {
 void Transport::OnSendCompleted(uint64_t wr) {
   absl::MutexLock l(&mu_);
   if (wr <= retired_) return;
-  retired_ = wr;
+  retired_.store(wr, std::memory_order_release);
   while (!busy_send_.empty() && busy_send_.front().first <= wr) {
     free_send_.push_back(busy_send_.front().second);
     busy_send_.pop_front();
@@ -211,22 +211,16 @@ uint64_t Transport::posted() const {
   return posted_;
 }
 
-uint64_t Transport::retired() const {
-  absl::MutexLock l(&mu_);
-  return retired_;
-}
+uint64_t Transport::retired() const { return retired_.load(std::memory_order_acquire); }
 
 void Transport::Kill() {
   absl::MutexLock l(&mu_);
   if (dead_) return;
-  dead_ = true;
+  dead_.store(true, std::memory_order_release);
   if (qp_) (void)qp_->ModifyToError();
   cv_.SignalAll();
 }
 
-bool Transport::dead() const {
-  absl::MutexLock l(&mu_);
-  return dead_;
-}
+bool Transport::dead() const { return dead_.load(std::memory_order_acquire); }
 
 }  // namespace msgr::rdma

@@ -16,6 +16,7 @@
 #ifndef MSGR_MSG_RDMA_TRANSPORT_H_
 #define MSGR_MSG_RDMA_TRANSPORT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -137,9 +138,11 @@ class Transport {
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
-  bool dead_ ABSL_GUARDED_BY(mu_) = false;
+  // Written under mu_ (whose waiters test them); read without it by dead() and retired(),
+  // which the completion thread and writers ask on every op.
+  std::atomic<bool> dead_{false};
   uint64_t posted_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t retired_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> retired_{0};
   std::vector<int> free_send_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<uint64_t, int>> busy_send_ ABSL_GUARDED_BY(mu_);  // (wr, buffer)
 };
