@@ -117,8 +117,9 @@ uint64_t NowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// One read takes an eventfd's whole count and makes it unreadable; a write after it makes it
-// readable again (the wake-up that must not be lost stays pending).
+// One read takes an eventfd's whole count and makes it unreadable (every fd here is a plain
+// eventfd, not EFD_SEMAPHORE); a write after it makes it readable again (the wake-up that
+// must not be lost stays pending).
 void DrainEventFd(int fd) {
   uint64_t v;
   (void)!read(fd, &v, sizeof v);
@@ -589,7 +590,8 @@ void Poller::Complete(RingState* r) {
 }
 
 bool Poller::Sleep() {
-  // Drain the eventfds first, then say we sleep, then look once more: whatever wakes us
+  // Drain the readable eventfds first (and clear readable notifiers, which Arm re-arms
+  // below), then say we sleep, then look once more: whatever wakes us
   // after the drain (a doorbell, a store completion, a ring added) stays pending and ends
   // the epoll_wait at once, and whatever happened before it is seen by the last look. In
   // the other order a store completion (or a doorbell) arriving between the caller's last
@@ -667,15 +669,16 @@ void Poller::Nap(uint64_t* count) {
 
 void Poller::DrainReadyFds() {
   // Only the fds that are readable: one epoll_wait instead of a read per ring (a poller
-  // that owns many rings sleeps often).
+  // that owns many rings sleeps often). Bounded: fds written again meanwhile stay pending.
   epoll_event evs[16];
-  int n;
-  do {
-    n = epoll_wait(epoll_fd_, evs, 16, 0);
+  const size_t fds = rings_.size() + notifiers_.size() + 1;
+  for (size_t pass = 0; pass <= fds / 16; ++pass) {
+    const int n = epoll_wait(epoll_fd_, evs, 16, 0);
     for (int i = 0; i < n; ++i) {
       if (!ClearNotifierFd(evs[i].data.fd)) DrainEventFd(evs[i].data.fd);
     }
-  } while (n == 16);
+    if (n < 16) break;
+  }
 }
 
 Poller::NapReason Poller::NapsNow(uint64_t now_ns) {

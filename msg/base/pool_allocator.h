@@ -23,6 +23,8 @@ namespace msgr {
 
 template <typename T>
 struct PoolAllocator {
+  // Boost.Pool aligns its blocks for pointers only.
+  static_assert(alignof(T) <= alignof(void*), "PoolAllocator: T needs more than pointer alignment");
   using value_type = T;
   // The tag and size fast_pool_allocator uses: blocks of one size are shared with it.
   using Pool = boost::singleton_pool<boost::fast_pool_allocator_tag, sizeof(T)>;
@@ -31,17 +33,16 @@ struct PoolAllocator {
   template <typename U>
   PoolAllocator(const PoolAllocator<U>&) {}  // NOLINT(runtime/explicit): rebinding
 
+  // allocate_shared asks for one at a time; arrays (never asked for) come from the heap.
   T* allocate(size_t n) {
-    void* p = n == 1 ? Pool::malloc() : Pool::ordered_malloc(n);
+    if (n != 1) return static_cast<T*>(::operator new(n * sizeof(T)));
+    void* p = Pool::malloc();
     if (p == nullptr) throw std::bad_alloc();
     return static_cast<T*>(p);
   }
   void deallocate(T* p, size_t n) {
-    if (n == 1) {
-      Pool::free(p);
-    } else {
-      Pool::free(p, n);
-    }
+    if (n != 1) return ::operator delete(p);
+    Pool::free(p);
   }
   template <typename U>
   bool operator==(const PoolAllocator<U>&) const {

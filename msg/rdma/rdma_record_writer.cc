@@ -605,13 +605,15 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
     retired = std::move(retire_);
     TakeUnpinnedLocked(&unpinned);
   }
+  if (retired) Retire(std::move(retired));
   if (absl::IsResourceExhausted(s)) {  // the send queue is full: wait for room, unlocked
     s = PostRecordWaiting(r, std::max(deadline, absl::Now() + absl::Seconds(1)));
-    absl::MutexLock l(&mu_);
-    if (s.ok()) CountFrameLocked(&retire_);
-    if (!retired) retired = std::move(retire_);
+    {
+      absl::MutexLock l(&mu_);
+      if (s.ok()) CountFrameLocked(&retire_);
+    }
+    RetireDeferred();
   }
-  if (retired) Retire(std::move(retired));
   unpinned.clear();  // registrations and the callers' buffers, outside mu_
   DeliverAcks();  // what our ApplyCreditLocked gathered while reserving
   if (!s.ok() && !lossless_) return s;

@@ -170,8 +170,9 @@ absl::StatusOr<uint64_t> Transport::Post(absl::Span<const WrSpec> wrs) {
     if (posted == 0) return s;
     // Part of the chain is out (e.g. a record without its seq word) and the rest was
     // refused: fail the QP rather than leave the chain half done.
-    dead_.store(true, std::memory_order_release);
     (void)qp_->ModifyToError();
+    // After the QP is in error: dead() == true means the HCA reads no more payloads.
+    dead_.store(true, std::memory_order_release);
     cv_.SignalAll();
     return absl::UnavailableError(absl::StrCat("RDMA post failed after ", posted, " of ",
                                                wrs.size(), " work requests: ", s.message()));
@@ -216,8 +217,8 @@ uint64_t Transport::retired() const { return retired_.load(std::memory_order_acq
 void Transport::Kill() {
   absl::MutexLock l(&mu_);
   if (dead_) return;
-  dead_.store(true, std::memory_order_release);
   if (qp_) (void)qp_->ModifyToError();
+  dead_.store(true, std::memory_order_release);  // after: see Post
   cv_.SignalAll();
 }
 

@@ -95,9 +95,11 @@ void TcpConnection::StartRead() {
 }
 
 void TcpConnection::WaitReadable(uint64_t gen) {
-  // A read queued into the buffer's free tail, not an async_wait: Asio re-arms epoll (an
-  // epoll_ctl) for every async_wait, while a queued read costs no syscall (the socket is
-  // registered edge-triggered once), and its recv comes with the wake-up.
+  // A read queued into the buffer's free tail, not an async_wait: Asio 1.74 re-arms epoll
+  // (an EPOLL_CTL_MOD) for every async_wait, not for a queued read (the socket stays
+  // registered edge-triggered), and the read's recv comes with the wake-up. Asio first
+  // tries the recv at once (a speculative read, kept after a short recv): that is also
+  // what sees a FIN which arrived with the bytes our last recv took (no new edge follows).
   size_t room = 0;
   uint8_t* tail = rx_buf_.PrepareRead(&room);
   socket_->async_read_some(
@@ -120,8 +122,8 @@ void TcpConnection::ReadLoop(uint64_t gen, bool drained) {
     // Everything buffered is used; the current frame (or the next one) needs more bytes.
     if (drained) {
       // The last recv returned less than it had room for: the socket had nothing more at
-      // that moment (what comes later raises a new edge, which the queued read picks up),
-      // so no recv just to hear EAGAIN.
+      // that moment, so no recv of ours just to hear EAGAIN (Asio's speculative read in
+      // WaitReadable makes the one that remains; later bytes raise a new edge).
       AckReceived();  // the peer has nothing more in flight for now: one ack for all of it
       if (gen != gen_ || reset_done_) return;  // defensive: Flush only starts a write
       return WaitReadable(gen);
