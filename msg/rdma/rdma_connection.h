@@ -238,8 +238,11 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
 
   absl::Status Enqueue(Message m, bool block);
   void EnqueueLocked(Message m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Hands acknowledgements gathered under mu_ to the dispatcher, in order (outside mu_).
+  // Hands acknowledgements gathered under mu_ to the dispatcher, in order (outside mu_),
+  // after releasing the payloads the HCA is done with (ReleaseUnpinned).
   void DeliverAcks() ABSL_LOCKS_EXCLUDED(mu_, ack_mu_);
+  // DeliverAcks without ReleaseUnpinned, for a caller that just took them under mu_.
+  void DeliverGatheredAcks() ABSL_LOCKS_EXCLUDED(mu_, ack_mu_);
   // The two halves of a delivery: take the gathered acks into acks_taken_ (under both
   // locks), then hand them to the dispatcher (under ack_mu_ only, which keeps deliveries
   // in order). The two vectors trade places and keep their capacity: no allocation per

@@ -258,6 +258,10 @@ void RdmaConnection::TakeUnpinnedLocked(UnpinList* done) {
 
 void RdmaConnection::DeliverAcks() {
   ReleaseUnpinned();
+  DeliverGatheredAcks();
+}
+
+void RdmaConnection::DeliverGatheredAcks() {
   if (!acks_pending_.load(std::memory_order_acquire)) return;
   absl::MutexLock d(&ack_mu_);
   {
@@ -615,7 +619,7 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
     RetireDeferred();
   }
   unpinned.clear();  // registrations and the callers' buffers, outside mu_
-  DeliverAcks();  // what our ApplyCreditLocked gathered while reserving
+  DeliverGatheredAcks();  // what our ApplyCreditLocked gathered while reserving
   if (!s.ok() && !lossless_) return s;
   return absl::OkStatus();  // lossless: rewritten into its slot after the reconnect
 }
