@@ -6,7 +6,8 @@
 // OnRecordsAcked), p50/p99: the drainer busy-polls the ring, the writer busy-polls for its
 // ack (Messenger::Poll on rdma; tcp's ack arrives on its io thread). What the messenger
 // adds to an OSD write when both ends have a core to spin on.
-//   bazel run -c opt //tests/msg/rdma:ring_throughput_benchmark [SECONDS]
+//   bazel run -c opt //tests/msg/rdma:ring_throughput_benchmark [SECONDS [latency|TYPE:SIZE]]
+// TYPE:SIZE (e.g. rdma:4096) runs only that throughput case, for profiling one case alone.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -149,9 +150,18 @@ void Run(const std::string& type, size_t size, double seconds, bool latency = fa
 int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as the daemons do
   const double seconds = argc > 1 ? std::atof(argv[1]) : 2.0;
-  const bool latency_only = argc > 2 && std::string(argv[2]) == "latency";
+  const std::string only = argc > 2 ? argv[2] : "";
+  if (!only.empty() && only != "latency") {
+    const size_t colon = only.find(':');
+    if (colon == std::string::npos) {
+      std::fprintf(stderr, "usage: %s [SECONDS [latency|TYPE:SIZE]]\n", argv[0]);
+      return 2;
+    }
+    msgr::rdma::Run(only.substr(0, colon), std::stoul(only.substr(colon + 1)), seconds);
+    return 0;
+  }
   for (size_t size : {size_t{4096}, size_t{4} << 20}) {
-    if (latency_only) break;
+    if (only == "latency") break;
     std::printf("memcpy %8zu B: %9.1f MB/s (single thread)\n", size,
                 msgr::rdma::MemcpyMBps(size));
     for (const char* t : {"tcp", "rdma"}) msgr::rdma::Run(t, size, seconds);
