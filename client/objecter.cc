@@ -354,6 +354,7 @@ absl::Status Objecter::CannotServe(const Op& op, const std::string& addr,
 void Objecter::RetryLoop() {
   for (;;) {
     OpRef op;
+    SendPlan plan;
     {
       absl::MutexLock l(&mu_);
       while (!shutdown_ && retry_queue_.empty()) retry_cv_.Wait(&mu_);
@@ -363,8 +364,9 @@ void Objecter::RetryLoop() {
       op->queued = false;
       if (op->done || op->sending) continue;
       op->sending = true;
+      plan = PlanSendLocked(op);
     }
-    SendOp(op);
+    SendPlanned(op, std::move(plan));
   }
 }
 

@@ -213,11 +213,30 @@ class Objecter : public Dispatcher {
   static OpRef NewOp();
   // Registers a new op (waiting for a slot) or completes it at once with an error.
   void Submit(OpRef op);
-  // Sends the current attempt of `op` on the calling thread. REQUIRES: the caller set
-  // op->sending (it alone sends the op); cleared here.
-  void SendOp(const OpRef& op);
-  // One attempt's records; returns false when the attempt was superseded or failed.
-  bool SendWriteRecords(const OpRef& op, uint64_t attempt, const ConnectionRef& conn);
+  // The tids of one attempt, taken under mu_ (TakeTidsLocked): `count` records (a write)
+  // or one request, each of at most `max_payload` bytes (writes).
+  struct Tids {
+    uint64_t first = 0;
+    size_t count = 0;
+    size_t max_payload = 0;
+    uint16_t depth = 0;  // the first record's writer depth
+  };
+  struct SendPlan;  // objecter_op.h
+  // Sending the current attempt of `op` is two steps. The caller sets op->sending (it alone
+  // sends the op) and, in the same critical section, PlanSendLocked parks `op` (its OSD
+  // unusable), fails it (its OSD refused us for good) or says where to send it; then,
+  // unlocked, SendPlanned sends it on the calling thread, re-planning while the attempt is
+  // superseded, and clears op->sending.
+  SendPlan PlanSendLocked(const OpRef& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendPlanned(const OpRef& op, SendPlan plan);
+  // Registers the current attempt's tids in by_tid_. `max_payload`: the session's record
+  // size (writes; ignored for requests).
+  Tids TakeTidsLocked(const OpRef& op, size_t max_payload) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The largest record payload `conn` takes for this client; 0 until its handshake is done.
+  size_t RecordPayloadLimit(const Connection& conn) const;
+  // One attempt's records (their tids already taken when tids.count > 0); returns false
+  // when the attempt was superseded or failed.
+  bool SendWriteRecords(const OpRef& op, uint64_t attempt, const ConnectionRef& conn, Tids tids);
   // Waits for `n`, polling the messenger for up to options_.sync_spin first.
   void SpinWait(const absl::Notification& n);
   // Makes sure `osd` has a connection; Connect runs outside the lock.

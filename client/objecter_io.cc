@@ -133,6 +133,7 @@ absl::StatusOr<std::string> Objecter::Read(std::string oid) {
 void Objecter::Submit(OpRef op) {
   Completion fail;
   bool send_now = false;
+  SendPlan plan;
   {
     absl::MutexLock l(&mu_);
     op->submitted = absl::Now();
@@ -181,6 +182,7 @@ void Objecter::Submit(OpRef op) {
         RetargetLocked(*op);
         if (OsdUsableLocked(op->target)) {
           op->sending = true;
+          plan = PlanSendLocked(op);  // under this lock: the send takes mu_ once more
           send_now = true;
         } else {
           op->waiting = true;
@@ -195,7 +197,7 @@ void Objecter::Submit(OpRef op) {
     }
   }
   fail.Run();
-  if (send_now) SendOp(op);
+  if (send_now) SendPlanned(op, std::move(plan));
 }
 
 absl::StatusOr<ConnectionRef> Objecter::ConnectionFor(int osd) {
@@ -282,73 +284,120 @@ absl::Status Objecter::ConnectAll(absl::Time deadline) {
       absl::StrCat("not connected to ", absl::StrJoin(waiting, ", "), " in time"));
 }
 
-void Objecter::SendOp(const OpRef& op) {
-  for (;;) {
-    Completion failed;
-    uint64_t attempt;
-    int target;
-    {
-      absl::MutexLock l(&mu_);
-      if (op->done || shutdown_) {
-        op->sending = false;
-        return;
-      }
-      op->waiting = false;  // a retryable ack may have parked it while it sat in the queue
-      attempt = op->attempt;
-      target = op->target;
-      if (!OsdUsableLocked(target)) {  // down, out of the map, or no map: park
-        op->sending = false;
-        op->waiting = true;
-        return;
-      }
-      // This OSD refused us for good (OnConnectRefused): fail at once, as it did then.
-      auto r = connect_refusals_.find(map_.Find(target)->addr);
-      if (r != connect_refusals_.end() && absl::IsFailedPrecondition(r->second)) {
-        op->sending = false;
-        failed = FinishLocked(op, CannotServe(*op, r->first, r->second));
-      }
-    }
-    if (failed) {
-      failed.Run();
-      return;
-    }
-    auto conn = ConnectionFor(target);
-    bool sent = false;
-    if (!conn.ok()) {
-      Completion f;
-      {
-        absl::MutexLock l(&mu_);
-        op->sending = false;
-        if (absl::IsFailedPrecondition(conn.status())) {  // the OSD cannot serve us at all
-          f = FinishLocked(op, absl::Status(conn.status().code(),
-                                            absl::StrCat(op->what(), " of ", op->oid, ": ",
-                                                         conn.status().message())));
-        } else {
-          op->waiting = true;
-        }
-      }
-      f.Run();
-      return;
-    }
-    if (op->kind == Op::Kind::kWrite) {
-      sent = SendWriteRecords(op, attempt, *conn);
+Objecter::SendPlan Objecter::PlanSendLocked(const OpRef& op) {
+  SendPlan plan;
+  if (op->done || shutdown_) {
+    op->sending = false;
+    return plan;
+  }
+  op->waiting = false;  // a retryable ack may have parked it while it sat in the queue
+  plan.attempt = op->attempt;
+  plan.target = op->target;
+  if (!OsdUsableLocked(plan.target)) {  // down, out of the map, or no map: park
+    op->sending = false;
+    op->waiting = true;
+    return plan;
+  }
+  // This OSD refused us for good (OnConnectRefused): fail at once, as it did then.
+  auto r = connect_refusals_.find(map_.Find(plan.target)->addr);
+  if (r != connect_refusals_.end() && absl::IsFailedPrecondition(r->second)) {
+    op->sending = false;
+    plan.failed = FinishLocked(op, CannotServe(*op, r->first, r->second));
+    return plan;
+  }
+  plan.send = true;
+  auto it = sessions_.find(plan.target);
+  if (it == sessions_.end() || !it->second->conn) return plan;  // ConnectionFor, unlocked
+  plan.conn = it->second->conn;
+  const size_t max = op->kind == Op::Kind::kWrite ? RecordPayloadLimit(*plan.conn) : 0;
+  if (op->kind != Op::Kind::kWrite || max > 0) plan.tids = TakeTidsLocked(op, max);
+  return plan;
+}
+
+size_t Objecter::RecordPayloadLimit(const Connection& conn) const {
+  const size_t max = conn.max_record_payload();
+  return max > 0 && options_.max_record_payload > 0 ? std::min(max, options_.max_record_payload)
+                                                    : max;
+}
+
+Objecter::Tids Objecter::TakeTidsLocked(const OpRef& op, size_t max_payload) {
+  Tids t;
+  t.first = next_tid_;
+  t.max_payload = max_payload;
+  if (op->kind != Op::Kind::kWrite) {
+    t.count = 1;
+  } else {
+    // The records of one write carry consecutive tids, all taken now: the OSD tells which
+    // write a later part belongs to by its tid (msg/PROTOCOL.md "Writes of several
+    // records").
+    t.count = op->data.empty() ? 1 : (op->data.size() + max_payload - 1) / max_payload;
+    // Another pool's oid goes qualified (placement::PoolObjectName); the default pool's as
+    // it is, without a copy.
+    const uint32_t pool = pool_id();
+    if (pool == placement::kDefaultPoolId) {
+      op->wire_oid.clear();
     } else {
-      uint64_t tid;
-      {
-        absl::MutexLock l(&mu_);
-        if (op->done || op->attempt != attempt) continue;
-        tid = next_tid_++;
-        op->first_tid = tid;
-        op->tid_count = 1;
-        op->unacked = 1;
-        by_tid_[tid] = op;
+      op->wire_oid = placement::PoolObjectName(pool, op->oid);
+    }
+    ++counters_.records_sent;  // the first; SendWriteRecords counts the others
+    t.depth = WriterDepthLocked(*op);
+  }
+  next_tid_ += t.count;
+  op->first_tid = t.first;
+  op->tid_count = static_cast<uint32_t>(t.count);
+  op->unacked = static_cast<uint32_t>(t.count);
+  for (size_t k = 0; k < t.count; ++k) by_tid_[t.first + k] = op;
+  return t;
+}
+
+void Objecter::SendPlanned(const OpRef& op, SendPlan plan) {
+  for (;;) {
+    if (!plan.send) {
+      plan.failed.Run();
+      return;
+    }
+    ConnectionRef conn = std::move(plan.conn);
+    if (!conn) {
+      auto c = ConnectionFor(plan.target);
+      if (!c.ok()) {
+        Completion f;
+        {
+          absl::MutexLock l(&mu_);
+          op->sending = false;
+          if (absl::IsFailedPrecondition(c.status())) {  // the OSD cannot serve us at all
+            f = FinishLocked(op, absl::Status(c.status().code(),
+                                              absl::StrCat(op->what(), " of ", op->oid, ": ",
+                                                           c.status().message())));
+          } else {
+            op->waiting = true;
+          }
+        }
+        f.Run();
+        return;
       }
-      sent = (*conn)->Send(EncodeRequest(op->request, tid, pool_id())).ok();
+      conn = *std::move(c);
+    }
+    bool sent = false;
+    if (op->kind == Op::Kind::kWrite) {
+      sent = SendWriteRecords(op, plan.attempt, conn, plan.tids);
+    } else {
+      if (plan.tids.count == 0) {  // the session was made above: take the tid now
+        absl::MutexLock l(&mu_);
+        if (op->done || op->attempt != plan.attempt) {
+          plan = PlanSendLocked(op);
+          continue;
+        }
+        plan.tids = TakeTidsLocked(op, 0);
+      }
+      sent = conn->Send(EncodeRequest(op->request, plan.tids.first, pool_id())).ok();
     }
     Completion finish;
     {
       absl::MutexLock l(&mu_);
-      if (!op->done && op->attempt != attempt) continue;  // superseded while sending
+      if (!op->done && op->attempt != plan.attempt) {  // superseded while sending
+        plan = PlanSendLocked(op);
+        continue;
+      }
       op->sending = false;
       if (op->done) return;
       if (!sent) {
@@ -363,7 +412,8 @@ void Objecter::SendOp(const OpRef& op) {
   }
 }
 
-bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const ConnectionRef& conn) {
+bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const ConnectionRef& conn,
+                                Tids tids) {
   // Still worth sending: not finished or superseded, and its OSD not marked down (an OSD
   // that died with the map still saying up leaves us waiting for a handshake or credit
   // that will not come; once the map says down the op parks until the OSD is back,
@@ -372,50 +422,33 @@ bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const Connect
     absl::MutexLock l(&mu_);
     return !op->done && !shutdown_ && op->attempt == attempt && OsdUsableLocked(op->target);
   };
-  // The record size is known once the handshake is done.
-  size_t max = conn->max_record_payload();
-  while (max == 0) {
-    if (!current() || absl::Now() >= op->deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    max = conn->max_record_payload();
+  if (tids.count == 0) {  // not taken with the plan: the record size is known once the
+    size_t max = RecordPayloadLimit(*conn);  // handshake is done
+    while (max == 0) {
+      if (!current() || absl::Now() >= op->deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      max = RecordPayloadLimit(*conn);
+    }
+    absl::MutexLock l(&mu_);
+    if (op->done || shutdown_ || op->attempt != attempt) return false;
+    tids = TakeTidsLocked(op, max);
   }
-  if (options_.max_record_payload > 0) max = std::min(max, options_.max_record_payload);
   const std::string_view data = op->data;
-  const size_t n = data.empty() ? 1 : (data.size() + max - 1) / max;
-  uint64_t first_tid = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint16_t depth = 0;
-    {
+  const size_t max = tids.max_payload;
+  for (size_t i = 0; i < tids.count; ++i) {
+    uint16_t depth = tids.depth;
+    if (i > 0) {
       absl::MutexLock l(&mu_);
       if (op->done || shutdown_ || op->attempt != attempt) return false;
-      if (i == 0) {
-        // The records of one write carry consecutive tids, all taken now: the OSD tells
-        // which write a later part belongs to by its tid (msg/PROTOCOL.md "Writes of
-        // several records").
-        first_tid = next_tid_;
-        next_tid_ += n;
-        op->first_tid = first_tid;
-        op->tid_count = static_cast<uint32_t>(n);
-        op->unacked = static_cast<uint32_t>(n);
-        for (size_t k = 0; k < n; ++k) by_tid_[first_tid + k] = op;
-        // Another pool's oid goes qualified (placement::PoolObjectName); the default
-        // pool's as it is, without a copy.
-        const uint32_t pool = pool_id();
-        if (pool == placement::kDefaultPoolId) {
-          op->wire_oid.clear();
-        } else {
-          op->wire_oid = placement::PoolObjectName(pool, op->oid);
-        }
-      }
       ++counters_.records_sent;
       depth = WriterDepthLocked(*op);
     }
     RecordDesc desc;
     desc.writer_depth = depth;
     desc.oid = op->record_oid();
-    desc.tid = first_tid + i;
+    desc.tid = tids.first + i;
     desc.object_offset = i * max;
-    desc.flags = (i == 0 ? kRecordFlagTruncate : 0) | (i + 1 == n ? kRecordFlagLast : 0);
+    desc.flags = (i == 0 ? kRecordFlagTruncate : 0) | (i + 1 == tids.count ? kRecordFlagLast : 0);
     std::string_view chunk(data.data() + desc.object_offset,
                            std::min(max, data.size() - desc.object_offset));
     for (;;) {

@@ -42,7 +42,7 @@ struct Objecter::Op {
   uint64_t first_tid = 0;
   uint32_t tid_count = 0;
   uint32_t unacked = 0;
-  bool sending = false;    // a thread is inside SendOp for this op
+  bool sending = false;    // a thread is inside SendPlanned for this op
   bool queued = false;     // in the retry queue
   bool waiting = false;    // parked until its OSD is usable again
   bool sent_all = false;   // every record/message of the current attempt was handed over
@@ -82,6 +82,18 @@ class Objecter::Completion {
  private:
   OpRef op_;
   absl::StatusOr<std::string> result_;
+};
+
+// One attempt of an op as PlanSendLocked decided it under mu_, for SendPlanned to carry
+// out unlocked. When the target's session exists and its record size is known, the tids
+// are taken with the plan, so a common send takes mu_ once before it and once after.
+struct Objecter::SendPlan {
+  bool send = false;    // false: the op was parked or has finished (`failed` if it failed)
+  Completion failed;    // to run once mu_ is released
+  uint64_t attempt = 0;
+  int target = kNoOsd;
+  ConnectionRef conn;   // the target's session; null: ConnectionFor makes one
+  Tids tids;            // tids.count == 0: not taken yet
 };
 
 // The pending ops, each in both: in submission order (re-sends go in that order, so a later
