@@ -2,7 +2,9 @@
 # A/B of two builds on this machine, interleaved: tools/bench_matrix.sh runs once per build
 # per round, in the order A B B A A B B A ... (drift in the machine's load hits both
 # alike), each on the binaries of its build (MSGR_BIN), then one table compares every cell:
-# the median of A's runs, of B's, and B/A (a cell below --floor is marked).
+# the median of A's runs, of B's, and B/A (a cell below --floor is marked). "in flight"
+# rows (IOPS x mean latency: the ops really in the system at -t N) are shown, not judged:
+# they tell a p50 that rose because more ops were kept in flight from one that rose alone.
 #
 #   tools/bench_ab.sh --a BIN_DIR --b BIN_DIR [--rounds N] [--only LIST] [--seconds S]
 #                     [--reps N] [--out DIR] [--floor X] [--report]
@@ -65,6 +67,7 @@ python3 - "$OUT" "$FLOOR" <<'EOF'
 import glob, json, os, re, statistics, sys
 out, floor = sys.argv[1], float(sys.argv[2])
 MIB = float(1 << 20)
+INFO = 2  # a cell shown for context: its ratio is B/A, never marked
 def runs(side): return sorted(glob.glob(f"{out}/{side}.[0-9]*/"))
 def cells(d):
     c = {}
@@ -84,6 +87,11 @@ def cells(d):
                 v = v.get(k) if isinstance(v, dict) else None
             if v is not None:
                 c.setdefault((f"{base} {name}", hi), []).append(float(v))
+        # Ops truly in flight (Little's law: IOPS x mean latency), shown, not judged: at a
+        # fixed -t a build whose driver refills slots sooner keeps more ops in the system,
+        # and each of them then queues longer, so its p50 rises with its IOPS.
+        if j.get("iops") and (j.get("lat_us") or {}).get("avg"):
+            c.setdefault((f"{base} in flight", INFO), []).append(j["iops"] * j["lat_us"]["avg"] / 1e6)
     if os.path.exists(f"{d}/tcp.json"):
         for b in json.load(open(f"{d}/tcp.json"))["benchmarks"]:
             if b.get("aggregate_name") == "median":
@@ -107,8 +115,8 @@ for key in sorted(set(a) & set(b)):
     name, hi = key
     ma, mb = statistics.median(a[key]), statistics.median(b[key])
     r = (mb / ma if ma else None) if hi else (ma / mb if mb else None)
-    mark = "<" if r is not None and r < floor else ""
-    if r is not None and (worst is None or r < worst[0]):
+    mark = "<" if r is not None and r < floor and hi != INFO else ""
+    if r is not None and hi != INFO and (worst is None or r < worst[0]):
         worst = (r, name)
     print(f"| {name} | {ma:,.1f} | {mb:,.1f} | {'-' if r is None else f'{r:.2f}x'} | {mark} |")
 if worst:
