@@ -292,6 +292,28 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   void ApplyCreditLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckDoorbellLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PostRecordLocked(const SentRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A record WriteRecordShared has a ring slot for: what staging and posting it need.
+  struct ReservedRecord {
+    RingPlacement slot;
+    uint64_t epoch = 0;           // the session the slot belongs to
+    uint16_t writer_depth = 0;    // RecordHeader::writer_depth
+    uint8_t* mirror = nullptr;    // mirror_mr_'s memory, read with record_mu_ held
+    std::shared_ptr<verbs::MemoryRegion> payload_mr;  // zero-copy: the HCA reads it there
+    size_t payload_mr_offset = 0;
+    bool from_buffer = false;     // payload_mr is a record buffer's (AllocRecordBuffer)
+  };
+  // Reserves a ring slot for `desc`'s record of `payload_bytes` (`record_bytes` in the
+  // ring) into r->slot: OK and true, OK and false (no room or credit yet, or a resize is
+  // under way: wait), or the error the write fails with.
+  absl::StatusOr<bool> ReserveRecordLocked(const RecordDesc& desc, size_t payload_bytes,
+                                           size_t record_bytes, ReservedRecord* r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The rest of WriteRecordShared once `r` is reserved: stages the record in the mirror
+  // (the client-side copy, unless zero-copy) and posts it.
+  absl::Status StageAndPostRecord(const RecordDesc& desc, std::string_view payload,
+                                  std::shared_ptr<const void> owner, ReservedRecord r,
+                                  absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(record_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   // Posts `r`, waiting (without mu_) for send-queue room until `deadline`.
   // `payload` registered in place for the HCA to read (null if that failed: copy it).
   std::shared_ptr<verbs::MemoryRegion> RegisterPayload(std::string_view payload);

@@ -448,63 +448,44 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
   const size_t record_bytes = RecordBytes(desc.oid.size(), payload.size());
   // A payload in a registered record buffer is read from there; a large one elsewhere is
   // registered in place (before any lock is taken: pinning pages may take a while).
-  std::shared_ptr<verbs::MemoryRegion> payload_mr;
-  size_t payload_mr_offset = 0;
-  bool from_buffer = false;
+  ReservedRecord r;
   if (owner && !payload.empty()) {
     if (auto found = shared_->buffers->Find(payload.data(), payload.size())) {
-      payload_mr = std::move(found->mr);
-      payload_mr_offset = found->offset;
-      from_buffer = true;
+      r.payload_mr = std::move(found->mr);
+      r.payload_mr_offset = found->offset;
+      r.from_buffer = true;
     } else if (payload.size() >= shared_->zero_copy_min_bytes) {
-      payload_mr = RegisterPayload(payload);
+      r.payload_mr = RegisterPayload(payload);
     }
   }
-  std::optional<RingPlacement> p;
-  uint64_t epoch = 0;
-  uint16_t writer_depth = 0;
+  {
+    // The common case: the ring has room. The slot, its session and the mirror in one
+    // critical section, and staging follows under the same record_mu_.
+    absl::MutexLock rl(&record_mu_);
+    absl::StatusOr<bool> reserved;
+    {
+      absl::MutexLock l(&mu_);
+      reserved = ReserveRecordLocked(desc, payload.size(), record_bytes, &r);
+      if (reserved.ok() && *reserved) {
+        r.epoch = session_epoch_;
+        r.mirror = mirror_mr_->data();
+      }
+    }
+    if (!reserved.ok()) return reserved.status();
+    if (*reserved) {
+      return StageAndPostRecord(desc, payload, std::move(owner), std::move(r), deadline);
+    }
+  }
   {
     // Wait for credit without record_mu_, so that a reconnect can resume the session (and
     // deliver the credit) meanwhile.
-    bool waited = false;
     int spins = 0;
+    shared_->counters.ring_credit_waits++;
     absl::MutexLock l(&mu_);
     for (;;) {
-      if (closed_ || shared_->stopping) {
-        return session::ClosedError(addr_);
-      }
-      if (!lossless_ && had_session_ && !link_) {
-        return absl::UnavailableError(absl::StrCat("connection to ", addr_, " is down"));
-      }
-      if (producer_ && !resizing_) {  // (a resize in progress: wait for the new ring)
-        const size_t max_payload = max_record_payload_.load(std::memory_order_relaxed);
-        if (payload.size() > max_payload) {
-          if (!lossless_ || ring_at_max_) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "record payload of ", payload.size(), " bytes exceeds ", max_payload));
-          }
-          WantGrowLocked(record_bytes);  // a larger ring takes it
-        } else {
-          ApplyCreditLocked();
-          p = producer_->Reserve(record_bytes);
-          if (p) {
-            // Tells the OSD how deep this writer's queue is (RecordHeader::writer_depth).
-            const size_t depth = std::max<size_t>(sent_records_.size(), desc.writer_depth);
-            writer_depth = static_cast<uint16_t>(std::min<size_t>(depth, 0xffff));
-            sent_records_.Add(desc.tid, p->end_position);
-            awaiting_acks_.store(true, std::memory_order_relaxed);
-            break;
-          }
-          WantGrowLocked(record_bytes);  // the ring is full
-        }
-      }
       if (absl::Now() >= deadline) {
         return absl::DeadlineExceededError(absl::StrCat(
             "no ring credit from ", addr_, " within ", absl::FormatDuration(timeout)));
-      }
-      if (!waited) {
-        waited = true;
-        shared_->counters.ring_credit_waits++;
       }
       // Poll the credit word: spin briefly, then nap.
       mu_.Unlock();
@@ -514,19 +495,66 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
         absl::SleepFor(absl::Microseconds(spins < 1000 ? 10 : 200));
       }
       mu_.Lock();
+      absl::StatusOr<bool> reserved = ReserveRecordLocked(desc, payload.size(), record_bytes, &r);
+      if (!reserved.ok()) return reserved.status();
+      if (*reserved) break;
     }
-    epoch = session_epoch_;
+    r.epoch = session_epoch_;
   }
   absl::MutexLock rl(&record_mu_);
-  uint8_t* mirror = nullptr;
   {
     absl::MutexLock l(&mu_);
-    if (epoch != session_epoch_) {
+    if (r.epoch != session_epoch_) {
       // The peer restarted while we waited: this slot belongs to its old ring.
       return absl::UnavailableError(absl::StrCat("peer ", addr_, " restarted (session reset)"));
     }
-    mirror = mirror_mr_->data();
+    r.mirror = mirror_mr_->data();
   }
+  return StageAndPostRecord(desc, payload, std::move(owner), std::move(r), deadline);
+}
+
+absl::StatusOr<bool> RdmaConnection::ReserveRecordLocked(const RecordDesc& desc,
+                                                         size_t payload_bytes,
+                                                         size_t record_bytes,
+                                                         ReservedRecord* r) {
+  if (closed_ || shared_->stopping) {
+    return session::ClosedError(addr_);
+  }
+  if (!lossless_ && had_session_ && !link_) {
+    return absl::UnavailableError(absl::StrCat("connection to ", addr_, " is down"));
+  }
+  if (!producer_ || resizing_) return false;  // (a resize in progress: wait for the new ring)
+  const size_t max_payload = max_record_payload_.load(std::memory_order_relaxed);
+  if (payload_bytes > max_payload) {
+    if (!lossless_ || ring_at_max_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "record payload of ", payload_bytes, " bytes exceeds ", max_payload));
+    }
+    WantGrowLocked(record_bytes);  // a larger ring takes it
+    return false;
+  }
+  ApplyCreditLocked();
+  std::optional<RingPlacement> p = producer_->Reserve(record_bytes);
+  if (!p) {
+    WantGrowLocked(record_bytes);  // the ring is full
+    return false;
+  }
+  r->slot = *p;
+  // Tells the OSD how deep this writer's queue is (RecordHeader::writer_depth).
+  const size_t depth = std::max<size_t>(sent_records_.size(), desc.writer_depth);
+  r->writer_depth = static_cast<uint16_t>(std::min<size_t>(depth, 0xffff));
+  sent_records_.Add(desc.tid, p->end_position);
+  awaiting_acks_.store(true, std::memory_order_relaxed);
+  return true;
+}
+
+absl::Status RdmaConnection::StageAndPostRecord(const RecordDesc& desc, std::string_view payload,
+                                                std::shared_ptr<const void> owner,
+                                                ReservedRecord reserved, absl::Time deadline) {
+  const RingPlacement* p = &reserved.slot;
+  uint8_t* mirror = reserved.mirror;
+  const uint16_t writer_depth = reserved.writer_depth;
+  const uint64_t epoch = reserved.epoch;
   // Stage the record in the mirror at its ring offset (the client-side copy). mirror_mr_
   // only changes under record_mu_, which we hold.
   SentRecord r;
@@ -545,11 +573,11 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
   std::memset(slot + kRecordHeaderBytes, 0, oid - (slot + kRecordHeaderBytes));  // the gap
   std::memcpy(oid, desc.oid.data(), desc.oid.size());
   const uint8_t* body = reinterpret_cast<const uint8_t*>(payload.data());
-  if (payload_mr) {
+  if (reserved.payload_mr) {
     shared_->counters.zero_copy_records++;
-    if (from_buffer) shared_->counters.record_buffer_records++;
-    r.payload_mr = std::move(payload_mr);
-    r.payload_mr_offset = payload_mr_offset;
+    if (reserved.from_buffer) shared_->counters.record_buffer_records++;
+    r.payload_mr = std::move(reserved.payload_mr);
+    r.payload_mr_offset = reserved.payload_mr_offset;
     r.owner = std::move(owner);
     r.head_bytes = static_cast<uint32_t>(payload_offset);
   } else {
