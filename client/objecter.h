@@ -223,14 +223,16 @@ class Objecter : public Dispatcher {
   };
   struct SendPlan;  // objecter_op.h
   // Sending the current attempt of `op` is two steps. The caller sets op->sending (it alone
-  // sends the op) and, in the same critical section, PlanSendLocked parks `op` (its OSD
-  // unusable), fails it (its OSD refused us for good) or says where to send it; then,
-  // unlocked, SendPlanned sends it on the calling thread, re-planning while the attempt is
+  // sends the op) and, in the same critical section, PlanSendLocked drops `op` (done, or
+  // shutting down), parks it (its OSD unusable), fails it (its OSD refused us for good) --
+  // clearing op->sending in these three -- or says where to send it; then, unlocked,
+  // SendPlanned sends it on the calling thread, re-planning while the attempt is
   // superseded, and clears op->sending.
   SendPlan PlanSendLocked(const OpRef& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendPlanned(const OpRef& op, SendPlan plan);
-  // Registers the current attempt's tids in by_tid_. `max_payload`: the session's record
-  // size (writes; ignored for requests).
+  void SendPlanned(const OpRef& op, SendPlan plan) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes the current attempt's tids and registers them in by_tid_; for a write also its
+  // wire oid, its first record in records_sent and that record's writer depth.
+  // `max_payload`: the session's record size (writes; ignored for requests).
   Tids TakeTidsLocked(const OpRef& op, size_t max_payload) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The largest record payload `conn` takes for this client; 0 until its handshake is done.
   size_t RecordPayloadLimit(const Connection& conn) const;

@@ -180,18 +180,19 @@ void Objecter::Submit(OpRef op) {
       } else {
         op->attempt = 1;
         RetargetLocked(*op);
-        if (OsdUsableLocked(op->target)) {
-          op->sending = true;
-          plan = PlanSendLocked(op);  // under this lock: the send takes mu_ once more
-          send_now = true;
-        } else {
-          op->waiting = true;
-        }
         // The timer wakes at least every sweep interval; it only needs a nudge when this
         // deadline comes sooner than that (short op timeouts). Waking it on every op would
         // cost a context switch per op.
         if (options_.op_timeout < kSweepInterval && &*pending.by_deadline.begin() == op.get()) {
           timer_cv_.Signal();
+        }
+        if (OsdUsableLocked(op->target)) {
+          op->sending = true;
+          // Under this lock: a write of one record takes mu_ once more, after its send.
+          plan = PlanSendLocked(op);  // (it may finish the op: last, as it leaves pending)
+          send_now = true;
+        } else {
+          op->waiting = true;
         }
       }
     }
@@ -422,8 +423,9 @@ bool Objecter::SendWriteRecords(const OpRef& op, uint64_t attempt, const Connect
     absl::MutexLock l(&mu_);
     return !op->done && !shutdown_ && op->attempt == attempt && OsdUsableLocked(op->target);
   };
-  if (tids.count == 0) {  // not taken with the plan: the record size is known once the
-    size_t max = RecordPayloadLimit(*conn);  // handshake is done
+  // Tids not taken with the plan: the record size is known once the handshake is done.
+  if (tids.count == 0) {
+    size_t max = RecordPayloadLimit(*conn);
     while (max == 0) {
       if (!current() || absl::Now() >= op->deadline) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));

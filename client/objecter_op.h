@@ -42,7 +42,7 @@ struct Objecter::Op {
   uint64_t first_tid = 0;
   uint32_t tid_count = 0;
   uint32_t unacked = 0;
-  bool sending = false;    // a thread is inside SendPlanned for this op
+  bool sending = false;    // one thread plans and sends this op (PlanSendLocked)
   bool queued = false;     // in the retry queue
   bool waiting = false;    // parked until its OSD is usable again
   bool sent_all = false;   // every record/message of the current attempt was handed over

@@ -303,7 +303,8 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
     bool from_buffer = false;     // payload_mr is a record buffer's (AllocRecordBuffer)
   };
   // Reserves a ring slot for `desc`'s record of `payload_bytes` (`record_bytes` in the
-  // ring) into r->slot: OK and true, OK and false (no room or credit yet, or a resize is
+  // ring): OK and true (r->slot and r->writer_depth set, the record counted in
+  // sent_records_: it must be posted), OK and false (no room or credit yet, or a resize is
   // under way: wait), or the error the write fails with.
   absl::StatusOr<bool> ReserveRecordLocked(const RecordDesc& desc, size_t payload_bytes,
                                            size_t record_bytes, ReservedRecord* r)
@@ -311,12 +312,12 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // The rest of WriteRecordShared once `r` is reserved: stages the record in the mirror
   // (the client-side copy, unless zero-copy) and posts it.
   absl::Status StageAndPostRecord(const RecordDesc& desc, std::string_view payload,
-                                  std::shared_ptr<const void> owner, ReservedRecord r,
+                                  std::shared_ptr<const void> owner, ReservedRecord reserved,
                                   absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(record_mu_) ABSL_LOCKS_EXCLUDED(mu_);
-  // Posts `r`, waiting (without mu_) for send-queue room until `deadline`.
   // `payload` registered in place for the HCA to read (null if that failed: copy it).
   std::shared_ptr<verbs::MemoryRegion> RegisterPayload(std::string_view payload);
+  // Posts `r`, waiting (without mu_) for send-queue room until `deadline`.
   absl::Status PostRecordWaiting(const SentRecord& r, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(record_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   // After a resume: rewrites every unreleased record from `from_seq` on into its slot.

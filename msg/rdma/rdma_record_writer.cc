@@ -458,10 +458,12 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
       r.payload_mr = RegisterPayload(payload);
     }
   }
-  {
-    // The common case: the ring has room. The slot, its session and the mirror in one
-    // critical section, and staging follows under the same record_mu_.
-    absl::MutexLock rl(&record_mu_);
+  // The common case: the ring has room and no other writer stages. The slot, its session
+  // and the mirror come from one critical section, and staging follows under the same
+  // record_mu_. Only tried: a writer must not wait for record_mu_ before it knows it has
+  // a slot (another may hold it for a resend or a full send queue, and a caller with no
+  // time to wait -- a replica forward from a poller -- must return at once).
+  if (record_mu_.TryLock()) {
     absl::StatusOr<bool> reserved;
     {
       absl::MutexLock l(&mu_);
@@ -471,21 +473,30 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
         r.mirror = mirror_mr_->data();
       }
     }
-    if (!reserved.ok()) return reserved.status();
-    if (*reserved) {
-      return StageAndPostRecord(desc, payload, std::move(owner), std::move(r), deadline);
+    absl::Status s = reserved.status();
+    if (reserved.ok() && *reserved) {
+      s = StageAndPostRecord(desc, payload, std::move(owner), std::move(r), deadline);
     }
+    record_mu_.Unlock();
+    if (!reserved.ok() || *reserved) return s;
   }
   {
     // Wait for credit without record_mu_, so that a reconnect can resume the session (and
     // deliver the credit) meanwhile.
+    bool waited = false;
     int spins = 0;
-    shared_->counters.ring_credit_waits++;
     absl::MutexLock l(&mu_);
     for (;;) {
+      absl::StatusOr<bool> reserved = ReserveRecordLocked(desc, payload.size(), record_bytes, &r);
+      if (!reserved.ok()) return reserved.status();
+      if (*reserved) break;
       if (absl::Now() >= deadline) {
         return absl::DeadlineExceededError(absl::StrCat(
             "no ring credit from ", addr_, " within ", absl::FormatDuration(timeout)));
+      }
+      if (!waited) {
+        waited = true;
+        shared_->counters.ring_credit_waits++;
       }
       // Poll the credit word: spin briefly, then nap.
       mu_.Unlock();
@@ -495,9 +506,6 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
         absl::SleepFor(absl::Microseconds(spins < 1000 ? 10 : 200));
       }
       mu_.Lock();
-      absl::StatusOr<bool> reserved = ReserveRecordLocked(desc, payload.size(), record_bytes, &r);
-      if (!reserved.ok()) return reserved.status();
-      if (*reserved) break;
     }
     r.epoch = session_epoch_;
   }
