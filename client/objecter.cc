@@ -366,7 +366,7 @@ void Objecter::RetryLoop() {
       op->sending = true;
       plan = PlanSendLocked(op);
     }
-    SendPlanned(op, std::move(plan));
+    SendPlanned(op, std::move(plan), /*may_wait_for_session=*/true);
   }
 }
 

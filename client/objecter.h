@@ -227,9 +227,11 @@ class Objecter : public Dispatcher {
   // shutting down), parks it (its OSD unusable), fails it (its OSD refused us for good) --
   // clearing op->sending in these three -- or says where to send it; then, unlocked,
   // SendPlanned sends it on the calling thread, re-planning while the attempt is
-  // superseded, and clears op->sending.
+  // superseded, and clears op->sending. A write whose session is still in its handshake
+  // goes to the retry thread unless `may_wait_for_session` (the retry thread itself).
   SendPlan PlanSendLocked(const OpRef& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendPlanned(const OpRef& op, SendPlan plan) ABSL_LOCKS_EXCLUDED(mu_);
+  void SendPlanned(const OpRef& op, SendPlan plan, bool may_wait_for_session)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Takes the current attempt's tids and registers them in by_tid_; for a write also its
   // wire oid, its first record in records_sent and that record's writer depth.
   // `max_payload`: the session's record size (writes; ignored for requests).

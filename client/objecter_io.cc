@@ -198,7 +198,7 @@ void Objecter::Submit(OpRef op) {
     }
   }
   fail.Run();
-  if (send_now) SendPlanned(op, std::move(plan));
+  if (send_now) SendPlanned(op, std::move(plan), /*may_wait_for_session=*/false);
 }
 
 absl::StatusOr<ConnectionRef> Objecter::ConnectionFor(int osd) {
@@ -351,7 +351,7 @@ Objecter::Tids Objecter::TakeTidsLocked(const OpRef& op, size_t max_payload) {
   return t;
 }
 
-void Objecter::SendPlanned(const OpRef& op, SendPlan plan) {
+void Objecter::SendPlanned(const OpRef& op, SendPlan plan, bool may_wait_for_session) {
   for (;;) {
     if (!plan.send) {
       plan.failed.Run();
@@ -377,6 +377,20 @@ void Objecter::SendPlanned(const OpRef& op, SendPlan plan) {
         return;
       }
       conn = *std::move(c);
+    }
+    if (op->kind == Op::Kind::kWrite && plan.tids.count == 0 && !may_wait_for_session &&
+        RecordPayloadLimit(*conn) == 0) {
+      // The session's handshake is not done: the retry thread waits for it, not this
+      // thread, which may be the messenger's own (a write chained from a callback) and
+      // would hold up the handshake it waits for.
+      absl::MutexLock l(&mu_);
+      op->sending = false;
+      if (!op->done && !op->queued && !shutdown_) {
+        op->queued = true;
+        retry_queue_.push_back(op);
+        retry_cv_.Signal();
+      }
+      return;
     }
     bool sent = false;
     if (op->kind == Op::Kind::kWrite) {

@@ -249,6 +249,10 @@ class RdmaConnection : public Connection, public std::enable_shared_from_this<Rd
   // delivery.
   void TakeAcksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ack_mu_, mu_);
   void HandOverAcks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ack_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // Both halves again while acks are pending, a few times: an ack callback's own write
+  // (an objecter chaining its next write) gathers acks but leaves them to the delivery
+  // it runs in, which could not take ack_mu_ a second time.
+  void HandOverPendingAcks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ack_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   // Connecting side (rdma_connection_setup.cc). Dial: one attempt, unless one is running
   // or the session is connected or closed (loop thread). DialFailed: the attempt failed:
   // OnConnectRefused, then a lossless session dials again after a backoff, a lossy one

@@ -399,108 +399,110 @@ absl::Status RdmaConnection::FinishDial(Dialer& d) {
   link->record_imm_credits = want_ring_ && shared_->record_imm ? ss->record_imm_credits : 0;
 
   bool remote_reset = false;
-  absl::MutexLock rl(&record_mu_);
-  {
-    absl::MutexLock l(&mu_);
-    if (closed_ || shared_->stopping) return absl::CancelledError("connection closed");
-    remote_reset = !resumed && had_session_;
-    peer_name_ = d.peer();
-    if (remote_reset) {
-      // The peer lost the session: what the old one sent is gone on its side, and the
-      // owner resends it (OnRemoteReset); messages never sent go in the new session,
-      // numbered from 1 (msg/session/delivery.h). Under mu_ (clang cannot follow the
-      // lambda).
-      unacked_.DropForNewSession(
-          &unsent_, [](const OutMsg& m) { return !m.ever_sent; },
-          [&](const OutMsg& m) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            flow_.Release(m.payload.size(), &shared_->bytes_in_flight);
-          });
-      out_seq_ = 0;
-      for (auto& m : unsent_) m.seq = ++out_seq_;
-      in_seq_ = 0;
-      for (SentRecord& r : records_) UnpinLocked(&r);
-      records_.clear();
-      sent_records_.Clear();
-      producer_.reset();
-      ++session_epoch_;
-    }
-    if (want_ring_) {
-      if (new_ring) {
-        if (producer_ && resumed) {
-          shared_->counters.ring_resizes++;
-          spdlog::info("msgr rdma: connection {} to {}: ring resized from {} KiB to {} KiB",
-                       id_, addr_, producer_->ring_bytes() >> 10, ss->ring_bytes >> 10);
-        }
-        if (!producer_ || !resumed) ring_initial_bytes_ = ss->ring_bytes;
-        ring_at_max_ = false;
-        producer_.emplace(ss->ring_bytes, ss->ring_next_seq);
+  {  // record_mu_ until the records are resent; the acks are delivered without it
+    absl::MutexLock rl(&record_mu_);
+    {
+      absl::MutexLock l(&mu_);
+      if (closed_ || shared_->stopping) return absl::CancelledError("connection closed");
+      remote_reset = !resumed && had_session_;
+      peer_name_ = d.peer();
+      if (remote_reset) {
+        // The peer lost the session: what the old one sent is gone on its side, and the
+        // owner resends it (OnRemoteReset); messages never sent go in the new session,
+        // numbered from 1 (msg/session/delivery.h). Under mu_ (clang cannot follow the
+        // lambda).
+        unacked_.DropForNewSession(
+            &unsent_, [](const OutMsg& m) { return !m.ever_sent; },
+            [&](const OutMsg& m) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+              flow_.Release(m.payload.size(), &shared_->bytes_in_flight);
+            });
+        out_seq_ = 0;
+        for (auto& m : unsent_) m.seq = ++out_seq_;
+        in_seq_ = 0;
         for (SentRecord& r : records_) UnpinLocked(&r);
         records_.clear();
         sent_records_.Clear();
-        posted_seq_ = 0;
-      } else if (resizing_) {
-        // Asked for another size, got the same: the server's limit (or budget) for now.
-        if (ring_request_ > ss->ring_bytes) ring_at_max_ = true;
-        resize_not_before_ = absl::Now() + kRingResizeBackoff;
+        producer_.reset();
+        ++session_epoch_;
       }
-      resizing_ = false;
-      resize_faulting_ = false;
-      grow_hint_ = 0;
-      ring_request_ = ss->ring_bytes;
-      if (d.new_mirror_) mirror_mr_ = std::move(d.new_mirror_);
-      producer_->OnCredit(ready->ring_credit);
-      sent_records_.OnCredit(ready->ring_credit, &acks_ready_);
-      acks_pending_.store(!acks_ready_.empty(), std::memory_order_release);
-      doorbelled_word_ = 0;  // a doorbell sent on the old link may have been lost with it
-      max_record_payload_.store(std::min<size_t>(MaxRecordPayload(ss->ring_bytes),
-                                                 shared_->options.max_message_bytes),
-                                std::memory_order_release);
-    }
-    // The server keeps the record imms' share of its receives apart (PROTOCOL.md).
-    send_credits_ = ss->recv_buffers - ss->record_imm_credits;
-    imm_owed_.store(false, std::memory_order_relaxed);
-    credits_owed_ = 0;
-    ack_sent_ = in_seq_;
-    if (resumed) {
-      if (absl::Status s = session::CheckPeerInSeq(ready->in_seq, out_seq_); !s.ok()) {
-        shared_->counters.protocol_errors++;
+      if (want_ring_) {
+        if (new_ring) {
+          if (producer_ && resumed) {
+            shared_->counters.ring_resizes++;
+            spdlog::info("msgr rdma: connection {} to {}: ring resized from {} KiB to {} KiB",
+                         id_, addr_, producer_->ring_bytes() >> 10, ss->ring_bytes >> 10);
+          }
+          if (!producer_ || !resumed) ring_initial_bytes_ = ss->ring_bytes;
+          ring_at_max_ = false;
+          producer_.emplace(ss->ring_bytes, ss->ring_next_seq);
+          for (SentRecord& r : records_) UnpinLocked(&r);
+          records_.clear();
+          sent_records_.Clear();
+          posted_seq_ = 0;
+        } else if (resizing_) {
+          // Asked for another size, got the same: the server's limit (or budget) for now.
+          if (ring_request_ > ss->ring_bytes) ring_at_max_ = true;
+          resize_not_before_ = absl::Now() + kRingResizeBackoff;
+        }
+        resizing_ = false;
+        resize_faulting_ = false;
+        grow_hint_ = 0;
+        ring_request_ = ss->ring_bytes;
+        if (d.new_mirror_) mirror_mr_ = std::move(d.new_mirror_);
+        producer_->OnCredit(ready->ring_credit);
+        sent_records_.OnCredit(ready->ring_credit, &acks_ready_);
+        acks_pending_.store(!acks_ready_.empty(), std::memory_order_release);
+        doorbelled_word_ = 0;  // a doorbell sent on the old link may have been lost with it
+        max_record_payload_.store(std::min<size_t>(MaxRecordPayload(ss->ring_bytes),
+                                                   shared_->options.max_message_bytes),
+                                  std::memory_order_release);
+      }
+      // The server keeps the record imms' share of its receives apart (PROTOCOL.md).
+      send_credits_ = ss->recv_buffers - ss->record_imm_credits;
+      imm_owed_.store(false, std::memory_order_relaxed);
+      credits_owed_ = 0;
+      ack_sent_ = in_seq_;
+      if (resumed) {
+        if (absl::Status s = session::CheckPeerInSeq(ready->in_seq, out_seq_); !s.ok()) {
+          shared_->counters.protocol_errors++;
+          return s;
+        }
+        RequeueLocked(ready->in_seq);
+      }
+      AttachLinkLocked(link);
+      shared_->counters.connections_open++;
+      if (had_session_) shared_->counters.reconnects++;
+      had_session_ = true;
+      if (auto s = shared_->loop->Add(link); !s.ok()) {
+        // Never driven: undone, and the attempt fails (OnConnectRefused, then a backoff).
+        link_.reset();
+        shared_->counters.connections_open--;
+        tp->Kill();
         return s;
       }
-      RequeueLocked(ready->in_seq);
+      dialing_ = false;
+      backoff_.Reset();
+      // Keepalives and ring resizes from now on, on the completion thread's timers.
+      liveness_.Heard(session::Liveness::Clock::now());
+      next_keepalive_ = absl::Now() + shared_->options.keepalive_interval;
+      shared_->loop->RunAt(next_keepalive_, [w = weak_from_this(), l = std::weak_ptr<Link>(link)] {
+        if (auto c = w.lock()) c->Housekeep(l);
+      });
+      FlushLocked();
+      cv_.SignalAll();
+      spdlog::info(
+          "msgr rdma: connection {} to {} ({}) {} on {}: registered {} KiB (transport {} KiB: "
+          "{}x{} B receive + send pools; ctrl {} B; staging mirror {} KiB), ring {} KiB",
+          id_, addr_, peer_name_.ToString(), resumed ? "resumed" : "established",
+          shared_->ctx->device->attr().name,
+          (tp->registered_bytes() + (ctrl_mr_ ? ctrl_mr_->length() : 0) +
+           (mirror_mr_ ? mirror_mr_->length() : 0)) >> 10,
+          tp->registered_bytes() >> 10, tp->config().recv_buffers, tp->config().buffer_bytes,
+          ctrl_mr_ ? ctrl_mr_->length() : 0, mirror_mr_ ? mirror_mr_->length() >> 10 : 0,
+          ss->ring_bytes >> 10);
     }
-    AttachLinkLocked(link);
-    shared_->counters.connections_open++;
-    if (had_session_) shared_->counters.reconnects++;
-    had_session_ = true;
-    if (auto s = shared_->loop->Add(link); !s.ok()) {
-      // Never driven: undone, and the attempt fails (OnConnectRefused, then a backoff).
-      link_.reset();
-      shared_->counters.connections_open--;
-      tp->Kill();
-      return s;
-    }
-    dialing_ = false;
-    backoff_.Reset();
-    // Keepalives and ring resizes from now on, on the completion thread's timers.
-    liveness_.Heard(session::Liveness::Clock::now());
-    next_keepalive_ = absl::Now() + shared_->options.keepalive_interval;
-    shared_->loop->RunAt(next_keepalive_, [w = weak_from_this(), l = std::weak_ptr<Link>(link)] {
-      if (auto c = w.lock()) c->Housekeep(l);
-    });
-    FlushLocked();
-    cv_.SignalAll();
-    spdlog::info(
-        "msgr rdma: connection {} to {} ({}) {} on {}: registered {} KiB (transport {} KiB: "
-        "{}x{} B receive + send pools; ctrl {} B; staging mirror {} KiB), ring {} KiB",
-        id_, addr_, peer_name_.ToString(), resumed ? "resumed" : "established",
-        shared_->ctx->device->attr().name,
-        (tp->registered_bytes() + (ctrl_mr_ ? ctrl_mr_->length() : 0) +
-         (mirror_mr_ ? mirror_mr_->length() : 0)) >> 10,
-        tp->registered_bytes() >> 10, tp->config().recv_buffers, tp->config().buffer_bytes,
-        ctrl_mr_ ? ctrl_mr_->length() : 0, mirror_mr_ ? mirror_mr_->length() >> 10 : 0,
-        ss->ring_bytes >> 10);
+    if (want_ring_ && resumed) ResendRecords(ss->ring_next_seq);
   }
-  if (want_ring_ && resumed) ResendRecords(ss->ring_next_seq);
   RetireDeferred();
   DeliverAcks();
   if (remote_reset) Dispatch([](const ConnectionRef& c) {

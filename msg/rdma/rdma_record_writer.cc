@@ -28,6 +28,10 @@ namespace {
 uint64_t LoadWord(const uint8_t* p) {
   return __atomic_load_n(reinterpret_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE);
 }
+// How many OnRecordsAcked deliveries (HandOverAcks) this thread is inside: their
+// callbacks may write (an objecter callback chaining its next write), and such a write
+// must not deliver acks itself (DeliverGatheredAcks).
+thread_local int tls_delivering_acks = 0;
 }  // namespace
 
 void RdmaConnection::ApplyCreditLocked() {
@@ -218,6 +222,7 @@ bool RdmaConnection::PollAcks() {
   TakeAcksLocked();
   mu_.Unlock();
   HandOverAcks();
+  HandOverPendingAcks();  // what its callbacks' writes gathered
   ack_mu_.Unlock();
   ReleaseUnpinned();
   return true;
@@ -262,13 +267,24 @@ void RdmaConnection::DeliverAcks() {
 }
 
 void RdmaConnection::DeliverGatheredAcks() {
-  if (!acks_pending_.load(std::memory_order_acquire)) return;
+  // A write from inside an ack callback leaves what it gathered to the delivery it runs in
+  // (the loop below), or to the completion thread: taking ack_mu_ here could be taking it
+  // a second time.
+  if (!acks_pending_.load(std::memory_order_acquire) || tls_delivering_acks > 0) return;
   absl::MutexLock d(&ack_mu_);
-  {
-    absl::MutexLock l(&mu_);
-    TakeAcksLocked();
+  HandOverPendingAcks();
+}
+
+void RdmaConnection::HandOverPendingAcks() {
+  // Bounded: what callbacks keep gathering beyond this, the completion thread or the next
+  // writer delivers.
+  for (int pass = 0; pass < 4 && acks_pending_.load(std::memory_order_acquire); ++pass) {
+    {
+      absl::MutexLock l(&mu_);
+      TakeAcksLocked();
+    }
+    HandOverAcks();
   }
-  HandOverAcks();
 }
 
 void RdmaConnection::TakeAcksLocked() {
@@ -279,7 +295,9 @@ void RdmaConnection::TakeAcksLocked() {
 
 void RdmaConnection::HandOverAcks() {
   if (acks_taken_.empty() || shared_->stopping) return;
+  ++tls_delivering_acks;
   shared_->dispatcher->OnRecordsAcked(shared_from_this(), acks_taken_);
+  --tls_delivering_acks;
   acks_taken_.clear();
 }
 
@@ -478,6 +496,7 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
       s = StageAndPostRecord(desc, payload, std::move(owner), std::move(r), deadline);
     }
     record_mu_.Unlock();
+    if (reserved.ok() && *reserved) DeliverGatheredAcks();
     if (!reserved.ok() || *reserved) return s;
   }
   {
@@ -509,16 +528,22 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
     }
     r.epoch = session_epoch_;
   }
-  absl::MutexLock rl(&record_mu_);
+  absl::Status s;
   {
-    absl::MutexLock l(&mu_);
-    if (r.epoch != session_epoch_) {
-      // The peer restarted while we waited: this slot belongs to its old ring.
-      return absl::UnavailableError(absl::StrCat("peer ", addr_, " restarted (session reset)"));
+    absl::MutexLock rl(&record_mu_);
+    {
+      absl::MutexLock l(&mu_);
+      if (r.epoch != session_epoch_) {
+        // The peer restarted while we waited: this slot belongs to its old ring.
+        return absl::UnavailableError(
+            absl::StrCat("peer ", addr_, " restarted (session reset)"));
+      }
+      r.mirror = mirror_mr_->data();
     }
-    r.mirror = mirror_mr_->data();
+    s = StageAndPostRecord(desc, payload, std::move(owner), std::move(r), deadline);
   }
-  return StageAndPostRecord(desc, payload, std::move(owner), std::move(r), deadline);
+  DeliverGatheredAcks();
+  return s;
 }
 
 absl::StatusOr<bool> RdmaConnection::ReserveRecordLocked(const RecordDesc& desc,
@@ -655,7 +680,6 @@ absl::Status RdmaConnection::StageAndPostRecord(const RecordDesc& desc, std::str
     RetireDeferred();
   }
   unpinned.clear();  // registrations and the callers' buffers, outside mu_
-  DeliverGatheredAcks();  // what our ApplyCreditLocked gathered while reserving
   if (!s.ok() && !lossless_) return s;
   return absl::OkStatus();  // lossless: rewritten into its slot after the reconnect
 }

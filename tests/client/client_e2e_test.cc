@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -236,6 +237,51 @@ TEST_P(ClientE2eTest, OsdStoppedMidRunLosesNothingAcknowledged) {
     ASSERT_TRUE(data.ok()) << oid << ": " << data.status();
     EXPECT_TRUE(VerifyPattern(oid, *data).ok()) << oid;
     EXPECT_EQ(data->size(), kSize);
+  }
+}
+
+// An application that chains its writes -- the next one issued from the previous one's
+// callback, as async code does -- on many chains at once. Over rdma a callback can run on a
+// writer's thread, inside the delivery of acks that another write gathered: its own write
+// must neither wait for that writer's locks nor deliver acks itself (it hung in both).
+TEST_P(ClientE2eTest, WritesChainedFromCallbacksAllComplete) {
+  auto c = MakeClient();
+  ASSERT_NE(c, nullptr);
+  constexpr int kChains = 16;
+  constexpr int kPerChain = 40;
+  constexpr size_t kSize = 4096;
+  std::atomic<int> callbacks{0};
+  std::atomic<int> failed{0};
+  std::atomic<int> chains_left{kChains};
+  absl::Notification all;
+  auto oid_of = [](int chain, int k) { return absl::StrCat("chain.", chain, ".", k); };
+  std::function<void(int, int)> write_next = [&](int chain, int k) {
+    const std::string oid = oid_of(chain, k);
+    c->AsyncWrite(oid, std::make_shared<const std::string>(MakePattern(oid, kSize)),
+                  [&, chain, k](absl::Status s) {
+                    ++callbacks;
+                    if (!s.ok()) {
+                      ADD_FAILURE() << oid_of(chain, k) << ": " << s;
+                      ++failed;
+                    }
+                    if (k + 1 < kPerChain) {
+                      write_next(chain, k + 1);  // from inside the callback
+                    } else if (--chains_left == 0) {
+                      all.Notify();
+                    }
+                  });
+  };
+  for (int chain = 0; chain < kChains; ++chain) write_next(chain, 0);
+  ASSERT_TRUE(all.WaitForNotificationWithTimeout(absl::Seconds(60)))
+      << chains_left.load() << " chains did not finish; " << callbacks.load() << " of "
+      << kChains * kPerChain << " writes completed";
+  EXPECT_EQ(callbacks.load(), kChains * kPerChain);
+  EXPECT_EQ(failed.load(), 0);
+  for (int chain = 0; chain < kChains; ++chain) {
+    const std::string oid = oid_of(chain, kPerChain - 1);
+    auto data = c->Read(oid);
+    ASSERT_TRUE(data.ok()) << oid << ": " << data.status();
+    EXPECT_TRUE(VerifyPattern(oid, *data).ok()) << oid;
   }
 }
 
