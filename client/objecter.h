@@ -26,8 +26,11 @@
 // Threads: all public methods are thread-safe. Callbacks run on messenger worker threads,
 // on the objecter's retry thread, or inline on the submitting thread for immediate
 // errors; they must not block and must not call the synchronous Write/Read. AsyncWrite
-// from a callback may block too (max_in_flight, ring credit) -- on a thread that the
-// credit or the free slot it waits for must come through: it then waits for its deadline.
+// from a callback is fine (a chain of writes, each issued by the previous one's callback:
+// ClientE2eTest.WritesChainedFromCallbacksAllComplete); a write whose session is still in
+// its handshake is handed to the retry thread. It may still block (max_in_flight, ring
+// credit) -- on a thread that the credit or the free slot it waits for must come through:
+// it then waits for its deadline.
 // Over rdma that thread is shared by every Objecter of the process (one completion thread
 // per process), so such a wait, on any Objecter's AsyncWrite, holds up all of them.
 // REQUIRES: no Objecter is destroyed from inside a callback, nor while another thread
