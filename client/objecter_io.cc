@@ -189,7 +189,8 @@ void Objecter::Submit(OpRef op) {
         if (OsdUsableLocked(op->target)) {
           op->sending = true;
           // Under this lock: a write of one record takes mu_ once more, after its send.
-          plan = PlanSendLocked(op);  // (it may finish the op: last, as it leaves pending)
+          // Last here: planning may finish the op, which takes it out of by_deadline.
+          plan = PlanSendLocked(op);
           send_now = true;
         } else {
           op->waiting = true;

@@ -491,13 +491,14 @@ absl::Status RdmaConnection::WriteRecordShared(const RecordDesc& desc, std::stri
         r.mirror = mirror_mr_->data();
       }
     }
-    absl::Status s = reserved.status();
     if (reserved.ok() && *reserved) {
-      s = StageAndPostRecord(desc, payload, std::move(owner), std::move(r), deadline);
+      absl::Status s = StageAndPostRecord(desc, payload, std::move(owner), std::move(r), deadline);
+      record_mu_.Unlock();
+      DeliverGatheredAcks();
+      return s;
     }
     record_mu_.Unlock();
-    if (reserved.ok() && *reserved) DeliverGatheredAcks();
-    if (!reserved.ok() || *reserved) return s;
+    if (!reserved.ok()) return reserved.status();
   }
   {
     // Wait for credit without record_mu_, so that a reconnect can resume the session (and
