@@ -10,7 +10,7 @@
 // more than sq_depth WRs and a completion for WR n retires every WR <= n (RC completes in
 // order). Send buffers are returned to the pool when the WR that used them is retired.
 //
-// Thread-safety: Post*/TakeSendBuffer/Kill take post_mu_ and may be called from any thread
+// Thread-safety: Post*/TakeSendBuffer/Kill take mu_ and may be called from any thread
 // (the connection serializes the ones whose order matters). OnSendCompleted is called by
 // the completion thread. Accessors are immutable after Create.
 #ifndef MSGR_MSG_RDMA_TRANSPORT_H_
