@@ -5,6 +5,8 @@
 # the median of A's runs, of B's, and B/A (a cell below --floor is marked). "in flight"
 # rows (IOPS x mean latency: the ops really in the system at -t N) are shown, not judged:
 # they tell a p50 that rose because more ops were kept in flight from one that rose alone.
+# "steal %" rows (the bench's host_cpu.steal_pct: CPU time the hypervisor took from this
+# VM during the run) are shown too: on a shared host they tell a noisy side.
 #
 #   tools/bench_ab.sh --a BIN_DIR --b BIN_DIR [--rounds N] [--only LIST] [--seconds S]
 #                     [--reps N] [--out DIR] [--floor X] [--report]
@@ -92,6 +94,11 @@ def cells(d):
         # and each of them then queues longer, so its p50 rises with its IOPS.
         if j.get("iops") and (j.get("lat_us") or {}).get("avg"):
             c.setdefault((f"{base} in flight", INFO), []).append(j["iops"] * j["lat_us"]["avg"] / 1e6)
+        # The hypervisor's steal during the run, shown: on a shared host it moves a cell
+        # more than most changes do (a side whose runs had more steal is not slower code).
+        steal = (j.get("host_cpu") or {}).get("steal_pct")
+        if steal is not None:
+            c.setdefault((f"{base} steal %", INFO), []).append(float(steal))
     if os.path.exists(f"{d}/tcp.json"):
         for b in json.load(open(f"{d}/tcp.json"))["benchmarks"]:
             if b.get("aggregate_name") == "median":

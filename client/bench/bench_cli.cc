@@ -70,6 +70,10 @@ void RegisteredPerSession(const std::vector<std::unique_ptr<client::Client>>& cl
 
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
+// Steal above this (percent of the machine's CPU time during a run) is worth a warning:
+// on this project's 2-core VMs runs with 25-45% steal moved 4 KiB -t 16 rdma IOPS to
+// 0.3-0.6x of runs beside them (docs/BENCHMARKS.md "Session 41").
+constexpr double kDisturbingStealPct = 10;
 
 // Every write run's objects start with this; seq/rand read all of them by default.
 constexpr char kBenchPrefix[] = "benchmark_data_";
@@ -308,6 +312,7 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
       }
     }
     PerfSamples perf_before = SamplePerf(sockets);
+    const absl::StatusOr<HostCpu> host_before = ReadHostCpu();
     auto copied_tx = [&clients] {
       uint64_t n = 0;
       for (const auto& cl : clients) n += cl->messenger_counters().payload_bytes_copied_tx;
@@ -364,6 +369,17 @@ int BenchMain(const std::vector<std::string>& argv, const KeyringLoader& load_ke
 
     report.client_copied_tx = copied_tx() - copied_before;
     auto after = SampleCpu(pids);
+    if (const absl::StatusOr<HostCpu> host_after = ReadHostCpu();
+        host_before.ok() && host_after.ok()) {
+      report.host_cpu = HostCpuBetween(*host_before, *host_after);
+      if (report.host_cpu && report.host_cpu->steal_pct >= kDisturbingStealPct) {
+        err << "bench: the hypervisor took "
+            << absl::StrFormat("%.0f%%", report.host_cpu->steal_pct)
+            << " of this machine's CPU time during the run (steal): this run's figures are "
+               "lower than this code does on an undisturbed machine; compare runs with "
+               "little steal (host_cpu.steal_pct in --json)\n";
+      }
+    }
     auto threads_after = SampleThreads(pids);
     PerfSamples perf_after = SamplePerf(sockets);
     if (a.ms_type == "rdma") RegisteredPerSession(clients, perf_after, &report);

@@ -145,6 +145,11 @@ nlohmann::json ToJson(const BenchReport& r) {
   j["connect_s"] = OrNull(r.connect_s);
   j["registered_kib_per_session"] = {{"osd", OrNull(r.osd_registered_kib_per_session)},
                                      {"client", OrNull(r.client_registered_kib_per_session)}};
+  if (r.host_cpu) {
+    j["host_cpu"] = {{"busy_pct", r.host_cpu->busy_pct}, {"steal_pct", r.host_cpu->steal_pct}};
+  } else {
+    j["host_cpu"] = {{"busy_pct", nullptr}, {"steal_pct", nullptr}};
+  }
   j["lat_cdf"] = std::move(cdf);
   return j;
 }
@@ -201,6 +206,9 @@ std::string SummaryText(const BenchReport& r) {
          absl::StrCat("client ", OrDash(copies.client), ", OSD wire ", OrDash(copies.osd_wire),
                       ", OSD store ", OrDash(copies.osd_store), ", OSD send ",
                       OrDash(copies.osd_send)));
+    line("Host CPU", r.host_cpu ? absl::StrFormat("busy %.0f%%, stolen by the hypervisor %.0f%%",
+                                                  r.host_cpu->busy_pct, r.host_cpu->steal_pct)
+                                : std::string("-"));
     for (const auto& e : r.run.error_samples) absl::StrAppend(&s, "  error: ", e, "\n");
   } else {
     line("ms_type", r.ms_type);

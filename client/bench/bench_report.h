@@ -13,7 +13,9 @@
 //     written (client messenger payload_bytes_copied_tx; the OSDs' messenger
 //     payload_bytes_copied_rx and store payload_bytes_copied),
 //   clients: client instances in the process (--clients), connect_s: the time they took
-//     to open their sessions to every OSD before the run (null when they did not).
+//     to open their sessions to every OSD before the run (null when they did not),
+//   host_cpu {busy_pct, steal_pct}: this machine's CPUs during the run (/proc/stat), busy
+//     and stolen by the hypervisor, in percent of their time (cpu_usage.h HostCpu).
 // spin_ns and crc_ns are wall-clock time: each is capped at the poller threads' CPU (see
 // PollerCpuTimes), so crc + poller is the poller threads' CPU and spin a part of poller.
 // Every figure is null when it could not be measured: nothing written, no OSD processes,
@@ -29,6 +31,7 @@
 #include <string>
 
 #include "client/bench/bench_runner.h"
+#include "client/bench/cpu_usage.h"
 #include "client/bench/osd_stats.h"
 #include "client/bench/thread_role.h"
 #include "nlohmann/json.hpp"
@@ -51,6 +54,7 @@ struct BenchReport {
   uint64_t client_copied_tx = 0;           // client messenger payload_bytes_copied_tx, run
   int clients = 1;
   std::optional<double> connect_s;         // every client connected to every OSD
+  std::optional<HostCpuShare> host_cpu;    // this machine's CPUs during the run
   // Registered memory per rdma session at the end of the run, in KiB: the OSDs' (their
   // registered_bytes over their sessions) and the clients' (every client's messenger,
   // its record buffers included, over its sessions). Unset over tcp or unmeasured.

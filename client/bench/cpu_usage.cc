@@ -96,6 +96,45 @@ absl::StatusOr<double> ProcessCpuSeconds(int pid) {
   return ParseProcStatCpu(ss.str(), sysconf(_SC_CLK_TCK));
 }
 
+absl::StatusOr<HostCpu> ParseHostCpu(const std::string& proc_stat, long ticks_per_second) {
+  for (absl::string_view line : absl::StrSplit(proc_stat, '\n')) {
+    if (!absl::ConsumePrefix(&line, "cpu ")) continue;
+    // user nice system idle iowait irq softirq steal [guest guest_nice: inside user/nice]
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    uint64_t v[8];
+    if (f.size() < 8) return absl::InvalidArgumentError("short 'cpu' line in /proc/stat");
+    for (int i = 0; i < 8; ++i) {
+      if (!absl::SimpleAtoi(f[i], &v[i])) {
+        return absl::InvalidArgumentError("malformed 'cpu' line in /proc/stat");
+      }
+    }
+    const double tick = 1.0 / static_cast<double>(ticks_per_second);
+    HostCpu h;
+    h.busy_s = static_cast<double>(v[0] + v[1] + v[2] + v[5] + v[6]) * tick;
+    h.idle_s = static_cast<double>(v[3] + v[4]) * tick;
+    h.steal_s = static_cast<double>(v[7]) * tick;
+    return h;
+  }
+  return absl::InvalidArgumentError("no 'cpu' line in /proc/stat");
+}
+
+absl::StatusOr<HostCpu> ReadHostCpu() {
+  std::ifstream in("/proc/stat");
+  if (!in) return absl::NotFoundError("cannot read /proc/stat");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseHostCpu(ss.str(), sysconf(_SC_CLK_TCK));
+}
+
+std::optional<HostCpuShare> HostCpuBetween(const HostCpu& before, const HostCpu& after) {
+  const double busy = after.busy_s - before.busy_s;
+  const double idle = after.idle_s - before.idle_s;
+  const double steal = after.steal_s - before.steal_s;
+  const double all = busy + idle + steal;
+  if (busy < 0 || idle < 0 || steal < 0 || all <= 0) return std::nullopt;
+  return HostCpuShare{100 * busy / all, 100 * steal / all};
+}
+
 std::vector<int> ReadOsdPids(const std::string& cluster_dir) {
   std::vector<int> pids;
   DIR* d = opendir(cluster_dir.c_str());

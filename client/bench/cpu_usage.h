@@ -5,6 +5,7 @@
 #ifndef MSGR_CLIENT_BENCH_CPU_USAGE_H_
 #define MSGR_CLIENT_BENCH_CPU_USAGE_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,26 @@ absl::StatusOr<std::vector<ThreadCpu>> ProcessThreadCpu(int pid);
 // (it is in the process's own total).
 std::vector<ThreadCpu> ThreadCpuDelta(const std::vector<ThreadCpu>& before,
                                       const std::vector<ThreadCpu>& after);
+
+// This machine's CPU time over all its CPUs, from /proc/stat's "cpu" line, in seconds:
+// busy (user, nice, system, irq, softirq), idle (idle, iowait) and stolen (steal: time this
+// VM wanted a CPU while its hypervisor ran something else). On a VM whose host is
+// oversubscribed the steal moves every figure of a run: the bench reports it.
+struct HostCpu {
+  double busy_s = 0;
+  double idle_s = 0;
+  double steal_s = 0;
+};
+absl::StatusOr<HostCpu> ParseHostCpu(const std::string& proc_stat, long ticks_per_second);
+absl::StatusOr<HostCpu> ReadHostCpu();
+
+// Between two readings: busy and stolen time in percent of all of it (busy + idle +
+// steal). nullopt when no time passed or a counter went backwards.
+struct HostCpuShare {
+  double busy_pct = 0;
+  double steal_pct = 0;
+};
+std::optional<HostCpuShare> HostCpuBetween(const HostCpu& before, const HostCpu& after);
 
 // The pids in DIR/osd.*.pid (one number per file); unreadable files are skipped.
 std::vector<int> ReadOsdPids(const std::string& cluster_dir);

@@ -131,6 +131,13 @@ TEST(BenchReportTest, JsonHasTheNewFieldsBesideTheOldOnes) {
       << text;
   EXPECT_NE(text.find("client 1.000, OSD wire 2.000, OSD store 0.500, OSD send 4.000"), std::string::npos)
       << text;
+
+  BenchReport stolen = Measured();
+  stolen.host_cpu = HostCpuShare{62.5, 27.25};
+  EXPECT_EQ(ToJson(stolen)["host_cpu"], (nlohmann::json{{"busy_pct", 62.5}, {"steal_pct", 27.25}}));
+  EXPECT_NE(SummaryText(stolen).find("Host CPU:                busy 62%, stolen by the hypervisor 27%"),
+            std::string::npos)
+      << SummaryText(stolen);
 }
 
 TEST(BenchReportTest, UnmeasuredFiguresAreNullAndNa) {
@@ -160,6 +167,8 @@ TEST(BenchReportTest, UnmeasuredFiguresAreNullAndNa) {
     for (const auto& [k, val] : j[group].items()) EXPECT_TRUE(val.is_null()) << group << "." << k;
   }
   EXPECT_TRUE(j["poller_spin_s_per_gb"].is_null());
+  EXPECT_TRUE(j["host_cpu"]["busy_pct"].is_null());  // never read
+  EXPECT_TRUE(j["host_cpu"]["steal_pct"].is_null());
 }
 
 }  // namespace

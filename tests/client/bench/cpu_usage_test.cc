@@ -126,5 +126,36 @@ TEST(CpuUsageTest, ThreadDeltaCountsNewThreadsWholeAndLeavesExitedOnesOut) {
   EXPECT_TRUE(ThreadCpuDelta(before, {}).empty());
 }
 
+TEST(CpuUsageTest, HostCpuFromProcStatAndItsShareOfARun) {
+  // user nice system idle iowait irq softirq steal guest guest_nice, in ticks of 1/100 s.
+  const std::string stat =
+      "cpu  300 20 80 500 100 0 0 100 0 0\n"
+      "cpu0 150 10 40 250 50 0 0 50 0 0\n"
+      "intr 12345\n";
+  auto h = ParseHostCpu(stat, 100);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_DOUBLE_EQ(h->busy_s, 4.0);   // user + nice + system + irq + softirq
+  EXPECT_DOUBLE_EQ(h->idle_s, 6.0);   // idle + iowait
+  EXPECT_DOUBLE_EQ(h->steal_s, 1.0);
+
+  const HostCpu before{4.0, 6.0, 1.0};
+  const HostCpu after{10.0, 8.0, 4.0};  // +6 busy, +2 idle, +3 stolen: 11 s in all
+  auto share = HostCpuBetween(before, after);
+  ASSERT_TRUE(share.has_value());
+  EXPECT_NEAR(share->busy_pct, 100.0 * 6 / 11, 1e-9);
+  EXPECT_NEAR(share->steal_pct, 100.0 * 3 / 11, 1e-9);
+  EXPECT_FALSE(HostCpuBetween(after, before).has_value());  // went backwards
+  EXPECT_FALSE(HostCpuBetween(before, before).has_value());  // no time passed
+
+  EXPECT_FALSE(ParseHostCpu("cpu0 1 2 3 4 5 6 7 8\n", 100).ok());  // no total line
+  EXPECT_FALSE(ParseHostCpu("cpu  1 2 3\n", 100).ok());           // before steal existed
+  EXPECT_FALSE(ParseHostCpu("cpu  1 2 x 4 5 6 7 8\n", 100).ok());
+
+  // This machine's own /proc/stat reads, and time goes forward in it.
+  auto now = ReadHostCpu();
+  ASSERT_TRUE(now.ok()) << now.status();
+  EXPECT_GT(now->busy_s + now->idle_s, 0);
+}
+
 }  // namespace
 }  // namespace msgr::bench
