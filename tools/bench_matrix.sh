@@ -301,7 +301,23 @@ def bench(tag, key):
         vals.append(v)
     return med(vals)
 load = dict(l.split(" ", 1) for l in open(f"{out}/load.txt").read().splitlines() if l)
-print(f"# msgr bench matrix  ({out}; medians of runs; load = uptime 1/5/15 min at section start)")
+def steal(prefix):
+    # The hypervisor's steal during a section's bench runs (host_cpu.steal_pct), median and
+    # worst: a section whose runs lost CPU to the host is slower than its code.
+    vals = []
+    for p in glob.glob(f"{out}/{prefix}.*.json"):
+        try:
+            v = (json.load(open(p)).get("host_cpu") or {}).get("steal_pct")
+        except Exception:
+            continue
+        if v is not None:
+            vals.append(v)
+    return f", steal {med(vals):.1f}% (worst run {max(vals):.1f}%)" if vals else ""
+for sec, prefix in [("mem", "mem"), ("clients", "clients"), ("durable", "dur"), ("repl", "repl")]:
+    if sec in load:
+        load[sec] += steal(prefix)
+print(f"# msgr bench matrix  ({out}; medians of runs; load = uptime 1/5/15 min at section start, "
+      "steal = CPU time the hypervisor took during the section's bench runs)")
 print("units: MiB/s (2^20 bytes per second) and CPU-seconds per GiB, as the bench reports them")
 if os.path.exists(f"{out}/layout.txt"):
     print(f"layout: {open(out + '/layout.txt').read().strip()}")
