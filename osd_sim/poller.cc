@@ -96,6 +96,8 @@ struct Poller::RingState {
   // Its writer's queue depth (RecordHeader::writer_depth) over the recent records, in
   // sixteenths: an average with weight 1/8 on each new record.
   uint32_t depth_x16 = 0;
+  // Its records' payload bytes, averaged the same way.
+  uint64_t payload_avg = 0;
 };
 
 struct Poller::DumpRequest {
@@ -451,6 +453,7 @@ bool Poller::PollRing(RingState* r, uint64_t now_ns) {
     if (r->from_osd) ++counters_.replica_records;
     counters_.bytes += rec.header->payload_len;
     r->depth_x16 = (r->depth_x16 * 7 + (uint32_t{rec.header->writer_depth} << 4)) / 8;
+    r->payload_avg = (r->payload_avg * 7 + rec.header->payload_len) / 8;
     counters_.ring_high_water_bytes =
         std::max<uint64_t>(counters_.ring_high_water_bytes, r->consumer.in_use());
     Pending* p = r->PushPending();
@@ -647,14 +650,13 @@ bool Poller::Sleep() {
   return false;
 }
 
-void Poller::Nap(uint64_t* count) {
+void Poller::Nap(uint64_t* count, uint64_t ns) {
   Park();
   if (AnyCompletion()) {  // one came since the pass looked: no nap
     Unpark();
     return;
   }
   ++*count;
-  const int64_t ns = absl::ToInt64Nanoseconds(options_.nap);
   const timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
   pollfd p{epoll_fd_, POLLIN, 0};
   const uint64_t t0 = NowNs();
@@ -684,13 +686,26 @@ void Poller::DrainReadyFds() {
 Poller::NapReason Poller::NapsNow(uint64_t now_ns) {
   size_t active = 0;
   uint32_t deepest_x16 = 0;
+  uint64_t deepest_payload = 0;
   for (const auto& r : rings_) {
     if (r->ring->producer_signals() || r->last_records_ns + kActiveProducerWindowNs <= now_ns) {
       continue;
     }
     ++active;
-    deepest_x16 = std::max(deepest_x16, r->depth_x16);
+    if (r->depth_x16 >= deepest_x16) {
+      deepest_x16 = r->depth_x16;
+      deepest_payload = r->payload_avg;
+    }
   }
+  // A deep queue's nap covers the time its writer takes to send the next records, which
+  // grows with their size (it copies and checksums each payload): from a quarter of `nap`
+  // for small records to all of it from kFullNapPayload (docs/BENCHMARKS.md "Session 41":
+  // 10 us naps 1.24x the IOPS of 40 us at 4 KiB -t 16 and 0.72x at 64 KiB).
+  constexpr uint64_t kFullNapPayload = 64 << 10;
+  const uint64_t nap = static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.nap));
+  deep_queue_nap_ns_ = nap / 4 + nap * 3 / 4 * std::min(deepest_payload, kFullNapPayload) /
+                                     kFullNapPayload;
+  counters_.deep_queue_nap_us = deep_queue_nap_ns_ / 1000;
   counters_.writer_depth = deepest_x16 / 16;
   if (options_.nap <= absl::ZeroDuration()) return NapReason::kNone;
   if (options_.nap_rings > 0 && active >= options_.nap_rings) return NapReason::kManyProducers;
@@ -747,9 +762,10 @@ void Poller::Run() {
   const uint64_t nap_ns = static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.nap));
   constexpr uint64_t kHeldNapsNs = 1'000'000;  // about one fdatasync here
   // A nap ends the spin counted so far (up to `now`); the nap itself is not spin.
-  auto nap_from = [&](uint64_t now, uint64_t* count) {
+  uint64_t period_nap_ns = nap_ns;  // the open period's naps (a deep queue's: shorter)
+  auto nap_from = [&](uint64_t now, uint64_t* count, uint64_t ns) {
     counters_.spin_ns += now - std::min(idle_since, now);
-    Nap(count);
+    Nap(count, ns);
     idle_since = NowNs();
   };
   // Waits for held records' acks that ack_poll_ can reap (PollerOptions::ack_spin): from
@@ -837,6 +853,7 @@ void Poller::Run() {
         spin_budget = spin_policy->BeginIdle();
         const NapReason why = NapsNow(now);
         nap = why != NapReason::kNone;
+        period_nap_ns = why == NapReason::kDeepQueue ? deep_queue_nap_ns_ : nap_ns;
         if (why == NapReason::kDeepQueue) ++counters_.deep_queue_periods;
         if (spin_budget == 0) ++counters_.sleeps_at_once;
         counters_.spin_short_pm = spin_policy->short_permille();
@@ -858,7 +875,7 @@ void Poller::Run() {
         if (!found) sched_yield();
       } else if (idle == Idle::kHeld && nap_ns > 0 && now - unsignalled_work_at < kHeldNapsNs) {
         held_napped = true;
-        nap_from(now, &counters_.held_naps);  // a store completion ends it; no doorbell needed
+        nap_from(now, &counters_.held_naps, nap_ns);  // a store completion ends it; no doorbell needed
       } else if (idle != Idle::kSpinning || now - unsignalled_work_at >= spin_budget) {
         counters_.spin_ns += now - idle_since;
         {
@@ -875,7 +892,7 @@ void Poller::Run() {
         idle_since = NowNs();
       } else {
         if (nap) {
-          nap_from(now, &counters_.naps);  // many producers: their threads need the cores
+          nap_from(now, &counters_.naps, period_nap_ns);  // many producers: their threads need the cores
         } else {
           sched_yield();  // let the reader threads run on this core while we spin
         }

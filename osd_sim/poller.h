@@ -123,6 +123,12 @@ struct PollerOptions {
   // session 36): one client, memory mode, 3 OSDs on 2 cores, medians of 3
   // (docs/BENCHMARKS.md "Session 36"): 4 KiB -t 16 1.22x the IOPS of 100 us naps, 20
   // clients with one 4 KiB op each 1.18x; durable mode the same.
+  // A deep queue's naps last from nap / 4 (small records) to `nap` (64 KiB and up) by its
+  // records' recent payload size: its writer needs longer for its next large records (it
+  // copies and checksums each), while small ones are ready at once. With the default
+  // 50 us timer slack (which lets the kernel coalesce the pollers' wake-ups), 3 OSDs on 2
+  // cores, memory mode (docs/BENCHMARKS.md "Session 41", medians of runs under 5% steal):
+  // 4 KiB -t 16 1.12x the IOPS of 40 us naps at 0.79x the p50, 64 KiB -t 16 0.96x.
   // nap_rings 0 or nap 0: never nap among many producers; nap_depth 0 or nap 0: never for
   // a deep queue.
   absl::Duration nap = absl::Microseconds(40);
@@ -176,6 +182,8 @@ struct InFlightWrite {
     "naps between looks instead of spinning (many producers, a deep queue)")               \
   X(deep_queue_periods, kCounter, kNone,                                                     \
     "idle periods that napped for a writer's deep queue (nap_depth), not many producers")  \
+  X(deep_queue_nap_us, kGauge, kNone,                                                        \
+    "a deep queue's nap now: nap/4 for small records up to nap from 64 KiB ones")          \
   X(writer_depth, kGauge, kNone,                                                             \
     "the deepest active ring writer's records in flight, averaged over its recent records") \
   X(held_naps, kCounter, kNone,                                                              \
@@ -253,6 +261,7 @@ class Poller {
   // publishes the writer_depth gauge.
   enum class NapReason { kNone, kManyProducers, kDeepQueue };
   NapReason NapsNow(uint64_t now_ns);
+  uint64_t deep_queue_nap_ns_ = 0;  // what NapsNow found a deep queue's nap should last
   static constexpr uint64_t kActiveProducerWindowNs = 2'000'000;
   // True if it found work; records drained are stamped `now_ns` (the pass's clock).
   bool PollRing(RingState* r, uint64_t now_ns);
@@ -289,10 +298,11 @@ class Poller {
   void WakeIfParked();
   // Poller thread: true if some ring's oldest record in flight is done (Complete has work).
   bool AnyCompletion() const;
-  // Waits up to options_.nap for the poller's eventfds (a store completion, a control
+  // Waits up to `ns` for the poller's eventfds (a store completion, a control
   // change, a signalled ring) without telling RDMA producers that it sleeps: no doorbells;
-  // the next look finds their records. Counts itself in `*count` (naps or held_naps).
-  void Nap(uint64_t* count);
+  // the next look finds their records. Counts itself in `*count` (naps
+  // or held_naps).
+  void Nap(uint64_t* count, uint64_t ns);
   // Clears what made the epoll set's fds readable (eventfds read, notifiers' ClearWait),
   // for the readable ones only: a write after it makes its fd readable again.
   void DrainReadyFds();

@@ -529,6 +529,7 @@ TEST(PollerTest, SparseRecordsOnUnsignalledRingsAreSleptForNotSpunFor) {
 struct NapRun {
   uint64_t naps = 0;
   uint64_t deep_queue_periods = 0;
+  uint64_t deep_queue_nap_us = 0;
   std::chrono::microseconds record_interval{0};
 };
 
@@ -590,6 +591,7 @@ NapRun NapsWithProducers(size_t rings, size_t nap_rings, uint16_t writer_depth =
   EXPECT_TRUE(CountersWhen(*poller, [&](const PollerCounters& c) {
     run.naps = c.naps;  // among many producers (not while the store holds records)
     run.deep_queue_periods = c.deep_queue_periods;
+    run.deep_queue_nap_us = c.deep_queue_nap_us;
     return c.records == kPerRing * rings;
   }));
   std::printf("%zu rings, nap_rings %zu, writer depth %u, nap_depth %zu: %lu naps (%lu periods "
@@ -639,6 +641,9 @@ TEST(PollerTest, AWriterWithADeepQueueMakesThePollerNapOneWaitingForEachWriteDoe
       << "this thread never produced on time in 8 attempts (machine too busy)";
   EXPECT_GT(deep.naps, 20u) << "a writer with 8 writes in flight: the spin naps";
   EXPECT_GT(deep.deep_queue_periods, 20u) << "counted as napping for a deep queue";
+  // Its records are a few bytes: their writer has the next ones ready soon, so the nap is
+  // a quarter of PollerOptions::nap (100 us here); 64 KiB records would get all of it.
+  EXPECT_EQ(deep.deep_queue_nap_us, 25u);
   // A slow machine can only lower these.
   const NapRun shallow = NapsWithProducers(1, 8, /*writer_depth=*/1, /*nap_depth=*/3, 64);
   EXPECT_EQ(shallow.naps, 0u) << "one other write in flight: latency-bound, the poller spins";
