@@ -875,7 +875,8 @@ void Poller::Run() {
         if (!found) sched_yield();
       } else if (idle == Idle::kHeld && nap_ns > 0 && now - unsignalled_work_at < kHeldNapsNs) {
         held_napped = true;
-        nap_from(now, &counters_.held_naps, nap_ns);  // a store completion ends it; no doorbell needed
+        // A store completion ends it; no doorbell needed.
+        nap_from(now, &counters_.held_naps, nap_ns);
       } else if (idle != Idle::kSpinning || now - unsignalled_work_at >= spin_budget) {
         counters_.spin_ns += now - idle_since;
         {
@@ -892,7 +893,8 @@ void Poller::Run() {
         idle_since = NowNs();
       } else {
         if (nap) {
-          nap_from(now, &counters_.naps, period_nap_ns);  // many producers: their threads need the cores
+          // Many producers, or a deep queue: their threads need the cores.
+          nap_from(now, &counters_.naps, period_nap_ns);
         } else {
           sched_yield();  // let the reader threads run on this core while we spin
         }

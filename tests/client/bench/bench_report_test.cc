@@ -134,10 +134,12 @@ TEST(BenchReportTest, JsonHasTheNewFieldsBesideTheOldOnes) {
 
   BenchReport stolen = Measured();
   stolen.host_cpu = HostCpuShare{62.5, 27.25};
-  EXPECT_EQ(ToJson(stolen)["host_cpu"], (nlohmann::json{{"busy_pct", 62.5}, {"steal_pct", 27.25}}));
-  EXPECT_NE(SummaryText(stolen).find("Host CPU:                busy 62%, stolen by the hypervisor 27%"),
+  EXPECT_EQ(ToJson(stolen)["host_cpu"],
+            (nlohmann::json{{"busy_pct", 62.5}, {"steal_pct", 27.25}}));
+  const std::string stolen_text = SummaryText(stolen);
+  EXPECT_NE(stolen_text.find("Host CPU:                busy 62%, stolen by the hypervisor 27%"),
             std::string::npos)
-      << SummaryText(stolen);
+      << stolen_text;
 }
 
 TEST(BenchReportTest, UnmeasuredFiguresAreNullAndNa) {
