@@ -16,6 +16,18 @@
 #include "absl/strings/strip.h"
 
 namespace msgr::bench {
+namespace {
+
+// The whole of a /proc file; nullopt if it cannot be opened (a process or thread gone).
+std::optional<std::string> ReadProcFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
 
 double SelfCpuSeconds() {
   rusage ru{};
@@ -61,10 +73,9 @@ absl::StatusOr<std::vector<ThreadCpu>> ProcessThreadCpu(int pid) {
   while (dirent* e = readdir(d)) {
     int tid;
     if (!absl::SimpleAtoi(e->d_name, &tid)) continue;  // "." and ".."
-    std::ifstream in(absl::StrCat(task_dir, "/", tid, "/stat"));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto t = ParseTaskStat(ss.str(), ticks);  // a thread gone meanwhile reads empty
+    // A thread gone meanwhile is left out.
+    const auto stat = ReadProcFile(absl::StrCat(task_dir, "/", tid, "/stat"));
+    auto t = ParseTaskStat(stat.value_or(""), ticks);
     if (t.ok()) threads.push_back(std::move(*t));
   }
   closedir(d);
@@ -89,11 +100,9 @@ std::vector<ThreadCpu> ThreadCpuDelta(const std::vector<ThreadCpu>& before,
 }
 
 absl::StatusOr<double> ProcessCpuSeconds(int pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  if (!in) return absl::NotFoundError(absl::StrCat("no process ", pid));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseProcStatCpu(ss.str(), sysconf(_SC_CLK_TCK));
+  const auto stat = ReadProcFile(absl::StrCat("/proc/", pid, "/stat"));
+  if (!stat) return absl::NotFoundError(absl::StrCat("no process ", pid));
+  return ParseProcStatCpu(*stat, sysconf(_SC_CLK_TCK));
 }
 
 absl::StatusOr<HostCpu> ParseHostCpu(const std::string& proc_stat, long ticks_per_second) {
@@ -119,11 +128,9 @@ absl::StatusOr<HostCpu> ParseHostCpu(const std::string& proc_stat, long ticks_pe
 }
 
 absl::StatusOr<HostCpu> ReadHostCpu() {
-  std::ifstream in("/proc/stat");
-  if (!in) return absl::NotFoundError("cannot read /proc/stat");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseHostCpu(ss.str(), sysconf(_SC_CLK_TCK));
+  const auto stat = ReadProcFile("/proc/stat");
+  if (!stat) return absl::NotFoundError("cannot read /proc/stat");
+  return ParseHostCpu(*stat, sysconf(_SC_CLK_TCK));
 }
 
 std::optional<HostCpuShare> HostCpuBetween(const HostCpu& before, const HostCpu& after) {
