@@ -173,6 +173,9 @@ struct MessengerOptions {
   X(payload_bytes_copied_rx, kCounter, kBytes,                                            \
     "record payload bytes this process's CPU copied receiving (the kernel's socket copy " \
     "into the ring; 0 for RDMA: the peer's HCA placed them)")                             \
+  X(ring_wakeups, kCounter, kNone,                                                         \
+    "TCP: receive-ring signals (eventfd writes) for records a sleeping poller must wake "  \
+    "for; an awake poller finds them unsignalled (RDMA: doorbells_received)")             \
   X(resends, kCounter, kNone, "messages and records resent after a reconnect")            \
   X(duplicates_dropped, kCounter, kNone, "resent messages already delivered, dropped")    \
   X(resets, kCounter, kNone, "sessions ended (OnReset)")                                  \

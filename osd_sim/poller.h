@@ -5,7 +5,8 @@
 // busy-polls the `seq` word at each ring's read position for `spin` after the last
 // record (among many producers it naps between looks instead: PollerOptions::nap); then, or at once when every ring's producer signals its eventfd (TCP), it
 // sleeps in epoll on the rings' eventfds, so an idle OSD uses ~0 CPU (a sleeping poller
-// asks RDMA clients for a doorbell). For every record it
+// asks RDMA clients for a doorbell, and TCP readers signal only then: an awake poller looks
+// at every TCP ring each pass, a nap's end included). For every record it
 //   1. verifies bounds and crc32c (RingConsumer); a bad record drops that connection with
 //      a logged reason, records before it stay valid and are still acknowledged,
 //   2. hands the record, still in ring memory, to the RecordSink (the store writes it

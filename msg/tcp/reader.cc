@@ -319,7 +319,7 @@ void TcpConnection::FrameReceived() {
 void TcpConnection::SignalRing() {
   if (!ring_signal_) return;
   ring_signal_ = false;
-  if (ring_) ring_->Signal();
+  if (ring_ && ring_->Signal()) shared_->counters.ring_wakeups++;
 }
 
 bool TcpConnection::OnControlPayload() {

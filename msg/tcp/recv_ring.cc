@@ -43,10 +43,21 @@ TcpRecvRing::~TcpRecvRing() {
   munmap(base_, bytes_);
 }
 
-void TcpRecvRing::Signal() {
+void TcpRecvRing::SetPollerSleeping(bool sleeping) {
+  poller_awake_.store(!sleeping, std::memory_order_relaxed);
+  // Orders the store before the poller's next look at the ring (Dekker, with Signal's).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+bool TcpRecvRing::Signal() {
+  // Orders the caller's records before the load: if it reads "awake", the poller's look
+  // after its SetPollerSleeping(true) is later and finds them.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (poller_awake_.load(std::memory_order_relaxed)) return false;
   const uint64_t one = 1;
-  // EAGAIN means the counter is saturated: the poller is awake anyway.
+  // EAGAIN means the counter is saturated: the poller is woken anyway.
   [[maybe_unused]] ssize_t n = write(efd_, &one, sizeof(one));
+  return true;
 }
 
 }  // namespace msgr::tcp

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "msg/tcp/recv_ring.h"
 #include "proto/osd_protocol.h"
 #include "tests/osd_sim/ring_fakes.h"
 
@@ -63,6 +64,7 @@ class FakeSink : public RecordSink {
  public:
   absl::StatusOr<uint32_t> Persist(const RecordView& rec, const WritePart& part,
                                    PersistCallback done) override {
+    persisting++;
     if (const int us = persist_us.load(); us > 0) {  // a slow store, on the poller's thread
       std::this_thread::sleep_for(std::chrono::microseconds(us));
     }
@@ -102,9 +104,11 @@ class FakeSink : public RecordSink {
   std::vector<uint64_t> refused;  // tids Persist refused at once
   std::vector<absl::AnyInvocable<void()>> waiting;
   std::atomic<int> persist_us{0};
+  std::atomic<int> persisting{0};  // Persist calls begun
 };
 
-void Produce(RingProducer* p, TestRing* ring, const std::string& oid, const std::string& data,
+template <typename Ring>
+void Produce(RingProducer* p, Ring* ring, const std::string& oid, const std::string& data,
              uint64_t tid, bool corrupt = false,
              uint16_t flags = kRecordFlagTruncate | kRecordFlagLast, uint16_t writer_depth = 0,
              bool signal = true) {
@@ -780,6 +784,53 @@ TEST(PollerTest, CompletionsOfABatchWakeTheParkedPollerOnceNotPerRecord) {
   const uint64_t wakes = rig.poller->counters().completion_wakes - wakes0;
   EXPECT_GE(wakes, 1u) << "the acks came without a wake-up: the poller was not asleep";
   EXPECT_LE(wakes, kRecords / 10) << "a wake-up per record (or nearly)";
+}
+
+// A TCP ring's reader signals its eventfd only while the poller sleeps (TcpRecvRing): a
+// record published while the poller is awake is found by its next look, unsignalled, and
+// none is ever left for a sleep that nothing ends (max_sleep is 60 s here: a missed
+// wake-up fails the 5 s waits below).
+TEST(PollerTest, TcpRingsAreSignalledOnlyForASleepingPollerAndNoRecordWaits) {
+  PollerOptions opt;
+  opt.max_sleep = absl::Seconds(60);
+  FakeSink sink;
+  auto created = tcp::TcpRecvRing::Create(kRingBytes);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::shared_ptr<tcp::TcpRecvRing> ring = *created;
+  auto conn = std::make_shared<FakeConnection>();
+  conn->ring = ring.get();
+  auto p = Poller::Create(0, opt, &sink);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::unique_ptr<Poller> poller = std::move(*p);
+  poller->AddRing(conn, ring);
+  RingProducer prod{kRingBytes};
+  auto acked = [&](size_t n) { return FlushUntilAcked(sink, *conn, n); };
+
+  // One record at a time, each acked before the next: the poller sleeps between them, so
+  // each signal must wake it.
+  constexpr uint64_t kOneByOne = 50;
+  for (uint64_t t = 1; t <= kOneByOne; ++t) {
+    Produce(&prod, ring.get(), "obj", "one at a time", t, false,
+            kRecordFlagTruncate | kRecordFlagLast, 0, /*signal=*/false);
+    ring->Signal();
+    ASSERT_TRUE(acked(t)) << "record " << t << " was not drained: a lost wake-up";
+  }
+
+  // A record published while the poller is busy with another (in the store for 200 ms)
+  // is not signalled, and is drained and acked all the same.
+  sink.persist_us = 200'000;
+  const int begun = sink.persisting.load();
+  Produce(&prod, ring.get(), "obj", "the busy one", kOneByOne + 1, false,
+          kRecordFlagTruncate | kRecordFlagLast, 0, /*signal=*/false);
+  ring->Signal();
+  ASSERT_TRUE(WaitFor([&] { return sink.persisting.load() > begun; }));
+  Produce(&prod, ring.get(), "obj", "while it is busy", kOneByOne + 2, false,
+          kRecordFlagTruncate | kRecordFlagLast, 0, /*signal=*/false);
+  EXPECT_FALSE(ring->Signal()) << "the poller is awake: no eventfd write needed";
+  sink.persist_us = 0;
+  EXPECT_TRUE(acked(kOneByOne + 2));
+  std::lock_guard<std::mutex> l(sink.mu);
+  EXPECT_EQ(sink.payloads.back(), "while it is busy");
 }
 
 // spin_ns is the poller's empty spinning (perf dump; the bench subtracts it from the OSD's
