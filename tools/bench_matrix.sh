@@ -2,7 +2,7 @@
 # Every figure in docs/BENCHMARKS.md in one run, printed as one table (medians of --reps).
 #
 #   tools/bench_matrix.sh [--seconds S] [--reps N] [--out DIR] [--no-build] [--only LIST]
-#                         [--clients N]
+#                         [--clients N] [--max-steal PCT] [--steal-retries N]
 #
 #   --seconds S   length of each cluster bench run (default 3)
 #   --reps N      repetitions of every measurement; the table shows medians (default 3)
@@ -12,6 +12,12 @@
 #                 (default all)
 #   --clients N   client instances of the clients section (default 20)
 #   --report      only print the table from an earlier --out DIR (no measurement)
+#   --max-steal PCT  a bench run during which the hypervisor took more than PCT% of this
+#                 VM's CPUs (the bench's host_cpu.steal_pct) is run again, up to
+#                 --steal-retries N times, and the least-stolen run is kept (defaults 10
+#                 and 2; 0 never reruns). On a shared host a run's steal can cost it half
+#                 its rate (docs/BENCHMARKS.md "Session 41"); every run stays in
+#                 OUT/tries/ and the section headers count the reruns.
 #   --layout L    free (default): no tuning flag at all, what a user gets (the OSDs'
 #                 pollers use hybrid polling); pinned: the clusters' OSD pollers share the
 #                 last CPU (--poller-cpus), and -t 1 runs poll for their completion
@@ -41,7 +47,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 SECONDS_PER=3 REPS=3 OUT="" BUILD=1 ONLY="mem,clients,idle,durable,store,msgr" LAYOUT=free
-CLIENTS=20
+CLIENTS=20 MAX_STEAL=10 STEAL_RETRIES=2
 # shellcheck source=tools/lib/flags.sh
 source tools/lib/flags.sh
 FLAGS_SCRIPT=bench_matrix.sh
@@ -57,6 +63,8 @@ while flags_next; do
     --report) ONLY="" BUILD=0 ;;
     --layout) flag_value LAYOUT ;;
     --clients) flag_value CLIENTS ;;
+    --max-steal) flag_value MAX_STEAL ;;
+    --steal-retries) flag_value STEAL_RETRIES ;;
     -h|--help) usage_text; exit 0 ;;
     *) flag_unknown ;;
   esac
@@ -120,6 +128,8 @@ cleanup() {
 trap cleanup EXIT
 
 # bench_one DIR TYPE SIZE T TAG [BENCH FLAGS...]: one tools/bench.sh run -> $OUT/TAG.json
+# (again while its steal exceeds --max-steal, up to --steal-retries times: the least-stolen
+# run is kept, every try stays in $OUT/tries/).
 # The memory-mode cluster keeps every object in RAM: its runs overwrite the same 256
 # objects per size (one prefix for both backends and every rep), so a run does not need
 # new memory: on this VM memory touched for the first time costs more than the write
@@ -132,10 +142,38 @@ bench_one() {
     prefix="mem_$size"
   fi
   [[ $t == 1 ]] && extra+=(--spin-us "$T1_SPIN")
-  tools/bench.sh --mon "$(cat "$dir/mon.addr")" --ms-type "$type" -b "$size" -t "$t" \
-    --seconds "$SECONDS_PER" --json "$OUT/$tag.json" --cluster-dir "$dir" --auth none \
-    --prefix "$prefix" "${extra[@]}" > "$OUT/$tag.log" 2>&1 ||
-    log "bench $tag failed (see $OUT/$tag.log)"
+  mkdir -p "$OUT/tries"
+  local try best=-1 best_steal="" steal
+  for ((try = 0; try <= STEAL_RETRIES; try++)); do
+    tools/bench.sh --mon "$(cat "$dir/mon.addr")" --ms-type "$type" -b "$size" -t "$t" \
+      --seconds "$SECONDS_PER" --json "$OUT/tries/$tag.$try.json" --cluster-dir "$dir" \
+      --auth none --prefix "$prefix" "${extra[@]}" > "$OUT/tries/$tag.$try.log" 2>&1 ||
+      log "bench $tag failed (see $OUT/tries/$tag.$try.log)"
+    steal=$(run_steal "$OUT/tries/$tag.$try.json")
+    if [[ -z $steal ]]; then  # failed, or a bench that does not report steal
+      [[ $best -ge 0 ]] || best=$try
+      break
+    fi
+    if [[ $best -lt 0 ]] || awk -v a="$steal" -v b="$best_steal" 'BEGIN { exit !(a < b) }'; then
+      best=$try best_steal=$steal
+    fi
+    awk -v s="$steal" -v m="$MAX_STEAL" 'BEGIN { exit !(m > 0 && s > m) }' || break
+    [[ $try -lt $STEAL_RETRIES ]] || break
+    log "bench $tag: the hypervisor took $(printf %.1f "$steal")% of the CPUs" \
+      "(over --max-steal $MAX_STEAL): again"
+  done
+  cp "$OUT/tries/$tag.$best.log" "$OUT/$tag.log"
+  [[ ! -f "$OUT/tries/$tag.$best.json" ]] || cp "$OUT/tries/$tag.$best.json" "$OUT/$tag.json"
+}
+
+# run_steal JSON: the run's host_cpu.steal_pct, or nothing (no file, no field)
+run_steal() {
+  python3 -c 'import json,sys
+try:
+    v = (json.load(open(sys.argv[1])).get("host_cpu") or {}).get("steal_pct")
+except Exception:
+    v = None
+print("" if v is None else v)' "$1"
 }
 
 perf_dump() {  # perf_dump DIR TAG
@@ -312,7 +350,10 @@ def steal(prefix):
             continue
         if v is not None:
             vals.append(v)
-    return f", steal {med(vals):.1f}% (worst run {max(vals):.1f}%)" if vals else ""
+    reruns = len([p for p in glob.glob(f"{out}/tries/{prefix}.*.json")
+                  if not p.endswith(".0.json")])
+    again = f", {reruns} run{'s' if reruns != 1 else ''} rerun for steal" if reruns else ""
+    return f", steal {med(vals):.1f}% (worst run {max(vals):.1f}%){again}" if vals else ""
 for sec, prefix in [("mem", "mem"), ("clients", "clients"), ("durable", "dur"), ("repl", "repl")]:
     if sec in load:
         load[sec] += steal(prefix)
