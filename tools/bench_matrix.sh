@@ -47,9 +47,11 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 SECONDS_PER=3 REPS=3 OUT="" BUILD=1 ONLY="mem,clients,idle,durable,store,msgr" LAYOUT=free
-CLIENTS=20 MAX_STEAL=10 STEAL_RETRIES=2
+CLIENTS=20 STEAL_MAX=10 STEAL_RETRIES=2
 # shellcheck source=tools/lib/flags.sh
 source tools/lib/flags.sh
+# shellcheck source=tools/lib/steal.sh
+source tools/lib/steal.sh
 FLAGS_SCRIPT=bench_matrix.sh
 usage_text() { flags_header tools/bench_matrix.sh; }
 flags_begin "$@"
@@ -63,7 +65,7 @@ while flags_next; do
     --report) ONLY="" BUILD=0 ;;
     --layout) flag_value LAYOUT ;;
     --clients) flag_value CLIENTS ;;
-    --max-steal) flag_value MAX_STEAL ;;
+    --max-steal) flag_value STEAL_MAX ;;
     --steal-retries) flag_value STEAL_RETRIES ;;
     -h|--help) usage_text; exit 0 ;;
     *) flag_unknown ;;
@@ -143,37 +145,15 @@ bench_one() {
   fi
   [[ $t == 1 ]] && extra+=(--spin-us "$T1_SPIN")
   mkdir -p "$OUT/tries"
-  local try best=-1 best_steal="" steal
-  for ((try = 0; try <= STEAL_RETRIES; try++)); do
+  try_bench() {  # try_bench JSON: one try of this cell
     tools/bench.sh --mon "$(cat "$dir/mon.addr")" --ms-type "$type" -b "$size" -t "$t" \
-      --seconds "$SECONDS_PER" --json "$OUT/tries/$tag.$try.json" --cluster-dir "$dir" \
-      --auth none --prefix "$prefix" "${extra[@]}" > "$OUT/tries/$tag.$try.log" 2>&1 ||
-      log "bench $tag failed (see $OUT/tries/$tag.$try.log)"
-    steal=$(run_steal "$OUT/tries/$tag.$try.json")
-    if [[ -z $steal ]]; then  # failed, or a bench that does not report steal
-      [[ $best -ge 0 ]] || best=$try
-      break
-    fi
-    if [[ $best -lt 0 ]] || awk -v a="$steal" -v b="$best_steal" 'BEGIN { exit !(a < b) }'; then
-      best=$try best_steal=$steal
-    fi
-    awk -v s="$steal" -v m="$MAX_STEAL" 'BEGIN { exit !(m > 0 && s > m) }' || break
-    [[ $try -lt $STEAL_RETRIES ]] || break
-    log "bench $tag: the hypervisor took $(printf %.1f "$steal")% of the CPUs" \
-      "(over --max-steal $MAX_STEAL): again"
-  done
-  cp "$OUT/tries/$tag.$best.log" "$OUT/$tag.log"
-  [[ ! -f "$OUT/tries/$tag.$best.json" ]] || cp "$OUT/tries/$tag.$best.json" "$OUT/$tag.json"
-}
-
-# run_steal JSON: the run's host_cpu.steal_pct, or nothing (no file, no field)
-run_steal() {
-  python3 -c 'import json,sys
-try:
-    v = (json.load(open(sys.argv[1])).get("host_cpu") or {}).get("steal_pct")
-except Exception:
-    v = None
-print("" if v is None else v)' "$1"
+      --seconds "$SECONDS_PER" --json "$1" --cluster-dir "$dir" --auth none \
+      --prefix "$prefix" "${extra[@]}" > "${1%.json}.log" 2>&1 ||
+      log "bench $tag failed (see ${1%.json}.log)"
+  }
+  steal_retry "$OUT/tries/$tag" try_bench
+  cp "$OUT/tries/$tag.$STEAL_BEST.log" "$OUT/$tag.log"
+  [[ ! -f "$OUT/tries/$tag.$STEAL_BEST.json" ]] || cp "$OUT/tries/$tag.$STEAL_BEST.json" "$OUT/$tag.json"
 }
 
 perf_dump() {  # perf_dump DIR TAG
