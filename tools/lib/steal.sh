@@ -15,8 +15,8 @@
 
 # shellcheck shell=bash
 : "${STEAL_MAX:=10}" "${STEAL_RETRIES:=2}"
-STEAL_BEST=0 STEAL_TRIES=0  # outputs of steal_retry
-export STEAL_BEST STEAL_TRIES
+# shellcheck disable=SC2034  # steal_retry's outputs, read by its callers
+STEAL_BEST=0 STEAL_TRIES=0
 
 # run_steal JSON: the run's host_cpu.steal_pct, or nothing (no file, no field)
 run_steal() {
