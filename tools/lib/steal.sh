@@ -13,9 +13,8 @@
 # STEAL_MAX 0 never reruns. A try without a steal figure (the run failed, or an older
 # bench) ends the retries; it is kept only if it is the first.
 
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # STEAL_BEST, STEAL_TRIES: read by the callers
 : "${STEAL_MAX:=10}" "${STEAL_RETRIES:=2}"
-# shellcheck disable=SC2034  # steal_retry's outputs, read by its callers
 STEAL_BEST=0 STEAL_TRIES=0
 
 # run_steal JSON: the run's host_cpu.steal_pct, or nothing (no file, no field)
