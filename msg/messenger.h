@@ -168,14 +168,14 @@ struct MessengerOptions {
     "record payload bytes this process's CPU copied sending: into frames or staging "    \
     "buffers, the kernel's socket copy, the soft HCA's memcpy")                           \
   X(record_crc_bytes_tx, kCounter, kBytes,                                                \
-    "record payload bytes this process's CPU ran crc32c over sending (0 for records "    \
+    "record payload bytes this process's CPU ran crc32c over sending (0 for records "     \
     "whose crc the caller gave: RecordDesc::payload_crc)")                                \
   X(payload_bytes_copied_rx, kCounter, kBytes,                                            \
     "record payload bytes this process's CPU copied receiving (the kernel's socket copy " \
     "into the ring; 0 for RDMA: the peer's HCA placed them)")                             \
-  X(ring_wakeups, kCounter, kNone,                                                         \
-    "TCP: receive-ring signals (eventfd writes) for records a sleeping poller must wake "  \
-    "for; an awake poller finds them unsignalled (RDMA: doorbells_received)")             \
+  X(ring_wakeups, kCounter, kNone,                                                        \
+    "TCP: receive-ring signals (eventfd writes) made while the ring's poller may sleep; " \
+    "an awake poller finds records unsignalled (RDMA: doorbells_received)")               \
   X(resends, kCounter, kNone, "messages and records resent after a reconnect")            \
   X(duplicates_dropped, kCounter, kNone, "resent messages already delivered, dropped")    \
   X(resets, kCounter, kNone, "sessions ended (OnReset)")                                  \
@@ -205,7 +205,7 @@ class RecvRing;
 // the receive completions of every session placed on it, where each record's seq WRITE
 // arrives WITH_IMM; Poll() also runs the backend's handling of the sessions' other
 // receives (messages, wake-up requests) on the caller's thread. TCP has none (its reader
-// signals each ring's eventfd).
+// signals each ring's eventfd while the poller may sleep).
 //
 // Thread-safety: Poll/Arm/wait_fd by the one thread that owns it (a poller); index() any.
 class RingNotifier {
@@ -241,12 +241,17 @@ class RecvRing {
   // The poller is about to sleep on wait_fd() (true) or has woken up (false). Backends
   // whose producers cannot signal wait_fd() directly (RDMA: the client writes the ring
   // with no OSD CPU involved) use it to ask the producer for a doorbell while the poller
-  // sleeps. The poller re-checks the ring after calling it with true, so a record
-  // published before the producer saw the request is not missed.
+  // sleeps; TCP's reader signals only then (an awake poller would look anyway). The
+  // consumer's side of that bargain: after calling it with true it looks at the ring once
+  // more before it blocks (a record published before the producer saw the request is not
+  // missed); after calling it with false it looks at the ring on every pass, and never
+  // blocks (beyond a bounded nap) without the true-then-look first. One consumer per ring
+  // at a time. A consumer that never calls it is signalled for every record.
   virtual void SetPollerSleeping(bool sleeping) {}
-  // True when the producer signals wait_fd() for every record it publishes (TCP: the
-  // reader does), so a poller gains nothing by spinning on this ring. False (RDMA) when
-  // records appear with no CPU on this side: only polling, or a doorbell, finds them.
+  // True when the producer signals wait_fd() for the records it publishes (TCP: the
+  // reader does, while the poller may sleep), so a poller gains nothing by spinning on
+  // this ring. False (RDMA) when records appear with no CPU on this side: only polling,
+  // or a doorbell, finds them.
   virtual bool producer_signals() const { return true; }
   // The seq of the ring's first record, at position 0: 1 for a new session's ring. A ring
   // that replaces another one of the same session mid-stream (the rdma backend resizes

@@ -664,7 +664,7 @@ void Poller::Nap(uint64_t* count, uint64_t ns) {
   counters_.sleep_ns += NowNs() - t0;  // not CPU: a nap is not spin
   Unpark();
   if (ready <= 0) return;
-  // Woken early (a store completion, a control change, a signalled ring): drain what fired
+  // Woken early (a store completion, a control change, a new ring's signal): drain what fired
   // so that the next nap waits again; the caller's next pass handles it.
   DrainReadyFds();
 }
@@ -750,8 +750,8 @@ void Poller::Run() {
   // come while the store syncs, are found without a doorbell (sleeping at once here made
   // three in four records need one; with the naps durable 4 KiB -t 16 made 1.56x the IOPS
   // at 0.53x the OSD's busy CPU per op, medians of 3, docs/BENCHMARKS.md "Session 21").
-  // Then it sleeps. Records on signalled rings (TCP: the reader wakes us) never start a
-  // spin.
+  // Then it sleeps. Records on signalled rings (TCP: the reader wakes a sleeping poller)
+  // never start a spin.
   // kSpinning: a policy period is open; kHeld: the store holds records of such a ring.
   enum class Idle { kBusy, kSpinning, kHeld, kNone };
   Idle idle = Idle::kNone;

@@ -300,8 +300,9 @@ class Poller {
   // Poller thread: true if some ring's oldest record in flight is done (Complete has work).
   bool AnyCompletion() const;
   // Waits up to `ns` for the poller's eventfds (a store completion, a control change, a
-  // signalled ring) without telling RDMA producers that it sleeps: no doorbells; the next
-  // look finds their records. Counts itself in `*count` (naps or held_naps).
+  // ring signalled before the poller's last sleep) without telling producers that it
+  // sleeps: no doorbells, no TCP signals; the next look finds their records. Counts
+  // itself in `*count` (naps or held_naps).
   void Nap(uint64_t* count, uint64_t ns);
   // Clears what made the epoll set's fds readable (eventfds read, notifiers' ClearWait),
   // for the readable ones only: a write after it makes its fd readable again.

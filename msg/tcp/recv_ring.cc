@@ -45,8 +45,10 @@ TcpRecvRing::~TcpRecvRing() {
 
 void TcpRecvRing::SetPollerSleeping(bool sleeping) {
   poller_awake_.store(!sleeping, std::memory_order_relaxed);
-  // Orders the store before the poller's next look at the ring (Dekker, with Signal's).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Going to sleep: orders the store before the poller's last look at the ring (Dekker,
+  // with Signal's fence). Waking needs none: a signal it saves comes before a later
+  // SetPollerSleeping(true), whose last look finds the records.
+  if (sleeping) std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 bool TcpRecvRing::Signal() {

@@ -816,21 +816,28 @@ TEST(PollerTest, TcpRingsAreSignalledOnlyForASleepingPollerAndNoRecordWaits) {
     ASSERT_TRUE(acked(t)) << "record " << t << " was not drained: a lost wake-up";
   }
 
-  // A record published while the poller is busy with another (in the store for 200 ms)
-  // is not signalled, and is drained and acked all the same.
-  sink.persist_us = 200'000;
-  const int begun = sink.persisting.load();
-  Produce(&prod, ring.get(), "obj", "the busy one", kOneByOne + 1, false,
-          kRecordFlagTruncate | kRecordFlagLast, 0, /*signal=*/false);
-  ring->Signal();
-  ASSERT_TRUE(WaitFor([&] { return sink.persisting.load() > begun; }));
-  Produce(&prod, ring.get(), "obj", "while it is busy", kOneByOne + 2, false,
-          kRecordFlagTruncate | kRecordFlagLast, 0, /*signal=*/false);
-  EXPECT_FALSE(ring->Signal()) << "the poller is awake: no eventfd write needed";
-  sink.persist_us = 0;
-  EXPECT_TRUE(acked(kOneByOne + 2));
-  std::lock_guard<std::mutex> l(sink.mu);
-  EXPECT_EQ(sink.payloads.back(), "while it is busy");
+  // A record published while the poller is busy with another (in the store for 100 ms)
+  // is not signalled, and is drained and acked all the same. Busy in a pass, that is: if
+  // the test thread is slow enough that the poller takes the first record in its last
+  // look before a sleep (its flag says "may sleep" then) or finishes it before the second
+  // is published, the signal is rightly made; a few attempts see the common case.
+  sink.persist_us = 100'000;
+  uint64_t tid = kOneByOne;
+  bool unsignalled = false;
+  for (int attempt = 0; attempt < 5 && !unsignalled; ++attempt) {
+    const int begun = sink.persisting.load();
+    Produce(&prod, ring.get(), "obj", "the busy one", ++tid, false,
+            kRecordFlagTruncate | kRecordFlagLast, 0, /*signal=*/false);
+    ring->Signal();
+    ASSERT_TRUE(WaitFor([&] { return sink.persisting.load() > begun; }));
+    Produce(&prod, ring.get(), "obj", "while it is busy", ++tid, false,
+            kRecordFlagTruncate | kRecordFlagLast, 0, /*signal=*/false);
+    unsignalled = !ring->Signal();
+    ASSERT_TRUE(acked(tid)) << "attempt " << attempt << ": a record was not drained";
+    std::lock_guard<std::mutex> l(sink.mu);
+    EXPECT_EQ(sink.payloads.back(), "while it is busy");
+  }
+  EXPECT_TRUE(unsignalled) << "a busy poller's ring was signalled in every attempt";
 }
 
 // spin_ns is the poller's empty spinning (perf dump; the bench subtracts it from the OSD's

@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
+#include "absl/status/status.h"
 #include "msg/ring/ring.h"
 
 namespace msgr::tcp {
