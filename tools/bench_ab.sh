@@ -10,6 +10,7 @@
 #
 #   tools/bench_ab.sh --a BIN_DIR --b BIN_DIR [--rounds N] [--only LIST] [--seconds S]
 #                     [--reps N] [--out DIR] [--floor X] [--report]
+#                     [--max-steal PCT] [--steal-retries N]
 #
 #   --a, --b      bazel-bin directories of the two builds (built with -c opt), e.g. a
 #                 worktree of the older commit: git worktree add /tmp/old REV &&
@@ -20,11 +21,14 @@
 #   --out DIR     raw results, one bench_matrix --out per run (default /tmp/ab.<pid>)
 #   --floor X     B/A below X is marked (default 0.9; "lower is better" cells use A/B)
 #   --report      only print the table from an earlier --out DIR
+#   --max-steal PCT, --steal-retries N   passed to tools/bench_matrix.sh: a bench run with
+#                 more host steal than PCT% (default 10) runs again, up to N (2) times
 # The scripts used are this checkout's; only the binaries differ.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 A="" B="" ROUNDS=2 ONLY="mem,durable,msgr" SECS=3 REPS=1 OUT="" FLOOR=0.9 REPORT=0
+STEAL_MAX=10 STEAL_RETRIES=2
 # shellcheck source=tools/lib/flags.sh
 source tools/lib/flags.sh
 FLAGS_SCRIPT=bench_ab.sh
@@ -41,6 +45,8 @@ while flags_next; do
     --out) flag_value OUT ;;
     --floor) flag_value FLOOR ;;
     --report) REPORT=1 ;;
+    --max-steal) flag_value STEAL_MAX ;;
+    --steal-retries) flag_value STEAL_RETRIES ;;
     -h|--help) usage_text; exit 0 ;;
     *) flag_unknown ;;
   esac
@@ -60,7 +66,8 @@ if [[ $REPORT == 0 ]]; then
       bin=$A; [[ $side == B ]] && bin=$B
       echo "bench_ab: round $r, $side ($bin) -> $OUT/$side.$run" >&2
       MSGR_BIN=$bin tools/bench_matrix.sh --no-build --only "$ONLY" --seconds "$SECS" \
-        --reps "$REPS" --out "$OUT/$side.$run" > "$OUT/$side.$run.table" 2>"$OUT/$side.$run.log" ||
+        --reps "$REPS" --max-steal "$STEAL_MAX" --steal-retries "$STEAL_RETRIES" \
+        --out "$OUT/$side.$run" > "$OUT/$side.$run.table" 2>"$OUT/$side.$run.log" ||
         echo "bench_ab: run $run ($side) failed: $OUT/$side.$run.log" >&2
     done
   done
