@@ -28,9 +28,10 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 A="" B="" ROUNDS=2 ONLY="mem,durable,msgr" SECS=3 REPS=1 OUT="" FLOOR=0.9 REPORT=0
-STEAL_MAX=10 STEAL_RETRIES=2
 # shellcheck source=tools/lib/flags.sh
 source tools/lib/flags.sh
+# shellcheck source=tools/lib/steal.sh
+source tools/lib/steal.sh  # the defaults of --max-steal, --steal-retries (passed on)
 FLAGS_SCRIPT=bench_ab.sh
 usage_text() { flags_header tools/bench_ab.sh; }
 flags_begin "$@"

@@ -47,7 +47,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 SECONDS_PER=3 REPS=3 OUT="" BUILD=1 ONLY="mem,clients,idle,durable,store,msgr" LAYOUT=free
-CLIENTS=20 STEAL_MAX=10 STEAL_RETRIES=2
+CLIENTS=20
 # shellcheck source=tools/lib/flags.sh
 source tools/lib/flags.sh
 # shellcheck source=tools/lib/steal.sh

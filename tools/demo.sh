@@ -35,7 +35,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
 MS_TYPE=both SECONDS_PER_RUN=5 SIZES=4K,64K,4M CONCURRENCY=16 OSDS=3 SECTIONS=memory,durable
-RESULTS="" CLUSTER_DIR="" LAYOUT=free KEEP_DATA=0 STEAL_MAX=10 STEAL_RETRIES=2
+RESULTS="" CLUSTER_DIR="" LAYOUT=free KEEP_DATA=0
 # shellcheck source=tools/lib/flags.sh
 source tools/lib/flags.sh
 # shellcheck source=tools/lib/steal.sh

@@ -1,11 +1,13 @@
 # Bench runs that the hypervisor disturbed, run again (sourced, not run; used by
-# bench_matrix.sh and demo.sh). On a shared host the hypervisor can take a third of this
-# VM's CPUs for seconds at a time ("steal"), and a run then measures the host, not msgr:
+# bench_matrix.sh and demo.sh; bench_ab.sh passes the limits on). On a shared host the
+# hypervisor can take a third of this VM's CPUs for seconds at a time ("steal"), and a run
+# then measures the host, not msgr:
 # half the rate is common (docs/BENCHMARKS.md "Session 41"). The bench reports the steal
 # during its run (JSON host_cpu.steal_pct); a run over the limit is run again and the
 # least-stolen one kept.
 #
-#   STEAL_MAX=10 STEAL_RETRIES=2        # the defaults (the callers' --max-steal, --steal-retries)
+#   source tools/lib/steal.sh            # before the flags: sets the defaults below
+#   ... --max-steal) flag_value STEAL_MAX ;; --steal-retries) flag_value STEAL_RETRIES ;;
 #   my_run() { tools/bench.sh ... --json "$1" ...; }   # one try, its JSON to $1
 #   steal_retry PREFIX my_run [ARGS...]  # tries PREFIX.0.json, PREFIX.1.json, ...
 #   echo "$STEAL_BEST"                   # the kept try's number ($STEAL_TRIES tries made)
@@ -14,7 +16,7 @@
 # bench) ends the retries; it is kept only if it is the first.
 
 # shellcheck shell=bash disable=SC2034  # STEAL_BEST, STEAL_TRIES: read by the callers
-: "${STEAL_MAX:=10}" "${STEAL_RETRIES:=2}"
+STEAL_MAX=10 STEAL_RETRIES=2  # the defaults of --max-steal and --steal-retries
 STEAL_BEST=0 STEAL_TRIES=0
 
 # run_steal JSON: the run's host_cpu.steal_pct, or nothing (no file, no field)
