@@ -2,6 +2,8 @@
 // RegisterMessengerBackend) and EntityName's printing.
 #include "msg/messenger.h"
 
+#include <poll.h>
+
 #include <algorithm>
 #include <memory>
 #include <mutex>
@@ -146,6 +148,11 @@ absl::StatusOr<std::unique_ptr<Messenger>> Messenger::Create(const MessengerOpti
   std::random_device random;
   while (o.instance == 0) o.instance = (uint64_t{random()} << 32) | random();
   return f(o, dispatcher);
+}
+
+void Messenger::WaitFor(int fd, absl::Duration timeout) {
+  pollfd p{fd, POLLIN, 0};
+  (void)poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
 }
 
 }  // namespace msgr

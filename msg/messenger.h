@@ -112,6 +112,7 @@ struct MessengerOptions {
   // fences (SetFenced). 0: Create draws a random one (a restarted process gets another).
   uint64_t instance = 0;
   AuthConfig auth;
+  // The backend's own threads; 0: driven mode (Messenger::driven(), tcp only).
   int worker_threads = 2;
 
   // Protection of the frames after the handshake, per cluster (msg/PROTOCOL.md, "Secure
@@ -486,6 +487,19 @@ class Messenger {
   // (OnRecordsAcked may run inside). Returns true if it found anything. A backend whose
   // completions only its own threads can reap returns false at once (tcp).
   virtual bool Poll() { return false; }
+
+  // Driven mode (MessengerOptions::worker_threads 0, a backend that offers it: tcp): the
+  // messenger starts no socket thread. One thread of its owner -- an OSD's poller, which
+  // then reads the sockets, drains the rings and writes the acks without handing anything
+  // to another thread (run to completion) -- runs all of its work (sockets, timers,
+  // Dispatcher callbacks) by calling Poll() often, which runs what is ready, and WaitFor()
+  // when it has nothing else to do. Only that thread calls them, and it must not block in
+  // a way that waits for the messenger (the rule for Dispatcher callbacks applies to it
+  // in every call it makes). After Shutdown both return at once (WaitFor as below).
+  virtual bool driven() const { return false; }
+  // Waits until `fd` is readable, `timeout` passed, or (driven) the messenger ran some of
+  // its work on this thread meanwhile; may return early. Not driven: a poll() of `fd`.
+  virtual void WaitFor(int fd, absl::Duration timeout);
 
   // A buffer of `size` bytes to fill with a record payload that this messenger sends
   // without copying (RecordBuffer). Never fails: when the backend cannot register more

@@ -217,6 +217,19 @@ absl::Status Osd::Init() {
     // poller i. An explicit backend option wins (0: none, every ring scanned).
     mo.backend_options.emplace("rdma_ring_notifiers", std::to_string(pollers_.size()));
     mo.worker_threads = options_.ms_tcp_threads;
+    // Run to completion (ms_tcp_threads 0): a poller drives each tcp messenger, one per
+    // poller; a tcp messenger beyond the pollers (a cluster one with one poller) gets a
+    // socket thread.
+    Poller* driver = nullptr;
+    if (type != "tcp") {
+      mo.worker_threads = std::max(1, mo.worker_threads);
+    } else if (mo.worker_threads == 0) {
+      if (tcp_driven_ < pollers_.size()) {
+        driver = pollers_[tcp_driven_++].get();
+      } else {
+        mo.worker_threads = 1;
+      }
+    }
     // One incarnation for the process: the first messenger draws it, the others share it
     // (the monitor fences an old incarnation of this OSD by it).
     mo.instance = boot.instance();
@@ -231,6 +244,7 @@ absl::Status Osd::Init() {
     auto addr = (*m)->Bind(bind_addr);
     if (!addr.ok()) return addr.status();
     Messenger* messenger = m->get();
+    if (driver != nullptr) driver->Drive(messenger);
     registry_.Add({counters_name, -1, [messenger] { return messenger->perf_counters(); }});
     messengers_.push_back(std::move(*m));
     return addr;

@@ -85,7 +85,8 @@ struct OsdOptions {
   // connection is served in order on one strand anyway and the records' work is the
   // pollers'; a second thread on the same io_context costs a futex wake-up per hand-off
   // (docs/BENCHMARKS.md "Session 35").
-  int ms_tcp_threads = 1;
+  // 0: none, each tcp messenger is driven by a poller (Poller::Drive; run to completion).
+  int ms_tcp_threads = 0;
   std::vector<int> poller_cpus;               // pin poller i to poller_cpus[i % size]
   absl::Duration poller_spin = absl::Microseconds(1000);  // PollerOptions::spin (the cap)
   bool poller_adaptive_spin = true;                       // PollerOptions::adaptive_spin
@@ -227,6 +228,7 @@ class Osd : public Dispatcher, public RecordSink {
   PgLog pg_log_;
   std::unique_ptr<store::ObjectStore> store_;
   std::vector<std::unique_ptr<Poller>> pollers_;
+  size_t tcp_driven_ = 0;  // tcp messengers driven by pollers so far (ms_tcp_threads 0)
   std::vector<std::unique_ptr<Messenger>> messengers_;
   // The map's blocklist as last given to the messengers (the map watch thread only).
   std::string applied_blocklist_;

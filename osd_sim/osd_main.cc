@@ -64,7 +64,8 @@ ABSL_FLAG(uint64_t, poller_nap_us, 40, "nap between looks under many rings");
 ABSL_FLAG(uint64_t, poller_nap_rings, 8, "busy rings that make a poller nap");
 ABSL_FLAG(uint64_t, poller_nap_depth, 3, "a writer's queue depth that makes a poller nap");
 ABSL_FLAG(uint64_t, poller_ack_spin_us, 200, "poll for replicas' acks while holding records");
-ABSL_FLAG(uint64_t, ms_tcp_threads, 1, "socket threads per tcp messenger");
+ABSL_FLAG(uint64_t, ms_tcp_threads, 0,
+          "socket threads per tcp messenger (0: the pollers run them)");
 ABSL_FLAG(uint64_t, ring_bytes, msgr::kDefaultRingBytes, "largest RDMA ring");
 ABSL_FLAG(uint64_t, capacity, 0, "store capacity in bytes (0: none)");
 ABSL_FLAG(std::optional<uint64_t>, store_commit_window_us, std::nullopt,
@@ -135,8 +136,8 @@ constexpr const char* kUsage =
     "  --poller-ack-spin-us US   a primary over rdma: while its records wait for replicas'\n"
     "                            acks, poll for them up to US when such waits mostly end\n"
     "                            that soon (default 200; 0: leave them to the messenger)\n"
-    "  --ms-tcp-threads N        socket threads of each tcp messenger (default 1: each\n"
-    "                            connection is served in order; records go to pollers)\n"
+    "  --ms-tcp-threads N        socket threads of each tcp messenger (default 0: none,\n"
+    "                            a poller reads the sockets itself, runs to completion)\n"
     "  --store-commit-window-us US  durable mode: wait up to US after a write for others\n"
     "                            to share its fdatasync, while writes come in groups\n"
     "                            (default 200; 0: flush each at once)\n"
@@ -312,8 +313,8 @@ int main(int argc, char** argv) {
     return Fail("--poller-nap-depth takes 0 to 65535 writes");
   }
   o.poller_nap_depth = static_cast<size_t>(absl::GetFlag(FLAGS_poller_nap_depth));
-  if (absl::GetFlag(FLAGS_ms_tcp_threads) < 1 || absl::GetFlag(FLAGS_ms_tcp_threads) > 64) {
-    return Fail("--ms-tcp-threads takes 1 to 64 threads");
+  if (absl::GetFlag(FLAGS_ms_tcp_threads) > 64) {
+    return Fail("--ms-tcp-threads takes 0 to 64 threads (0: the pollers run the sockets)");
   }
   o.ms_tcp_threads = static_cast<int>(absl::GetFlag(FLAGS_ms_tcp_threads));
   if (absl::GetFlag(FLAGS_poller_ack_spin_us) > 1'000'000) {

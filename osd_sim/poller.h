@@ -176,6 +176,8 @@ struct InFlightWrite {
   X(spin_ns, kCounter, kNanoseconds, "time spent spinning for records")                       \
   X(busy_ns, kCounter, kNanoseconds, "time in passes that found work (records, completions)") \
   X(cpu_ns, kCounter, kNanoseconds, "CPU time of the poller's thread (its busy, spin and crc)") \
+  X(messenger_ns, kCounter, kNanoseconds,                                                    \
+    "time running the messenger it drives (Drive: sockets, handshakes; transport CPU role)")  \
   X(sleep_ns, kCounter, kNanoseconds, "time spent asleep or napping, waiting for records")  \
   X(sleeps, kCounter, kNone, "times the poller went to sleep")                                \
   X(sleeps_at_once, kCounter, kNone, "idle periods the spin policy slept through at once")    \
@@ -249,6 +251,13 @@ class Poller {
   // otherwise reach the poller through the messenger's completion thread and a wake-up.
   // Any thread; applied on the poller's next pass.
   void SetAckPoll(absl::AnyInvocable<bool()> poll);
+  // Runs `messenger` (driven mode, Messenger::driven()) on the poller's thread: its sockets
+  // are read, its handshakes and callbacks run, between the poller's passes and while it
+  // sleeps, so a record goes from the socket to the store and its ack back to the socket on
+  // this one thread (run to completion), with no hand-off to a socket thread and no
+  // wake-up for it. `messenger` must outlive the poller's thread (Stop). Any thread;
+  // applied on the next pass. One per poller.
+  void Drive(Messenger* messenger);
 
  private:
   struct Pending;
@@ -327,6 +336,7 @@ class Poller {
   };
   std::vector<ControlOp> control_ ABSL_GUARDED_BY(mu_);
   absl::AnyInvocable<bool()> new_ack_poll_ ABSL_GUARDED_BY(mu_);  // SetAckPoll, not applied
+  Messenger* new_driven_ ABSL_GUARDED_BY(mu_) = nullptr;          // Drive, not applied
   std::set<const Connection*> conns_ ABSL_GUARDED_BY(mu_);  // has_rings_of
   std::vector<std::shared_ptr<DumpRequest>> dumps_ ABSL_GUARDED_BY(mu_);  // DumpInFlight
   bool exited_ ABSL_GUARDED_BY(mu_) = false;  // the thread answers no more dumps
@@ -348,6 +358,8 @@ class Poller {
   static constexpr uint64_t kFullScanNs = 1'000'000;
   std::vector<RecordAck> failed_;                  // poller thread only: Complete's scratch
   absl::AnyInvocable<bool()> ack_poll_;            // poller thread only: SetAckPoll's
+  Messenger* driven_ = nullptr;                    // poller thread only: Drive's
+  ThreadCpuClock driven_cpu_;                      // poller thread only: its own CPU clock
   bool completed_by_ack_poll_ = false;  // poller thread only: this pass's Complete saw one
   PollerCounters counters_;                        // poller thread only
   LatencyHistogram op_latency_{&kOpLatencyDesc};   // recorded by the poller thread

@@ -36,6 +36,7 @@ std::optional<PollerTimes> PollerCpuTimes(const BenchReport& r) {
   if (!r.osd_perf) return std::nullopt;
   PollerTimes t;
   t.crc_s = r.osd_perf->crc_ns / 1e9;
+  t.transport_s = r.osd_perf->messenger_ns / 1e9;
   t.spin_s = r.osd_perf->spin_ns / 1e9;
   if (r.osd_role_cpu_s) {
     const double poller_s = (*r.osd_role_cpu_s)[static_cast<int>(ThreadRole::kPoller)];
@@ -43,10 +44,14 @@ std::optional<PollerTimes> PollerCpuTimes(const BenchReport& r) {
       t.crc_s = poller_s;
       t.capped = true;
     }
+    if (t.transport_s > poller_s - t.crc_s) {
+      t.transport_s = poller_s - t.crc_s;
+      t.capped = true;
+    }
     // spin_ns keeps counting while a yielding poller lets others run, so with the poller
     // threads' CPU known, their spin is what that CPU did outside the passes with work.
     const double busy_s = r.osd_perf->busy_ns / 1e9;
-    const double left = poller_s - t.crc_s;
+    const double left = poller_s - t.crc_s - t.transport_s;
     if (busy_s > left) t.capped = true;
     t.spin_s = std::max(0.0, left - std::min(busy_s, left));
   }
@@ -76,7 +81,9 @@ OsdCpuByRole OsdCpuPerGiBByRole(const BenchReport& r) {
   c.other = per_gib(cpu[static_cast<int>(ThreadRole::kOther)]);
   if (const std::optional<PollerTimes> poller = PollerCpuTimes(r)) {
     c.crc = per_gib(poller->crc_s);
-    c.poller = per_gib(cpu[static_cast<int>(ThreadRole::kPoller)] - poller->crc_s);
+    c.transport = per_gib(cpu[static_cast<int>(ThreadRole::kTransport)] + poller->transport_s);
+    c.poller = per_gib(cpu[static_cast<int>(ThreadRole::kPoller)] - poller->crc_s -
+                       poller->transport_s);
     c.poller_spin = per_gib(poller->spin_s);
   }
   return c;

@@ -7,7 +7,8 @@
 //     is the OSDs' CPU less their pollers' empty spinning (perf dump pollers[].spin_ns),
 //   osd_cpu_s_per_gb_by_role {transport, crc, poller, store, other}: the OSDs' CPU-s per
 //     GiB by thread role (thread_role.h), crc being the pollers' time in the record crc32c
-//     check (pollers[].crc_ns) and poller the rest of the poller threads' CPU,
+//     check (pollers[].crc_ns), transport including the pollers' time running the tcp
+//     messenger they drive (pollers[].messenger_ns), poller the rest of their CPU,
 //   poller_spin_s_per_gb: the part of that poller figure that was empty spinning,
 //   copies_per_byte {client, osd_wire, osd_store}: payload bytes a CPU copied per byte
 //     written (client messenger payload_bytes_copied_tx; the OSDs' messenger
@@ -74,8 +75,12 @@ std::optional<double> CpuSecondsPerGiB(std::optional<double> cpu_s, uint64_t byt
 // when the poller threads' CPU was measured: crc is capped at it, and spin is that CPU
 // less crc less the passes that found work (busy_ns; `capped` says crc or busy exceeded
 // the CPU). Without it, spin is spin_ns. nullopt without perf dumps.
+// transport_s: the pollers' time running the tcp messenger they drive (run to
+// completion: pollers[].messenger_ns), capped the same way; it is the transport role's,
+// not the poller's.
 struct PollerTimes {
   double crc_s = 0;
+  double transport_s = 0;
   double spin_s = 0;
   bool capped = false;
 };

@@ -54,6 +54,12 @@ absl::StatusOr<OsdPerfSample> ParsePerfDump(std::string_view text) {
     s.spin_ns += *spin;
     s.busy_ns += *busy;
     s.crc_ns += *crc;
+    // Optional: an OSD from before the counter has none (its sockets have threads).
+    if (p.contains("messenger_ns")) {
+      auto messenger = Counter(p, "messenger_ns", "pollers[].");
+      if (!messenger.ok()) return messenger.status();
+      s.messenger_ns += *messenger;
+    }
   }
 
   // One group per messenger the OSD runs ("tcp", "rdma"), each with the common counters.
@@ -134,7 +140,8 @@ absl::StatusOr<OsdPerfDelta> SumPerfDeltas(const PerfSamples& before, const Perf
     const bool moved = a.started_at_s != 0 && b->started_at_s != 0 &&
                        std::abs(a.started_at_s - b->started_at_s) > kRestartSlackSeconds;
     if (a.id != b->id || moved || a.uptime_s < b->uptime_s || a.spin_ns < b->spin_ns || a.busy_ns < b->busy_ns ||
-        a.crc_ns < b->crc_ns || a.wire_copied_rx < b->wire_copied_rx ||
+        a.crc_ns < b->crc_ns || a.messenger_ns < b->messenger_ns ||
+        a.wire_copied_rx < b->wire_copied_rx ||
         a.send_copied_tx < b->send_copied_tx ||
         a.store_copied < b->store_copied) {
       return absl::FailedPreconditionError(
@@ -144,6 +151,7 @@ absl::StatusOr<OsdPerfDelta> SumPerfDeltas(const PerfSamples& before, const Perf
     d.spin_ns += a.spin_ns - b->spin_ns;
     d.busy_ns += a.busy_ns - b->busy_ns;
     d.crc_ns += a.crc_ns - b->crc_ns;
+    d.messenger_ns += a.messenger_ns - b->messenger_ns;
     d.wire_copied_rx += a.wire_copied_rx - b->wire_copied_rx;
     d.send_copied_tx += a.send_copied_tx - b->send_copied_tx;
     d.store_copied += a.store_copied - b->store_copied;

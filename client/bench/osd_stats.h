@@ -26,6 +26,9 @@ struct OsdPerfSample {
   uint64_t spin_ns = 0;         // sum of pollers[].spin_ns
   uint64_t busy_ns = 0;         // sum of pollers[].busy_ns
   uint64_t crc_ns = 0;          // sum of pollers[].crc_ns
+  // sum of pollers[].messenger_ns: pollers running a tcp messenger (run to completion); 0
+  // when the dump has none (an OSD with socket threads, or from before the counter)
+  uint64_t messenger_ns = 0;
   uint64_t wire_copied_rx = 0;  // sum of messenger.<type>.payload_bytes_copied_rx
   uint64_t send_copied_tx = 0;  // sum of messenger.<type>.payload_bytes_copied_tx
   uint64_t store_copied = 0;    // store.payload_bytes_copied
@@ -41,6 +44,7 @@ struct OsdPerfDelta {
   uint64_t spin_ns = 0;
   uint64_t busy_ns = 0;
   uint64_t crc_ns = 0;
+  uint64_t messenger_ns = 0;
   uint64_t wire_copied_rx = 0;
   uint64_t send_copied_tx = 0;  // what the OSDs copied sending: replication forwards
   uint64_t store_copied = 0;

@@ -1,7 +1,12 @@
 #include "msg/tcp/tcp_messenger.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <boost/asio/post.hpp>
 
@@ -24,8 +29,9 @@ void AbortHandshake(ServerHandshake* hs);  // acceptor.cc
 absl::StatusOr<std::unique_ptr<Messenger>> TcpMessenger::Create(const MessengerOptions& options,
                                                                 Dispatcher* dispatcher) {
   if (dispatcher == nullptr) return absl::InvalidArgumentError("dispatcher must not be null");
-  if (options.worker_threads < 1) {
-    return absl::InvalidArgumentError("worker_threads must be at least 1");
+  if (options.worker_threads < 0) {
+    return absl::InvalidArgumentError(
+        "worker_threads must be at least 0 (0: the owner's thread drives the messenger)");
   }
   if (!IsValidRingSize(options.ring_bytes)) {
     return absl::InvalidArgumentError(absl::StrCat("ring_bytes ", options.ring_bytes,
@@ -43,7 +49,8 @@ absl::StatusOr<std::unique_ptr<Messenger>> TcpMessenger::Create(const MessengerO
 TcpMessenger::TcpMessenger(std::shared_ptr<TcpShared> shared)
     : shared_(std::move(shared)),
       work_(asio::make_work_guard(shared_->io)),
-      accept_strand_(asio::make_strand(shared_->io)) {
+      accept_strand_(asio::make_strand(shared_->io)),
+      driven_(shared_->options.worker_threads == 0) {
   for (int i = 0; i < shared_->options.worker_threads; ++i) {
     threads_.emplace_back([this] {
       pthread_setname_np(pthread_self(), "ms-tcp-io");
@@ -53,6 +60,45 @@ TcpMessenger::TcpMessenger(std::shared_ptr<TcpShared> shared)
 }
 
 TcpMessenger::~TcpMessenger() { Shutdown(); }
+
+bool TcpMessenger::Poll() {
+  if (!driven_) return false;
+  absl::MutexLock l(&drive_mu_);
+  if (drive_stopped_) return false;
+  return shared_->io.poll() > 0;
+}
+
+void TcpMessenger::WaitFor(int fd, absl::Duration timeout) {
+  if (!driven_) return Messenger::WaitFor(fd, timeout);
+  {
+    absl::MutexLock l(&drive_mu_);
+    if (!drive_stopped_) {
+      if (wait_source_fd_ != fd) {
+        wait_desc_.reset();  // cancels a pending wait (its handler runs on a later poll)
+        wait_armed_ = false;
+        const int copy = dup(fd);
+        if (copy < 0) {
+          spdlog::error("msgr tcp: dup of a wait fd failed: {}", std::strerror(errno));
+        } else {
+          wait_desc_ = std::make_unique<asio::posix::stream_descriptor>(shared_->io, copy);
+          wait_source_fd_ = fd;
+        }
+      }
+      if (wait_desc_ && !wait_armed_) {
+        wait_armed_ = true;
+        wait_desc_->async_wait(asio::posix::stream_descriptor::wait_read,
+                               [this](const boost::system::error_code&) { wait_armed_ = false; });
+      }
+      // `fd` readable before the wait was armed: its edge may have gone by unwatched.
+      pollfd p{fd, POLLIN, 0};
+      if (wait_desc_ && poll(&p, 1, 0) == 0) {
+        shared_->io.run_one_for(absl::ToChronoMilliseconds(timeout));
+      }
+      if (wait_desc_) return;
+    }
+  }
+  Messenger::WaitFor(fd, timeout);  // stopped: no io_context to run
+}
 
 absl::StatusOr<ConnectionRef> TcpMessenger::Connect(const std::string& addr,
                                                     const ConnectOptions& options) {
@@ -193,6 +239,11 @@ void TcpMessenger::Shutdown() {
   // with no thread running, then run the cancelled handlers so they drop their refs.
   work_.reset();
   shared_->io.stop();
+  {
+    // A driving thread leaves the stopped io_context at once, and does not enter it again.
+    absl::MutexLock l(&drive_mu_);
+    drive_stopped_ = true;
+  }
   for (auto& t : threads_) {
     if (t.get_id() == std::this_thread::get_id()) {
       spdlog::error("msgr tcp: Shutdown called from a worker thread; detaching it");
@@ -209,6 +260,7 @@ void TcpMessenger::Shutdown() {
       acceptor_->close(ec);
     }
   }
+  wait_desc_.reset();
   for (auto& c : conns) c->DestroyIo();
   for (auto& h : hss) AbortHandshake(h.get());
   hss.clear();

@@ -1,6 +1,7 @@
 // TcpMessenger: the "tcp" messenger backend (Boost.Asio). One io_context driven by
-// `worker_threads` threads; every connection runs its socket, timers and Dispatcher
-// callbacks on its own strand, so callbacks for one connection are serialized.
+// `worker_threads` threads, or, with 0 of them, by the owner's thread through Poll and
+// WaitFor (driven mode, messenger.h); every connection runs its socket, timers and
+// Dispatcher callbacks on its own strand, so callbacks for one connection are serialized.
 //
 // Layout of the backend (one topic per file):
 //   tcp_messenger.cc     this class: workers, Connect, session table, counters, Shutdown
@@ -18,6 +19,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/strand.hpp>
 #include <map>
 #include <memory>
@@ -71,6 +73,9 @@ class TcpMessenger : public Messenger {
   std::vector<SessionInfo> DumpSessions() const override;
   void SetFenced(std::vector<FencedPeer> fenced) override;
   void Shutdown() override;
+  bool driven() const override { return driven_; }
+  bool Poll() override;
+  void WaitFor(int fd, absl::Duration timeout) override;
 
   // --- backend internals (acceptor, handshake, connections) ---
   boost::asio::io_context& io() { return shared_->io; }
@@ -100,6 +105,17 @@ class TcpMessenger : public Messenger {
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   boost::asio::strand<boost::asio::io_context::executor_type> accept_strand_;
   std::vector<std::thread> threads_;
+
+  // Driven mode (worker_threads 0). The driving thread runs the io_context under drive_mu_;
+  // Shutdown stops the io_context, then takes drive_mu_ to end the driving for good (it
+  // tears the sockets down with no thread inside the io_context).
+  const bool driven_;
+  absl::Mutex drive_mu_;
+  bool drive_stopped_ ABSL_GUARDED_BY(drive_mu_) = false;
+  // WaitFor's `fd` (a dup of it) watched by the io_context; the driving thread only.
+  std::unique_ptr<boost::asio::posix::stream_descriptor> wait_desc_;
+  int wait_source_fd_ = -1;
+  bool wait_armed_ = false;  // an async_wait on wait_desc_ is pending
 
   mutable absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -83,9 +84,27 @@ std::array<double, kThreadRoles> ThreadCpuCollector::Update(const std::vector<Ta
   return seconds;
 }
 
+std::array<double, kThreadRoles> ThreadCpuCollector::Split(std::array<double, kThreadRoles> seconds,
+                                                           double transport_in_pollers_s) const {
+  constexpr int kTransport = 0, kPoller = 1;
+  static_assert(kThreadRoleNames[kTransport][0] == 't' && kThreadRoleNames[kPoller][0] == 'p');
+  // The moved time is wall-clock in part (the poller's own counter): a scrape may see it
+  // grow faster than the threads' CPU. The poller's share never goes down (a counter), and
+  // the two shares add up to the threads' CPU; transport only grows too, as both inputs do.
+  const double moved = std::clamp(transport_in_pollers_s, 0.0, seconds[kPoller]);
+  absl::MutexLock l(&mu_);
+  const double poller = std::max(seconds[kPoller] - moved, last_poller_s_);
+  seconds[kTransport] += seconds[kPoller] - poller;
+  seconds[kPoller] = poller;
+  last_poller_s_ = poller;
+  return seconds;
+}
+
 std::vector<prometheus::MetricFamily> ThreadCpuCollector::Collect() const {
   const long hz = sysconf(_SC_CLK_TCK);
-  const std::array<double, kThreadRoles> seconds = Update(ReadSelfTasks(), hz > 0 ? hz : 100);
+  const std::array<double, kThreadRoles> seconds =
+      Split(Update(ReadSelfTasks(), hz > 0 ? hz : 100),
+            transport_in_pollers_s_ ? transport_in_pollers_s_() : 0.0);
   prometheus::MetricFamily f;
   f.name = absl::StrCat(kMetricPrefix, "thread_cpu_seconds_total");
   f.help = "CPU time of this process's threads by role (from their names), user + system";

@@ -2,7 +2,9 @@
 // from /proc/self/task/*/stat at scrape time. The role comes from the name each thread
 // gives itself (pthread_setname_np), as the bench splits OSD CPU:
 //   transport  ms-* (ms-tcp-io, ms-rdma-cq, ms-rdma-disp), soft-hca
-//   poller     osd-poller-N
+//   poller     osd-poller-N, less what the pollers spent running a tcp messenger they
+//              drive (perf dump pollers[].messenger_ns: run to completion), which is
+//              transport's
 //   store      store-* (store-io, store-flush)
 //   other      everything else (main, gRPC's threads, osd-read, the metrics server)
 // The totals never go down: each thread's time is added as it grows, and a thread that
@@ -13,6 +15,7 @@
 #define MSGR_OSD_SIM_METRICS_THREAD_CPU_COLLECTOR_H_
 
 #include <array>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -45,17 +48,28 @@ absl::StatusOr<TaskCpu> ParseTaskStatLine(absl::string_view stat);
 
 class ThreadCpuCollector : public prometheus::Collectable {
  public:
-  explicit ThreadCpuCollector(Labels labels) : labels_(std::move(labels)) {}
+  // `transport_in_pollers_s`: the seconds poller threads spent on transport work so far
+  // (it only grows), moved from the poller role to transport; null: none.
+  explicit ThreadCpuCollector(Labels labels,
+                              std::function<double()> transport_in_pollers_s = nullptr)
+      : labels_(std::move(labels)), transport_in_pollers_s_(std::move(transport_in_pollers_s)) {}
   std::vector<prometheus::MetricFamily> Collect() const override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Adds the readings of one scrape (every live thread) to the role totals; returns the
   // totals in seconds. Collect() calls it with /proc/self/task; tests call it directly.
   std::array<double, kThreadRoles> Update(const std::vector<TaskCpu>& tasks,
                                           long ticks_per_second) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Update's totals with `transport_in_pollers_s` of the poller role moved to transport
+  // (at most all of it), the poller's share never below what it last returned.
+  std::array<double, kThreadRoles> Split(std::array<double, kThreadRoles> seconds,
+                                         double transport_in_pollers_s) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   const Labels labels_;
+  const std::function<double()> transport_in_pollers_s_;
   mutable absl::Mutex mu_;
+  mutable double last_poller_s_ ABSL_GUARDED_BY(mu_) = 0;  // Split's last poller share
   mutable std::map<int, uint64_t> last_ticks_ ABSL_GUARDED_BY(mu_);  // tid -> ticks seen
   mutable std::array<uint64_t, kThreadRoles> role_ticks_ ABSL_GUARDED_BY(mu_){};
 };

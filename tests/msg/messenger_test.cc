@@ -33,9 +33,14 @@ using testing::RecordingDispatcher;
 
 constexpr size_t kTestRing = 256 * 1024;
 
+// The suite's parameters: the backends, and "tcp-driven", the tcp backend in driven mode
+// (MessengerOptions::worker_threads 0) run by a thread of the test's (DrivenMessenger).
+std::string BackendOf(const std::string& param) { return param == "tcp-driven" ? "tcp" : param; }
+
 // Per-backend knobs (the one place that knows backend names).
-void BackendOptions(const std::string& backend, MessengerOptions* o) {
-  if (backend == "rdma") o->backend_options["rdma_device"] = "soft";
+void BackendOptions(const std::string& param, MessengerOptions* o) {
+  if (param == "rdma") o->backend_options["rdma_device"] = "soft";
+  if (param == "tcp-driven") o->worker_threads = 0;
 }
 
 // Polls `done` every 2 ms for up to `limit`: for state that another thread updates after
@@ -65,7 +70,7 @@ class MessengerTest : public ::testing::TestWithParam<std::string> {
  public:  // also for the shared helpers below
   MessengerOptions Options(EntityType type, uint64_t id) {
     MessengerOptions o;
-    o.type = GetParam();
+    o.type = BackendOf(GetParam());
     o.name = EntityName{type, id};
     o.auth = AuthConfig::None();
     o.keepalive_interval = absl::Milliseconds(200);
@@ -81,6 +86,10 @@ class MessengerTest : public ::testing::TestWithParam<std::string> {
     auto m = Messenger::Create(o, d);
     EXPECT_TRUE(m.ok()) << m.status();
     if (!m.ok()) return nullptr;
+    if (o.worker_threads == 0) {
+      EXPECT_TRUE((*m)->driven());
+      return std::make_unique<testing::DrivenMessenger>(std::move(*m));
+    }
     return std::move(*m);
   }
 
@@ -561,7 +570,7 @@ TEST_P(MessengerTest, LosslessSessionOfAVanishedClientEndsAfterTheReconnectTimeo
   });
   // The client lives in a child process that exits without Shutdown (no goodbye): its
   // sockets close as the kernel cleans up, as when a process dies.
-  const pid_t child = testing::SpawnClientChild({GetParam(), addr_, "21", "exit"});
+  const pid_t child = testing::SpawnClientChild({BackendOf(GetParam()), addr_, "21", "exit"});
   ASSERT_GT(child, 0) << "cannot start tests/msg/client_child";
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
@@ -586,7 +595,7 @@ TEST_P(MessengerTest, LosslessSessionOfAVanishedClientEndsAfterTheReconnectTimeo
 TEST_P(MessengerTest, AClientBackWithANewSessionEndsItsOldOne) {
   RecordingDispatcher sd;
   auto server = MakeServer(&sd);  // session_reconnect_timeout: the default 120 s
-  const pid_t child = testing::SpawnClientChild({GetParam(), addr_, "23", "exit"});
+  const pid_t child = testing::SpawnClientChild({BackendOf(GetParam()), addr_, "23", "exit"});
   ASSERT_GT(child, 0) << "cannot start tests/msg/client_child";
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
@@ -661,7 +670,7 @@ TEST_P(MessengerTest, DumpSessionsShowsPeerInstanceAndRingFill) {
   const SessionInfo accepted = server->DumpSessions().at(0);
   const SessionInfo opened = client->DumpSessions().at(0);
   EXPECT_EQ(accepted.peer, (EntityName{EntityType::kClient, 31}));
-  EXPECT_EQ(accepted.backend, GetParam());
+  EXPECT_EQ(accepted.backend, BackendOf(GetParam()));
   EXPECT_FALSE(accepted.outgoing);
   EXPECT_TRUE(accepted.lossless);
   EXPECT_EQ(accepted.ring_bytes, kTestRing);
@@ -1009,8 +1018,11 @@ TEST_P(AuthTest, EntityCertificatesProveTheNameAKeyHolderCannotPoseAsAnOsd) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, MessengerTest, ::testing::Values("tcp", "rdma"),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Backends, MessengerTest, ::testing::Values("tcp", "rdma", "tcp-driven"),
+                         [](const auto& info) {
+                           return info.param == "tcp-driven" ? std::string("tcp_driven")
+                                                             : info.param;
+                         });
 INSTANTIATE_TEST_SUITE_P(Backends, AuthTest, ::testing::Values("tcp", "rdma"),
                          [](const auto& info) { return info.param; });
 

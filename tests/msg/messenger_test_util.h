@@ -1,10 +1,11 @@
-// Test helpers for the messenger conformance suite: a recording Dispatcher and a ring
-// drainer (a poller thread built on RingConsumer). Only msg/messenger.h and the ring
+// Test helpers for the messenger conformance suite: a recording Dispatcher, a ring
+// drainer (a poller thread built on RingConsumer) and a driven messenger's driver. Only msg/messenger.h and the ring
 // contract are used, so every backend runs the same tests.
 #ifndef MSGR_TESTS_MSG_MESSENGER_TEST_UTIL_H_
 #define MSGR_TESTS_MSG_MESSENGER_TEST_UTIL_H_
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -206,6 +207,62 @@ class RecordingDispatcher : public Dispatcher {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
+};
+
+// A messenger in driven mode (MessengerOptions::worker_threads 0) with a thread of its own
+// that drives it as an OSD's poller does: Poll() while it finds work, WaitFor() when it
+// does not. Lets the conformance suite run every test on a driven messenger ("tcp-driven").
+// Shutdown shuts the messenger down while the thread still drives it (its goodbyes need
+// the io), then stops the thread; the destructor does both.
+class DrivenMessenger : public Messenger {
+ public:
+  explicit DrivenMessenger(std::unique_ptr<Messenger> inner)
+      : inner_(std::move(inner)), wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    thread_ = std::thread([this] {
+      while (!stop_.load()) {
+        if (inner_->Poll()) {
+          ran_.fetch_add(1);
+        } else {
+          inner_->WaitFor(wake_fd_, absl::Milliseconds(100));
+        }
+      }
+    });
+  }
+  ~DrivenMessenger() override {
+    Shutdown();
+    close(wake_fd_);
+  }
+  // Poll() calls of the thread that ran something.
+  uint64_t polls_that_ran() const { return ran_.load(); }
+
+  absl::StatusOr<std::string> Bind(const std::string& addr) override { return inner_->Bind(addr); }
+  absl::StatusOr<ConnectionRef> Connect(const std::string& addr,
+                                        const ConnectOptions& options) override {
+    return inner_->Connect(addr, options);
+  }
+  void SetPolicy(EntityType type, Policy policy) override { inner_->SetPolicy(type, policy); }
+  RecordBufferRef AllocRecordBuffer(size_t size) override { return inner_->AllocRecordBuffer(size); }
+  size_t zero_copy_min_bytes() const override { return inner_->zero_copy_min_bytes(); }
+  MessengerCounters counters() const override { return inner_->counters(); }
+  std::vector<CounterGroup> perf_counters() const override { return inner_->perf_counters(); }
+  const MessengerOptions& options() const override { return inner_->options(); }
+  std::vector<SessionInfo> DumpSessions() const override { return inner_->DumpSessions(); }
+  void SetFenced(std::vector<FencedPeer> fenced) override { inner_->SetFenced(std::move(fenced)); }
+  void Shutdown() override {
+    inner_->Shutdown();
+    if (!thread_.joinable()) return;
+    stop_.store(true);
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+    thread_.join();
+  }
+
+ private:
+  std::unique_ptr<Messenger> inner_;
+  const int wake_fd_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> ran_{0};
+  std::thread thread_;
 };
 
 }  // namespace msgr::testing

@@ -465,13 +465,20 @@ TEST_P(OsdTest, TcpMessengersRunAsManySocketThreadsAsAsked) {
   if (GetParam() != "tcp") GTEST_SKIP() << "--ms-tcp-threads sizes tcp messengers only";
   const int before = ThreadsNamed("ms-tcp-io");
   StartOsd();
-  EXPECT_EQ(ThreadsNamed("ms-tcp-io") - before, 1) << "the default is one socket thread";
+  // The default: no socket thread, the poller runs the messenger (run to completion).
+  EXPECT_EQ(ThreadsNamed("ms-tcp-io") - before, 0);
+  ConnectClient();
+  ASSERT_TRUE(Write("t", "no socket thread", 1).ok());
+  // Its time on the messenger is counted apart (the transport role of the OSD's CPU).
+  EXPECT_GT(PerfDump()["pollers"][0]["messenger_ns"].get<uint64_t>(), 0u);
   osd_.reset();
   options_.ms_tcp_threads = 3;
+  const int with_client = ThreadsNamed("ms-tcp-io");  // the test's client has its own
   StartOsd();
-  EXPECT_EQ(ThreadsNamed("ms-tcp-io") - before, 3);
+  EXPECT_EQ(ThreadsNamed("ms-tcp-io") - with_client, 3);
   ConnectClient();
   ASSERT_TRUE(Write("t", "three threads", 1).ok());
+  EXPECT_EQ(PerfDump()["pollers"][0]["messenger_ns"].get<uint64_t>(), 0u);
 }
 
 TEST_P(OsdTest, WritesAreAckedDurableAndReadBack) {

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "msg/tcp/recv_ring.h"
 #include "proto/osd_protocol.h"
 #include "tests/osd_sim/ring_fakes.h"
@@ -1241,6 +1242,115 @@ TEST(PollerTest, AnnouncedRingIsDrainedWhenItsNotifierReportsIt) {
   ASSERT_NO_FATAL_FAILURE(rig.Produce(1));
   ASSERT_TRUE(FlushUntilAcked(rig.sink, *rig.conn, 1));
   rig.poller->Stop();
+}
+
+// Run to completion (Poller::Drive): a poller that drives a tcp messenger reads its
+// sockets, drains the rings and writes the acks itself. Every record reaches the store on
+// the poller's thread, and the messenger's callbacks run there too. max_sleep is 60 s, so a
+// record whose arrival did not end the poller's sleep fails its 5 s wait.
+class ImmediateSink : public RecordSink {
+ public:
+  absl::StatusOr<uint32_t> Persist(const RecordView& rec, const WritePart& part,
+                                   PersistCallback done) override {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      threads.insert(std::this_thread::get_id());
+      payloads.emplace_back(reinterpret_cast<const char*>(rec.payload), rec.header->payload_len);
+    }
+    done(absl::OkStatus());
+    return part.kind == WritePart::Kind::kFirst ? static_cast<uint32_t>(rec.header->tid) : 0;
+  }
+  void AbortWrite(std::string_view, uint32_t) override {}
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  std::vector<std::string> payloads;
+};
+
+class RingToPoller : public Dispatcher {
+ public:
+  void OnRingAttached(const ConnectionRef& conn, std::shared_ptr<RecvRing> ring) override {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      callback_threads.insert(std::this_thread::get_id());  // only the driving thread calls
+    }
+    poller->AddRing(conn, std::move(ring));
+  }
+  void OnMessage(const ConnectionRef&, Message) override {}
+  void OnReset(const ConnectionRef& conn, const absl::Status&) override {
+    poller->RemoveRings(conn.get());
+  }
+  Poller* poller = nullptr;
+  std::mutex mu;
+  std::set<std::thread::id> callback_threads;
+};
+
+class AckCounter : public Dispatcher {
+ public:
+  void OnMessage(const ConnectionRef&, Message) override {}
+  void OnReset(const ConnectionRef&, const absl::Status&) override {}
+  void OnRecordsAcked(const ConnectionRef&, absl::Span<const RecordAck> acks) override {
+    for (const RecordAck& a : acks) {
+      if (a.code == absl::StatusCode::kOk) acked.fetch_add(1);
+    }
+  }
+  std::atomic<uint64_t> acked{0};
+};
+
+TEST(PollerTest, ADrivenTcpMessengerRunsOnThePollersThreadAndNoRecordWaits) {
+  PollerOptions opt;
+  opt.max_sleep = absl::Seconds(60);
+  ImmediateSink sink;
+  auto p = Poller::Create(0, opt, &sink);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::unique_ptr<Poller> poller = std::move(*p);
+  RingToPoller server_side;
+  server_side.poller = poller.get();
+  MessengerOptions so;
+  so.name = EntityName{EntityType::kOsd, 0};
+  so.auth = AuthConfig::None();
+  so.ring_bytes = 1 << 20;
+  so.worker_threads = 0;  // driven
+  auto server = Messenger::Create(so, &server_side);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const auto addr = (*server)->Bind("127.0.0.1:0");
+  ASSERT_TRUE(addr.ok()) << addr.status();
+  poller->Drive(server->get());
+  // The poller stops driving before the messenger goes, whichever way the test ends.
+  absl::Cleanup stop_poller = [&] { poller->Stop(); };
+
+  AckCounter client_side;
+  MessengerOptions co = so;
+  co.name = EntityName{EntityType::kClient, 1};
+  co.worker_threads = 1;
+  auto client = Messenger::Create(co, &client_side);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto conn = (*client)->Connect(*addr, ConnectOptions{Policy::Lossless(), /*want_ring=*/true});
+  ASSERT_TRUE(conn.ok()) << conn.status();
+
+  // One record at a time, each acked before the next: the poller sleeps in between, and
+  // each record's arrival on the socket must end that sleep.
+  constexpr uint64_t kRecords = 50;
+  const std::string oid = "obj";
+  for (uint64_t t = 1; t <= kRecords; ++t) {
+    const std::string payload = "record " + std::to_string(t);
+    RecordDesc d{oid, t, 0, kRecordFlagTruncate | kRecordFlagLast};
+    ASSERT_TRUE((*conn)->WriteRecord(d, payload, absl::Seconds(5)).ok()) << t;
+    ASSERT_TRUE(WaitFor([&] { return client_side.acked.load() == t; }))
+        << "record " << t << " was not acked: a sleep its arrival did not end";
+  }
+  {
+    std::lock_guard<std::mutex> l(sink.mu);
+    ASSERT_EQ(sink.payloads.size(), kRecords);
+    EXPECT_EQ(sink.payloads.back(), "record 50");
+    ASSERT_EQ(sink.threads.size(), 1u);
+    // The messenger's callbacks and the store's records, one thread: the poller's.
+    std::lock_guard<std::mutex> m(server_side.mu);
+    EXPECT_EQ(server_side.callback_threads, sink.threads);
+    EXPECT_EQ(sink.threads.count(std::this_thread::get_id()), 0u);
+  }
+  EXPECT_GE(poller->counters().sleeps, kRecords / 2);  // it did sleep between records
+  (*client)->Shutdown();
+  (*server)->Shutdown();
 }
 
 }  // namespace

@@ -103,6 +103,31 @@ TEST(BenchReportTest, WallClockSpinAndCrcAreCappedAtThePollersCpu) {
   EXPECT_DOUBLE_EQ(*CpuMicrosPerOp(r).osds_busy, 13.0);  // (10 - 3.5) s / 500000
 }
 
+// Pollers that drive their tcp messenger (run to completion) did transport work on their
+// threads: pollers[].messenger_ns moves it from the poller role to transport, capped at the
+// poller threads' CPU less crc, and it is not spin.
+TEST(BenchReportTest, PollersTimeOnTheirMessengerIsTransport) {
+  BenchReport r = Measured();
+  r.osd_perf->messenger_ns = 2'000'000'000;
+  const OsdCpuByRole role = OsdCpuPerGiBByRole(r);
+  EXPECT_DOUBLE_EQ(*role.transport, 3.0);    // (4 + 2) s / 2 GiB
+  EXPECT_DOUBLE_EQ(*role.crc, 0.5);
+  EXPECT_DOUBLE_EQ(*role.poller, 1.0);       // (5 - 1 - 2) s / 2 GiB
+  EXPECT_DOUBLE_EQ(*role.poller_spin, 0.5);  // 5 - 1 crc - 2 transport - 1 busy = 1 s
+  auto t = PollerCpuTimes(r);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_FALSE(t->capped);
+  EXPECT_DOUBLE_EQ(t->transport_s, 2.0);
+
+  r.osd_perf->messenger_ns = 9'000'000'000;  // wall clock beyond the CPU: capped
+  t = PollerCpuTimes(r);
+  EXPECT_TRUE(t->capped);
+  EXPECT_DOUBLE_EQ(t->transport_s, 4.0);  // 5 s poller CPU - 1 s crc
+  EXPECT_DOUBLE_EQ(t->spin_s, 0.0);
+  EXPECT_DOUBLE_EQ(*OsdCpuPerGiBByRole(r).poller, 0.0);
+  EXPECT_DOUBLE_EQ(*OsdCpuPerGiBByRole(r).transport, 4.0);
+}
+
 TEST(BenchReportTest, JsonHasTheNewFieldsBesideTheOldOnes) {
   const nlohmann::json j = ToJson(Measured());
   for (const char* k : {"mode", "ms_type", "object_size", "concurrency", "seconds", "ops",

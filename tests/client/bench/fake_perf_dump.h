@@ -18,6 +18,7 @@ struct FakeOsdCounters {
   std::vector<uint64_t> spin_ns = {0};  // one per poller
   std::vector<uint64_t> crc_ns = {0};
   std::vector<uint64_t> busy_ns = {0};
+  std::vector<uint64_t> messenger_ns;  // one per poller; empty: the dump has no such field
   uint64_t tcp_copied_rx = 0;
   uint64_t rdma_copied_rx = 0;
   uint64_t rdma_copied_tx = 0;
@@ -31,6 +32,7 @@ inline std::string FakePerfDump(const FakeOsdCounters& c) {
     pollers.push_back({{"spin_ns", c.spin_ns[i]}, {"spin_ms", c.spin_ns[i] / 1000000},
                        {"crc_ns", c.crc_ns[i]},
                        {"busy_ns", i < c.busy_ns.size() ? c.busy_ns[i] : 0}, {"crc_bytes", 0}, {"records", 7}});
+    if (i < c.messenger_ns.size()) pollers.back()["messenger_ns"] = c.messenger_ns[i];
   }
   json j;
   j["messenger"]["tcp"] = {{"payload_bytes_copied_rx", c.tcp_copied_rx},

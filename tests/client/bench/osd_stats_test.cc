@@ -51,6 +51,15 @@ TEST(OsdStatsTest, ParsesAPerfDumpSummingPollersAndMessengers) {
   EXPECT_EQ(s->wire_copied_rx, 4000u);
   EXPECT_EQ(s->send_copied_tx, 6000u);  // tcp's 0 and rdma's
   EXPECT_EQ(s->store_copied, 5000u);
+  EXPECT_EQ(s->messenger_ns, 0u);  // no poller drives a messenger (an older OSD's dump)
+}
+
+TEST(OsdStatsTest, PollersTimeOnTheMessengerTheyDriveIsSummed) {
+  FakeOsdCounters c = Counters(2, 7.5, 1000);
+  c.messenger_ns = {40, 2};
+  auto s = ParsePerfDump(FakePerfDump(c));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->messenger_ns, 42u);
 }
 
 TEST(OsdStatsTest, AMissingFieldIsNamed) {

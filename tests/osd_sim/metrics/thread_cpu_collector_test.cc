@@ -53,6 +53,28 @@ TEST(ThreadCpuCollectorTest, TotalsKeepExitedThreadsAndCountReusedTids) {
   EXPECT_DOUBLE_EQ(s[2], 0.3);
 }
 
+// A poller that drives a tcp messenger does its transport work: that time moves from the
+// poller role to transport (at most all of the poller's), and no total ever goes down.
+TEST(ThreadCpuCollectorTest, PollersTransportWorkIsTransportAndTotalsNeverFall) {
+  ThreadCpuCollector c(Labels{});
+  auto s = c.Split({0.5, 2.0, 0.25, 0.125}, 1.5);
+  EXPECT_DOUBLE_EQ(s[0], 2.0);
+  EXPECT_DOUBLE_EQ(s[1], 0.5);
+  EXPECT_DOUBLE_EQ(s[2], 0.25);
+  EXPECT_DOUBLE_EQ(s[3], 0.125);
+  // More than the poller threads' CPU (the counter is partly wall-clock): the poller's
+  // share stays where it was, the rest is transport's; the sum is the threads' CPU.
+  s = c.Split({0.5, 2.5, 0.25, 0.125}, 3.0);
+  EXPECT_DOUBLE_EQ(s[0], 2.5);
+  EXPECT_DOUBLE_EQ(s[1], 0.5);
+  s = c.Split({0.5, 3.0, 0.25, 0.125}, 3.0);
+  EXPECT_DOUBLE_EQ(s[0], 3.0);
+  EXPECT_DOUBLE_EQ(s[1], 0.5);
+  s = c.Split({0.5, 4.0, 0.25, 0.125}, 3.0);  // the poller's own work grew
+  EXPECT_DOUBLE_EQ(s[0], 3.5);
+  EXPECT_DOUBLE_EQ(s[1], 1.0);
+}
+
 TEST(ThreadCpuCollectorTest, CollectsThisProcessByRole) {
   std::thread busy([] {
     pthread_setname_np(pthread_self(), "osd-poller-9");
