@@ -247,7 +247,9 @@ class RecvRing {
   // more before it blocks (a record published before the producer saw the request is not
   // missed); after calling it with false it looks at the ring on every pass, and never
   // blocks (beyond a bounded nap) without the true-then-look first. One consumer per ring
-  // at a time. A consumer that never calls it is signalled for every record.
+  // at a time. A consumer that never calls it is signalled for every record. A consumer
+  // that runs the producer itself while it sleeps (it drives the messenger: driven(),
+  // WaitFor) may not be signalled from its own thread; it looks again when that returns.
   virtual void SetPollerSleeping(bool sleeping) {}
   // True when the producer signals wait_fd() for the records it publishes (TCP: the
   // reader does, while the poller may sleep), so a poller gains nothing by spinning on

@@ -4,7 +4,7 @@
 //       [--durability durable|buffered|memory] [--pollers N] [--poller-cpus 0,1]
 //       [--poller-spin-us US] [--poller-wakeup-us 1000] [--poller-notified-wakeup-us 150]
 //       [--poller-nap-us 40]
-//       [--poller-nap-rings 8] [--poller-nap-depth 3] [--ms-tcp-threads 1]
+//       [--poller-nap-rings 8] [--poller-nap-depth 3] [--ms-tcp-threads 0]
 //       [--ring-bytes 33554432] [--capacity BYTES]
 //       [--store-commit-window-us US] [--store-zero-ahead-kb KB]
 //       [--cluster-dir DIR | --keyring FILE | --auth none] [--rdma-device soft|IBDEV] [--weight W]

@@ -76,7 +76,8 @@ OsdCpuByRole OsdCpuPerGiBByRole(const BenchReport& r) {
   if (!r.osd_role_cpu_s) return c;
   const RoleCpu& cpu = *r.osd_role_cpu_s;
   auto per_gib = [&r](double s) { return CpuSecondsPerGiB(s, r.run.bytes); };
-  c.transport = per_gib(cpu[static_cast<int>(ThreadRole::kTransport)]);
+  // transport, crc and poller need the pollers' counters: part of a poller's CPU is the
+  // transport's when it drives its tcp messenger.
   c.store = per_gib(cpu[static_cast<int>(ThreadRole::kStore)]);
   c.other = per_gib(cpu[static_cast<int>(ThreadRole::kOther)]);
   if (const std::optional<PollerTimes> poller = PollerCpuTimes(r)) {

@@ -20,8 +20,8 @@
 // spin_ns and crc_ns are wall-clock time: each is capped at the poller threads' CPU (see
 // PollerCpuTimes), so crc + poller is the poller threads' CPU and spin a part of poller.
 // Every figure is null when it could not be measured: nothing written, no OSD processes,
-// or (for those from perf dumps: osds_busy, crc, poller, poller_spin_s_per_gb, osd_wire,
-// osd_store) no readable admin socket of every OSD at both ends of the run.
+// or (for those from perf dumps: osds_busy, transport, crc, poller, poller_spin_s_per_gb,
+// osd_wire, osd_store) no readable admin socket of every OSD at both ends of the run.
 // MB/s is MiB/s (2^20 bytes, as `rados bench`), GB for CPU is GiB.
 //
 // Thread-safety: pure functions.

@@ -44,6 +44,7 @@ TcpRecvRing::~TcpRecvRing() {
 }
 
 void TcpRecvRing::SetPollerSleeping(bool sleeping) {
+  if (sleeping) sleeper_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   poller_awake_.store(!sleeping, std::memory_order_relaxed);
   // Going to sleep: orders the store before the poller's last look at the ring (Dekker,
   // with Signal's fence). Waking needs none: a signal it saves comes before a later
@@ -56,6 +57,9 @@ bool TcpRecvRing::Signal() {
   // after its SetPollerSleeping(true) is later and finds them.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (poller_awake_.load(std::memory_order_relaxed)) return false;
+  // The poller itself, reading the socket inside its sleep (a driven messenger's WaitFor):
+  // it looks at its rings when that returns.
+  if (sleeper_.load(std::memory_order_relaxed) == std::this_thread::get_id()) return false;
   const uint64_t one = 1;
   // EAGAIN means the counter is saturated: the poller is woken anyway.
   [[maybe_unused]] ssize_t n = write(efd_, &one, sizeof(one));

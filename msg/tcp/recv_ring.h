@@ -3,7 +3,9 @@
 // poller sleeps (SetPollerSleeping): an awake poller looks at every TCP ring on each pass,
 // so a signal then would only cost the reader a write and the poller a read and an epoll
 // round. Until a poller says it is awake, every batch is signalled (a consumer that never
-// calls SetPollerSleeping just blocks on wait_fd()). Created by the accepting messenger
+// calls SetPollerSleeping just blocks on wait_fd()). Nor is a poller signalled from its own
+// thread: one that drives the messenger (Messenger::driven) reads the socket inside its
+// sleep, and looks at the ring when that returns. Created by the accepting messenger
 // for a peer that asked for a ring; handed to Dispatcher::OnRingAttached.
 // base()/bytes()/wait_fd() are immutable after creation; Signal() and SetPollerSleeping()
 // are thread-safe.
@@ -14,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "msg/messenger.h"
@@ -35,8 +38,8 @@ class TcpRecvRing : public RecvRing {
   // records published before a Signal() that saw it awake, or Signal() sees it asleep.
   void SetPollerSleeping(bool sleeping) override;
 
-  // Called after publishing records: wakes the poller if it sleeps (or may). Returns
-  // whether it wrote the eventfd.
+  // Called after publishing records: wakes the poller if it sleeps (or may), unless this
+  // is the poller's own thread. Returns whether it wrote the eventfd.
   bool Signal();
 
  private:
@@ -45,6 +48,7 @@ class TcpRecvRing : public RecvRing {
   size_t bytes_;
   int efd_;
   std::atomic<bool> poller_awake_{false};
+  std::atomic<std::thread::id> sleeper_{};  // the thread that last said it sleeps
 };
 
 }  // namespace msgr::tcp

@@ -28,7 +28,7 @@ expect_refused "--store-commit-window-us takes 0 to 1000000 microseconds" --stor
 expect_refused "--store-zero-ahead-kb takes 0 to 1048576 KiB" --store-zero-ahead-kb 2000000
 expect_refused "--poller-ack-spin-us takes 0 to 1000000 microseconds" --poller-ack-spin-us 2000000
 expect_refused "--poller-nap-depth takes 0 to 65535 writes" --poller-nap-depth 70000
-expect_refused "--ms-tcp-threads takes 1 to 64 threads" --ms-tcp-threads 0
+expect_refused "--ms-tcp-threads takes 0 to 64 threads" --ms-tcp-threads 65
 
 help=$("$OSD" --help 2>&1)
 for flag in --poller-spin-us --poller-wakeup-us --op-complaint-time --metrics-addr \

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "msg/ring/ring.h"
@@ -41,7 +42,25 @@ TEST(TcpRecvRingTest, SignalsOnlyWhileThePollerMaySleep) {
   EXPECT_FALSE(Readable(ring->wait_fd()));
 
   ring->SetPollerSleeping(true);
-  EXPECT_TRUE(ring->Signal());
+  std::thread reader([&] { EXPECT_TRUE(ring->Signal()); });  // the reader's thread
+  reader.join();
+  EXPECT_TRUE(Readable(ring->wait_fd()));
+}
+
+// A poller that drives its messenger reads the socket inside its own sleep: the reader then
+// runs on the poller's thread, which looks at the ring when the read returns, so no signal
+// is written; from any other thread the sleeping poller is signalled.
+TEST(TcpRecvRingTest, ThePollersOwnThreadDoesNotSignalItself) {
+  auto created = TcpRecvRing::Create(kMinRingBytes);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::shared_ptr<TcpRecvRing> ring = *created;
+  ring->SetPollerSleeping(true);  // this thread is the poller
+  EXPECT_FALSE(ring->Signal());
+  EXPECT_FALSE(Readable(ring->wait_fd()));
+  bool signalled = false;
+  std::thread other([&] { signalled = ring->Signal(); });
+  other.join();
+  EXPECT_TRUE(signalled);
   EXPECT_TRUE(Readable(ring->wait_fd()));
 }
 
