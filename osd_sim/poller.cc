@@ -655,9 +655,10 @@ bool Poller::Sleep() {
     // The messenger's sockets wake us too: it returns once it ran something (a socket
     // read that filled a ring, an ack), and the caller's next pass looks.
     // Its CPU is the transport's: what it ran meanwhile (a sleep takes no CPU).
-    const uint64_t cpu0 = driven_cpu_.Ns();
+    const bool timed = TimeDrivenWork();
+    const uint64_t cpu0 = timed ? driven_cpu_.Ns() : 0;
     driven_->WaitFor(epoll_fd_, options_.max_sleep);
-    counters_.messenger_ns += driven_cpu_.Ns() - cpu0;
+    if (timed) counters_.messenger_ns += (driven_cpu_.Ns() - cpu0) * kDrivenSampleEvery;
     n = epoll_wait(epoll_fd_, evs, 16, 0);
   } else {
     n = epoll_wait(epoll_fd_, evs, 16,
@@ -819,12 +820,13 @@ void Poller::Run() {
     }
     uint64_t pass_start = NowNs();
     if (driven_ != nullptr) {
-      // Socket reads fill rings, acks complete records: this pass finds them. The time is
-      // the transport's, not the pass's (busy_ns).
+      // Socket reads fill rings, acks complete records: this pass finds them. Its CPU is
+      // the transport's, not the pass's (busy_ns, which starts after it).
+      const bool timed = TimeDrivenWork();
+      const uint64_t cpu0 = timed ? driven_cpu_.Ns() : 0;
       driven_->Poll();
-      const uint64_t polled = NowNs();
-      counters_.messenger_ns += polled - pass_start;
-      pass_start = polled;
+      if (timed) counters_.messenger_ns += (driven_cpu_.Ns() - cpu0) * kDrivenSampleEvery;
+      pass_start = NowNs();
     }
     bool work = false;
     bool unsignalled = false;  // records on a ring nobody signals
