@@ -659,6 +659,7 @@ bool Poller::Sleep() {
     const uint64_t cpu0 = timed ? driven_cpu_.Ns() : 0;
     driven_->WaitFor(epoll_fd_, options_.max_sleep);
     if (timed) counters_.messenger_ns += (driven_cpu_.Ns() - cpu0) * kDrivenSampleEvery;
+    driven_idle_until_ = 0;  // the next pass polls: WaitFor may have left handlers ready
     n = epoll_wait(epoll_fd_, evs, 16, 0);
   } else {
     n = epoll_wait(epoll_fd_, evs, 16,
@@ -819,14 +820,15 @@ void Poller::Run() {
       ServeDumps();
     }
     uint64_t pass_start = NowNs();
-    if (driven_ != nullptr) {
+    if (driven_ != nullptr && pass_start >= driven_idle_until_) {
       // Socket reads fill rings, acks complete records: this pass finds them. Its CPU is
       // the transport's, not the pass's (busy_ns, which starts after it).
       const bool timed = TimeDrivenWork();
       const uint64_t cpu0 = timed ? driven_cpu_.Ns() : 0;
-      driven_->Poll();
+      const bool ran = driven_->Poll();
       if (timed) counters_.messenger_ns += (driven_cpu_.Ns() - cpu0) * kDrivenSampleEvery;
       pass_start = NowNs();
+      driven_idle_until_ = ran ? 0 : pass_start + kDrivenIdlePollNs;
     }
     bool work = false;
     bool unsignalled = false;  // records on a ring nobody signals

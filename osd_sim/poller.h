@@ -360,13 +360,24 @@ class Poller {
   std::vector<RecordAck> failed_;                  // poller thread only: Complete's scratch
   absl::AnyInvocable<bool()> ack_poll_;            // poller thread only: SetAckPoll's
   Messenger* driven_ = nullptr;                    // poller thread only: Drive's
-  // The driven messenger's CPU (messenger_ns), sampled: one call in kDrivenSampleEvery is
-  // timed by the thread's CPU clock (a system call per reading) and counted that many
+  // The driven messenger's CPU (messenger_ns), sampled: a call in kDrivenSampleEvery, drawn
+  // at random (the calls come in repeating patterns that a fixed stride would lock onto),
+  // is timed by the thread's CPU clock (a system call per reading) and counted that many
   // times. Wall-clock time would count the preemptions a socket write invites on a
   // loaded machine (it was 98% of the thread's CPU at size 3, 4 KiB -t 16).
   static constexpr uint64_t kDrivenSampleEvery = 8;
-  bool TimeDrivenWork() { return ++driven_calls_ % kDrivenSampleEvery == 0; }
-  uint64_t driven_calls_ = 0;
+  bool TimeDrivenWork() {
+    driven_rng_ ^= driven_rng_ << 13;  // xorshift64
+    driven_rng_ ^= driven_rng_ >> 7;
+    driven_rng_ ^= driven_rng_ << 17;
+    return driven_rng_ % kDrivenSampleEvery == 0;
+  }
+  uint64_t driven_rng_ = 0x9e3779b97f4a7c15ull;
+  // A Poll that found nothing is not repeated for kDrivenIdlePollNs (a system call per
+  // pass would slow a poller spinning on rdma rings); the next pass after that, a sleep or
+  // a Poll that ran something polls again.
+  static constexpr uint64_t kDrivenIdlePollNs = 5'000;
+  uint64_t driven_idle_until_ = 0;
   ThreadCpuClock driven_cpu_;                      // poller thread only: its own CPU clock
   bool completed_by_ack_poll_ = false;  // poller thread only: this pass's Complete saw one
   PollerCounters counters_;                        // poller thread only

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -19,6 +20,8 @@ namespace msgr::tcp {
 
 namespace asio = boost::asio;
 
+// The longest WaitFor blocks in one go (an infinite timeout would overflow Asio's clock).
+constexpr absl::Duration kMaxDrivenWait = absl::Hours(1);
 // How long Shutdown waits, in all, for the CLOSEs of its goodbye to leave.
 constexpr absl::Duration kGoodbyeWait = absl::Milliseconds(200);
 
@@ -92,7 +95,7 @@ void TcpMessenger::WaitFor(int fd, absl::Duration timeout) {
       // `fd` readable before the wait was armed: its edge may have gone by unwatched.
       pollfd p{fd, POLLIN, 0};
       if (wait_desc_ && poll(&p, 1, 0) == 0) {
-        shared_->io.run_one_for(absl::ToChronoMilliseconds(timeout));
+        shared_->io.run_one_for(absl::ToChronoMilliseconds(std::min(timeout, kMaxDrivenWait)));
       }
       if (wait_desc_) return;
     }

@@ -88,8 +88,8 @@ std::array<double, kThreadRoles> ThreadCpuCollector::Split(std::array<double, kT
                                                            double transport_in_pollers_s) const {
   constexpr int kTransport = 0, kPoller = 1;
   static_assert(kThreadRoleNames[kTransport][0] == 't' && kThreadRoleNames[kPoller][0] == 'p');
-  // The moved time is wall-clock in part (the poller's own counter): a scrape may see it
-  // grow faster than the threads' CPU. The poller's share never goes down (a counter), and
+  // The moved time is sampled (the pollers' messenger_ns): a scrape may see it grow faster
+  // than the threads' CPU. The poller's share never goes down (a counter), and
   // the two shares add up to the threads' CPU; transport only grows too, as both inputs do.
   const double moved = std::clamp(transport_in_pollers_s, 0.0, seconds[kPoller]);
   absl::MutexLock l(&mu_);
@@ -102,6 +102,9 @@ std::array<double, kThreadRoles> ThreadCpuCollector::Split(std::array<double, kT
 
 std::vector<prometheus::MetricFamily> ThreadCpuCollector::Collect() const {
   const long hz = sysconf(_SC_CLK_TCK);
+  // One scrape at a time (the exposer has two threads): a later scrape's poller share must
+  // not be split from an earlier scrape's totals.
+  absl::MutexLock scrape(&scrape_mu_);
   const std::array<double, kThreadRoles> seconds =
       Split(Update(ReadSelfTasks(), hz > 0 ? hz : 100),
             transport_in_pollers_s_ ? transport_in_pollers_s_() : 0.0);

@@ -68,6 +68,7 @@ class ThreadCpuCollector : public prometheus::Collectable {
  private:
   const Labels labels_;
   const std::function<double()> transport_in_pollers_s_;
+  mutable absl::Mutex scrape_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // Collect: one at a time
   mutable absl::Mutex mu_;
   mutable double last_poller_s_ ABSL_GUARDED_BY(mu_) = 0;  // Split's last poller share
   mutable std::map<int, uint64_t> last_ticks_ ABSL_GUARDED_BY(mu_);  // tid -> ticks seen

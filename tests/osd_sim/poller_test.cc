@@ -1248,22 +1248,34 @@ TEST(PollerTest, AnnouncedRingIsDrainedWhenItsNotifierReportsIt) {
 // sockets, drains the rings and writes the acks itself. Every record reaches the store on
 // the poller's thread, and the messenger's callbacks run there too. max_sleep is 60 s, so a
 // record whose arrival did not end the poller's sleep fails its 5 s wait.
+// Completes each record at once on the poller's thread, or (async_ms > 0) that much later
+// on a thread of its own, as a store's flusher does.
 class ImmediateSink : public RecordSink {
  public:
+  ~ImmediateSink() override {
+    for (std::thread& t : completers) t.join();
+  }
   absl::StatusOr<uint32_t> Persist(const RecordView& rec, const WritePart& part,
                                    PersistCallback done) override {
-    {
-      std::lock_guard<std::mutex> l(mu);
-      threads.insert(std::this_thread::get_id());
-      payloads.emplace_back(reinterpret_cast<const char*>(rec.payload), rec.header->payload_len);
+    std::lock_guard<std::mutex> l(mu);
+    threads.insert(std::this_thread::get_id());
+    payloads.emplace_back(reinterpret_cast<const char*>(rec.payload), rec.header->payload_len);
+    if (const int ms = async_ms.load(); ms > 0) {
+      completers.emplace_back([ms, done = std::move(done)]() mutable {
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        done(absl::OkStatus());
+      });
+    } else {
+      done(absl::OkStatus());
     }
-    done(absl::OkStatus());
     return part.kind == WritePart::Kind::kFirst ? static_cast<uint32_t>(rec.header->tid) : 0;
   }
   void AbortWrite(std::string_view, uint32_t) override {}
+  std::atomic<int> async_ms{0};
   std::mutex mu;
   std::set<std::thread::id> threads;
   std::vector<std::string> payloads;
+  std::vector<std::thread> completers;
 };
 
 class RingToPoller : public Dispatcher {
@@ -1310,6 +1322,9 @@ TEST(PollerTest, ADrivenTcpMessengerRunsOnThePollersThreadAndNoRecordWaits) {
   so.auth = AuthConfig::None();
   so.ring_bytes = 1 << 20;
   so.worker_threads = 0;  // driven
+  // No keepalive inside the test's waits: only the events under test wake the poller.
+  so.keepalive_interval = absl::Seconds(60);
+  so.keepalive_timeout = absl::Seconds(120);
   auto server = Messenger::Create(so, &server_side);
   ASSERT_TRUE(server.ok()) << server.status();
   const auto addr = (*server)->Bind("127.0.0.1:0");
@@ -1349,6 +1364,17 @@ TEST(PollerTest, ADrivenTcpMessengerRunsOnThePollersThreadAndNoRecordWaits) {
     EXPECT_EQ(sink.threads.count(std::this_thread::get_id()), 0u);
   }
   EXPECT_GE(poller->counters().sleeps, kRecords / 2);  // it did sleep between records
+
+  // Records the store completes later on another thread: the completion must end the
+  // driving poller's sleep in the messenger (through its eventfd) for the ack to go out.
+  sink.async_ms = 20;
+  for (uint64_t t = kRecords + 1; t <= kRecords + 10; ++t) {
+    const std::string payload = "completed elsewhere " + std::to_string(t);
+    RecordDesc d{oid, t, 0, kRecordFlagTruncate | kRecordFlagLast};
+    ASSERT_TRUE((*conn)->WriteRecord(d, payload, absl::Seconds(5)).ok()) << t;
+    ASSERT_TRUE(WaitFor([&] { return client_side.acked.load() == t; }))
+        << "record " << t << " was not acked: a completion did not wake the driving poller";
+  }
   (*client)->Shutdown();
   (*server)->Shutdown();
 }

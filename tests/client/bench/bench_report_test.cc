@@ -119,7 +119,7 @@ TEST(BenchReportTest, PollersTimeOnTheirMessengerIsTransport) {
   EXPECT_FALSE(t->capped);
   EXPECT_DOUBLE_EQ(t->transport_s, 2.0);
 
-  r.osd_perf->messenger_ns = 9'000'000'000;  // wall clock beyond the CPU: capped
+  r.osd_perf->messenger_ns = 9'000'000'000;  // sampled beyond the CPU: capped
   t = PollerCpuTimes(r);
   EXPECT_TRUE(t->capped);
   EXPECT_DOUBLE_EQ(t->transport_s, 4.0);  // 5 s poller CPU - 1 s crc

@@ -62,7 +62,7 @@ TEST(ThreadCpuCollectorTest, PollersTransportWorkIsTransportAndTotalsNeverFall) 
   EXPECT_DOUBLE_EQ(s[1], 0.5);
   EXPECT_DOUBLE_EQ(s[2], 0.25);
   EXPECT_DOUBLE_EQ(s[3], 0.125);
-  // More than the poller threads' CPU (the counter is partly wall-clock): the poller's
+  // More than the poller threads' CPU (the counter is sampled): the poller's
   // share stays where it was, the rest is transport's; the sum is the threads' CPU.
   s = c.Split({0.5, 2.5, 0.25, 0.125}, 3.0);
   EXPECT_DOUBLE_EQ(s[0], 2.5);
