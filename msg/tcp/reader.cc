@@ -232,6 +232,7 @@ void TcpConnection::SetBody(uint8_t* dst, size_t len, BodyKind kind) {
 }
 
 bool TcpConnection::OnHeader() {
+  shared_->frames_in.fetch_add(1, std::memory_order_relaxed);
   const uint32_t limit = shared_->options.max_message_bytes;
   const uint8_t* in = rx_buf_.data();
   uint8_t opened[kFrameHeaderBytes + session::kSecureTagBytes];

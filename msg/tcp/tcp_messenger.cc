@@ -87,15 +87,28 @@ void TcpMessenger::WaitFor(int fd, absl::Duration timeout) {
           wait_source_fd_ = fd;
         }
       }
-      if (wait_desc_ && !wait_armed_) {
-        wait_armed_ = true;
-        wait_desc_->async_wait(asio::posix::stream_descriptor::wait_read,
-                               [this](const boost::system::error_code&) { wait_armed_ = false; });
-      }
-      // `fd` readable before the wait was armed: its edge may have gone by unwatched.
-      pollfd p{fd, POLLIN, 0};
-      if (wait_desc_ && poll(&p, 1, 0) == 0) {
-        shared_->io.run_one_for(absl::ToChronoMilliseconds(std::min(timeout, kMaxDrivenWait)));
+      // Until `fd` is readable, a frame arrived (records, acks, messages: what the caller
+      // waits for), the messenger stopped, or the time is up; a handler that only ran a
+      // timer or finished a write (a flow timer fires 200 us after most reads) waits again
+      // here instead of costing the caller a pass and another sleep.
+      const uint64_t frames = shared_->frames_in.load(std::memory_order_relaxed);
+      const absl::Time deadline = absl::Now() + std::min(timeout, kMaxDrivenWait);
+      while (wait_desc_) {
+        if (!wait_armed_) {
+          wait_armed_ = true;
+          wait_desc_->async_wait(asio::posix::stream_descriptor::wait_read,
+                                 [this](const boost::system::error_code&) { wait_armed_ = false; });
+        }
+        // `fd` readable before the wait was armed: its edge may have gone by unwatched.
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 0) != 0) break;
+        const absl::Duration left = deadline - absl::Now();
+        if (left <= absl::ZeroDuration()) break;
+        shared_->io.run_one_for(absl::ToChronoMicroseconds(left));
+        if (shared_->io.stopped() || !wait_armed_ ||
+            shared_->frames_in.load(std::memory_order_relaxed) != frames) {
+          break;
+        }
       }
       if (wait_desc_) return;
     }

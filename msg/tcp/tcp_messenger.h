@@ -55,6 +55,7 @@ struct TcpShared {
   TcpCounters counters;
   std::atomic<uint64_t> bytes_in_flight{0};  // over all connections (flow control)
   std::atomic<bool> stopping{false};
+  std::atomic<uint64_t> frames_in{0};  // frames read (a driven WaitFor's "something came")
   session::FenceSet fence;  // peers whose handshakes are refused (SetFenced)
 };
 
