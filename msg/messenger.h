@@ -487,7 +487,8 @@ class Messenger {
   // than sleep (a futex wake-up costs more than a small write): runs one round of the
   // backend's completion work on the calling thread, delivering whatever has arrived
   // (OnRecordsAcked may run inside). Returns true if it found anything. A backend whose
-  // completions only its own threads can reap returns false at once (tcp).
+  // completions only its own threads can reap returns false at once (tcp with socket
+  // threads); a driven one (below) runs all of its ready work here.
   virtual bool Poll() { return false; }
 
   // Driven mode (MessengerOptions::worker_threads 0, a backend that offers it: tcp): the
