@@ -655,10 +655,7 @@ bool Poller::Sleep() {
     // The messenger's sockets wake us too: it returns once it ran something (a socket
     // read that filled a ring, an ack), and the caller's next pass looks.
     // Its CPU is the transport's: what it ran meanwhile (a sleep takes no CPU).
-    const bool timed = TimeDrivenWork();
-    const uint64_t cpu0 = timed ? driven_cpu_.Ns() : 0;
-    driven_->WaitFor(epoll_fd_, options_.max_sleep);
-    if (timed) counters_.messenger_ns += (driven_cpu_.Ns() - cpu0) * kDrivenSampleEvery;
+    CountDrivenCpu([&] { driven_->WaitFor(epoll_fd_, options_.max_sleep); });
     driven_idle_until_ = 0;  // the next pass polls: WaitFor may have left handlers ready
     n = epoll_wait(epoll_fd_, evs, 16, 0);
   } else {
@@ -823,10 +820,8 @@ void Poller::Run() {
     if (driven_ != nullptr && pass_start >= driven_idle_until_) {
       // Socket reads fill rings, acks complete records: this pass finds them. Its CPU is
       // the transport's, not the pass's (busy_ns, which starts after it).
-      const bool timed = TimeDrivenWork();
-      const uint64_t cpu0 = timed ? driven_cpu_.Ns() : 0;
-      const bool ran = driven_->Poll();
-      if (timed) counters_.messenger_ns += (driven_cpu_.Ns() - cpu0) * kDrivenSampleEvery;
+      bool ran = false;
+      CountDrivenCpu([&] { ran = driven_->Poll(); });
       pass_start = NowNs();
       driven_idle_until_ = ran ? 0 : pass_start + kDrivenIdlePollNs;
     }

@@ -366,11 +366,15 @@ class Poller {
   // times. Wall-clock time would count the preemptions a socket write invites on a
   // loaded machine (it was 98% of the thread's CPU at size 3, 4 KiB -t 16).
   static constexpr uint64_t kDrivenSampleEvery = 8;
-  bool TimeDrivenWork() {
+  template <typename F>
+  void CountDrivenCpu(F run) {
     driven_rng_ ^= driven_rng_ << 13;  // xorshift64
     driven_rng_ ^= driven_rng_ >> 7;
     driven_rng_ ^= driven_rng_ << 17;
-    return driven_rng_ % kDrivenSampleEvery == 0;
+    if (driven_rng_ % kDrivenSampleEvery != 0) return run();
+    const uint64_t cpu0 = driven_cpu_.Ns();
+    run();
+    counters_.messenger_ns += (driven_cpu_.Ns() - cpu0) * kDrivenSampleEvery;
   }
   uint64_t driven_rng_ = 0x9e3779b97f4a7c15ull;
   // A Poll that found nothing is not repeated for kDrivenIdlePollNs (a system call per
