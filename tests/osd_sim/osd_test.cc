@@ -483,7 +483,7 @@ TEST_P(OsdTest, TcpMessengersRunAsManySocketThreadsAsAsked) {
   StartOsd();
   EXPECT_EQ(ThreadsNamed("ms-tcp-io") - with_client, 3);
   ConnectClient();
-  ASSERT_TRUE(Write("t", "three threads", 1).ok());
+  ASSERT_TRUE(Write("t", "three threads", 41).ok());
   EXPECT_EQ(PerfDump()["pollers"][0]["messenger_ns"].get<uint64_t>(), 0u);
 }
 
